@@ -1,0 +1,12 @@
+//! `ulog-recv`: receives a PX4 flight log streamed over MAVLink, writes it to disk and
+//! publishes its topics live.
+//!
+//! The protocol logic is sans-IO (bytes and time in, events and bytes out); the binary is a
+//! thin shell around it. Modules:
+//! - [`ulog`]: the ULog engine (incremental reader, decoder, writer).
+//! - [`summary`]: what a whole log holds (the `info` command), built from the engine.
+//! - [`synth`]: a deterministic synthetic flight log, for tests and the demo.
+
+pub mod summary;
+pub mod synth;
+pub mod ulog;

@@ -1,0 +1,254 @@
+//! The format compiler: turns a format and the formats it nests into a flat [`Layout`], the
+//! list of basic-typed leaf fields with their byte offsets, named the way pyulog flattens them
+//! (`q[0]`, `outer.inner`, `arr[1].x`). A layout is compiled once per format and shared by
+//! every subscription that uses it.
+
+use std::collections::HashMap;
+
+use crate::ulog::format::{FieldType, FormatDef};
+use crate::ulog::types::BasicType;
+
+/// Deepest nesting accepted (PX4 uses two or three levels).
+pub const MAX_NESTING: usize = 16;
+/// Largest layout accepted: a data message cannot carry more.
+pub const MAX_LAYOUT_SIZE: usize = u16::MAX as usize;
+
+/// One leaf field of a flattened format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// Flattened name, e.g. `current.lat`, `q[2]`.
+    pub name: String,
+    pub ty: BasicType,
+    /// Byte offset in the sample data (after the message id).
+    pub offset: usize,
+    /// Part of a `_padding…` field (at any nesting level).
+    pub padding: bool,
+}
+
+/// The top-level `timestamp` field of a format, if it has one of an allowed type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampField {
+    pub offset: usize,
+    pub ty: BasicType,
+    /// Microseconds per tick: 1, or 1000 for a `uint8_t` timestamp (milliseconds).
+    pub unit_us: u64,
+}
+
+/// A compiled format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub name: String,
+    /// All leaves in order, padding included except a trailing top-level padding (which PX4
+    /// does not log): exactly pyulog's field list.
+    pub fields: Vec<Field>,
+    /// Bytes a sample must hold: up to the end of the last field in `fields`.
+    pub size: usize,
+    /// Bytes of the whole struct, trailing padding included (a sample may carry it).
+    pub full_size: usize,
+    pub timestamp: Option<TimestampField>,
+}
+
+/// Why a format cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("format '{0}' is not defined")]
+    UnknownFormat(String),
+    #[error("format '{0}' contains itself")]
+    Recursive(String),
+    #[error("format '{0}' nests deeper than {MAX_NESTING} levels")]
+    TooDeep(String),
+    #[error("format '{0}' is larger than {MAX_LAYOUT_SIZE} bytes")]
+    TooLarge(String),
+}
+
+impl Layout {
+    /// Compiles the format `name`, resolving nested formats in `formats`.
+    pub fn compile(name: &str, formats: &HashMap<String, FormatDef>) -> Result<Self, LayoutError> {
+        let mut fields = Vec::new();
+        let mut walk = Walk {
+            formats,
+            stack: Vec::new(),
+            out: &mut fields,
+            steps_left: MAX_LAYOUT_SIZE * 2,
+        };
+        let full_size = walk.flatten(name, "", 0, false)?;
+        while fields
+            .last()
+            .is_some_and(|f| f.name.starts_with("_padding"))
+        {
+            fields.pop();
+        }
+        let size = fields.last().map_or(0, |f| f.offset + f.ty.size());
+        let timestamp = fields.iter().find(|f| f.name == "timestamp").and_then(|f| {
+            let unit_us = match f.ty {
+                BasicType::UInt64 | BasicType::UInt32 | BasicType::UInt16 => 1,
+                BasicType::UInt8 => 1000,
+                _ => return None,
+            };
+            Some(TimestampField {
+                offset: f.offset,
+                ty: f.ty,
+                unit_us,
+            })
+        });
+        Ok(Self {
+            name: name.to_owned(),
+            fields,
+            size,
+            full_size,
+            timestamp,
+        })
+    }
+
+    /// The fields a person wants to see: everything but padding.
+    pub fn visible_fields(&self) -> impl Iterator<Item = (usize, &Field)> {
+        self.fields.iter().enumerate().filter(|(_, f)| !f.padding)
+    }
+
+    /// True when `len` bytes of sample data fit this layout.
+    pub fn accepts_len(&self, len: usize) -> bool {
+        len >= self.size && len <= self.full_size.max(self.size)
+    }
+}
+
+/// State of one compilation: the formats, the nesting stack (for recursion checks), the leaves
+/// so far, and a step budget that bounds the work even for empty nested formats in arrays.
+struct Walk<'f, 'o> {
+    formats: &'f HashMap<String, FormatDef>,
+    stack: Vec<&'f str>,
+    out: &'o mut Vec<Field>,
+    steps_left: usize,
+}
+
+impl<'f> Walk<'f, '_> {
+    /// Appends the leaves of format `name` at `base` offset under `prefix`; returns its size.
+    fn flatten(
+        &mut self,
+        name: &str,
+        prefix: &str,
+        base: usize,
+        in_padding: bool,
+    ) -> Result<usize, LayoutError> {
+        let (key, def) = self
+            .formats
+            .get_key_value(name)
+            .ok_or_else(|| LayoutError::UnknownFormat(name.to_owned()))?;
+        if self.stack.contains(&name) {
+            return Err(LayoutError::Recursive(name.to_owned()));
+        }
+        if self.stack.len() >= MAX_NESTING {
+            return Err(LayoutError::TooDeep(name.to_owned()));
+        }
+        self.stack.push(key);
+        let mut offset = base;
+        for field in &def.fields {
+            let padding = in_padding || field.is_padding();
+            for i in 0..field.array_len.unwrap_or(1) {
+                if self.steps_left == 0 || offset > MAX_LAYOUT_SIZE {
+                    return Err(LayoutError::TooLarge(self.stack[0].to_owned()));
+                }
+                self.steps_left -= 1;
+                let leaf_name = match field.array_len {
+                    Some(_) => format!("{prefix}{}[{i}]", field.name),
+                    None => format!("{prefix}{}", field.name),
+                };
+                match &field.ty {
+                    FieldType::Basic(ty) => {
+                        self.out.push(Field {
+                            name: leaf_name,
+                            ty: *ty,
+                            offset,
+                            padding,
+                        });
+                        offset += ty.size();
+                    }
+                    FieldType::Nested(inner) => {
+                        let inner_prefix = format!("{leaf_name}.");
+                        offset += self.flatten(inner, &inner_prefix, offset, padding)?;
+                    }
+                }
+            }
+        }
+        if offset > MAX_LAYOUT_SIZE {
+            return Err(LayoutError::TooLarge(self.stack[0].to_owned()));
+        }
+        self.stack.pop();
+        Ok(offset - base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn formats(defs: &[&str]) -> HashMap<String, FormatDef> {
+        defs.iter()
+            .map(|d| {
+                let f = FormatDef::parse(d).unwrap();
+                (f.name.clone(), f)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn flattens_like_pyulog() {
+        let f = formats(&[
+            "outer:uint64_t timestamp;inner[2] arr;uint8_t[3] _padding0;",
+            "inner:float x;uint8_t[2] _padding0;int16_t y;",
+        ]);
+        let l = Layout::compile("outer", &f).unwrap();
+        let names: Vec<&str> = l.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "timestamp",
+                "arr[0].x",
+                "arr[0]._padding0[0]",
+                "arr[0]._padding0[1]",
+                "arr[0].y",
+                "arr[1].x",
+                "arr[1]._padding0[0]",
+                "arr[1]._padding0[1]",
+                "arr[1].y",
+            ]
+        );
+        assert_eq!(l.size, 8 + 2 * 8);
+        assert_eq!(l.full_size, 8 + 2 * 8 + 3);
+        assert_eq!(l.fields[8].offset, 8 + 8 + 6);
+        assert_eq!(l.visible_fields().count(), 5);
+        assert_eq!(l.timestamp.unwrap().offset, 0);
+    }
+
+    #[test]
+    fn rejects_recursion_unknown_and_huge() {
+        let f = formats(&["a:b x;", "b:a y;"]);
+        assert!(matches!(
+            Layout::compile("a", &f),
+            Err(LayoutError::Recursive(_))
+        ));
+        let f = formats(&["a:missing x;"]);
+        assert_eq!(
+            Layout::compile("a", &f),
+            Err(LayoutError::UnknownFormat("missing".into()))
+        );
+        let f = formats(&["a:b[60000] x;", "b:double[60000] y;"]);
+        assert!(matches!(
+            Layout::compile("a", &f),
+            Err(LayoutError::TooLarge(_))
+        ));
+        // Empty nested formats in big arrays must not take quadratic time.
+        let f = formats(&["a:b[65535] x;", "b:c[65535] y;", "c:"]);
+        assert!(matches!(
+            Layout::compile("a", &f),
+            Err(LayoutError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn narrow_timestamps_are_recognised() {
+        let f = formats(&["t:uint8_t timestamp;float v;", "u:float timestamp;"]);
+        let t = Layout::compile("t", &f).unwrap().timestamp.unwrap();
+        assert_eq!((t.ty, t.unit_us), (BasicType::UInt8, 1000));
+        assert_eq!(Layout::compile("u", &f).unwrap().timestamp, None);
+    }
+}

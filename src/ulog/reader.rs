@@ -1,0 +1,430 @@
+//! The incremental ULog reader (sans-IO): push byte slices of any size, pull complete
+//! messages as [`Record`]s.
+//!
+//! It validates the framing as it goes: the file header, the size and type of every message,
+//! the position of the flag bits, the incompat flags, and the message ids of data messages.
+//! Framing that cannot be right (a type that is not a letter, a size too small for its type,
+//! data for a message id never subscribed) makes it search for the next sync message and
+//! resume after it, counting the bytes it skipped. Appended-data offsets from the flag bits are
+//! honoured: a message that would run across one is dropped and reading resumes at the offset.
+
+use std::collections::VecDeque;
+
+use crate::ulog::message::{
+    FILE_HEADER_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError, SUPPORTED_VERSION,
+    SYNC_MAGIC, min_payload_len, msg_type,
+};
+
+/// Unknown message types larger than this are taken as corruption rather than a future
+/// message type (the threshold pyulog uses too).
+pub const MAX_UNKNOWN_MESSAGE_LEN: usize = 10_000;
+
+/// Which part of the log a message belongs to. The definitions end at the first 'A', 'L' or
+/// 'C' message; a 'P' there is an initial value, in the data section a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Definitions,
+    Data,
+}
+
+/// One complete message as it came out of the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record<'a> {
+    /// Offset of the first byte of this message (its header) in the stream.
+    pub offset: u64,
+    /// The message's bytes on the wire, header included (the 16-byte file header for
+    /// [`Message::Header`]). Writing these back reproduces the stream.
+    pub raw: &'a [u8],
+    /// The section this message belongs to.
+    pub section: Section,
+    pub message: Message<'a>,
+}
+
+/// Counters of what the reader met. All monotonic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReaderStats {
+    /// Bytes pushed in.
+    pub bytes_in: u64,
+    /// Records handed out (the file header included).
+    pub messages: u64,
+    /// Messages of a type this reader does not know, handed out as [`Message::Unknown`].
+    pub unknown_messages: u64,
+    /// Messages whose payload did not match their type (reported as errors, framing intact).
+    pub malformed_messages: u64,
+    /// Times impossible framing made the reader search for a sync message.
+    pub resyncs: u64,
+    /// Bytes thrown away while searching for a sync message.
+    pub skipped_bytes: u64,
+    /// Bytes passed over to reach an appended-data offset.
+    pub appended_gap_bytes: u64,
+}
+
+/// What [`Reader::next_record`] reports besides records.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The stream does not start with the ULog magic. Fatal.
+    #[error("not a ULog stream: the file header magic is wrong")]
+    BadMagic,
+    /// The flag bits set incompat bits this reader does not know. Fatal: reading on could
+    /// misinterpret the data.
+    #[error(
+        "the log sets unknown incompatible flag bits {bits:02x?}: it needs a newer reader, refusing to read it"
+    )]
+    IncompatibleFlags { bits: [u8; 8] },
+    /// One message's payload does not fit its type; reading goes on with the next message.
+    #[error("malformed '{}' message at offset {offset}: {source}", char::from(*.msg_type))]
+    Malformed {
+        offset: u64,
+        msg_type: u8,
+        source: MessageError,
+    },
+    /// A flag-bits message anywhere but first; it is ignored, reading goes on.
+    #[error("flag bits message at offset {offset} is not the first message; ignored")]
+    MisplacedFlagBits { offset: u64 },
+}
+
+impl ReadError {
+    /// True when the reader has stopped for good.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Self::BadMagic | Self::IncompatibleFlags { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Header,
+    Messages,
+    /// Searching for the sync magic after impossible framing.
+    Resync,
+    /// Passing over bytes up to an appended-data offset.
+    SkipTo(u64),
+    Failed,
+}
+
+/// Incremental, allocation-reusing ULog reader. See the module docs.
+pub struct Reader {
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    pos: usize,
+    /// Stream offset of `buf[0]`.
+    base: u64,
+    state: State,
+    section: Section,
+    header: Option<FileHeader>,
+    /// Bit set of the message ids subscribed so far ('A'), 65536 bits.
+    subscribed: Box<[u64; 1024]>,
+    /// Appended-data offsets not yet reached, ascending.
+    appended: VecDeque<u64>,
+    stats: ReaderStats,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reader {
+    pub fn new() -> Self {
+        Self {
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            state: State::Header,
+            section: Section::Definitions,
+            header: None,
+            subscribed: Box::new([0; 1024]),
+            appended: VecDeque::new(),
+            stats: ReaderStats::default(),
+        }
+    }
+
+    /// Appends bytes of the stream. Any split is fine; nothing is parsed until
+    /// [`next_record`](Self::next_record).
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.base += self.pos as u64;
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+        self.stats.bytes_in += bytes.len() as u64;
+    }
+
+    /// The file header, once read.
+    pub fn header(&self) -> Option<FileHeader> {
+        self.header
+    }
+
+    /// The section the next message will belong to.
+    pub fn section(&self) -> Section {
+        self.section
+    }
+
+    pub fn stats(&self) -> ReaderStats {
+        self.stats
+    }
+
+    /// Stream offset of the next byte to be parsed.
+    pub fn position(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Bytes pushed but not yet handed out: at the end of a stream, the truncated last
+    /// message (or the tail searched for a sync message).
+    pub fn pending_bytes(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// True once a fatal error has stopped the reader.
+    pub fn has_failed(&self) -> bool {
+        self.state == State::Failed
+    }
+
+    fn is_subscribed(&self, msg_id: u16) -> bool {
+        self.subscribed[msg_id as usize / 64] & (1 << (msg_id % 64)) != 0
+    }
+
+    fn skip(&mut self, n: usize) {
+        self.pos += n;
+        self.stats.skipped_bytes += n as u64;
+    }
+
+    fn start_resync(&mut self) {
+        self.stats.resyncs += 1;
+        tracing::warn!(
+            offset = self.position(),
+            "impossible ULog framing; searching for the next sync message"
+        );
+        self.skip(1);
+        self.state = State::Resync;
+    }
+
+    /// The next complete message, an error, or `None` when more bytes are needed (or the
+    /// reader has failed). Non-fatal errors leave the reader ready for the next call.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next_record(&mut self) -> Option<Result<Record<'_>, ReadError>> {
+        loop {
+            let avail = self.buf.len() - self.pos;
+            match self.state {
+                State::Failed => return None,
+                State::Header => {
+                    if avail < FILE_HEADER_LEN {
+                        return None;
+                    }
+                    let bytes: &[u8; FILE_HEADER_LEN] = self.buf[self.pos..][..FILE_HEADER_LEN]
+                        .try_into()
+                        .expect("16 bytes");
+                    let Some(header) = FileHeader::parse(bytes) else {
+                        self.state = State::Failed;
+                        return Some(Err(ReadError::BadMagic));
+                    };
+                    if header.version > SUPPORTED_VERSION {
+                        tracing::warn!(
+                            version = header.version,
+                            "ULog file version is newer than this reader knows; reading it anyway"
+                        );
+                    }
+                    self.header = Some(header);
+                    self.state = State::Messages;
+                    return Some(Ok(self.emit(FILE_HEADER_LEN, Message::Header(header))));
+                }
+                State::Resync => {
+                    let hay = &self.buf[self.pos..];
+                    match find(hay, &SYNC_MAGIC) {
+                        Some(at) => {
+                            self.skip(at + SYNC_MAGIC.len());
+                            self.state = State::Messages;
+                        }
+                        None => {
+                            // Keep a possible prefix of the magic for the next push.
+                            self.skip(avail.saturating_sub(SYNC_MAGIC.len() - 1));
+                            return None;
+                        }
+                    }
+                }
+                State::SkipTo(target) => {
+                    let need = (target - self.position()) as usize;
+                    let n = need.min(avail);
+                    self.pos += n;
+                    self.stats.appended_gap_bytes += n as u64;
+                    if n < need {
+                        return None;
+                    }
+                    self.state = State::Messages;
+                }
+                State::Messages => {
+                    let here = self.position();
+                    if let Some(&next_offset) = self.appended.front()
+                        && here >= next_offset
+                    {
+                        if here > next_offset {
+                            tracing::warn!(
+                                offset = next_offset,
+                                "appended-data offset points behind the read position; ignored"
+                            );
+                        }
+                        self.appended.pop_front();
+                        continue;
+                    }
+                    if avail < MSG_HEADER_LEN {
+                        return None;
+                    }
+                    let b = &self.buf[self.pos..];
+                    let size = u16::from_le_bytes([b[0], b[1]]) as usize;
+                    let ty = b[2];
+                    let total = MSG_HEADER_LEN + size;
+                    if let Some(&next_offset) = self.appended.front()
+                        && here + total as u64 > next_offset
+                    {
+                        // The message runs into the appended data: what remains before the
+                        // offset is the unfinished tail of the normal data.
+                        self.state = State::SkipTo(next_offset);
+                        continue;
+                    }
+                    if !plausible(ty, size) {
+                        self.start_resync();
+                        continue;
+                    }
+                    if avail < total {
+                        return None;
+                    }
+                    let payload = &b[MSG_HEADER_LEN..total];
+                    match ty {
+                        msg_type::DATA => {
+                            let msg_id = u16::from_le_bytes([payload[0], payload[1]]);
+                            if !self.is_subscribed(msg_id) {
+                                self.start_resync();
+                                continue;
+                            }
+                        }
+                        msg_type::FLAG_BITS => {
+                            if self.stats.messages != 1 {
+                                self.pos += total;
+                                self.stats.malformed_messages += 1;
+                                return Some(Err(ReadError::MisplacedFlagBits { offset: here }));
+                            }
+                            if let Err(e) = self.apply_flag_bits(here + total as u64) {
+                                return Some(Err(e));
+                            }
+                        }
+                        msg_type::ADD_LOGGED => {
+                            let msg_id = u16::from_le_bytes([payload[1], payload[2]]);
+                            self.subscribed[msg_id as usize / 64] |= 1 << (msg_id % 64);
+                            self.section = Section::Data;
+                        }
+                        msg_type::LOGGING | msg_type::LOGGING_TAGGED => {
+                            self.section = Section::Data;
+                        }
+                        _ => {}
+                    }
+                    let start = self.pos;
+                    let parsed =
+                        Message::parse(ty, &self.buf[start + MSG_HEADER_LEN..start + total]);
+                    return Some(match parsed {
+                        Ok(message) => {
+                            if let Message::Unknown { .. } = message {
+                                self.stats.unknown_messages += 1;
+                            }
+                            self.pos += total;
+                            self.stats.messages += 1;
+                            Ok(Record {
+                                offset: here,
+                                raw: &self.buf[start..start + total],
+                                section: self.section,
+                                message,
+                            })
+                        }
+                        Err(source) => {
+                            self.pos += total;
+                            self.stats.malformed_messages += 1;
+                            Err(ReadError::Malformed {
+                                offset: here,
+                                msg_type: ty,
+                                source,
+                            })
+                        }
+                    });
+                }
+            }
+        }
+    }
+
+    /// Checks the incompat bits of the flag-bits message at `self.pos` and takes note of its
+    /// appended-data offsets. `end` is the stream offset just past the message.
+    fn apply_flag_bits(&mut self, end: u64) -> Result<(), ReadError> {
+        let payload = &self.buf[self.pos + MSG_HEADER_LEN..];
+        let mut incompat: [u8; 8] = payload[8..16].try_into().expect("8 bytes");
+        let appended_data = incompat[0] & crate::ulog::message::INCOMPAT_DATA_APPENDED != 0;
+        incompat[0] &= !crate::ulog::message::INCOMPAT_DATA_APPENDED;
+        if incompat != [0; 8] {
+            self.state = State::Failed;
+            return Err(ReadError::IncompatibleFlags { bits: incompat });
+        }
+        if appended_data {
+            let mut offsets: Vec<u64> = (0..3)
+                .map(|i| u64::from_le_bytes(payload[16 + 8 * i..24 + 8 * i].try_into().expect("8")))
+                .filter(|&o| o != 0)
+                .collect();
+            offsets.sort_unstable();
+            for o in offsets {
+                if o < end {
+                    tracing::warn!(
+                        offset = o,
+                        "appended-data offset inside the definitions; ignored"
+                    );
+                } else {
+                    self.appended.push_back(o);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn emit(&mut self, len: usize, message: Message<'static>) -> Record<'_> {
+        let start = self.pos;
+        let offset = self.position();
+        self.pos += len;
+        self.stats.messages += 1;
+        Record {
+            offset,
+            raw: &self.buf[start..start + len],
+            section: self.section,
+            message,
+        }
+    }
+}
+
+/// Whether a message header could be real. Types are ASCII letters; known types have a
+/// minimum size; unknown ones are accepted up to [`MAX_UNKNOWN_MESSAGE_LEN`] bytes.
+fn plausible(ty: u8, size: usize) -> bool {
+    if !ty.is_ascii_alphabetic() {
+        return false;
+    }
+    match min_payload_len(ty) {
+        Some(min) => size >= min,
+        None => size > 0 && size <= MAX_UNKNOWN_MESSAGE_LEN,
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    // The sync magic starts with 0x2f; memchr-style scan for the first byte, then compare.
+    let first = needle[0];
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        match hay[i..hay.len() - needle.len() + 1]
+            .iter()
+            .position(|&b| b == first)
+        {
+            None => return None,
+            Some(j) => {
+                i += j;
+                if &hay[i..i + needle.len()] == needle {
+                    return Some(i);
+                }
+                i += 1;
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,328 @@
+//! Helpers shared by the integration tests: where the real logs are, and a decoding of a log
+//! into the same JSON shape as pyulog's `NAME.expected.json`, so results compare directly.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{Value as Json, json};
+use ulog_recv::summary::{OwnedValue, summarize};
+use ulog_recv::ulog::{Decoder, Reader, Value};
+
+/// The real PX4 logs beside the project. Without them a test says so loudly and returns
+/// `None`; under CI (`CI` set) their absence is a failure, so CI can never silently skip.
+pub fn shared_logs() -> Option<Vec<PathBuf>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/ulog");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
+                .collect()
+        })
+        .unwrap_or_default();
+    logs.sort();
+    if logs.is_empty() {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "{} holds no .ulg files: CI must run the real-log tests",
+                dir.display()
+            );
+        }
+        eprintln!(
+            "\n!!! SKIPPED: no real logs at {} (put ../shared beside the project) !!!\n",
+            dir.display()
+        );
+        return None;
+    }
+    Some(logs)
+}
+
+/// The project's own synthetic logs (always present).
+pub fn synthetic_logs() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("testdata/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
+        .collect();
+    logs.sort();
+    assert!(!logs.is_empty(), "testdata/ holds no .ulg");
+    logs
+}
+
+/// Every log the engine tests run on: the synthetic ones, and the real ones when present.
+pub fn all_logs() -> Vec<PathBuf> {
+    let mut logs = if std::env::var_os("NO_SYNTH").is_some() {
+        vec![]
+    } else {
+        synthetic_logs()
+    };
+    logs.extend(shared_logs().unwrap_or_default());
+    logs
+}
+
+/// `NAME.expected.json` beside `NAME.ulg`.
+pub fn expected_for(log: &std::path::Path) -> Json {
+    let path = log.with_extension("expected.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&python_json_to_json(&text))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Python's `json` writes bare `NaN`, `Infinity` and `-Infinity`; turn them (outside strings)
+/// into the strings the dump uses elsewhere: "nan", "inf", "-inf".
+fn python_json_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            in_string = c != '"' || escaped;
+            escaped = c == '\\' && !escaped;
+        } else if c == '"' {
+            in_string = true;
+        } else {
+            let replaced = [
+                ("-Infinity", "\"-inf\""),
+                ("Infinity", "\"inf\""),
+                ("NaN", "\"nan\""),
+            ]
+            .into_iter()
+            .find(|(token, _)| rest.starts_with(token));
+            if let Some((token, with)) = replaced {
+                out.push_str(with);
+                rest = &rest[token.len()..];
+                continue;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// A float as pyulog's dump writes it: NaN and infinities as strings.
+pub fn float_json(v: f64) -> Json {
+    if v.is_nan() {
+        json!("nan")
+    } else if v.is_infinite() {
+        json!(if v > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(v)
+    }
+}
+
+fn value_json(v: Value) -> Json {
+    match v {
+        Value::F32(f) => float_json(f as f64),
+        Value::F64(f) => float_json(f),
+        Value::U64(u) => json!(u),
+        Value::I64(i) => json!(i),
+        Value::Bool(b) | Value::Char(b) => json!(b as i8),
+        other => json!(other.as_f64() as i64),
+    }
+}
+
+fn owned_json(v: &OwnedValue) -> Json {
+    match v {
+        OwnedValue::Str(s) => json!(s),
+        OwnedValue::Int(i) => json!(i),
+        OwnedValue::UInt(u) => json!(u),
+        OwnedValue::Float(f) => float_json(*f),
+        // The dump writes non-text values (e.g. `uint8_t[n]`) as text, invalid bytes replaced.
+        OwnedValue::Bytes(b) => json!(String::from_utf8_lossy(b)),
+    }
+}
+
+#[derive(Default)]
+struct DatasetAcc {
+    name: String,
+    multi_id: u8,
+    msg_id: u16,
+    fields: Vec<(String, &'static str)>,
+    count: u64,
+    first: Option<Json>,
+    last: Option<Json>,
+    sums: Vec<f64>,
+    nans: Vec<u64>,
+}
+
+/// Decodes `bytes` (pushed to the reader in pieces of `chunk` bytes) into pyulog's dump shape.
+pub fn pyulog_view(bytes: &[u8], chunk: usize) -> Json {
+    let summary = summarize(bytes).expect("log reads");
+    let mut reader = Reader::new();
+    let mut decoder = Decoder::new();
+    let mut sets: BTreeMap<u16, DatasetAcc> = BTreeMap::new();
+    let mut formats = BTreeMap::new();
+    for piece in bytes.chunks(chunk.max(1)) {
+        reader.push(piece);
+        while let Some(item) = reader.next_record() {
+            let Ok(record) = item else { continue };
+            let Ok(Some(sample)) = decoder.handle(&record.message) else {
+                continue;
+            };
+            let acc = sets.entry(sample.msg_id).or_default();
+            if acc.fields.is_empty() || acc.name != sample.name() {
+                *acc = DatasetAcc {
+                    name: sample.name().to_owned(),
+                    multi_id: sample.multi_id,
+                    msg_id: sample.msg_id,
+                    fields: sample
+                        .layout
+                        .fields
+                        .iter()
+                        .map(|f| (f.name.clone(), f.ty.name()))
+                        .collect(),
+                    sums: vec![0.0; sample.layout.fields.len()],
+                    nans: vec![0; sample.layout.fields.len()],
+                    ..Default::default()
+                };
+            }
+            acc.count += 1;
+            for (i, (_, v)) in sample.values().enumerate() {
+                let x = v.as_f64();
+                if x.is_nan() {
+                    acc.nans[i] += 1;
+                } else {
+                    acc.sums[i] += x;
+                }
+            }
+            let row = || {
+                Json::Object(
+                    sample
+                        .values()
+                        .map(|(f, v)| (f.name.clone(), value_json(v)))
+                        .collect(),
+                )
+            };
+            if acc.first.is_none() {
+                acc.first = Some(row());
+            }
+            acc.last = Some(row());
+        }
+    }
+    for (name, def) in decoder.formats() {
+        let fields: Vec<Json> = def
+            .fields
+            .iter()
+            .map(|f| json!([f.type_name(), f.array_len.unwrap_or(0), f.name]))
+            .collect();
+        formats.insert(name.clone(), Json::Array(fields));
+    }
+    let mut datasets: Vec<&DatasetAcc> = sets.values().filter(|d| d.count > 0).collect();
+    datasets.sort_by(|a, b| (&a.name, a.multi_id).cmp(&(&b.name, b.multi_id)));
+    let datasets: Vec<Json> = datasets
+        .into_iter()
+        .map(|d| {
+            let sums: serde_json::Map<String, Json> = d
+                .fields
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| {
+                    (
+                        n.clone(),
+                        json!({"sum": float_json(d.sums[i]), "nan": d.nans[i]}),
+                    )
+                })
+                .collect();
+            json!({
+                "name": d.name, "multi_id": d.multi_id, "msg_id": d.msg_id, "count": d.count,
+                "fields": d.fields.iter().map(|(n, t)| json!([n, t])).collect::<Vec<_>>(),
+                "first": d.first, "last": d.last, "sums": sums,
+            })
+        })
+        .collect();
+
+    let untagged: Vec<Json> = summary
+        .logged_messages
+        .iter()
+        .filter(|m| m.tag.is_none())
+        .map(|m| json!([m.timestamp, m.level, m.text]))
+        .collect();
+    let mut tagged: BTreeMap<String, Vec<Json>> = BTreeMap::new();
+    for m in summary.logged_messages.iter().filter(|m| m.tag.is_some()) {
+        tagged
+            .entry(m.tag.unwrap().to_string())
+            .or_default()
+            .push(json!([m.timestamp, m.level, m.text]));
+    }
+    let map = |m: &BTreeMap<String, OwnedValue>| -> Json {
+        Json::Object(m.iter().map(|(k, v)| (k.clone(), owned_json(v))).collect())
+    };
+    json!({
+        "start_timestamp": summary.start_timestamp,
+        "last_timestamp": summary.last_timestamp,
+        "compat_flags": summary.compat_flags,
+        "incompat_flags": summary.incompat_flags,
+        "appended_offsets": summary.appended_offsets,
+        "info": map(&summary.info),
+        "info_multiple": Json::Object(summary.info_multiple.iter().map(|(k, parts)| {
+            (k.clone(), Json::Array(parts.iter().map(|p| Json::Array(p.iter().map(owned_json).collect())).collect()))
+        }).collect()),
+        "initial_parameters": map(&summary.initial_parameters),
+        "changed_parameters": summary.changed_parameters.iter()
+            .map(|c| json!([c.timestamp, c.name, owned_json(&c.value)])).collect::<Vec<_>>(),
+        "default_parameters": Json::Object(summary.default_parameters.iter()
+            .map(|(bit, m)| (bit.to_string(), map(m))).collect()),
+        "logged_messages": untagged,
+        "logged_messages_tagged": tagged,
+        "dropouts": summary.dropouts.iter().map(|d| json!([d.timestamp, d.duration_ms])).collect::<Vec<_>>(),
+        "formats": formats,
+        "datasets": datasets,
+    })
+}
+
+/// Compares `ours` with pyulog's `expected` at `path`; numbers equal exactly except under a
+/// `sums` key, where the relative error must be under 1e-9. Returns the differences.
+pub fn compare(path: &str, ours: &Json, expected: &Json, in_sums: bool, diffs: &mut Vec<String>) {
+    if diffs.len() > 30 {
+        return;
+    }
+    match (ours, expected) {
+        (Json::Object(a), Json::Object(b)) => {
+            for (k, vb) in b {
+                match a.get(k) {
+                    Some(va) => compare(
+                        &format!("{path}.{k}"),
+                        va,
+                        vb,
+                        in_sums || k == "sums",
+                        diffs,
+                    ),
+                    None => diffs.push(format!("{path}.{k}: missing in ours")),
+                }
+            }
+            for k in a.keys().filter(|k| !b.contains_key(*k)) {
+                diffs.push(format!("{path}.{k}: extra in ours"));
+            }
+        }
+        (Json::Array(a), Json::Array(b)) => {
+            if a.len() != b.len() {
+                diffs.push(format!("{path}: length {} vs pyulog {}", a.len(), b.len()));
+            }
+            for (i, (va, vb)) in a.iter().zip(b).enumerate() {
+                compare(&format!("{path}[{i}]"), va, vb, in_sums, diffs);
+            }
+        }
+        (Json::Number(a), Json::Number(b)) => {
+            let equal = match (a.as_u64(), b.as_u64(), a.as_i64(), b.as_i64()) {
+                (Some(x), Some(y), _, _) => x == y || (in_sums && close(x as f64, y as f64)),
+                (_, _, Some(x), Some(y)) => x == y,
+                _ => {
+                    let (x, y) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+                    x == y || (in_sums && close(x, y))
+                }
+            };
+            if !equal {
+                diffs.push(format!("{path}: ours {a} vs pyulog {b}"));
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => diffs.push(format!("{path}: ours {a} vs pyulog {b}")),
+    }
+}
+
+fn close(x: f64, y: f64) -> bool {
+    (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300)
+}
