@@ -3,21 +3,28 @@
 //!
 //! It validates the framing as it goes: the file header, the size and type of every message,
 //! the position of the flag bits, the incompat flags, and the message ids of data messages.
-//! Framing that cannot be right (a type that is not a letter, a size too small for its type,
-//! data for a message id never subscribed) makes it search for the next sync message and
-//! resume after it, counting the bytes it skipped. Appended-data offsets from the flag bits are
+//! Framing that cannot be right (a type that is not an upper-case letter, a size impossible for
+//! its type, flag bits after the first message, data for a message id never subscribed) makes
+//! it search for the next sync message and resume after it, counting the bytes it skipped.
+//! Once the stream has shown a sync message, a message whose payload does not parse is taken
+//! as a sign of broken framing too (reported, then the same search); in a log without sync
+//! messages the reader keeps the framing and goes on, so that nothing good is thrown away. Appended-data offsets from the flag bits are
 //! honoured: a message that would run across one is dropped and reading resumes at the offset.
 
 use std::collections::VecDeque;
 
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError, SUPPORTED_VERSION,
-    SYNC_MAGIC, min_payload_len, msg_type,
+    FILE_HEADER_LEN, FLAG_BITS_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError,
+    SUPPORTED_VERSION, SYNC_MAGIC, min_payload_len, msg_type,
 };
 
 /// Unknown message types larger than this are taken as corruption rather than a future
 /// message type (the threshold pyulog uses too).
 pub const MAX_UNKNOWN_MESSAGE_LEN: usize = 10_000;
+/// Largest plausible 'A' payload: multi id, message id and a topic name under 256 bytes.
+const MAX_ADD_LOGGED_LEN: usize = 3 + 255;
+/// Largest plausible 'P' payload: key length, key, an 8-byte value at most.
+const MAX_PARAMETER_LEN: usize = 1 + 255 + 8;
 
 /// Which part of the log a message belongs to. The definitions end at the first 'A', 'L' or
 /// 'C' message; a 'P' there is an initial value, in the data section a change.
@@ -78,9 +85,6 @@ pub enum ReadError {
         msg_type: u8,
         source: MessageError,
     },
-    /// A flag-bits message anywhere but first; it is ignored, reading goes on.
-    #[error("flag bits message at offset {offset} is not the first message; ignored")]
-    MisplacedFlagBits { offset: u64 },
 }
 
 impl ReadError {
@@ -115,6 +119,9 @@ pub struct Reader {
     subscribed: Box<[u64; 1024]>,
     /// Appended-data offsets not yet reached, ascending.
     appended: VecDeque<u64>,
+    /// A sync message has been read: resynchronising is cheap, so suspicious payloads
+    /// trigger it.
+    seen_sync: bool,
     stats: ReaderStats,
 }
 
@@ -135,6 +142,7 @@ impl Reader {
             header: None,
             subscribed: Box::new([0; 1024]),
             appended: VecDeque::new(),
+            seen_sync: false,
             stats: ReaderStats::default(),
         }
     }
@@ -282,7 +290,7 @@ impl Reader {
                         self.state = State::SkipTo(next_offset);
                         continue;
                     }
-                    if !plausible(ty, size) {
+                    if !plausible(ty, size, self.stats.messages == 1) {
                         self.start_resync();
                         continue;
                     }
@@ -299,11 +307,6 @@ impl Reader {
                             }
                         }
                         msg_type::FLAG_BITS => {
-                            if self.stats.messages != 1 {
-                                self.pos += total;
-                                self.stats.malformed_messages += 1;
-                                return Some(Err(ReadError::MisplacedFlagBits { offset: here }));
-                            }
                             if let Err(e) = self.apply_flag_bits(here + total as u64) {
                                 return Some(Err(e));
                             }
@@ -319,32 +322,50 @@ impl Reader {
                         _ => {}
                     }
                     let start = self.pos;
-                    let parsed =
-                        Message::parse(ty, &self.buf[start + MSG_HEADER_LEN..start + total]);
-                    return Some(match parsed {
-                        Ok(message) => {
-                            if let Message::Unknown { .. } = message {
-                                self.stats.unknown_messages += 1;
-                            }
+                    let payload_range = start + MSG_HEADER_LEN..start + total;
+                    // Data messages always parse once their size is plausible; the others
+                    // are checked first, so that a failure can change the state without
+                    // holding a borrow of the buffer.
+                    if ty != msg_type::DATA
+                        && let Err(source) = Message::parse(ty, &self.buf[payload_range.clone()])
+                    {
+                        self.stats.malformed_messages += 1;
+                        if self.seen_sync {
+                            self.start_resync();
+                        } else {
                             self.pos += total;
-                            self.stats.messages += 1;
-                            Ok(Record {
-                                offset: here,
-                                raw: &self.buf[start..start + total],
-                                section: self.section,
-                                message,
-                            })
                         }
+                        return Some(Err(ReadError::Malformed {
+                            offset: here,
+                            msg_type: ty,
+                            source,
+                        }));
+                    }
+                    let message = match Message::parse(ty, &self.buf[payload_range]) {
+                        Ok(message) => message,
                         Err(source) => {
+                            // Unreachable: checked above. Reported rather than panicking.
                             self.pos += total;
-                            self.stats.malformed_messages += 1;
-                            Err(ReadError::Malformed {
+                            return Some(Err(ReadError::Malformed {
                                 offset: here,
                                 msg_type: ty,
                                 source,
-                            })
+                            }));
                         }
-                    });
+                    };
+                    match message {
+                        Message::Unknown { .. } => self.stats.unknown_messages += 1,
+                        Message::Sync => self.seen_sync = true,
+                        _ => {}
+                    }
+                    self.pos += total;
+                    self.stats.messages += 1;
+                    return Some(Ok(Record {
+                        offset: here,
+                        raw: &self.buf[start..start + total],
+                        section: self.section,
+                        message,
+                    }));
                 }
             }
         }
@@ -395,15 +416,24 @@ impl Reader {
     }
 }
 
-/// Whether a message header could be real. Types are ASCII letters; known types have a
-/// minimum size; unknown ones are accepted up to [`MAX_UNKNOWN_MESSAGE_LEN`] bytes.
-fn plausible(ty: u8, size: usize) -> bool {
-    if !ty.is_ascii_alphabetic() {
+/// Whether a message header could be real. Types are upper-case letters; flag bits come
+/// only first; fixed-size types have their size; variable ones their minimum (and a maximum
+/// where the content bounds it); unknown types up to [`MAX_UNKNOWN_MESSAGE_LEN`] bytes.
+fn plausible(ty: u8, size: usize, first_message: bool) -> bool {
+    if !ty.is_ascii_uppercase() {
         return false;
     }
-    match min_payload_len(ty) {
-        Some(min) => size >= min,
-        None => size > 0 && size <= MAX_UNKNOWN_MESSAGE_LEN,
+    match ty {
+        msg_type::FLAG_BITS => first_message && size >= FLAG_BITS_LEN,
+        msg_type::REMOVE_LOGGED | msg_type::DROPOUT => size == 2,
+        msg_type::SYNC => size == SYNC_MAGIC.len(),
+        msg_type::ADD_LOGGED => (4..=MAX_ADD_LOGGED_LEN).contains(&size),
+        msg_type::PARAMETER => (2..=MAX_PARAMETER_LEN).contains(&size),
+        msg_type::PARAMETER_DEFAULT => (3..=MAX_PARAMETER_LEN + 1).contains(&size),
+        _ => match min_payload_len(ty) {
+            Some(min) => size >= min,
+            None => size > 0 && size <= MAX_UNKNOWN_MESSAGE_LEN,
+        },
     }
 }
 
