@@ -173,10 +173,10 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         }
         let tick = (t - START_US) / 10_000; // 100 Hz base tick
         flight.step(&mut rng);
-        if tick % 2 == 0 {
+        if tick.is_multiple_of(2) {
             data(&mut w, ATT, &flight.attitude(t))?;
         }
-        if tick % 10 == 0 {
+        if tick.is_multiple_of(10) {
             data(&mut w, ZOO, &flight.zoo(t, &mut rng))?;
             data(&mut w, ESC, &flight.esc(t))?;
         }
@@ -396,7 +396,7 @@ impl Flight {
         let mut b = t.to_le_bytes().to_vec();
         self.setpoint(
             t.saturating_sub(1_000_000),
-            (t / 1_000_000) % 2 == 0,
+            (t / 1_000_000).is_multiple_of(2),
             &mut b,
         );
         self.setpoint(t, true, &mut b);

@@ -240,6 +240,8 @@ pub enum MessageError {
     BadKey,
     #[error("sync message does not hold the sync magic")]
     BadSyncMagic,
+    #[error("data sample of {got} bytes, its format needs {need}")]
+    DataSize { need: usize, got: usize },
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {

@@ -6,12 +6,16 @@
 //! Framing that cannot be right (a type that is not an upper-case letter, a size impossible for
 //! its type, flag bits after the first message, data for a message id never subscribed) makes
 //! it search for the next sync message and resume after it, counting the bytes it skipped.
-//! Once the stream has shown a sync message, a message whose payload does not parse is taken
+//! A data message whose size does not fit its subscription's format is malformed. Once the
+//! stream has shown a sync message, a message whose payload does not parse is taken
 //! as a sign of broken framing too (reported, then the same search); in a log without sync
 //! messages the reader keeps the framing and goes on, so that nothing good is thrown away. Appended-data offsets from the flag bits are
 //! honoured: a message that would run across one is dropped and reading resumes at the offset.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+
+use crate::ulog::format::FormatDef;
+use crate::ulog::layout::Layout;
 
 use crate::ulog::message::{
     FILE_HEADER_LEN, FLAG_BITS_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError,
@@ -21,6 +25,8 @@ use crate::ulog::message::{
 /// Unknown message types larger than this are taken as corruption rather than a future
 /// message type (the threshold pyulog uses too).
 pub const MAX_UNKNOWN_MESSAGE_LEN: usize = 10_000;
+/// Bytes before the read position a resync searches for a sync magic.
+const LOOKBACK: usize = SYNC_MAGIC.len() - 1;
 /// Largest plausible 'A' payload: multi id, message id and a topic name under 256 bytes.
 const MAX_ADD_LOGGED_LEN: usize = 3 + 255;
 /// Largest plausible 'P' payload: key length, key, an 8-byte value at most.
@@ -94,6 +100,17 @@ impl ReadError {
     }
 }
 
+/// What the reader knows of the data messages of one id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DataSize {
+    /// No 'A' for this id: a data message with it is broken framing.
+    Unsubscribed,
+    /// Subscribed, but its format could not be compiled: any size.
+    Any,
+    /// Subscribed: the sample size lies in this range (trailing padding optional).
+    Range { min: usize, max: usize },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Header,
@@ -115,8 +132,12 @@ pub struct Reader {
     state: State,
     section: Section,
     header: Option<FileHeader>,
-    /// Bit set of the message ids subscribed so far ('A'), 65536 bits.
-    subscribed: Box<[u64; 1024]>,
+    /// Formats seen so far, to know the size of each subscription's samples.
+    formats: HashMap<String, FormatDef>,
+    /// What a data message of each id may be, indexed by message id.
+    data_sizes: Vec<DataSize>,
+    /// Largest sample any subscription allows.
+    max_data_size: usize,
     /// Appended-data offsets not yet reached, ascending.
     appended: VecDeque<u64>,
     /// A sync message has been read: resynchronising is cheap, so suspicious payloads
@@ -140,7 +161,9 @@ impl Reader {
             state: State::Header,
             section: Section::Definitions,
             header: None,
-            subscribed: Box::new([0; 1024]),
+            formats: HashMap::new(),
+            data_sizes: Vec::new(),
+            max_data_size: 0,
             appended: VecDeque::new(),
             seen_sync: false,
             stats: ReaderStats::default(),
@@ -150,10 +173,13 @@ impl Reader {
     /// Appends bytes of the stream. Any split is fine; nothing is parsed until
     /// [`next_record`](Self::next_record).
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.pos > 0 {
-            self.buf.drain(..self.pos);
-            self.base += self.pos as u64;
-            self.pos = 0;
+        // Keep the last few consumed bytes: a resync looks back that far for a sync magic
+        // that a misframed message swallowed in part.
+        if self.pos > LOOKBACK {
+            let drop = self.pos - LOOKBACK;
+            self.buf.drain(..drop);
+            self.base += drop as u64;
+            self.pos = LOOKBACK;
         }
         self.buf.extend_from_slice(bytes);
         self.stats.bytes_in += bytes.len() as u64;
@@ -189,8 +215,11 @@ impl Reader {
         self.state == State::Failed
     }
 
-    fn is_subscribed(&self, msg_id: u16) -> bool {
-        self.subscribed[msg_id as usize / 64] & (1 << (msg_id % 64)) != 0
+    fn data_size(&self, msg_id: u16) -> DataSize {
+        self.data_sizes
+            .get(msg_id as usize)
+            .copied()
+            .unwrap_or(DataSize::Unsubscribed)
     }
 
     fn skip(&mut self, n: usize) {
@@ -238,15 +267,27 @@ impl Reader {
                     return Some(Ok(self.emit(FILE_HEADER_LEN, Message::Header(header))));
                 }
                 State::Resync => {
-                    let hay = &self.buf[self.pos..];
-                    match find(hay, &SYNC_MAGIC) {
+                    // The search stops at the next appended-data offset: data resumes there.
+                    let limit = match self.appended.front() {
+                        Some(&o) => avail.min(o.saturating_sub(self.position()) as usize),
+                        None => avail,
+                    };
+                    // Look back a little: the magic may have begun inside the message
+                    // read just before the broken header.
+                    let from = self.pos.saturating_sub(SYNC_MAGIC.len());
+                    match find(&self.buf[from..self.pos + limit], &SYNC_MAGIC) {
                         Some(at) => {
-                            self.skip(at + SYNC_MAGIC.len());
+                            let resume = from + at + SYNC_MAGIC.len();
+                            self.skip(resume.saturating_sub(self.pos));
+                            self.state = State::Messages;
+                        }
+                        None if limit < avail => {
+                            self.skip(limit);
                             self.state = State::Messages;
                         }
                         None => {
-                            // Keep a possible prefix of the magic for the next push.
-                            self.skip(avail.saturating_sub(SYNC_MAGIC.len() - 1));
+                            // The lookback covers a magic split across pushes.
+                            self.skip(avail);
                             return None;
                         }
                     }
@@ -282,41 +323,111 @@ impl Reader {
                     let size = u16::from_le_bytes([b[0], b[1]]) as usize;
                     let ty = b[2];
                     let total = MSG_HEADER_LEN + size;
+                    if !plausible(ty, size, self.stats.messages == 1) {
+                        self.start_resync();
+                        continue;
+                    }
+                    if ty == msg_type::DATA {
+                        if let Some(&next_offset) = self.appended.front()
+                            && here + (MSG_HEADER_LEN + 2) as u64 > next_offset
+                        {
+                            // Cut off before its message id: the end of the normal data.
+                            self.state = State::SkipTo(next_offset);
+                            continue;
+                        }
+                        if avail < MSG_HEADER_LEN + 2 {
+                            return None;
+                        }
+                        let msg_id = u16::from_le_bytes([b[3], b[4]]);
+                        match self.data_size(msg_id) {
+                            DataSize::Unsubscribed => {
+                                // Usually broken framing; but the subscription may have been
+                                // lost to corruption earlier. Keep the message when it is no
+                                // larger than the largest subscribed sample and the header
+                                // after it is sound, so one lost 'A' does not cost the framing.
+                                if size - 2 > self.max_data_size {
+                                    self.start_resync();
+                                    continue;
+                                }
+                                match self.header_sound_at(self.pos + total) {
+                                    None => return None,
+                                    Some(true) => {}
+                                    Some(false) => {
+                                        self.start_resync();
+                                        continue;
+                                    }
+                                }
+                            }
+                            DataSize::Range { min, max } if size - 2 < min || size - 2 > max => {
+                                // Broken framing, or a subscription redefined by corruption:
+                                // keep the framing when the header after it is sound.
+                                let sound = if size - 2 > self.max_data_size {
+                                    Some(false)
+                                } else {
+                                    self.header_sound_at(self.pos + total)
+                                };
+                                match sound {
+                                    None => return None,
+                                    Some(false) if self.seen_sync => {
+                                        self.start_resync();
+                                        continue;
+                                    }
+                                    Some(_) => {}
+                                }
+                                self.stats.malformed_messages += 1;
+                                self.pos += total;
+                                return Some(Err(ReadError::Malformed {
+                                    offset: here,
+                                    msg_type: ty,
+                                    source: MessageError::DataSize {
+                                        need: min,
+                                        got: size - 2,
+                                    },
+                                }));
+                            }
+                            _ => {}
+                        }
+                    }
                     if let Some(&next_offset) = self.appended.front()
                         && here + total as u64 > next_offset
                     {
-                        // The message runs into the appended data: what remains before the
-                        // offset is the unfinished tail of the normal data.
-                        self.state = State::SkipTo(next_offset);
-                        continue;
-                    }
-                    if !plausible(ty, size, self.stats.messages == 1) {
-                        self.start_resync();
+                        if ty == msg_type::DATA {
+                            // A sound sample cut off by the appended data: what remains
+                            // before the offset is the unfinished tail of the normal data.
+                            self.state = State::SkipTo(next_offset);
+                        } else {
+                            // Anything else running into it is misframed: search for a sync
+                            // message before the offset, or resume at it.
+                            self.start_resync();
+                        }
                         continue;
                     }
                     if avail < total {
                         return None;
                     }
                     let payload = &b[MSG_HEADER_LEN..total];
+                    // A sync magic inside any payload but a data sample's means this header
+                    // was not a real one: resume after the magic. (Data payloads are left
+                    // out: their ids are checked, and scanning them would slow framing.)
+                    if ty != msg_type::DATA
+                        && ty != msg_type::SYNC
+                        && let Some(i) = find(payload, &SYNC_MAGIC)
+                    {
+                        self.stats.resyncs += 1;
+                        tracing::warn!(
+                            offset = here,
+                            "sync magic inside a message; resynchronised"
+                        );
+                        self.skip(MSG_HEADER_LEN + i + SYNC_MAGIC.len());
+                        continue;
+                    }
                     match ty {
-                        msg_type::DATA => {
-                            let msg_id = u16::from_le_bytes([payload[0], payload[1]]);
-                            if !self.is_subscribed(msg_id) {
-                                self.start_resync();
-                                continue;
-                            }
-                        }
                         msg_type::FLAG_BITS => {
                             if let Err(e) = self.apply_flag_bits(here + total as u64) {
                                 return Some(Err(e));
                             }
                         }
-                        msg_type::ADD_LOGGED => {
-                            let msg_id = u16::from_le_bytes([payload[1], payload[2]]);
-                            self.subscribed[msg_id as usize / 64] |= 1 << (msg_id % 64);
-                            self.section = Section::Data;
-                        }
-                        msg_type::LOGGING | msg_type::LOGGING_TAGGED => {
+                        msg_type::ADD_LOGGED | msg_type::LOGGING | msg_type::LOGGING_TAGGED => {
                             self.section = Section::Data;
                         }
                         _ => {}
@@ -356,6 +467,29 @@ impl Reader {
                     match message {
                         Message::Unknown { .. } => self.stats.unknown_messages += 1,
                         Message::Sync => self.seen_sync = true,
+                        Message::Format(text) => {
+                            if let Ok(def) = FormatDef::parse(text) {
+                                self.formats.insert(def.name.clone(), def);
+                            }
+                        }
+                        Message::AddLogged { msg_id, name, .. } => {
+                            let size = match Layout::compile(name, &self.formats) {
+                                Ok(l) => DataSize::Range {
+                                    min: l.size,
+                                    max: l.full_size.max(l.size),
+                                },
+                                Err(_) => DataSize::Any,
+                            };
+                            self.max_data_size = self.max_data_size.max(match size {
+                                DataSize::Range { max, .. } => max,
+                                _ => u16::MAX as usize,
+                            });
+                            let i = msg_id as usize;
+                            if self.data_sizes.len() <= i {
+                                self.data_sizes.resize(i + 1, DataSize::Unsubscribed);
+                            }
+                            self.data_sizes[i] = size;
+                        }
                         _ => {}
                     }
                     self.pos += total;
@@ -369,6 +503,21 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// Whether the message header at buffer index `at` looks real: plausible, and for data a
+    /// subscribed id. `None` when the bytes are not there yet.
+    fn header_sound_at(&self, at: usize) -> Option<bool> {
+        let b = self.buf.get(at..at + MSG_HEADER_LEN + 2)?;
+        let size = u16::from_le_bytes([b[0], b[1]]) as usize;
+        let ty = b[2];
+        if !plausible(ty, size, false) {
+            return Some(false);
+        }
+        Some(
+            ty != msg_type::DATA
+                || self.data_size(u16::from_le_bytes([b[3], b[4]])) != DataSize::Unsubscribed,
+        )
     }
 
     /// Checks the incompat bits of the flag-bits message at `self.pos` and takes note of its
