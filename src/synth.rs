@@ -255,16 +255,7 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
             false,
         )?;
         bytes.extend_from_slice(w.bytes());
-        let mut patch = Writer::new();
-        // Patch the offsets in place: reuse the writer's logic on a copy of the prefix.
-        patch.header(1, START_US);
-        patch.flag_bits(
-            [COMPAT_DEFAULT_PARAMETERS, 0, 0, 0, 0, 0, 0, 0],
-            [incompat0, 0, 0, 0, 0, 0, 0, 0],
-            [first, second, 0],
-        )?;
-        let head = patch.take();
-        bytes[..head.len()].copy_from_slice(&head);
+        crate::ulog::writer::patch_appended_offsets(&mut bytes, [first, second, 0])?;
         return Ok(bytes);
     }
     Ok(w.take())

@@ -137,17 +137,7 @@ impl Writer {
     /// Rewrites the appended-data offsets of the flag-bits message that follows the file
     /// header (for writers that learn the offsets only after writing the data).
     pub fn patch_appended_offsets(&mut self, offsets: [u64; 3]) -> Result<(), WriteError> {
-        let at = FILE_HEADER_LEN;
-        let is_flag_bits = self.buf.len() >= at + MSG_HEADER_LEN + FLAG_BITS_LEN
-            && self.buf[at + 2] == msg_type::FLAG_BITS;
-        if !is_flag_bits {
-            return Err(WriteError::NoFlagBits);
-        }
-        let start = at + MSG_HEADER_LEN + 16;
-        for (i, o) in offsets.iter().enumerate() {
-            self.buf[start + 8 * i..start + 8 * i + 8].copy_from_slice(&o.to_le_bytes());
-        }
-        Ok(())
+        patch_appended_offsets(&mut self.buf, offsets)
     }
 
     /// An 'I', 'M', 'P' or 'Q' message from a type name, a name and the raw value bytes;
@@ -232,6 +222,22 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// Rewrites the appended-data offsets of the flag-bits message that follows the file header
+/// of a log held in `log` (for logs assembled outside a [`Writer`]).
+pub fn patch_appended_offsets(log: &mut [u8], offsets: [u64; 3]) -> Result<(), WriteError> {
+    let at = FILE_HEADER_LEN;
+    let is_flag_bits =
+        log.len() >= at + MSG_HEADER_LEN + FLAG_BITS_LEN && log[at + 2] == msg_type::FLAG_BITS;
+    if !is_flag_bits {
+        return Err(WriteError::NoFlagBits);
+    }
+    let start = at + MSG_HEADER_LEN + 16;
+    for (i, o) in offsets.iter().enumerate() {
+        log[start + 8 * i..start + 8 * i + 8].copy_from_slice(&o.to_le_bytes());
+    }
+    Ok(())
 }
 
 fn kv<'a>(type_name: &'a str, name: &'a str, raw_value: &'a [u8]) -> KeyValue<'a> {
