@@ -131,6 +131,10 @@ impl SummaryBuilder {
     /// Takes the next bytes of the log; a fatal read error ends the log.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), ReadError> {
         self.reader.push(bytes);
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Result<(), ReadError> {
         while let Some(item) = self.reader.next_record() {
             match item {
                 Ok(record) => self.summary.observe(&record, &mut self.decoder),
@@ -142,6 +146,9 @@ impl SummaryBuilder {
     }
 
     pub fn finish(mut self) -> Summary {
+        self.reader.finish();
+        // A fatal error was already returned by `push`; nothing more comes after it.
+        let _ = self.drain();
         self.summary.truncated_bytes = self.reader.pending_bytes() as u64;
         self.summary.reader = self.reader.stats();
         self.summary.decoder = self.decoder.stats();

@@ -31,6 +31,8 @@ const LOOKBACK: usize = SYNC_MAGIC.len() - 1;
 const MAX_ADD_LOGGED_LEN: usize = 3 + 255;
 /// Largest plausible 'P' payload: key length, key, an 8-byte value at most.
 const MAX_PARAMETER_LEN: usize = 1 + 255 + 8;
+/// Headers checked ahead before a data message of a doubtful id or size is trusted.
+const LOOKAHEAD_HEADERS: usize = 4;
 
 /// Which part of the log a message belongs to. The definitions end at the first 'A', 'L' or
 /// 'C' message; a 'P' there is an initial value, in the data section a change.
@@ -138,11 +140,16 @@ pub struct Reader {
     data_sizes: Vec<DataSize>,
     /// Largest sample any subscription allows.
     max_data_size: usize,
+    /// Largest sample any known format describes, computed when first needed after a
+    /// change of `formats`: the bound for data of ids whose subscription was never seen.
+    largest_format: Option<usize>,
     /// Appended-data offsets not yet reached, ascending.
     appended: VecDeque<u64>,
     /// A sync message has been read: resynchronising is cheap, so suspicious payloads
     /// trigger it.
     seen_sync: bool,
+    /// [`finish`](Reader::finish) was called: no more bytes will come.
+    finished: bool,
     stats: ReaderStats,
 }
 
@@ -164,8 +171,10 @@ impl Reader {
             formats: HashMap::new(),
             data_sizes: Vec::new(),
             max_data_size: 0,
+            largest_format: None,
             appended: VecDeque::new(),
             seen_sync: false,
+            finished: false,
             stats: ReaderStats::default(),
         }
     }
@@ -183,6 +192,14 @@ impl Reader {
         }
         self.buf.extend_from_slice(bytes);
         self.stats.bytes_in += bytes.len() as u64;
+    }
+
+    /// Says that the stream has ended. A data message whose id or size is in doubt waits for
+    /// the headers after it before it is trusted; at the end of the stream there are none, so
+    /// call this before pulling the last records. Pushing more bytes afterwards is a
+    /// contract violation (they are still read).
+    pub fn finish(&mut self) {
+        self.finished = true;
     }
 
     /// The file header, once read.
@@ -345,11 +362,12 @@ impl Reader {
                                 // lost to corruption earlier. Keep the message when it is no
                                 // larger than the largest subscribed sample and the header
                                 // after it is sound, so one lost 'A' does not cost the framing.
-                                if size - 2 > self.max_data_size {
+                                let limit = self.sample_size_limit();
+                                if size - 2 > limit {
                                     self.start_resync();
                                     continue;
                                 }
-                                match self.header_sound_at(self.pos + total) {
+                                match self.header_sound_at(self.pos + total, limit) {
                                     None => return None,
                                     Some(true) => {}
                                     Some(false) => {
@@ -361,10 +379,11 @@ impl Reader {
                             DataSize::Range { min, max } if size - 2 < min || size - 2 > max => {
                                 // Broken framing, or a subscription redefined by corruption:
                                 // keep the framing when the header after it is sound.
-                                let sound = if size - 2 > self.max_data_size {
+                                let limit = self.sample_size_limit();
+                                let sound = if size - 2 > limit {
                                     Some(false)
                                 } else {
-                                    self.header_sound_at(self.pos + total)
+                                    self.header_sound_at(self.pos + total, limit)
                                 };
                                 match sound {
                                     None => return None,
@@ -405,7 +424,7 @@ impl Reader {
                     if avail < total {
                         return None;
                     }
-                    let payload = &b[MSG_HEADER_LEN..total];
+                    let payload = &self.buf[self.pos + MSG_HEADER_LEN..self.pos + total];
                     // A sync magic inside any payload but a data sample's means this header
                     // was not a real one: resume after the magic. (Data payloads are left
                     // out: their ids are checked, and scanning them would slow framing.)
@@ -470,6 +489,7 @@ impl Reader {
                         Message::Format(text) => {
                             if let Ok(def) = FormatDef::parse(text) {
                                 self.formats.insert(def.name.clone(), def);
+                                self.largest_format = None;
                             }
                         }
                         Message::AddLogged { msg_id, name, .. } => {
@@ -505,19 +525,60 @@ impl Reader {
         }
     }
 
-    /// Whether the message header at buffer index `at` looks real: plausible, and for data a
-    /// subscribed id. `None` when the bytes are not there yet.
-    fn header_sound_at(&self, at: usize) -> Option<bool> {
-        let b = self.buf.get(at..at + MSG_HEADER_LEN + 2)?;
-        let size = u16::from_le_bytes([b[0], b[1]]) as usize;
-        let ty = b[2];
-        if !plausible(ty, size, false) {
-            return Some(false);
+    /// Whether the message headers starting at buffer index `at` look real: the next
+    /// [`LOOKAHEAD_HEADERS`] headers (or as many as come before the next appended-data offset)
+    /// are plausible, and every data message among them has a size some subscription allows
+    /// (its own, when its id is subscribed). Ids never subscribed pass: their 'A' may have been
+    /// lost to corruption, and they chain correctly if the framing is right; their samples
+    /// must not exceed `limit` ([`sample_size_limit`](Self::sample_size_limit)). `None` when
+    /// the bytes are not there yet.
+    fn header_sound_at(&self, mut at: usize, limit: usize) -> Option<bool> {
+        let stop = self
+            .appended
+            .front()
+            .map(|&o| o.saturating_sub(self.base) as usize);
+        for _ in 0..LOOKAHEAD_HEADERS {
+            if stop.is_some_and(|s| at >= s) {
+                return Some(true);
+            }
+            let Some(b) = self.buf.get(at..at + MSG_HEADER_LEN + 2) else {
+                // Nothing follows at the end of the stream: what came before chained fine.
+                return self.finished.then_some(true);
+            };
+            let size = u16::from_le_bytes([b[0], b[1]]) as usize;
+            let ty = b[2];
+            if !plausible(ty, size, false) {
+                return Some(false);
+            }
+            if ty == msg_type::DATA {
+                let sample = size - 2;
+                let fits = match self.data_size(u16::from_le_bytes([b[3], b[4]])) {
+                    DataSize::Range { min, max } => (min..=max).contains(&sample),
+                    DataSize::Any => true,
+                    DataSize::Unsubscribed => sample <= limit,
+                };
+                if !fits {
+                    return Some(false);
+                }
+            }
+            at += MSG_HEADER_LEN + size;
         }
-        Some(
-            ty != msg_type::DATA
-                || self.data_size(u16::from_le_bytes([b[3], b[4]])) != DataSize::Unsubscribed,
-        )
+        Some(true)
+    }
+
+    /// The largest sample a data message can carry: what any subscription allows, or any
+    /// known format describes (subscriptions may have been lost to corruption).
+    fn sample_size_limit(&mut self) -> usize {
+        let formats = &self.formats;
+        let largest = *self.largest_format.get_or_insert_with(|| {
+            formats
+                .keys()
+                .filter_map(|name| Layout::compile(name, formats).ok())
+                .map(|l| l.full_size.max(l.size))
+                .max()
+                .unwrap_or(0)
+        });
+        self.max_data_size.max(largest)
     }
 
     /// Checks the incompat bits of the flag-bits message at `self.pos` and takes note of its
