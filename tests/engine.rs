@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 
 use common::{all_logs, shared_logs, synthetic_logs};
 use proptest::prelude::*;
-use ulog_recv::ulog::{Message, ReadError, Reader, Writer};
+use ulog_recv::ulog::{Layout, Message, ReadError, Reader, Writer};
 
 /// A digest of every record (offset, bytes) and error the reader produces, with the count.
 fn digest_with_splits(bytes: &[u8], splits: impl Iterator<Item = usize>) -> (u64, u64) {
@@ -253,4 +253,70 @@ fn impossible_framing_resumes_after_the_next_sync_message() {
     assert_eq!(ok.iter().filter(|t| t.contains('D')).count(), 4);
     assert_eq!(reader.stats().resyncs, 1);
     assert_eq!(reader.stats().skipped_bytes, 5 + sync.len() as u64);
+}
+
+#[test]
+fn sample_sizes_agree_with_compiled_layouts_for_every_format_of_every_log() {
+    let mut checked = 0;
+    for path in all_logs() {
+        let mut decoder = ulog_recv::ulog::Decoder::new();
+        let mut reader = Reader::new();
+        reader.push(&read(&path));
+        while let Some(item) = reader.next_record() {
+            if let Ok(record) = item {
+                let _ = decoder.handle(&record.message);
+            }
+        }
+        for name in decoder.formats().keys() {
+            let compiled = Layout::compile(name, decoder.formats()).map(|l| (l.size, l.full_size));
+            let sizes = Layout::sample_sizes(name, decoder.formats());
+            assert_eq!(sizes, compiled, "{name} in {}", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} formats checked");
+}
+
+#[test]
+fn for_each_value_gives_exactly_the_values_of_every_sample() {
+    let mut samples = 0;
+    for path in all_logs() {
+        let mut decoder = ulog_recv::ulog::Decoder::new();
+        let mut reader = Reader::new();
+        reader.push(&read(&path));
+        while let Some(item) = reader.next_record() {
+            let Ok(record) = item else { continue };
+            let Ok(Some(sample)) = decoder.handle(&record.message) else {
+                continue;
+            };
+            let expected: Vec<_> = sample.values().map(|(_, v)| v).collect();
+            let mut got = Vec::with_capacity(expected.len());
+            sample.for_each_value(|i, v| {
+                assert_eq!(i, got.len(), "indices come in order");
+                got.push(v)
+            });
+            // Compare bit patterns: NaN != NaN.
+            assert_eq!(
+                format!("{got:?}"),
+                format!("{expected:?}"),
+                "{}",
+                sample.name()
+            );
+            let visible: Vec<_> = sample
+                .layout
+                .visible_fields()
+                .map(|(i, _)| (i, sample.value(i)))
+                .collect();
+            let mut got = Vec::new();
+            sample.for_each_visible_value(|i, v| got.push((i, v)));
+            assert_eq!(
+                format!("{got:?}"),
+                format!("{visible:?}"),
+                "{}",
+                sample.name()
+            );
+            samples += 1;
+        }
+    }
+    assert!(samples > 10_000, "only {samples} samples");
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::ulog::format::{FormatDef, FormatError};
 use crate::ulog::layout::{Field, Layout, LayoutError};
 use crate::ulog::message::Message;
-use crate::ulog::types::Value;
+use crate::ulog::types::{BasicType, Value};
 
 /// A message id bound to a format and instance by an 'A' message.
 #[derive(Debug, Clone)]
@@ -84,6 +84,49 @@ impl<'a> Sample<'a> {
             .map(move |f| (f, f.ty.read(&data[f.offset..])))
     }
 
+    /// Calls `f(field_index, value)` for every leaf field in order, padding included: the
+    /// same pairs as [`values`](Self::values) (indices into `layout.fields`), faster, since
+    /// the type is dispatched once per run of same-typed fields rather than per field.
+    #[inline]
+    pub fn for_each_value(&self, f: impl FnMut(usize, Value)) {
+        self.walk_runs(true, f)
+    }
+
+    /// [`for_each_value`](Self::for_each_value) without the padding fields: every field a
+    /// person (or a plot) wants.
+    #[inline]
+    pub fn for_each_visible_value(&self, f: impl FnMut(usize, Value)) {
+        self.walk_runs(false, f)
+    }
+
+    #[inline(always)]
+    fn walk_runs(&self, with_padding: bool, mut f: impl FnMut(usize, Value)) {
+        // `accepts_len` was checked when the sample was made, so every run lies within
+        // `data[..layout.size]`.
+        let data = &self.data[..self.layout.size];
+        for run in &self.layout.runs {
+            if run.padding && !with_padding {
+                continue;
+            }
+            let bytes = &data[run.offset..run.offset + run.len * run.ty.size()];
+            let i = run.first_field;
+            match run.ty {
+                BasicType::Int8 => each(bytes, i, |b: [u8; 1]| Value::I8(b[0] as i8), &mut f),
+                BasicType::UInt8 => each(bytes, i, |b: [u8; 1]| Value::U8(b[0]), &mut f),
+                BasicType::Bool => each(bytes, i, |b: [u8; 1]| Value::Bool(b[0]), &mut f),
+                BasicType::Char => each(bytes, i, |b: [u8; 1]| Value::Char(b[0]), &mut f),
+                BasicType::Int16 => each(bytes, i, |b| Value::I16(i16::from_le_bytes(b)), &mut f),
+                BasicType::UInt16 => each(bytes, i, |b| Value::U16(u16::from_le_bytes(b)), &mut f),
+                BasicType::Int32 => each(bytes, i, |b| Value::I32(i32::from_le_bytes(b)), &mut f),
+                BasicType::UInt32 => each(bytes, i, |b| Value::U32(u32::from_le_bytes(b)), &mut f),
+                BasicType::Float => each(bytes, i, |b| Value::F32(f32::from_le_bytes(b)), &mut f),
+                BasicType::Int64 => each(bytes, i, |b| Value::I64(i64::from_le_bytes(b)), &mut f),
+                BasicType::UInt64 => each(bytes, i, |b| Value::U64(u64::from_le_bytes(b)), &mut f),
+                BasicType::Double => each(bytes, i, |b| Value::F64(f64::from_le_bytes(b)), &mut f),
+            }
+        }
+    }
+
     /// The value of the field named `name` (a linear search: for one-off look-ups).
     pub fn get(&self, name: &str) -> Option<Value> {
         self.layout
@@ -91,6 +134,20 @@ impl<'a> Sample<'a> {
             .iter()
             .position(|f| f.name == name)
             .map(|i| self.value(i))
+    }
+}
+
+/// Calls `f(first + k, read(chunk k))` for each `N`-byte chunk of `bytes`.
+#[inline(always)]
+fn each<const N: usize>(
+    bytes: &[u8],
+    first: usize,
+    read: impl Fn([u8; N]) -> Value,
+    f: &mut impl FnMut(usize, Value),
+) {
+    let (chunks, _) = bytes.as_chunks::<N>();
+    for (k, chunk) in chunks.iter().enumerate() {
+        f(first + k, read(*chunk));
     }
 }
 
@@ -138,6 +195,7 @@ impl Decoder {
 
     /// Takes one message. Returns the sample for a data message, `None` for the others
     /// (whose definitions it records).
+    #[inline]
     pub fn handle<'s, 'a: 's>(
         &'s mut self,
         message: &Message<'a>,
@@ -150,6 +208,7 @@ impl Decoder {
         Ok(None)
     }
 
+    #[inline]
     fn decode_data<'s, 'a: 's>(
         &'s mut self,
         msg_id: u16,
@@ -271,6 +330,7 @@ mod tests {
                 size: 0,
                 full_size: 0,
                 timestamp: None,
+                runs: vec![],
             }),
             last_raw_timestamp: None,
             last_timestamp: 0,

@@ -46,6 +46,47 @@ pub struct Layout {
     /// Bytes of the whole struct, trailing padding included (a sample may carry it).
     pub full_size: usize,
     pub timestamp: Option<TimestampField>,
+    /// `fields` grouped into runs of one type laid out back to back (arrays, mostly): what
+    /// [`crate::ulog::Sample::for_each_value`] walks, one type dispatch per run.
+    pub runs: Vec<Run>,
+}
+
+/// Consecutive fields of one type, each right after the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Index in [`Layout::fields`] of the first field.
+    pub first_field: usize,
+    /// Byte offset of the first field in the sample data.
+    pub offset: usize,
+    pub ty: BasicType,
+    /// Number of fields; at least 1.
+    pub len: usize,
+    /// The fields are padding (a run never mixes padding and data).
+    pub padding: bool,
+}
+
+/// Groups `fields` into [`Run`]s.
+fn runs_of(fields: &[Field]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for (i, f) in fields.iter().enumerate() {
+        match runs.last_mut() {
+            Some(r)
+                if r.ty == f.ty
+                    && r.padding == f.padding
+                    && r.offset + r.len * r.ty.size() == f.offset =>
+            {
+                r.len += 1
+            }
+            _ => runs.push(Run {
+                first_field: i,
+                offset: f.offset,
+                ty: f.ty,
+                len: 1,
+                padding: f.padding,
+            }),
+        }
+    }
+    runs
 }
 
 /// Why a format cannot be compiled.
@@ -68,7 +109,8 @@ impl Layout {
         let mut walk = Walk {
             formats,
             stack: Vec::new(),
-            out: &mut fields,
+            out: Some(&mut fields),
+            end_of_last_kept: 0,
             steps_left: MAX_LAYOUT_SIZE * 2,
         };
         let full_size = walk.flatten(name, "", 0, false)?;
@@ -93,11 +135,29 @@ impl Layout {
         });
         Ok(Self {
             name: name.to_owned(),
+            runs: runs_of(&fields),
             fields,
             size,
             full_size,
             timestamp,
         })
+    }
+
+    /// `(size, full_size)` of the format `name`, as [`compile`](Self::compile) would give
+    /// them, without building the field list: what a framing check needs.
+    pub fn sample_sizes(
+        name: &str,
+        formats: &HashMap<String, FormatDef>,
+    ) -> Result<(usize, usize), LayoutError> {
+        let mut walk = Walk {
+            formats,
+            stack: Vec::new(),
+            out: None,
+            end_of_last_kept: 0,
+            steps_left: MAX_LAYOUT_SIZE * 2,
+        };
+        let full_size = walk.flatten(name, "", 0, false)?;
+        Ok((walk.end_of_last_kept, full_size))
     }
 
     /// The fields a person wants to see: everything but padding.
@@ -112,11 +172,15 @@ impl Layout {
 }
 
 /// State of one compilation: the formats, the nesting stack (for recursion checks), the leaves
-/// so far, and a step budget that bounds the work even for empty nested formats in arrays.
+/// so far (when wanted), and a step budget that bounds the work even for empty nested formats
+/// in arrays.
 struct Walk<'f, 'o> {
     formats: &'f HashMap<String, FormatDef>,
     stack: Vec<&'f str>,
-    out: &'o mut Vec<Field>,
+    /// Where the leaves go; `None` when only sizes are wanted.
+    out: Option<&'o mut Vec<Field>>,
+    /// End of the last leaf outside a top-level `_padding` field: the sample size.
+    end_of_last_kept: usize,
     steps_left: usize,
 }
 
@@ -140,31 +204,47 @@ impl<'f> Walk<'f, '_> {
             return Err(LayoutError::TooDeep(name.to_owned()));
         }
         self.stack.push(key);
+        let top_level = self.stack.len() == 1;
         let mut offset = base;
         for field in &def.fields {
             let padding = in_padding || field.is_padding();
+            // Top-level padding at the end is not logged; compile() drops it from the fields.
+            let kept = !(top_level && field.is_padding());
             for i in 0..field.array_len.unwrap_or(1) {
                 if self.steps_left == 0 || offset > MAX_LAYOUT_SIZE {
                     return Err(LayoutError::TooLarge(self.stack[0].to_owned()));
                 }
                 self.steps_left -= 1;
-                let leaf_name = match field.array_len {
-                    Some(_) => format!("{prefix}{}[{i}]", field.name),
-                    None => format!("{prefix}{}", field.name),
+                let leaf_name = match (&self.out, field.array_len) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(_)) => format!("{prefix}{}[{i}]", field.name),
+                    (Some(_), None) => format!("{prefix}{}", field.name),
                 };
                 match &field.ty {
                     FieldType::Basic(ty) => {
-                        self.out.push(Field {
-                            name: leaf_name,
-                            ty: *ty,
-                            offset,
-                            padding,
-                        });
+                        if let Some(out) = self.out.as_deref_mut() {
+                            out.push(Field {
+                                name: leaf_name,
+                                ty: *ty,
+                                offset,
+                                padding,
+                            });
+                        }
                         offset += ty.size();
+                        if kept {
+                            self.end_of_last_kept = offset;
+                        }
                     }
                     FieldType::Nested(inner) => {
-                        let inner_prefix = format!("{leaf_name}.");
+                        let inner_prefix = match self.out {
+                            Some(_) => format!("{leaf_name}."),
+                            None => String::new(),
+                        };
+                        let before = self.end_of_last_kept;
                         offset += self.flatten(inner, &inner_prefix, offset, padding)?;
+                        if !kept {
+                            self.end_of_last_kept = before;
+                        }
                     }
                 }
             }
@@ -217,6 +297,25 @@ mod tests {
         assert_eq!(l.fields[8].offset, 8 + 8 + 6);
         assert_eq!(l.visible_fields().count(), 5);
         assert_eq!(l.timestamp.unwrap().offset, 0);
+        assert_eq!(Layout::sample_sizes("outer", &f), Ok((l.size, l.full_size)));
+        // timestamp | x | pad pad | y | x | pad pad | y: a new run at every change of type.
+        let runs: Vec<(usize, usize, usize)> = l
+            .runs
+            .iter()
+            .map(|r| (r.first_field, r.offset, r.len))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (0, 0, 1),
+                (1, 8, 1),
+                (2, 12, 2),
+                (4, 14, 1),
+                (5, 16, 1),
+                (6, 20, 2),
+                (8, 22, 1)
+            ]
+        );
     }
 
     #[test]

@@ -257,7 +257,49 @@ impl Reader {
     /// The next complete message, an error, or `None` when more bytes are needed (or the
     /// reader has failed). Non-fatal errors leave the reader ready for the next call.
     #[allow(clippy::should_implement_trait)]
+    #[inline]
     pub fn next_record(&mut self) -> Option<Result<Record<'_>, ReadError>> {
+        // Fast path, small enough to inline: a complete data message of a subscribed id
+        // whose size fits, away from any appended-data offset. Everything else (and every
+        // doubt) goes through the full state machine below, which checks the same things.
+        if self.state == State::Messages {
+            let here = self.position();
+            let b = &self.buf[self.pos..];
+            if b.len() >= MSG_HEADER_LEN + 2 && b[2] == msg_type::DATA {
+                let total = MSG_HEADER_LEN + u16::from_le_bytes([b[0], b[1]]) as usize;
+                let msg_id = u16::from_le_bytes([b[3], b[4]]);
+                let fits = total >= MSG_HEADER_LEN + 2
+                    && match self.data_size(msg_id) {
+                        DataSize::Range { min, max } => {
+                            (min..=max).contains(&(total - MSG_HEADER_LEN - 2))
+                        }
+                        _ => false,
+                    };
+                let clear = self
+                    .appended
+                    .front()
+                    .is_none_or(|&o| here + total as u64 <= o);
+                if fits && clear && b.len() >= total {
+                    let start = self.pos;
+                    self.pos += total;
+                    self.stats.messages += 1;
+                    return Some(Ok(Record {
+                        offset: here,
+                        raw: &self.buf[start..start + total],
+                        section: self.section,
+                        message: Message::Data {
+                            msg_id,
+                            data: &self.buf[start + MSG_HEADER_LEN + 2..start + total],
+                        },
+                    }));
+                }
+            }
+        }
+        self.next_record_slow()
+    }
+
+    /// The full state machine behind [`next_record`](Self::next_record).
+    fn next_record_slow(&mut self) -> Option<Result<Record<'_>, ReadError>> {
         loop {
             let avail = self.buf.len() - self.pos;
             match self.state {
@@ -493,10 +535,10 @@ impl Reader {
                             }
                         }
                         Message::AddLogged { msg_id, name, .. } => {
-                            let size = match Layout::compile(name, &self.formats) {
-                                Ok(l) => DataSize::Range {
-                                    min: l.size,
-                                    max: l.full_size.max(l.size),
+                            let size = match Layout::sample_sizes(name, &self.formats) {
+                                Ok((size, full_size)) => DataSize::Range {
+                                    min: size,
+                                    max: full_size.max(size),
                                 },
                                 Err(_) => DataSize::Any,
                             };
@@ -573,8 +615,8 @@ impl Reader {
         let largest = *self.largest_format.get_or_insert_with(|| {
             formats
                 .keys()
-                .filter_map(|name| Layout::compile(name, formats).ok())
-                .map(|l| l.full_size.max(l.size))
+                .filter_map(|name| Layout::sample_sizes(name, formats).ok())
+                .map(|(size, full_size)| full_size.max(size))
                 .max()
                 .unwrap_or(0)
         });

@@ -1,0 +1,151 @@
+//! Throughput of the ULog engine on real logs, against the `px4-ulog` crate in the same run.
+//!
+//! Four measurements per log, each over the whole file held in memory and fed to the parser
+//! in 64 KiB pieces, as a program reading a file or a socket would:
+//! - `frame/ours`: [`Reader`] only (every message framed and validated, no decoding);
+//! - `frame/px4-ulog`: `LogParser::consume_bytes` with no callbacks;
+//! - `decode/ours`: reader + [`Decoder`], every field of every sample read and summed as f64
+//!   (padding left out, as px4-ulog leaves it out);
+//! - `decode/px4-ulog`: the same with px4-ulog's data callback and its flattened fields.
+//!
+//! Logs: `../shared/testdata/ulog/*.ulg` when present, and the project's synthetic log.
+//! Run: `cargo bench --bench ulog`, then `python3 benches/table.py` for a table of MB/s
+//! (10^6 bytes per second) and the ratio ours / px4-ulog.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use px4_ulog::stream_parser::file_reader::LogParser;
+use px4_ulog::stream_parser::model::{DataMessage, FlattenedFieldType};
+use ulog_recv::ulog::{Decoder, Reader};
+
+fn logs() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let shared = root.join("../shared/testdata/ulog");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&shared)
+        .map(|dir| {
+            dir.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
+                .collect()
+        })
+        .unwrap_or_else(|_| {
+            eprintln!(
+                "WARNING: {} is missing: benchmarking the synthetic log only",
+                shared.display()
+            );
+            Vec::new()
+        });
+    logs.sort();
+    logs.push(root.join("testdata/synthetic.ulg"));
+    logs
+}
+
+/// Size of the pieces each parser is fed.
+const PIECE: usize = 64 * 1024;
+
+fn frame_ours(bytes: &[u8]) -> u64 {
+    let mut reader = Reader::new();
+    let mut n = 0;
+    for piece in bytes.chunks(PIECE) {
+        reader.push(piece);
+        while let Some(item) = reader.next_record() {
+            n += item.map_or(0, |r| r.raw.len() as u64);
+        }
+    }
+    n
+}
+
+/// Decodes every field of every sample; returns (sum of the values, number of values).
+fn decode_ours(bytes: &[u8]) -> (f64, u64) {
+    let mut reader = Reader::new();
+    let mut decoder = Decoder::new();
+    let (mut sum, mut n) = (0.0, 0);
+    for piece in bytes.chunks(PIECE) {
+        reader.push(piece);
+        while let Some(item) = reader.next_record() {
+            let Ok(record) = item else { continue };
+            if let Ok(Some(sample)) = decoder.handle(&record.message) {
+                sample.for_each_visible_value(|_, v| {
+                    sum += v.as_f64();
+                    n += 1;
+                });
+            }
+        }
+    }
+    (sum, n)
+}
+
+fn frame_px4_ulog(bytes: &[u8]) -> bool {
+    let mut parser = LogParser::default();
+    bytes
+        .chunks(PIECE)
+        .all(|piece| parser.consume_bytes(piece).is_ok())
+}
+
+/// Decodes every field of every sample; returns (sum of the values, number of values).
+fn decode_px4_ulog(bytes: &[u8]) -> (f64, u64) {
+    let (mut sum, mut n) = (0.0, 0);
+    let mut on_data = |m: &DataMessage| {
+        n += m.flattened_format.fields.len() as u64;
+        for field in &m.flattened_format.fields {
+            let at = &m.data[field.offset as usize..];
+            sum += match field.field_type {
+                FlattenedFieldType::Int8 => at[0] as i8 as f64,
+                FlattenedFieldType::UInt8 | FlattenedFieldType::Bool | FlattenedFieldType::Char => {
+                    at[0] as f64
+                }
+                FlattenedFieldType::Int16 => i16::from_le_bytes([at[0], at[1]]) as f64,
+                FlattenedFieldType::UInt16 => u16::from_le_bytes([at[0], at[1]]) as f64,
+                FlattenedFieldType::Int32 => i32::from_le_bytes(at[..4].try_into().unwrap()) as f64,
+                FlattenedFieldType::UInt32 => {
+                    u32::from_le_bytes(at[..4].try_into().unwrap()) as f64
+                }
+                FlattenedFieldType::Int64 => i64::from_le_bytes(at[..8].try_into().unwrap()) as f64,
+                FlattenedFieldType::UInt64 => {
+                    u64::from_le_bytes(at[..8].try_into().unwrap()) as f64
+                }
+                FlattenedFieldType::Float => f32::from_le_bytes(at[..4].try_into().unwrap()) as f64,
+                FlattenedFieldType::Double => f64::from_le_bytes(at[..8].try_into().unwrap()),
+            };
+        }
+    };
+    let mut parser = LogParser::default();
+    parser.set_data_message_callback(&mut on_data);
+    for piece in bytes.chunks(PIECE) {
+        let _ = parser.consume_bytes(piece);
+    }
+    drop(parser);
+    (sum, n)
+}
+
+fn bench(c: &mut Criterion) {
+    for path in logs() {
+        let bytes = std::fs::read(&path).expect("log readable");
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        // Both must do the same work for the comparison to mean anything: say when not.
+        let (ours, theirs) = (decode_ours(&bytes).1, decode_px4_ulog(&bytes).1);
+        eprintln!("{name}: values decoded: ours {ours}, px4-ulog {theirs}");
+        let mut group = c.benchmark_group(name);
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_function("frame/ours", |b| b.iter(|| frame_ours(black_box(&bytes))));
+        group.bench_function("frame/px4-ulog", |b| {
+            b.iter(|| frame_px4_ulog(black_box(&bytes)))
+        });
+        group.bench_function("decode/ours", |b| b.iter(|| decode_ours(black_box(&bytes))));
+        group.bench_function("decode/px4-ulog", |b| {
+            b.iter(|| decode_px4_ulog(black_box(&bytes)))
+        });
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);
