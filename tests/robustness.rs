@@ -133,3 +133,48 @@ proptest! {
         }
     }
 }
+
+/// Inputs the fuzz target once crashed on (`fuzz/fuzz_targets/ulog_engine.rs`: the first byte
+/// picks the piece size), kept so that the fix stays in place.
+#[test]
+fn fuzz_regressions_do_not_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/fuzz-regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("ulog_engine-")
+        {
+            continue;
+        }
+        let input = std::fs::read(&path).unwrap();
+        let (&split, bytes) = input.split_first().unwrap();
+        run_engine(bytes, usize::from(split) + 1);
+        n += 1;
+    }
+    assert!(n > 0, "no regression inputs in {}", dir.display());
+}
+
+#[test]
+fn a_wrong_sized_sample_cut_off_by_the_end_of_the_stream_stays_pending() {
+    let mut log = ulog_recv::ulog::Writer::new();
+    log.header(0, 0);
+    log.flag_bits([0; 8], [0; 8], [0; 3]).unwrap();
+    log.write(&Message::Format("t:uint64_t timestamp;"))
+        .unwrap();
+    log.write(&Message::AddLogged {
+        multi_id: 0,
+        msg_id: 0,
+        name: "t",
+    })
+    .unwrap();
+    let mut bytes = log.take();
+    // A data message claiming 200 bytes (the format needs 8), of which 20 arrived.
+    bytes.extend_from_slice(&[202, 0, b'D', 0, 0]);
+    bytes.extend_from_slice(&[0; 20]);
+    let records = run_engine(&bytes, 7);
+    assert_eq!(records.len(), 4, "header, flag bits, format, subscription");
+}

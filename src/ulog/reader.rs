@@ -435,6 +435,11 @@ impl Reader {
                                     }
                                     Some(_) => {}
                                 }
+                                if avail < total {
+                                    // Wait for the whole message (at the end of the stream it
+                                    // stays pending, as a truncated message does).
+                                    return None;
+                                }
                                 self.stats.malformed_messages += 1;
                                 self.pos += total;
                                 return Some(Err(ReadError::Malformed {
