@@ -7,6 +7,7 @@
 //! - [`summary`]: what a whole log holds (the `info` command), built from the engine.
 //! - [`synth`]: a deterministic synthetic flight log, for tests and the demo.
 
+pub mod link;
 pub mod summary;
 pub mod synth;
 pub mod ulog;
