@@ -4,8 +4,10 @@
 
 pub mod assembler;
 pub mod chunker;
+pub mod frames;
 pub mod reorder;
 
 pub use assembler::{Assembler, AssemblerStats};
 pub use chunker::{CHUNK_DATA_LEN, ChunkedLog, LogChunk, chunk_log};
+pub use frames::{FrameDecoder, FrameStats};
 pub use reorder::{Arrival, Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
