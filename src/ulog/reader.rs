@@ -4,9 +4,11 @@
 //! It validates the framing as it goes: the file header, the size and type of every message,
 //! the position of the flag bits, the incompat flags, and the message ids of data messages.
 //! Framing that cannot be right (a type that is not an upper-case letter, a size impossible for
-//! its type, flag bits after the first message, data for a message id never subscribed) makes
-//! it search for the next sync message and resume after it, counting the bytes it skipped.
-//! A data message whose size does not fit its subscription's format is malformed. Once the
+//! its type, flag bits after the first message) makes it search for the next sync message and
+//! resume after it, counting the bytes it skipped. A data message of an id never subscribed, or
+//! whose size does not fit its subscription's format, is kept only when the next few headers
+//! chain plausibly (a corrupted region may have swallowed its 'A'); the wrong-sized one is then
+//! reported as malformed. Call [`Reader::finish`] at the end of the stream. Once the
 //! stream has shown a sync message, a message whose payload does not parse is taken
 //! as a sign of broken framing too (reported, then the same search); in a log without sync
 //! messages the reader keeps the framing and goes on, so that nothing good is thrown away. Appended-data offsets from the flag bits are
