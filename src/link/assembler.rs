@@ -175,19 +175,19 @@ impl Assembler {
             // Slow path: grow the message in progress.
             let total = if self.need_file_header {
                 FILE_HEADER_LEN
-            } else if self.partial.len() < MSG_HEADER_LEN {
-                let take = (MSG_HEADER_LEN - self.partial.len()).min(data.len());
-                self.partial.extend_from_slice(&data[..take]);
-                data = &data[take..];
-                if self.partial.len() < MSG_HEADER_LEN {
-                    return;
-                }
-                if !self.partial[2].is_ascii_uppercase() {
-                    self.lose_sync();
-                    continue;
-                }
-                MSG_HEADER_LEN + u16::from_le_bytes([self.partial[0], self.partial[1]]) as usize
             } else {
+                if self.partial.len() < MSG_HEADER_LEN {
+                    let take = (MSG_HEADER_LEN - self.partial.len()).min(data.len());
+                    self.partial.extend_from_slice(&data[..take]);
+                    data = &data[take..];
+                    if self.partial.len() < MSG_HEADER_LEN {
+                        return;
+                    }
+                    if !self.partial[2].is_ascii_uppercase() {
+                        self.lose_sync();
+                        continue;
+                    }
+                }
                 MSG_HEADER_LEN + u16::from_le_bytes([self.partial[0], self.partial[1]]) as usize
             };
             let take = (total - self.partial.len()).min(data.len());

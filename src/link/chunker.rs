@@ -54,7 +54,7 @@ pub fn chunk_log(file: &[u8], first_seq: u16) -> Result<ChunkedLog, ReadError> {
     reader.finish();
     let mut stream = Vec::with_capacity(file.len());
     let mut message_starts = Vec::new();
-    // Where each phase-2 message starts, to flush the partial chunk before the first.
+    // Where the first phase-2 (unacked) message starts: the partial chunk is flushed there.
     let mut first_data_offset = None;
     let mut appended_at = None;
     while let Some(item) = reader.next_record() {

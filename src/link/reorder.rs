@@ -8,7 +8,7 @@
 //! waited `max_wait`. The caller drives time: it passes `now` and asks
 //! [`ReorderBuffer::deadline`] when to call [`ReorderBuffer::poll`] again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// One LOGGING_DATA(_ACKED) payload, reduced to what reassembly needs.
@@ -89,7 +89,7 @@ pub struct ReorderBuffer {
     next_pos: u64,
     /// `delivered[seq % HISTORY] == seq as u32 + 1` when `seq` was delivered recently.
     delivered: Vec<u32>,
-    ready: std::collections::VecDeque<Delivery>,
+    ready: VecDeque<Delivery>,
     stats: ReorderStats,
 }
 
@@ -102,7 +102,7 @@ impl ReorderBuffer {
             held: BTreeMap::new(),
             next_pos: 0,
             delivered: vec![0; HISTORY],
-            ready: std::collections::VecDeque::new(),
+            ready: VecDeque::new(),
             stats: ReorderStats::default(),
         }
     }
