@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::all_logs;
+use common::{all_logs, ideal_messages, split_messages};
 use ulog_recv::link::{
     Assembler, Chunk, Delivery, LogChunk, ReorderBuffer, ReorderConfig, chunk_log,
 };
@@ -73,30 +73,6 @@ fn deliver(chunks: &[LogChunk], imp: Impairment, seed: u64) -> Vec<LogChunk> {
     out
 }
 
-/// The messages (raw bytes, in stream order) whose every byte lies in an arrived chunk.
-fn ideal_messages(
-    stream: &[u8],
-    starts: &[u64],
-    chunks: &[LogChunk],
-    arrived: &HashSet<u16>,
-) -> Vec<Vec<u8>> {
-    // Per stream byte range, whether its chunk arrived: chunks are contiguous in order.
-    let covered = |from: u64, to: u64| {
-        chunks
-            .iter()
-            .filter(|c| c.stream_offset < to && c.stream_offset + c.data.len() as u64 > from)
-            .all(|c| arrived.contains(&c.seq))
-    };
-    let mut out = Vec::new();
-    for (k, &s) in starts.iter().enumerate() {
-        let e = starts.get(k + 1).copied().unwrap_or(stream.len() as u64);
-        if covered(s, e) {
-            out.push(stream[s as usize..e as usize].to_vec());
-        }
-    }
-    out
-}
-
 /// Runs the arrivals through the reorder buffer and the assembler, one chunk per
 /// millisecond of fake time; returns the assembled bytes.
 fn receive(arrivals: &[LogChunk], config: ReorderConfig) -> (Vec<u8>, ReorderBuffer, Assembler) {
@@ -131,26 +107,23 @@ fn receive(arrivals: &[LogChunk], config: ReorderConfig) -> (Vec<u8>, ReorderBuf
     (out, reorder, assembler)
 }
 
-/// Splits assembled output into messages, with the same offsets logic as the stream.
-fn split_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = vec![bytes[..16].to_vec()];
-    let mut at = 16;
-    while at + 3 <= bytes.len() {
-        let end = at + 3 + u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-        out.push(bytes[at..end].to_vec());
-        at = end;
-    }
-    assert_eq!(at, bytes.len(), "output ends on a message boundary");
-    out
-}
-
 fn check(imp: Impairment, seed: u64) {
     for path in all_logs() {
         let file = std::fs::read(&path).unwrap();
         let log = chunk_log(&file, 0).unwrap();
         let arrivals = deliver(&log.chunks, imp, seed);
         let arrived: HashSet<u16> = arrivals.iter().map(|c| c.seq).collect();
-        let ideal = ideal_messages(&log.stream, &log.message_starts, &log.chunks, &arrived);
+        let arrived_flags: Vec<bool> = log
+            .chunks
+            .iter()
+            .map(|c| arrived.contains(&c.seq))
+            .collect();
+        let ideal = ideal_messages(
+            &log.stream,
+            &log.message_starts,
+            &log.chunks,
+            &arrived_flags,
+        );
         // Wait long enough for any reordering the link does (one chunk per ms here).
         let config = ReorderConfig {
             max_chunks: 4 * imp.reorder_depth + 16,

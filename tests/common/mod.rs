@@ -326,3 +326,45 @@ pub fn compare(path: &str, ours: &Json, expected: &Json, in_sums: bool, diffs: &
 fn close(x: f64, y: f64) -> bool {
     (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1e-300)
 }
+
+/// The messages (raw bytes, in stream order) whose every byte lies in a chunk that arrived
+/// (`arrived[i]` for `chunks[i]`): what an ideal receiver can rebuild. Computed from offsets
+/// alone, independently of the receiver's code.
+pub fn ideal_messages(
+    stream: &[u8],
+    starts: &[u64],
+    chunks: &[ulog_recv::link::LogChunk],
+    arrived: &[bool],
+) -> Vec<Vec<u8>> {
+    assert_eq!(chunks.len(), arrived.len());
+    // Chunks cover the stream back to back: the chunk holding byte `at` by binary search.
+    let chunk_of =
+        |at: u64| chunks.partition_point(|c| c.stream_offset + c.data.len() as u64 <= at);
+    let mut out = Vec::new();
+    for (k, &s) in starts.iter().enumerate() {
+        let e = starts.get(k + 1).copied().unwrap_or(stream.len() as u64);
+        if e > chunks
+            .last()
+            .map_or(0, |c| c.stream_offset + c.data.len() as u64)
+        {
+            continue;
+        }
+        if (chunk_of(s)..=chunk_of(e - 1)).all(|i| arrived[i]) {
+            out.push(stream[s as usize..e as usize].to_vec());
+        }
+    }
+    out
+}
+
+/// Splits assembled output into messages, with the same offsets logic as the stream.
+pub fn split_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![bytes[..16].to_vec()];
+    let mut at = 16;
+    while at + 3 <= bytes.len() {
+        let end = at + 3 + u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+        out.push(bytes[at..end].to_vec());
+        at = end;
+    }
+    assert_eq!(at, bytes.len(), "output ends on a message boundary");
+    out
+}

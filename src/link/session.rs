@@ -1,0 +1,876 @@
+//! The log-streaming session, sans-IO: MAVLink bytes and `now` in; MAVLink frames to send,
+//! log bytes and events out. It never touches a socket, a file or the clock.
+//!
+//! What it does, in the order the vehicle sees it:
+//! - Finds the vehicle from its HEARTBEAT (an autopilot, or `target_system` when configured) and
+//!   sends its own HEARTBEAT every second.
+//! - Asks for the stream: LOGGING_STOP first (the vehicle may still be streaming to a client that
+//!   lost track), then LOGGING_START (param1 0), each retried until a COMMAND_ACK. A
+//!   TEMPORARILY_REJECTED start backs off (1, 2, 4, 8, 10 s) and begins again with a STOP;
+//!   DENIED, UNSUPPORTED or FAILED raise [`Event::StartRefused`] with the likely cause, then
+//!   retry every [`SessionConfig::refused_retry`]. Never a tight loop.
+//! - Acks every LOGGING_DATA_ACKED as the very first thing it does with it, duplicates
+//!   included: a resent chunk means the vehicle lost our ack and is blocked until it gets one.
+//! - Puts chunks back in order ([`ReorderBuffer`]), reassembles whole ULog messages
+//!   ([`Assembler`]) and follows formats and subscriptions ([`Decoder`]) to know the
+//!   timestamps. After a confirmed gap it holds the messages that follow until the first
+//!   timestamped sample, then writes a ULog dropout ('O') whose duration is the time between
+//!   the last sample before the gap and that first sample after it.
+//! - Liveness: no chunk for [`SessionConfig::stream_timeout`] while the vehicle's heartbeat goes
+//!   on → the log is closed, STOP and START again. No heartbeat for
+//!   [`SessionConfig::vehicle_timeout`] (a reboot, or the link is gone) → the log is closed and
+//!   the session waits for the vehicle. A new ULog header at sequence 0 while a log is open
+//!   (the vehicle restarted its stream) → the log is closed and a new one begins.
+//! - A log is opened only when its file header arrives, so there is never a headerless log.
+//!
+//! Inputs: [`Session::handle_bytes`] (any pieces of the MAVLink byte stream),
+//! [`Session::handle_timeout`] (when [`Session::poll_timeout`] says), [`Session::shutdown`].
+//! Outputs: [`Session::poll_transmit`] (one MAVLink frame each) and [`Session::poll_event`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use mavlink::MavHeader;
+use mavlink::dialects::common::{
+    COMMAND_LONG_DATA, HEARTBEAT_DATA, LOGGING_ACK_DATA, MavAutopilot, MavCmd, MavMessage,
+    MavModeFlag, MavResult, MavState, MavType,
+};
+
+use crate::link::assembler::Assembler;
+use crate::link::frames::{FrameDecoder, FrameStats, encode};
+use crate::link::reorder::{Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, min_payload_len};
+use crate::ulog::{Decoder, FileHeader, Message};
+
+/// MAV_COMP_ID_LOG: the component id MAVLink reserves for an onboard logging component.
+pub const DEFAULT_COMPONENT_ID: u8 = 155;
+/// The system id used in our heartbeats before the vehicle is known, when none is configured
+/// (PX4's default MAV_SYS_ID).
+pub const FALLBACK_SYSTEM_ID: u8 = 1;
+
+/// How the session behaves; [`Default`] gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Our system id. `None` (the default): the vehicle's, as MAVLink wants for a component on
+    /// board the vehicle; [`FALLBACK_SYSTEM_ID`] until the vehicle is known.
+    pub system_id: Option<u8>,
+    /// Our component id; default [`DEFAULT_COMPONENT_ID`] (155, MAV_COMP_ID_LOG).
+    pub component_id: u8,
+    /// Only this system is taken as the vehicle; `None`: the first autopilot heard.
+    pub target_system: Option<u8>,
+    pub heartbeat_interval: Duration,
+    /// No vehicle heartbeat for this long: the vehicle is lost (rebooted or out of reach).
+    pub vehicle_timeout: Duration,
+    /// No log chunk for this long while streaming: STOP and START again.
+    pub stream_timeout: Duration,
+    /// A command without COMMAND_ACK for this long is sent again.
+    pub command_timeout: Duration,
+    /// Longest back-off between start attempts after TEMPORARILY_REJECTED or no answer.
+    pub max_backoff: Duration,
+    /// Wait after DENIED, UNSUPPORTED or FAILED before trying again.
+    pub refused_retry: Duration,
+    pub reorder: ReorderConfig,
+    /// Bytes held after a gap while waiting for a timestamp; past this the dropout is written
+    /// without a duration.
+    pub max_held_bytes: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            system_id: None,
+            component_id: DEFAULT_COMPONENT_ID,
+            target_system: None,
+            heartbeat_interval: Duration::from_secs(1),
+            vehicle_timeout: Duration::from_secs(5),
+            stream_timeout: Duration::from_secs(3),
+            command_timeout: Duration::from_millis(1000),
+            max_backoff: Duration::from_secs(10),
+            refused_retry: Duration::from_secs(30),
+            reorder: ReorderConfig::default(),
+            max_held_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Why a log ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum CloseReason {
+    /// No chunk for the stream timeout while the vehicle was still there.
+    Stalled,
+    /// No heartbeat for the vehicle timeout.
+    VehicleLost,
+    /// The vehicle began a new log (a new header at sequence 0).
+    NewLog,
+    /// [`Session::shutdown`].
+    Shutdown,
+}
+
+/// What the session reports, in order. Log bytes come between [`Event::LogOpened`] and
+/// [`Event::LogClosed`] of the same log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    VehicleFound {
+        system_id: u8,
+        component_id: u8,
+    },
+    VehicleLost,
+    /// The vehicle accepted LOGGING_START.
+    StreamStarted,
+    /// TEMPORARILY_REJECTED (it streams to someone, maybe us before a restart): STOP, then
+    /// retry after `retry_in`.
+    StartRejected {
+        retry_in: Duration,
+    },
+    /// DENIED, UNSUPPORTED or FAILED: `hint` names the likely cause.
+    StartRefused {
+        result: MavResult,
+        hint: &'static str,
+        retry_in: Duration,
+    },
+    /// A new log begins; its bytes follow (the file header first).
+    LogOpened {
+        number: u32,
+    },
+    /// The next bytes of the open log: whole ULog messages, as the vehicle logged them, plus
+    /// our dropout messages.
+    LogBytes(Bytes),
+    /// Chunks were lost; a dropout message was written (or will be, once the time after the
+    /// gap is known: the event comes then).
+    Dropout {
+        lost_chunks: u64,
+        /// `None` when no timestamp followed the gap (the dropout then says 0 ms).
+        duration_ms: Option<u64>,
+    },
+    LogClosed {
+        number: u32,
+        reason: CloseReason,
+        bytes: u64,
+    },
+}
+
+/// Counters; all monotonic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SessionStats {
+    pub frames: FrameStats,
+    /// LOGGING_DATA(_ACKED) addressed to us.
+    pub chunks: u64,
+    pub acked_chunks: u64,
+    pub acks_sent: u64,
+    /// Chunks of no open log (before a START, or of someone else's stream).
+    pub ignored_chunks: u64,
+    pub duplicates: u64,
+    /// Chunks that arrived ahead of a missing one and were put back in order.
+    pub reordered: u64,
+    /// Chunks that came after their gap was declared.
+    pub too_late: u64,
+    pub lost_chunks: u64,
+    pub gaps: u64,
+    pub dropouts: u64,
+    /// Bytes of partial messages dropped at gaps.
+    pub discarded_bytes: u64,
+    pub framing_errors: u64,
+    pub log_bytes: u64,
+    pub logs: u64,
+    pub start_requests: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No vehicle (yet, or lost).
+    Searching,
+    /// STOP sent; START follows its ACCEPTED or the command timeout.
+    Stopping {
+        deadline: Instant,
+    },
+    /// START sent.
+    Starting {
+        deadline: Instant,
+    },
+    /// Before the next STOP+START.
+    Waiting {
+        until: Instant,
+    },
+    Streaming {
+        last_chunk: Instant,
+    },
+    /// After [`Session::shutdown`].
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Vehicle {
+    system_id: u8,
+    component_id: u8,
+    /// Last time anything came from it (its heartbeat above all).
+    last_heartbeat: Instant,
+}
+
+/// The fields LOGGING_DATA and LOGGING_DATA_ACKED share.
+#[derive(Debug, Clone, Copy)]
+struct ChunkFrame<'a> {
+    sequence: u16,
+    target_system: u8,
+    target_component: u8,
+    length: u8,
+    first_message_offset: u8,
+    data: &'a [u8; 249],
+}
+
+/// A gap waiting for the first timestamp after it.
+#[derive(Debug, Clone, Copy)]
+struct PendingDropout {
+    before_us: u64,
+    lost_chunks: u64,
+}
+
+/// One log being received.
+struct Log {
+    number: u32,
+    reorder: ReorderBuffer,
+    assembler: Assembler,
+    decoder: Decoder,
+    /// Chunk 0 as received, to tell its duplicates from a new log's first chunk.
+    first_chunk: Vec<u8>,
+    /// The file header has been handed out.
+    opened: bool,
+    bytes: u64,
+    pending: Option<PendingDropout>,
+    /// Messages after a gap, held until `pending` is resolved.
+    held: Vec<u8>,
+    /// Assembler output of the chunk in hand.
+    scratch: Vec<u8>,
+}
+
+/// See the module docs.
+pub struct Session {
+    config: SessionConfig,
+    frames: FrameDecoder,
+    phase: Phase,
+    vehicle: Option<Vehicle>,
+    log: Option<Log>,
+    next_heartbeat: Option<Instant>,
+    /// When the last START went out: a new log's chunk 0 is taken only shortly after one.
+    start_sent: Option<Instant>,
+    failures: u32,
+    logs_opened: u32,
+    tx_sequence: u8,
+    transmit: VecDeque<Vec<u8>>,
+    events: VecDeque<Event>,
+    /// Log bytes not yet handed out as [`Event::LogBytes`].
+    out: BytesMut,
+    stats: SessionStats,
+}
+
+impl Session {
+    /// A session starting at `now`: its first heartbeat is due at once.
+    pub fn new(config: SessionConfig, now: Instant) -> Self {
+        Self {
+            config,
+            frames: FrameDecoder::new(),
+            phase: Phase::Searching,
+            vehicle: None,
+            log: None,
+            next_heartbeat: Some(now),
+            start_sent: None,
+            failures: 0,
+            logs_opened: 0,
+            tx_sequence: 0,
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+            out: BytesMut::new(),
+            stats: SessionStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Counters, those of the open log included.
+    pub fn stats(&self) -> SessionStats {
+        let mut s = self.stats;
+        s.frames = self.frames.stats();
+        if let Some(log) = &self.log {
+            add_reorder_stats(&mut s, &log.reorder.stats());
+        }
+        s
+    }
+
+    /// True while a log is open.
+    pub fn is_logging(&self) -> bool {
+        self.log.as_ref().is_some_and(|l| l.opened)
+    }
+
+    /// The vehicle's (system id, component id), once found.
+    pub fn vehicle(&self) -> Option<(u8, u8)> {
+        self.vehicle.map(|v| (v.system_id, v.component_id))
+    }
+
+    /// Our system id as it goes out in frames.
+    pub fn system_id(&self) -> u8 {
+        self.config
+            .system_id
+            .unwrap_or_else(|| self.vehicle.map_or(FALLBACK_SYSTEM_ID, |v| v.system_id))
+    }
+
+    /// The next MAVLink frame to send, if any.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.transmit.pop_front()
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.flush_out();
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.next_heartbeat;
+        let mut earliest = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t: Instant| t.min(x)));
+            }
+        };
+        match self.phase {
+            Phase::Searching | Phase::Closed => {}
+            Phase::Stopping { deadline } | Phase::Starting { deadline } => earliest(Some(deadline)),
+            Phase::Waiting { until } => earliest(Some(until)),
+            Phase::Streaming { last_chunk } => {
+                earliest(Some(last_chunk + self.config.stream_timeout))
+            }
+        }
+        if !matches!(self.phase, Phase::Closed | Phase::Searching) {
+            earliest(
+                self.vehicle
+                    .map(|v| v.last_heartbeat + self.config.vehicle_timeout),
+            );
+        }
+        earliest(self.log.as_ref().and_then(|l| l.reorder.deadline()));
+        t
+    }
+
+    /// Takes received bytes: a datagram, or any piece of a serial or TCP stream.
+    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) {
+        self.frames.push(bytes);
+        while let Some((header, message)) = self.frames.next_message() {
+            self.handle_message(header, &message, now);
+        }
+    }
+
+    /// Takes one decoded MAVLink message (what [`handle_bytes`](Self::handle_bytes) does for
+    /// each frame).
+    pub fn handle_message(&mut self, header: MavHeader, message: &MavMessage, now: Instant) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        // Anything the vehicle's autopilot sends proves it is there: a lossy link may drop
+        // heartbeats while the log streams on.
+        if let Some(v) = &mut self.vehicle
+            && v.system_id == header.system_id as u8
+            && v.component_id == header.component_id
+        {
+            v.last_heartbeat = now;
+        }
+        match message {
+            MavMessage::LOGGING_DATA_ACKED(d) => {
+                let frame = ChunkFrame {
+                    sequence: d.sequence,
+                    target_system: d.target_system,
+                    target_component: d.target_component,
+                    length: d.length,
+                    first_message_offset: d.first_message_offset,
+                    data: &d.data,
+                };
+                self.on_chunk(header, frame, true, now)
+            }
+            MavMessage::LOGGING_DATA(d) => {
+                let frame = ChunkFrame {
+                    sequence: d.sequence,
+                    target_system: d.target_system,
+                    target_component: d.target_component,
+                    length: d.length,
+                    first_message_offset: d.first_message_offset,
+                    data: &d.data,
+                };
+                self.on_chunk(header, frame, false, now)
+            }
+            MavMessage::HEARTBEAT(hb) => self.on_heartbeat(header, hb, now),
+            MavMessage::COMMAND_ACK(ack) => {
+                self.on_command_ack(header, ack.command, ack.result, now)
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs the timers due at `now`: heartbeat, command retries, liveness, reorder waits.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        if self.next_heartbeat.is_none_or(|t| t <= now) {
+            self.send_heartbeat();
+            self.next_heartbeat = Some(now + self.config.heartbeat_interval);
+        }
+        if let Some(v) = self.vehicle
+            && self.phase != Phase::Searching
+            && now.duration_since(v.last_heartbeat) >= self.config.vehicle_timeout
+        {
+            tracing::warn!(system_id = v.system_id, "vehicle lost: no heartbeat");
+            self.close_log(CloseReason::VehicleLost);
+            self.phase = Phase::Searching;
+            self.events.push_back(Event::VehicleLost);
+        }
+        match self.phase {
+            Phase::Stopping { deadline } if now >= deadline => self.send_start(now),
+            Phase::Starting { deadline } if now >= deadline => {
+                tracing::info!("no answer to LOGGING_START; trying again");
+                self.failures += 1;
+                let delay = self.backoff();
+                self.phase = Phase::Waiting { until: now + delay };
+            }
+            Phase::Waiting { until } if now >= until => self.send_stop(now),
+            Phase::Streaming { last_chunk }
+                if now.duration_since(last_chunk) >= self.config.stream_timeout =>
+            {
+                tracing::warn!("log stream stalled; stopping and starting it again");
+                self.close_log(CloseReason::Stalled);
+                self.failures += 1;
+                self.send_stop(now);
+            }
+            _ => {}
+        }
+        if let Some(log) = &mut self.log {
+            log.reorder.poll(now);
+        }
+        self.drain_reorder();
+    }
+
+    /// The daemon is going away: STOP to the vehicle, everything held goes out, the log is
+    /// closed. Later input is ignored.
+    pub fn shutdown(&mut self, _now: Instant) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        if self.vehicle.is_some() && self.phase != Phase::Searching {
+            self.send_command(MavCmd::MAV_CMD_LOGGING_STOP);
+        }
+        self.close_log(CloseReason::Shutdown);
+        self.phase = Phase::Closed;
+    }
+
+    fn backoff(&self) -> Duration {
+        let secs = 1u64 << self.failures.saturating_sub(1).min(4);
+        Duration::from_secs(secs).min(self.config.max_backoff)
+    }
+
+    fn on_heartbeat(&mut self, header: MavHeader, hb: &HEARTBEAT_DATA, now: Instant) {
+        let system_id = header.system_id as u8;
+        if !self
+            .vehicle
+            .is_some_and(|v| v.system_id == system_id && v.component_id == header.component_id)
+        {
+            let is_autopilot = hb.autopilot != MavAutopilot::MAV_AUTOPILOT_INVALID
+                && !matches!(
+                    hb.mavtype,
+                    MavType::MAV_TYPE_GCS | MavType::MAV_TYPE_ONBOARD_CONTROLLER
+                );
+            let wanted = self.config.target_system.is_none_or(|t| t == system_id);
+            if !is_autopilot || !wanted || self.phase != Phase::Searching {
+                return;
+            }
+            if self.vehicle.is_none_or(|v| v.system_id != system_id) {
+                tracing::info!(
+                    system_id,
+                    component_id = header.component_id,
+                    "vehicle found"
+                );
+                self.events.push_back(Event::VehicleFound {
+                    system_id,
+                    component_id: header.component_id,
+                });
+            }
+            self.vehicle = Some(Vehicle {
+                system_id,
+                component_id: header.component_id,
+                last_heartbeat: now,
+            });
+        }
+        if self.phase == Phase::Searching {
+            self.send_stop(now);
+        }
+    }
+
+    fn on_command_ack(
+        &mut self,
+        header: MavHeader,
+        command: MavCmd,
+        result: MavResult,
+        now: Instant,
+    ) {
+        let Some(v) = self.vehicle else { return };
+        if header.system_id as u8 != v.system_id {
+            return;
+        }
+        match (self.phase, command) {
+            // IN_PROGRESS comes first; START once the stop is done (or refused: then the
+            // vehicle was not streaming).
+            (Phase::Stopping { .. }, MavCmd::MAV_CMD_LOGGING_STOP)
+                if result != MavResult::MAV_RESULT_IN_PROGRESS =>
+            {
+                self.send_start(now);
+            }
+            (Phase::Starting { .. }, MavCmd::MAV_CMD_LOGGING_START) => match result {
+                MavResult::MAV_RESULT_ACCEPTED => {
+                    tracing::info!("log streaming started");
+                    self.phase = Phase::Streaming { last_chunk: now };
+                    self.events.push_back(Event::StreamStarted);
+                }
+                MavResult::MAV_RESULT_IN_PROGRESS => {}
+                MavResult::MAV_RESULT_TEMPORARILY_REJECTED => {
+                    self.failures += 1;
+                    let retry_in = self.backoff();
+                    tracing::warn!(
+                        ?retry_in,
+                        "LOGGING_START temporarily rejected: the vehicle is streaming its log \
+                         already (to us before a restart, or to another client); stopping it"
+                    );
+                    self.phase = Phase::Waiting {
+                        until: now + retry_in,
+                    };
+                    self.events.push_back(Event::StartRejected { retry_in });
+                }
+                other => {
+                    let hint = refusal_hint(other);
+                    let retry_in = self.config.refused_retry;
+                    tracing::error!(result = ?other, ?retry_in, "LOGGING_START refused: {hint}");
+                    self.phase = Phase::Waiting {
+                        until: now + retry_in,
+                    };
+                    self.events.push_back(Event::StartRefused {
+                        result: other,
+                        hint,
+                        retry_in,
+                    });
+                }
+            },
+            _ => {}
+        }
+    }
+
+    fn on_chunk(&mut self, header: MavHeader, d: ChunkFrame<'_>, acked: bool, now: Instant) {
+        let Some(v) = self.vehicle else {
+            self.stats.ignored_chunks += 1;
+            return;
+        };
+        if header.system_id as u8 != v.system_id
+            || d.target_system != self.system_id()
+            || d.target_component != self.config.component_id
+        {
+            self.stats.ignored_chunks += 1;
+            return;
+        }
+        if acked {
+            // Before anything else: the vehicle is blocked until this arrives.
+            self.send(MavMessage::LOGGING_ACK(LOGGING_ACK_DATA {
+                sequence: d.sequence,
+                target_system: v.system_id,
+                target_component: v.component_id,
+            }));
+            self.stats.acks_sent += 1;
+            self.stats.acked_chunks += 1;
+        }
+        self.stats.chunks += 1;
+        let len = (d.length as usize).min(d.data.len());
+        let data = &d.data[..len];
+        let starts_log = d.sequence == 0
+            && d.first_message_offset == 0
+            && data.len() >= FILE_MAGIC.len()
+            && data[..FILE_MAGIC.len()] == FILE_MAGIC;
+        let streaming = matches!(self.phase, Phase::Streaming { .. });
+        if starts_log {
+            let duplicate = self.log.as_ref().is_some_and(|l| l.first_chunk == data);
+            let after_start = self
+                .start_sent
+                .is_some_and(|t| now.duration_since(t) < 10 * self.config.command_timeout);
+            if !duplicate && (streaming || after_start) {
+                if self.log.is_some() {
+                    self.close_log(CloseReason::NewLog);
+                }
+                self.open_log(data);
+                if !streaming {
+                    // The START's ACCEPTED was lost, but the stream is here.
+                    self.events.push_back(Event::StreamStarted);
+                }
+                self.phase = Phase::Streaming { last_chunk: now };
+            }
+        }
+        let Some(log) = &mut self.log else {
+            self.stats.ignored_chunks += 1;
+            return;
+        };
+        if !matches!(self.phase, Phase::Streaming { .. }) {
+            self.stats.ignored_chunks += 1;
+            return;
+        }
+        self.phase = Phase::Streaming { last_chunk: now };
+        self.failures = 0;
+        log.reorder.push(
+            Chunk {
+                seq: d.sequence,
+                first_message_offset: d.first_message_offset,
+                data: data.to_vec(),
+            },
+            now,
+        );
+        self.drain_reorder();
+    }
+
+    fn open_log(&mut self, first_chunk: &[u8]) {
+        self.logs_opened += 1;
+        self.stats.logs += 1;
+        self.log = Some(Log {
+            number: self.logs_opened,
+            reorder: ReorderBuffer::new(0, self.config.reorder),
+            assembler: Assembler::new(),
+            decoder: Decoder::new(),
+            first_chunk: first_chunk.to_vec(),
+            opened: false,
+            bytes: 0,
+            pending: None,
+            held: Vec::new(),
+            scratch: Vec::new(),
+        });
+    }
+
+    /// Ends the open log: what the reorder buffer holds goes out, a pending dropout is
+    /// resolved, [`Event::LogClosed`] follows (only for a log that was opened).
+    fn close_log(&mut self, reason: CloseReason) {
+        let Some(log) = &mut self.log else { return };
+        log.reorder.flush();
+        self.drain_reorder();
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
+        if log.pending.is_some() {
+            // Nothing timestamped came after the last gap.
+            self.resolve_dropout(&mut log, None);
+        }
+        add_reorder_stats(&mut self.stats, &log.reorder.stats());
+        let a = log.assembler.stats();
+        self.stats.discarded_bytes += a.discarded_bytes;
+        self.stats.framing_errors += a.framing_errors;
+        if log.opened {
+            self.flush_out();
+            tracing::info!(
+                number = log.number,
+                ?reason,
+                bytes = log.bytes,
+                "log closed"
+            );
+            self.events.push_back(Event::LogClosed {
+                number: log.number,
+                reason,
+                bytes: log.bytes,
+            });
+        }
+    }
+
+    /// Moves everything the reorder buffer releases through the assembler and the decoder.
+    fn drain_reorder(&mut self) {
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
+        while let Some(d) = log.reorder.pop() {
+            match d {
+                Delivery::Chunk(c) => {
+                    let mut scratch = std::mem::take(&mut log.scratch);
+                    scratch.clear();
+                    log.assembler
+                        .chunk(&c.data, c.first_message_offset, &mut scratch);
+                    self.take_messages(&mut log, &scratch);
+                    log.scratch = scratch;
+                }
+                Delivery::Gap { lost } => {
+                    log.assembler.gap();
+                    if log.opened {
+                        match &mut log.pending {
+                            Some(p) => p.lost_chunks += lost,
+                            None => {
+                                log.pending = Some(PendingDropout {
+                                    before_us: log.decoder.last_timestamp(),
+                                    lost_chunks: lost,
+                                })
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.log = Some(log);
+    }
+
+    /// Takes whole messages from the assembler (the file header first in a log).
+    fn take_messages(&mut self, log: &mut Log, mut bytes: &[u8]) {
+        if !log.opened && bytes.len() >= FILE_HEADER_LEN {
+            let header: &[u8; FILE_HEADER_LEN] =
+                bytes[..FILE_HEADER_LEN].try_into().expect("16 bytes");
+            if let Some(h) = FileHeader::parse(header) {
+                let _ = log.decoder.handle(&Message::Header(h));
+            }
+            log.opened = true;
+            self.flush_out();
+            tracing::info!(number = log.number, "log opened");
+            self.events
+                .push_back(Event::LogOpened { number: log.number });
+            self.emit(log, &bytes[..FILE_HEADER_LEN]);
+            bytes = &bytes[FILE_HEADER_LEN..];
+        }
+        while bytes.len() >= MSG_HEADER_LEN {
+            let size = u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
+            let end = (MSG_HEADER_LEN + size).min(bytes.len());
+            let (message, rest) = bytes.split_at(end);
+            bytes = rest;
+            let ty = message[2];
+            let payload = &message[MSG_HEADER_LEN..];
+            let mut timestamp = None;
+            if min_payload_len(ty).is_none_or(|min| payload.len() >= min)
+                && let Ok(m) = Message::parse(ty, payload)
+                && let Ok(Some(sample)) = log.decoder.handle(&m)
+            {
+                timestamp = sample.timestamp;
+            }
+            match (log.pending, timestamp) {
+                (None, _) => self.emit(log, message),
+                (Some(_), Some(after)) => {
+                    self.resolve_dropout(log, Some(after));
+                    self.emit(log, message);
+                }
+                (Some(_), None) => {
+                    log.held.extend_from_slice(message);
+                    if log.held.len() > self.config.max_held_bytes {
+                        self.resolve_dropout(log, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the dropout for the pending gap, then the messages held behind it.
+    fn resolve_dropout(&mut self, log: &mut Log, after_us: Option<u64>) {
+        let Some(p) = log.pending.take() else { return };
+        let duration_ms = after_us.map(|a| a.saturating_sub(p.before_us) / 1000);
+        self.stats.dropouts += 1;
+        tracing::info!(lost_chunks = p.lost_chunks, ?duration_ms, "dropout");
+        // 'O' carries a u16 of milliseconds: a longer gap takes several.
+        let mut remaining = duration_ms.unwrap_or(0);
+        loop {
+            let part = remaining.min(u16::MAX as u64) as u16;
+            let d = part.to_le_bytes();
+            self.emit(log, &[2, 0, b'O', d[0], d[1]]);
+            remaining -= part as u64;
+            if remaining == 0 {
+                break;
+            }
+        }
+        let held = std::mem::take(&mut log.held);
+        self.emit(log, &held);
+        log.held = held;
+        log.held.clear();
+        self.events.push_back(Event::Dropout {
+            lost_chunks: p.lost_chunks,
+            duration_ms,
+        });
+    }
+
+    fn emit(&mut self, log: &mut Log, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+        log.bytes += bytes.len() as u64;
+        self.stats.log_bytes += bytes.len() as u64;
+    }
+
+    /// Hands the log bytes collected so far out as one event.
+    fn flush_out(&mut self) {
+        if !self.out.is_empty() {
+            self.events
+                .push_back(Event::LogBytes(self.out.split().freeze()));
+        }
+    }
+
+    fn send_stop(&mut self, now: Instant) {
+        self.send_command(MavCmd::MAV_CMD_LOGGING_STOP);
+        self.phase = Phase::Stopping {
+            deadline: now + self.config.command_timeout / 2,
+        };
+    }
+
+    fn send_start(&mut self, now: Instant) {
+        self.send_command(MavCmd::MAV_CMD_LOGGING_START);
+        self.stats.start_requests += 1;
+        self.start_sent = Some(now);
+        self.phase = Phase::Starting {
+            deadline: now + self.config.command_timeout,
+        };
+    }
+
+    fn send_command(&mut self, command: MavCmd) {
+        let Some(v) = self.vehicle else { return };
+        self.send(MavMessage::COMMAND_LONG(COMMAND_LONG_DATA {
+            command,
+            // LOGGING_START: param1 0 asks for ULog.
+            param1: 0.0,
+            target_system: v.system_id,
+            target_component: v.component_id,
+            ..Default::default()
+        }));
+    }
+
+    fn send_heartbeat(&mut self) {
+        self.send(MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+            custom_mode: 0,
+            mavtype: MavType::MAV_TYPE_ONBOARD_CONTROLLER,
+            autopilot: MavAutopilot::MAV_AUTOPILOT_INVALID,
+            base_mode: MavModeFlag::empty(),
+            system_status: MavState::MAV_STATE_ACTIVE,
+            mavlink_version: 3,
+        }));
+    }
+
+    fn send(&mut self, message: MavMessage) {
+        let header = MavHeader {
+            system_id: self.system_id() as _,
+            component_id: self.config.component_id,
+            sequence: self.tx_sequence,
+        };
+        self.tx_sequence = self.tx_sequence.wrapping_add(1);
+        let mut frame = Vec::with_capacity(32);
+        encode(header, &message, &mut frame);
+        self.transmit.push_back(frame);
+    }
+}
+
+/// What DENIED, UNSUPPORTED or FAILED most likely mean on PX4.
+fn refusal_hint(result: MavResult) -> &'static str {
+    match result {
+        MavResult::MAV_RESULT_DENIED => {
+            "the vehicle's MAVLink link is configured below 5000 B/s (PX4 refuses log streaming \
+             then): raise the link's data rate (MAV_x_RATE) or use a faster link"
+        }
+        MavResult::MAV_RESULT_UNSUPPORTED => {
+            "the vehicle does not support ULog streaming over MAVLink (not PX4, or built \
+             without the logger's MAVLink backend)"
+        }
+        _ => "the vehicle could not start its logger (no logger running, or out of memory)",
+    }
+}
+
+/// Adds one log's reorder counters to the session's.
+fn add_reorder_stats(stats: &mut SessionStats, log: &ReorderStats) {
+    stats.duplicates += log.duplicates;
+    stats.too_late += log.too_late;
+    stats.reordered += log.reordered;
+    stats.lost_chunks += log.lost;
+    stats.gaps += log.gaps;
+}

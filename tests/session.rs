@@ -1,0 +1,277 @@
+//! The receiver's session against the simulated PX4 vehicle, frame by frame in memory with a
+//! fake clock (no sockets, no sleeping), on every log: START/STOP handshakes, the acked phase,
+//! loss, duplication, reordering, lost acks and outages, restarts and reboots.
+//!
+//! Impaired runs are judged against an ideal receiver computed here, independently of the
+//! session code: from the chunks the vehicle reports as having got through the link, the
+//! messages all of whose bytes arrived. The output must hold exactly those, byte for byte and
+//! in order, plus our dropout ('O') messages.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{all_logs, ideal_messages, split_messages};
+use ulog_recv::link::{
+    ChunkedLog, CloseReason, Event, Impairment, Session, SessionConfig, SimVehicle, VehicleConfig,
+    chunk_log,
+};
+
+/// One log as the session handed it out.
+#[derive(Debug, Default)]
+struct ReceivedLog {
+    bytes: Vec<u8>,
+    closed: Option<CloseReason>,
+    dropouts: Vec<Option<u64>>,
+}
+
+/// A vehicle and a receiver joined by the vehicle's impaired link, on a fake clock.
+struct Harness {
+    vehicle: SimVehicle,
+    session: Session,
+    now: Instant,
+    t0: Instant,
+    logs: Vec<ReceivedLog>,
+    events: Vec<Event>,
+    /// Steps in a row that did not advance the clock (a timer that never clears would spin).
+    stuck: u32,
+}
+
+impl Harness {
+    fn new(log: ChunkedLog, vehicle: VehicleConfig, session: SessionConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            vehicle: SimVehicle::new(log, vehicle, now),
+            session: Session::new(session, now),
+            now,
+            t0: now,
+            logs: Vec::new(),
+            events: Vec::new(),
+            stuck: 0,
+        }
+    }
+
+    /// The events without log bytes and dropouts (for failure messages).
+    fn control_events(&self) -> Vec<&Event> {
+        self.events
+            .iter()
+            .filter(|e| !matches!(e, Event::LogBytes(_) | Event::Dropout { .. }))
+            .collect()
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.now - self.t0
+    }
+
+    /// Moves frames both ways until both sides are quiet; collects the session's events.
+    fn exchange(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(f) = self.vehicle.poll_transmit() {
+                self.session.handle_bytes(&f, self.now);
+                moved = true;
+            }
+            while let Some(f) = self.session.poll_transmit() {
+                self.vehicle.handle_bytes(&f, self.now);
+                moved = true;
+            }
+            self.collect_events();
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn collect_events(&mut self) {
+        while let Some(e) = self.session.poll_event() {
+            match &e {
+                Event::LogOpened { .. } => self.logs.push(ReceivedLog::default()),
+                Event::LogBytes(b) => self.logs.last_mut().unwrap().bytes.extend_from_slice(b),
+                Event::Dropout { duration_ms, .. } => {
+                    self.logs.last_mut().unwrap().dropouts.push(*duration_ms)
+                }
+                Event::LogClosed { reason, bytes, .. } => {
+                    let log = self.logs.last_mut().unwrap();
+                    assert_eq!(*bytes, log.bytes.len() as u64);
+                    log.closed = Some(*reason);
+                }
+                _ => {}
+            }
+            self.events.push(e);
+        }
+    }
+
+    /// One step: exchange, then advance the clock to the next timer of either side.
+    fn step(&mut self) {
+        self.exchange();
+        let next = [self.vehicle.poll_timeout(), self.session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("the session always has a heartbeat timer");
+        if next > self.now {
+            self.now = next;
+            self.stuck = 0;
+        } else {
+            self.stuck += 1;
+            assert!(
+                self.stuck < 100_000,
+                "timers do not advance: vehicle {:?}, session {:?}",
+                self.vehicle.poll_timeout().map(|t| t - self.now),
+                self.session.poll_timeout().map(|t| t - self.now)
+            );
+        }
+        self.vehicle.handle_timeout(self.now);
+        self.session.handle_timeout(self.now);
+    }
+
+    fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&Self) -> bool) {
+        while !done(self) {
+            assert!(
+                self.elapsed() < limit,
+                "not done after {limit:?}: {:?}",
+                self.session.stats()
+            );
+            self.step();
+        }
+    }
+
+    /// Runs the whole file through, lets the reorder buffer settle, shuts down.
+    fn run_to_end(&mut self, limit: Duration) {
+        self.run_until(limit, |h| h.vehicle.finished());
+        let settle = self.now + Duration::from_millis(500);
+        self.run_until(limit, |h| h.now >= settle);
+        self.session.shutdown(self.now);
+        self.exchange();
+    }
+}
+
+fn fast_vehicle(impairment: Impairment, seed: u64) -> VehicleConfig {
+    VehicleConfig {
+        // 2 MB/s of fake time: a few seconds per log, many timer steps.
+        rate_limit: Some(2_000_000),
+        impairment,
+        seed,
+        ..VehicleConfig::default()
+    }
+}
+
+fn messages_without_dropouts(bytes: &[u8]) -> (Vec<Vec<u8>>, usize) {
+    let all = split_messages(bytes);
+    let dropouts = all.iter().skip(1).filter(|m| m[2] == b'O').count();
+    let rest = all
+        .into_iter()
+        .enumerate()
+        .filter(|(i, m)| *i == 0 || m[2] != b'O')
+        .map(|(_, m)| m)
+        .collect();
+    (rest, dropouts)
+}
+
+#[test]
+fn a_clean_link_delivers_every_log_byte_for_byte() {
+    for path in all_logs() {
+        let file = std::fs::read(&path).unwrap();
+        let log = chunk_log(&file, 0).unwrap();
+        let stream = log.stream.clone();
+        let mut h = Harness::new(
+            log,
+            fast_vehicle(Impairment::NONE, 1),
+            SessionConfig::default(),
+        );
+        h.run_to_end(Duration::from_secs(120));
+        assert_eq!(h.logs.len(), 1, "{}", path.display());
+        assert!(
+            h.logs[0].bytes == stream,
+            "{}: bytes differ",
+            path.display()
+        );
+        assert_eq!(h.logs[0].closed, Some(CloseReason::Shutdown));
+        let s = h.session.stats();
+        assert_eq!(s.lost_chunks + s.duplicates + s.dropouts, 0, "{s:?}");
+        assert_eq!(s.acks_sent, s.acked_chunks);
+        assert_eq!(s.start_requests, 1, "one START on a clean link");
+        // The vehicle addressed the stream to our default ids.
+        assert_eq!(h.session.system_id(), 1);
+        assert_eq!(h.session.config().component_id, 155);
+        // Shutdown sent a STOP.
+        assert_eq!(h.vehicle.stats().stops, 1, "{}", path.display());
+        assert!(!h.vehicle.streaming());
+    }
+}
+
+fn check_impaired(imp: Impairment, seed: u64) {
+    let mut resends = 0;
+    for path in all_logs() {
+        let file = std::fs::read(&path).unwrap();
+        let log = chunk_log(&file, 0).unwrap();
+        let (stream, starts, chunks) = (
+            log.stream.clone(),
+            log.message_starts.clone(),
+            log.chunks.clone(),
+        );
+        let mut h = Harness::new(log, fast_vehicle(imp, seed), SessionConfig::default());
+        h.run_to_end(Duration::from_secs(600));
+        let ctx = format!("{}: {imp:?} seed {seed}", path.display());
+        let v = h.vehicle.stats();
+        assert_eq!(v.ack_timeouts, 0, "{ctx}: the acked phase stalled: {v:?}");
+        assert_eq!(h.logs.len(), 1, "{ctx}: {:?}", h.control_events());
+        let ideal = ideal_messages(&stream, &starts, &chunks, h.vehicle.arrived());
+        let (ideal, ideal_dropouts) = messages_without_dropouts(&ideal.concat());
+        let (got, got_dropouts) = messages_without_dropouts(&h.logs[0].bytes);
+        let s = h.session.stats();
+        assert_eq!(
+            got.len(),
+            ideal.len(),
+            "{ctx}: messages rebuilt vs ideal; {s:?}"
+        );
+        assert!(
+            got == ideal,
+            "{ctx}: rebuilt messages differ from the ideal"
+        );
+        // One 'O' per dropout event (a gap over 65 s would take several; none here).
+        let ours = got_dropouts - ideal_dropouts;
+        assert_eq!(ours as u64, s.dropouts, "{ctx}");
+        assert_eq!(h.logs[0].dropouts.len(), ours, "{ctx}");
+        if imp.loss > 0.0 {
+            assert!(s.lost_chunks > 0 && s.dropouts > 0, "{ctx}: {s:?}");
+        }
+        if imp.duplicate > 0.0 {
+            assert!(s.duplicates > 0, "{ctx}: {s:?}");
+        }
+        if imp.reorder > 0.0 {
+            assert!(s.reordered > 0, "{ctx}: {s:?}");
+        }
+        // Every acked chunk that arrived was acked, duplicates included.
+        assert_eq!(s.acks_sent, s.acked_chunks, "{ctx}");
+        resends += v.resends;
+    }
+    if imp.uplink_loss > 0.0 {
+        assert!(resends > 0, "{imp:?}: lost acks must have caused resends");
+    }
+}
+
+#[test]
+fn loss_duplication_reordering_lost_acks_and_outages_lose_only_what_never_arrived() {
+    let cases = [
+        (0.01, 0.01, 0.02, 4, 0.01, None),
+        (0.05, 0.05, 0.10, 8, 0.10, Some(1500)),
+        (0.20, 0.10, 0.20, 16, 0.20, Some(700)),
+    ];
+    for (i, &(loss, duplicate, reorder, reorder_depth, uplink_loss, outage_every)) in
+        cases.iter().enumerate()
+    {
+        let imp = Impairment {
+            loss,
+            duplicate,
+            reorder,
+            reorder_depth,
+            uplink_loss,
+            outage_every: outage_every.map(Duration::from_millis),
+            outage_len: Duration::from_millis(150),
+        };
+        for seed in 0..2 {
+            check_impaired(imp, 100 * i as u64 + seed);
+        }
+    }
+}
