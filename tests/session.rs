@@ -275,3 +275,197 @@ fn loss_duplication_reordering_lost_acks_and_outages_lose_only_what_never_arrive
         }
     }
 }
+
+/// A synthetic log long enough to wrap the 16-bit sequence number twice.
+fn long_log() -> ChunkedLog {
+    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+        duration_s: 4_600,
+        seed: 7,
+        appended_data: false,
+    });
+    chunk_log(&file, 0).unwrap()
+}
+
+#[test]
+fn the_sequence_number_wraps_twice_without_a_loss() {
+    let log = long_log();
+    assert!(
+        log.chunks.len() > 2 * 65_536 + 1000,
+        "only {} chunks",
+        log.chunks.len()
+    );
+    let stream = log.stream.clone();
+    let mut h = Harness::new(
+        log,
+        VehicleConfig {
+            rate_limit: Some(20_000_000),
+            ..fast_vehicle(Impairment::NONE, 1)
+        },
+        SessionConfig::default(),
+    );
+    h.run_to_end(Duration::from_secs(120));
+    let s = h.session.stats();
+    assert_eq!((s.lost_chunks, s.gaps, s.dropouts), (0, 0, 0), "{s:?}");
+    assert_eq!(h.logs.len(), 1);
+    assert!(h.logs[0].bytes == stream, "bytes differ after wrapping");
+}
+
+#[test]
+fn a_vehicle_reboot_closes_the_log_and_a_new_one_begins_after_it() {
+    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+    let log = chunk_log(&file, 0).unwrap();
+    let stream = log.stream.clone();
+    let mut h = Harness::new(
+        log,
+        VehicleConfig {
+            // 2 s for the whole log, so the reboot comes mid-stream.
+            rate_limit: Some(40_000),
+            ..VehicleConfig::default()
+        },
+        SessionConfig::default(),
+    );
+    h.run_until(Duration::from_secs(30), |h| {
+        h.logs.first().is_some_and(|l| l.bytes.len() > 20_000)
+    });
+    let now = h.now;
+    h.vehicle.reboot(now, Duration::from_secs(8));
+    h.run_until(Duration::from_secs(60), |h| h.logs.len() == 2);
+    h.run_to_end(Duration::from_secs(90));
+    let ev = h.control_events();
+    let lost = ev
+        .iter()
+        .position(|e| matches!(e, Event::VehicleLost))
+        .expect("the reboot is noticed");
+    assert!(matches!(
+        ev[lost - 1],
+        Event::LogClosed {
+            number: 1,
+            reason: CloseReason::VehicleLost,
+            ..
+        }
+    ));
+    // The first log is a clean prefix of the stream, cut at a message boundary.
+    let first = &h.logs[0].bytes;
+    assert!(first.len() < stream.len() && stream.starts_with(first));
+    split_messages(first);
+    // After the reboot the vehicle is asked again, and its new log arrives whole.
+    assert!(h.logs[1].bytes == h.vehicle.log().stream);
+    assert_eq!(h.vehicle.stats().starts, 2);
+}
+
+#[test]
+fn a_stalled_stream_is_stopped_and_started_again_without_an_empty_log() {
+    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+    let log = chunk_log(&file, 0).unwrap();
+    let stream = log.stream.clone();
+    let mut h = Harness::new(
+        log,
+        fast_vehicle(Impairment::NONE, 1),
+        SessionConfig::default(),
+    );
+    // The file ends; the simulated vehicle goes silent but keeps "streaming", as a PX4 whose
+    // stream died would look.
+    h.run_until(Duration::from_secs(30), |h| h.vehicle.finished());
+    let silent_since = h.now;
+    h.run_until(Duration::from_secs(60), |h| h.logs.len() == 2);
+    let stalled = h.events.iter().any(|e| {
+        matches!(
+            e,
+            Event::LogClosed {
+                reason: CloseReason::Stalled,
+                ..
+            }
+        )
+    });
+    assert!(stalled, "{:?}", h.control_events());
+    assert!(h.now - silent_since >= SessionConfig::default().stream_timeout);
+    h.run_to_end(Duration::from_secs(90));
+    assert_eq!(h.logs.len(), 2);
+    assert!(h.logs[0].bytes == stream, "the first log is whole");
+    assert!(
+        h.logs[1].bytes == h.vehicle.log().stream,
+        "the second log is whole"
+    );
+    assert_ne!(h.logs[0].bytes[..16], h.logs[1].bytes[..16], "a new header");
+    // STOP before the new START: the vehicle saw one stop per restart plus the shutdown.
+    assert_eq!(h.vehicle.stats().stops, 2);
+}
+
+#[test]
+fn a_refused_start_names_the_cause_and_is_retried_slowly() {
+    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+    let log = chunk_log(&file, 0).unwrap();
+    let mut h = Harness::new(
+        log,
+        VehicleConfig {
+            refuse_start: Some(mavlink::dialects::common::MavResult::MAV_RESULT_DENIED),
+            ..VehicleConfig::default()
+        },
+        SessionConfig::default(),
+    );
+    let two_minutes = Duration::from_secs(120);
+    h.run_until(two_minutes + Duration::from_secs(1), |h| {
+        h.elapsed() >= two_minutes
+    });
+    let refusals: Vec<_> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::StartRefused { hint, retry_in, .. } => Some((*hint, *retry_in)),
+            _ => None,
+        })
+        .collect();
+    assert!(!refusals.is_empty());
+    assert!(refusals[0].0.contains("5000 B/s"), "{}", refusals[0].0);
+    assert_eq!(refusals[0].1, Duration::from_secs(30));
+    // One START, then one every 30 s: never a tight loop.
+    let starts = h.session.stats().start_requests;
+    assert!(
+        (4..=5).contains(&starts),
+        "{starts} START requests in two minutes"
+    );
+    assert!(h.logs.is_empty());
+}
+
+#[test]
+fn a_stream_restarted_at_sequence_0_closes_the_log_and_opens_a_new_one() {
+    use mavlink::dialects::common::{COMMAND_LONG_DATA, MavCmd, MavMessage};
+    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+    let log = chunk_log(&file, 0).unwrap();
+    let stream = log.stream.clone();
+    let mut h = Harness::new(
+        log,
+        VehicleConfig {
+            rate_limit: Some(40_000),
+            ..VehicleConfig::default()
+        },
+        SessionConfig::default(),
+    );
+    h.run_until(Duration::from_secs(30), |h| {
+        h.logs.first().is_some_and(|l| l.bytes.len() > 20_000)
+    });
+    // The vehicle restarts its stream to us (as if our STOP and START had crossed an old
+    // stream): chunks begin again at 0 with a new header.
+    for command in [MavCmd::MAV_CMD_LOGGING_STOP, MavCmd::MAV_CMD_LOGGING_START] {
+        let mut frame = Vec::new();
+        let header = mavlink::MavHeader {
+            system_id: 1,
+            component_id: 155,
+            sequence: 0,
+        };
+        let msg = MavMessage::COMMAND_LONG(COMMAND_LONG_DATA {
+            command,
+            target_system: 1,
+            target_component: 1,
+            ..Default::default()
+        });
+        ulog_recv::link::frames::encode(header, &msg, &mut frame);
+        let now = h.now;
+        h.vehicle.handle_bytes(&frame, now);
+    }
+    h.run_to_end(Duration::from_secs(60));
+    assert_eq!(h.logs.len(), 2, "{:?}", h.control_events());
+    assert_eq!(h.logs[0].closed, Some(CloseReason::NewLog));
+    assert!(stream.starts_with(&h.logs[0].bytes));
+    assert!(h.logs[1].bytes == h.vehicle.log().stream);
+}

@@ -49,6 +49,11 @@ pub const DEFAULT_COMPONENT_ID: u8 = 155;
 /// (PX4's default MAV_SYS_ID).
 pub const FALLBACK_SYSTEM_ID: u8 = 1;
 
+/// A copy of chunk 0 this many chunks into a log cannot be a late duplicate (the vehicle
+/// resends chunk 0 for 2.5 s at most, and it does not send chunk 1 before our ack): it starts a
+/// new log even when its bytes equal the first one's.
+const NEW_LOG_AFTER_CHUNKS: u64 = 1024;
+
 /// How the session behaves; [`Default`] gives the documented defaults.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
@@ -181,20 +186,13 @@ enum Phase {
     /// No vehicle (yet, or lost).
     Searching,
     /// STOP sent; START follows its ACCEPTED or the command timeout.
-    Stopping {
-        deadline: Instant,
-    },
+    Stopping { deadline: Instant },
     /// START sent.
-    Starting {
-        deadline: Instant,
-    },
+    Starting { deadline: Instant },
     /// Before the next STOP+START.
-    Waiting {
-        until: Instant,
-    },
-    Streaming {
-        last_chunk: Instant,
-    },
+    Waiting { until: Instant },
+    /// `stall_check`: when to look for a stall (no chunk for `stream_timeout`).
+    Streaming { stall_check: Instant },
     /// After [`Session::shutdown`].
     Closed,
 }
@@ -233,6 +231,8 @@ struct Log {
     decoder: Decoder,
     /// Chunk 0 as received, to tell its duplicates from a new log's first chunk.
     first_chunk: Vec<u8>,
+    /// Chunks taken into the reorder buffer.
+    chunks: u64,
     /// The file header has been handed out.
     opened: bool,
     bytes: u64,
@@ -338,9 +338,7 @@ impl Session {
             Phase::Searching | Phase::Closed => {}
             Phase::Stopping { deadline } | Phase::Starting { deadline } => earliest(Some(deadline)),
             Phase::Waiting { until } => earliest(Some(until)),
-            Phase::Streaming { last_chunk } => {
-                earliest(Some(last_chunk + self.config.stream_timeout))
-            }
+            Phase::Streaming { stall_check } => earliest(Some(stall_check)),
         }
         if !matches!(self.phase, Phase::Closed | Phase::Searching) {
             earliest(
@@ -432,13 +430,22 @@ impl Session {
                 self.phase = Phase::Waiting { until: now + delay };
             }
             Phase::Waiting { until } if now >= until => self.send_stop(now),
-            Phase::Streaming { last_chunk }
-                if now.duration_since(last_chunk) >= self.config.stream_timeout =>
-            {
-                tracing::warn!("log stream stalled; stopping and starting it again");
-                self.close_log(CloseReason::Stalled);
-                self.failures += 1;
-                self.send_stop(now);
+            Phase::Streaming { stall_check } if now >= stall_check => {
+                // A stall is a silent stream from a vehicle that is still heard; a silent
+                // vehicle is left to the vehicle timeout (it may be rebooting).
+                let vehicle_heard = self.vehicle.is_some_and(|v| {
+                    now.duration_since(v.last_heartbeat) < 2 * self.config.heartbeat_interval
+                });
+                if vehicle_heard {
+                    tracing::warn!("log stream stalled; stopping and starting it again");
+                    self.close_log(CloseReason::Stalled);
+                    self.failures += 1;
+                    self.send_stop(now);
+                } else {
+                    self.phase = Phase::Streaming {
+                        stall_check: now + self.config.heartbeat_interval,
+                    };
+                }
             }
             _ => {}
         }
@@ -525,7 +532,9 @@ impl Session {
             (Phase::Starting { .. }, MavCmd::MAV_CMD_LOGGING_START) => match result {
                 MavResult::MAV_RESULT_ACCEPTED => {
                     tracing::info!("log streaming started");
-                    self.phase = Phase::Streaming { last_chunk: now };
+                    self.phase = Phase::Streaming {
+                        stall_check: now + self.config.stream_timeout,
+                    };
                     self.events.push_back(Event::StreamStarted);
                 }
                 MavResult::MAV_RESULT_IN_PROGRESS => {}
@@ -591,7 +600,12 @@ impl Session {
             && data[..FILE_MAGIC.len()] == FILE_MAGIC;
         let streaming = matches!(self.phase, Phase::Streaming { .. });
         if starts_log {
-            let duplicate = self.log.as_ref().is_some_and(|l| l.first_chunk == data);
+            // A copy of chunk 0 (resent while our ack was on its way) is a duplicate; a
+            // different chunk 0, or one long after the start, is a new log.
+            let duplicate = self
+                .log
+                .as_ref()
+                .is_some_and(|l| l.first_chunk == data && l.chunks < NEW_LOG_AFTER_CHUNKS);
             let after_start = self
                 .start_sent
                 .is_some_and(|t| now.duration_since(t) < 10 * self.config.command_timeout);
@@ -604,7 +618,9 @@ impl Session {
                     // The START's ACCEPTED was lost, but the stream is here.
                     self.events.push_back(Event::StreamStarted);
                 }
-                self.phase = Phase::Streaming { last_chunk: now };
+                self.phase = Phase::Streaming {
+                    stall_check: now + self.config.stream_timeout,
+                };
             }
         }
         let Some(log) = &mut self.log else {
@@ -615,8 +631,11 @@ impl Session {
             self.stats.ignored_chunks += 1;
             return;
         }
-        self.phase = Phase::Streaming { last_chunk: now };
+        self.phase = Phase::Streaming {
+            stall_check: now + self.config.stream_timeout,
+        };
         self.failures = 0;
+        log.chunks += 1;
         log.reorder.push(
             Chunk {
                 seq: d.sequence,
@@ -637,6 +656,7 @@ impl Session {
             assembler: Assembler::new(),
             decoder: Decoder::new(),
             first_chunk: first_chunk.to_vec(),
+            chunks: 0,
             opened: false,
             bytes: 0,
             pending: None,
@@ -873,4 +893,162 @@ fn add_reorder_stats(stats: &mut SessionStats, log: &ReorderStats) {
     stats.reordered += log.reordered;
     stats.lost_chunks += log.lost;
     stats.gaps += log.gaps;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mavlink::dialects::common::{COMMAND_ACK_DATA, LOGGING_DATA_ACKED_DATA};
+
+    fn vehicle_frame(msg: MavMessage) -> Vec<u8> {
+        let mut f = Vec::new();
+        let header = MavHeader {
+            system_id: 1,
+            component_id: 1,
+            sequence: 0,
+        };
+        encode(header, &msg, &mut f);
+        f
+    }
+
+    fn heartbeat() -> Vec<u8> {
+        vehicle_frame(MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+            autopilot: MavAutopilot::MAV_AUTOPILOT_PX4,
+            mavtype: MavType::MAV_TYPE_QUADROTOR,
+            ..Default::default()
+        }))
+    }
+
+    fn ack(command: MavCmd, result: MavResult) -> Vec<u8> {
+        vehicle_frame(MavMessage::COMMAND_ACK(COMMAND_ACK_DATA {
+            command,
+            result,
+        }))
+    }
+
+    fn sent(s: &mut Session) -> Vec<MavMessage> {
+        let mut dec = FrameDecoder::new();
+        while let Some(f) = s.poll_transmit() {
+            dec.push(&f);
+        }
+        std::iter::from_fn(|| dec.next_message().map(|(_, m)| m)).collect()
+    }
+
+    fn command_of(m: &MavMessage) -> Option<MavCmd> {
+        match m {
+            MavMessage::COMMAND_LONG(c) => Some(c.command),
+            _ => None,
+        }
+    }
+
+    /// A session that found the vehicle and had its STOP accepted: START is out.
+    fn starting(t0: Instant) -> Session {
+        let mut s = Session::new(SessionConfig::default(), t0);
+        s.handle_timeout(t0);
+        s.handle_bytes(&heartbeat(), t0);
+        s.handle_bytes(
+            &ack(MavCmd::MAV_CMD_LOGGING_STOP, MavResult::MAV_RESULT_ACCEPTED),
+            t0,
+        );
+        let out = sent(&mut s);
+        let commands: Vec<_> = out.iter().filter_map(command_of).collect();
+        assert_eq!(
+            commands,
+            [MavCmd::MAV_CMD_LOGGING_STOP, MavCmd::MAV_CMD_LOGGING_START]
+        );
+        assert!(
+            matches!(out[0], MavMessage::HEARTBEAT(ref h) if h.mavtype == MavType::MAV_TYPE_ONBOARD_CONTROLLER)
+        );
+        s
+    }
+
+    #[test]
+    fn temporarily_rejected_backs_off_and_stops_first() {
+        let t0 = Instant::now();
+        let mut s = starting(t0);
+        let mut now = t0;
+        for expected in [1, 2, 4, 8, 10, 10] {
+            s.handle_bytes(
+                &ack(
+                    MavCmd::MAV_CMD_LOGGING_START,
+                    MavResult::MAV_RESULT_TEMPORARILY_REJECTED,
+                ),
+                now,
+            );
+            let retry_in = Duration::from_secs(expected);
+            let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+            assert!(
+                events.contains(&Event::StartRejected { retry_in }),
+                "{events:?}"
+            );
+            // Nothing but heartbeats until the back-off has passed.
+            let before = now + retry_in - Duration::from_millis(1);
+            s.handle_bytes(&heartbeat(), before);
+            s.handle_timeout(before);
+            assert!(sent(&mut s).iter().all(|m| command_of(m).is_none()));
+            now += retry_in;
+            s.handle_bytes(&heartbeat(), now);
+            s.handle_timeout(now);
+            let commands: Vec<_> = sent(&mut s).iter().filter_map(command_of).collect();
+            assert_eq!(commands, [MavCmd::MAV_CMD_LOGGING_STOP]);
+            s.handle_bytes(
+                &ack(
+                    MavCmd::MAV_CMD_LOGGING_STOP,
+                    MavResult::MAV_RESULT_IN_PROGRESS,
+                ),
+                now,
+            );
+            assert!(
+                sent(&mut s).is_empty(),
+                "START waits for the stop to finish"
+            );
+            s.handle_bytes(
+                &ack(MavCmd::MAV_CMD_LOGGING_STOP, MavResult::MAV_RESULT_ACCEPTED),
+                now,
+            );
+            let commands: Vec<_> = sent(&mut s).iter().filter_map(command_of).collect();
+            assert_eq!(commands, [MavCmd::MAV_CMD_LOGGING_START]);
+        }
+    }
+
+    #[test]
+    fn every_acked_chunk_is_acked_first_duplicates_included() {
+        let t0 = Instant::now();
+        let mut s = starting(t0);
+        s.handle_bytes(
+            &ack(
+                MavCmd::MAV_CMD_LOGGING_START,
+                MavResult::MAV_RESULT_ACCEPTED,
+            ),
+            t0,
+        );
+        let mut chunk = LOGGING_DATA_ACKED_DATA {
+            sequence: 0,
+            target_system: 1,
+            target_component: DEFAULT_COMPONENT_ID,
+            length: 16,
+            first_message_offset: 0,
+            ..Default::default()
+        };
+        chunk.data[..7].copy_from_slice(&FILE_MAGIC);
+        chunk.data[7] = 1;
+        let frame = vehicle_frame(MavMessage::LOGGING_DATA_ACKED(chunk.clone()));
+        for copy in 0..3 {
+            s.handle_bytes(&frame, t0);
+            let out = sent(&mut s);
+            assert!(
+                matches!(out.first(), Some(MavMessage::LOGGING_ACK(a)) if a.sequence == 0),
+                "copy {copy}: {out:?}"
+            );
+        }
+        let st = s.stats();
+        assert_eq!((st.acks_sent, st.duplicates, st.logs), (3, 2, 1));
+        // Someone else's stream is neither acked nor logged.
+        let mut other = chunk;
+        other.target_component = 190;
+        other.sequence = 1;
+        s.handle_bytes(&vehicle_frame(MavMessage::LOGGING_DATA_ACKED(other)), t0);
+        assert!(sent(&mut s).is_empty());
+        assert_eq!(s.stats().ignored_chunks, 1);
+    }
 }

@@ -12,6 +12,7 @@
 //!   "Ack timeout"). The vehicle matches acks on the sequence only.
 //! - Phase 2 as LOGGING_DATA, never resent, at most [`VehicleConfig::rate_limit`] bytes/s.
 //! - At the end of the file it stays silent but "streaming" (as PX4 would until a STOP).
+//! - Every stream after the first is a new log: its header says when it started.
 //!
 //! The link in between is impaired with a seeded RNG ([`Impairment`]): loss, duplication and
 //! reordering of what the vehicle sends, loss of what it receives, and outages both ways.
@@ -146,6 +147,8 @@ pub struct SimVehicle {
     /// Set by [`SimVehicle::reboot`]: silent until then.
     down_until: Option<Instant>,
     epoch: Instant,
+    /// When the current (or last) stream started.
+    last_start: Instant,
     next_heartbeat: Option<Instant>,
     tx_sequence: u8,
     out: VecDeque<Vec<u8>>,
@@ -170,6 +173,7 @@ impl SimVehicle {
             client: (0, 0),
             down_until: None,
             epoch: now,
+            last_start: now,
             next_heartbeat: Some(now),
             tx_sequence: 0,
             out: VecDeque::new(),
@@ -183,7 +187,7 @@ impl SimVehicle {
         self.stats
     }
 
-    /// The log being streamed.
+    /// The log being streamed (after a restart, its header carries the new start time).
     pub fn log(&self) -> &ChunkedLog {
         &self.log
     }
@@ -381,6 +385,15 @@ impl SimVehicle {
 
     fn start(&mut self, client: (u8, u8), now: Instant) {
         self.stats.starts += 1;
+        if self.stats.starts > 1 {
+            // A new log: PX4 stamps its header with the time it starts.
+            let header = &mut self.log.stream[8..16];
+            let t0 = u64::from_le_bytes(header.try_into().expect("8 bytes"));
+            let t = t0 + now.duration_since(self.last_start).as_micros() as u64;
+            header.copy_from_slice(&t.to_le_bytes());
+            self.log.chunks[0].data[8..16].copy_from_slice(&t.to_le_bytes());
+        }
+        self.last_start = now;
         self.client = client;
         self.arrived.iter_mut().for_each(|a| *a = false);
         self.advance(0, now);
