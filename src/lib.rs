@@ -6,8 +6,14 @@
 //! - [`ulog`]: the ULog engine (incremental reader, decoder, writer).
 //! - [`summary`]: what a whole log holds (the `info` command), built from the engine.
 //! - [`synth`]: a deterministic synthetic flight log, for tests and the demo.
+//! - [`link`]: the log-streaming session over MAVLink and a simulated PX4 (sans-IO).
+//! - [`transport`], [`receiver`], [`simulator`]: the tokio shell (links, the daemon's loop
+//!   and log files, the simulated vehicle's loop).
 
 pub mod link;
+pub mod receiver;
+pub mod simulator;
 pub mod summary;
 pub mod synth;
+pub mod transport;
 pub mod ulog;

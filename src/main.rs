@@ -1,17 +1,139 @@
-//! The `ulog-recv` binary: a thin command-line shell around the library.
+//! The `ulog-recv` binary: a thin command-line shell around the library. Without a
+//! subcommand it is the receiving daemon (`ulog-recv --udp 14550`).
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use mavlink::dialects::common::MavResult;
+use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
+use ulog_recv::receiver::{Notice, ReceiverOptions, Status};
 use ulog_recv::summary::{OwnedValue, Summary, SummaryBuilder};
+use ulog_recv::transport::{Link, LinkSpec};
 
 #[derive(Parser)]
-#[command(version, about = "Receive, store and publish PX4 ULog streams")]
+#[command(
+    version,
+    about = "Receive, store and publish PX4 ULog streams",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    receive: ReceiveArgs,
+}
+
+/// How to reach the other side. Exactly one.
+#[derive(Args, Debug, Clone)]
+#[group(required = false, multiple = false)]
+struct LinkArgs {
+    /// Listen for the vehicle on this UDP port (all interfaces); answer where its packets come from.
+    #[arg(long, value_name = "PORT")]
+    udp: Option<u16>,
+    /// Talk UDP to this address (e.g. a MAVLink router's UDP server endpoint).
+    #[arg(long, value_name = "HOST:PORT")]
+    udp_connect: Option<String>,
+    /// Connect over TCP (reconnects with back-off).
+    #[arg(long, value_name = "HOST:PORT")]
+    tcp: Option<String>,
+    /// Use a serial port (reopened after an unplug).
+    #[arg(long, value_name = "DEVICE")]
+    serial: Option<PathBuf>,
+}
+
+impl LinkArgs {
+    fn spec(&self, baud: u32) -> Option<LinkSpec> {
+        if let Some(port) = self.udp {
+            return Some(LinkSpec::UdpListen(SocketAddr::from(([0, 0, 0, 0], port))));
+        }
+        if let Some(a) = &self.udp_connect {
+            return Some(LinkSpec::UdpConnect(a.clone()));
+        }
+        if let Some(a) = &self.tcp {
+            return Some(LinkSpec::Tcp(a.clone()));
+        }
+        self.serial.as_ref().map(|path| LinkSpec::Serial {
+            path: path.clone(),
+            baud,
+        })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+struct ReceiveArgs {
+    #[command(flatten)]
+    link: LinkArgs,
+    /// Serial baud rate.
+    #[arg(long, default_value_t = 921_600)]
+    baud: u32,
+    /// Where the .ulg files go (created if missing).
+    #[arg(long, default_value = "logs")]
+    log_dir: PathBuf,
+    /// Our MAVLink system id [default: the vehicle's, as for any component on board].
+    #[arg(long)]
+    sysid: Option<u8>,
+    /// Our MAVLink component id [default: 155, MAV_COMP_ID_LOG].
+    #[arg(long, default_value_t = ulog_recv::link::session::DEFAULT_COMPONENT_ID)]
+    compid: u8,
+    /// Take only this system as the vehicle [default: the first autopilot heard].
+    #[arg(long)]
+    target_system: Option<u8>,
+}
+
+impl ReceiveArgs {
+    fn session(&self) -> SessionConfig {
+        SessionConfig {
+            system_id: self.sysid,
+            component_id: self.compid,
+            target_system: self.target_system,
+            ..SessionConfig::default()
+        }
+    }
+}
+
+/// The simulated link's impairment, seeded.
+#[derive(Args, Debug, Clone)]
+struct ImpairmentArgs {
+    /// Probability that a frame from the vehicle is lost.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Probability that a frame from the vehicle arrives twice.
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// Probability that a frame from the vehicle is held back behind later ones.
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Up to how many later frames overtake a held-back one.
+    #[arg(long, default_value_t = 8)]
+    reorder_depth: usize,
+    /// Probability that a frame to the vehicle (an ack, a command) is lost.
+    #[arg(long, default_value_t = 0.0)]
+    uplink_loss: f64,
+    /// Every this many ms, an outage of --outage-ms.
+    #[arg(long)]
+    outage_every_ms: Option<u64>,
+    #[arg(long, default_value_t = 200)]
+    outage_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl ImpairmentArgs {
+    fn impairment(&self) -> Impairment {
+        Impairment {
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_depth: self.reorder_depth,
+            uplink_loss: self.uplink_loss,
+            outage_every: self.outage_every_ms.map(Duration::from_millis),
+            outage_len: Duration::from_millis(self.outage_ms),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -23,6 +145,52 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Be a PX4 vehicle that streams FILE (or a synthetic flight) when a receiver asks.
+    Sim {
+        /// The .ulg file to stream.
+        #[arg(required_unless_present = "synthetic")]
+        file: Option<PathBuf>,
+        /// Stream a generated flight instead of a file.
+        #[arg(long, conflicts_with = "file")]
+        synthetic: bool,
+        /// Length of the generated flight, seconds.
+        #[arg(long, default_value_t = 60)]
+        duration: u32,
+        #[command(flatten)]
+        link: LinkArgs,
+        #[arg(long, default_value_t = 921_600)]
+        baud: u32,
+        /// Bytes per second of the unacked phase on the wire; 0: as fast as possible.
+        #[arg(long, default_value_t = 100_000)]
+        rate: u64,
+        /// The vehicle's system id.
+        #[arg(long, default_value_t = 1)]
+        sysid: u8,
+        /// Answer LOGGING_START with DENIED (as PX4 on a link slower than 5000 B/s).
+        #[arg(long)]
+        deny: bool,
+        /// Exit once the whole log was sent (and a second has passed).
+        #[arg(long)]
+        once: bool,
+        #[command(flatten)]
+        impairment: ImpairmentArgs,
+    },
+    /// A simulated vehicle and the receiver in one process, over loopback UDP: see logs
+    /// arrive without a drone.
+    Demo {
+        /// Where the .ulg files go [default: a new temporary directory].
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+        /// Seconds of synthetic flight.
+        #[arg(long, default_value_t = 60)]
+        duration: u32,
+        /// Bytes per second on the wire (PX4's default profile streams 35-50 KB/s).
+        #[arg(long, default_value_t = 60_000)]
+        rate: u64,
+        /// A perfect link instead of the default lossy one.
+        #[arg(long)]
+        clean: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,12 +201,268 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().command {
-        Command::Info { file, json } => info(&file, json),
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Info { file, json }) => info(&file, json),
+        Some(Command::Sim {
+            file,
+            synthetic,
+            duration,
+            link,
+            baud,
+            rate,
+            sysid,
+            deny,
+            once,
+            impairment,
+        }) => {
+            let bytes = match (&file, synthetic) {
+                (Some(path), _) => std::fs::read(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+                (None, _) => synthetic_flight(duration),
+            };
+            let Some(spec) = link.spec(baud) else {
+                bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
+            };
+            let config = VehicleConfig {
+                system_id: sysid,
+                rate_limit: (rate > 0).then_some(rate),
+                refuse_start: deny.then_some(MavResult::MAV_RESULT_DENIED),
+                impairment: impairment.impairment(),
+                seed: impairment.seed,
+                ..VehicleConfig::default()
+            };
+            runtime()?.block_on(sim(bytes, spec, config, once))
+        }
+        Some(Command::Demo {
+            log_dir,
+            duration,
+            rate,
+            clean,
+        }) => runtime()?.block_on(demo(log_dir, duration, rate, clean)),
+        None => {
+            let args = cli.receive;
+            let Some(spec) = args.link.spec(args.baud) else {
+                bail!(
+                    "say where the vehicle is: --udp PORT, --udp-connect HOST:PORT, --tcp \
+                     HOST:PORT or --serial DEVICE (or try `ulog-recv demo`)"
+                );
+            };
+            runtime()?.block_on(receive(spec, args))
+        }
     }
 }
 
-fn info(path: &PathBuf, json: bool) -> anyhow::Result<()> {
+/// One thread: the daemon's work is small and latency-bound (acks), and it leaves the other
+/// cores to the companion computer's own jobs.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Completes on Ctrl-C or SIGTERM (systemd's stop).
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
+
+async fn receive(spec: LinkSpec, args: ReceiveArgs) -> anyhow::Result<()> {
+    let link = Link::open(&spec).await?;
+    eprintln!(
+        "ulog-recv: {spec}, logs into {}",
+        args.log_dir.display()
+    );
+    let options = ReceiverOptions {
+        log_dir: args.log_dir.clone(),
+        session: args.session(),
+        status_interval: Duration::from_secs(10),
+    };
+    let status = ulog_recv::receiver::run(link, options, shutdown_signal(), |n| {
+        if let Notice::Status(s) = n {
+            tracing::info!(
+                bytes = s.session.log_bytes,
+                chunks = s.session.chunks,
+                lost = s.session.lost_chunks,
+                "status"
+            );
+        }
+    })
+    .await
+    .with_context(|| format!("link {spec} failed"))?;
+    print_status(&status);
+    Ok(())
+}
+
+fn synthetic_flight(duration_s: u32) -> Vec<u8> {
+    ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+        duration_s,
+        seed: 1,
+        appended_data: false,
+    })
+}
+
+async fn sim(file: Vec<u8>, spec: LinkSpec, config: VehicleConfig, once: bool) -> anyhow::Result<()> {
+    let log = chunk_log(&file, 0).context("the log cannot be streamed")?;
+    let link = Link::open(&spec).await?;
+    eprintln!(
+        "ulog-recv sim: vehicle {} on {spec}, {} chunks to stream",
+        config.system_id,
+        log.chunks.len()
+    );
+    let stats = ulog_recv::simulator::run(
+        link,
+        log,
+        config,
+        once,
+        Duration::from_secs(1),
+        shutdown_signal(),
+    )
+    .await?;
+    eprintln!("ulog-recv sim: {stats:?}");
+    Ok(())
+}
+
+async fn demo(log_dir: Option<PathBuf>, duration: u32, rate: u64, clean: bool) -> anyhow::Result<()> {
+    let log_dir = log_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("ulog-recv-demo-{}", std::process::id()))
+    });
+    let receiver_link = Link::open(&LinkSpec::UdpListen(SocketAddr::from(([127, 0, 0, 1], 0)))).await?;
+    let addr = receiver_link.local_addr().context("no local address")?;
+    let vehicle_link = Link::open(&LinkSpec::UdpConnect(addr.to_string())).await?;
+    let impairment = if clean {
+        Impairment::NONE
+    } else {
+        Impairment {
+            loss: 0.02,
+            duplicate: 0.01,
+            reorder: 0.03,
+            reorder_depth: 4,
+            uplink_loss: 0.05,
+            ..Impairment::NONE
+        }
+    };
+    println!(
+        "demo: a simulated PX4 streams a {duration} s synthetic flight at {} KB/s over loopback UDP \
+         ({}), the receiver on {addr} writes into {}",
+        rate / 1000,
+        if clean {
+            "a clean link".to_owned()
+        } else {
+            format!(
+                "{:.0} % loss, {:.0} % duplicates, {:.0} % reordered, {:.0} % of acks lost",
+                impairment.loss * 100.0,
+                impairment.duplicate * 100.0,
+                impairment.reorder * 100.0,
+                impairment.uplink_loss * 100.0
+            )
+        },
+        log_dir.display()
+    );
+    let log = chunk_log(&synthetic_flight(duration), 0)?;
+    let config = VehicleConfig {
+        rate_limit: Some(rate),
+        impairment,
+        seed: 7,
+        ..VehicleConfig::default()
+    };
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let vehicle = async move {
+        let r = ulog_recv::simulator::run(
+            vehicle_link,
+            log,
+            config,
+            true,
+            Duration::from_secs(1),
+            std::future::pending::<()>(),
+        )
+        .await;
+        let _ = done_tx.send(());
+        r
+    };
+    let options = ReceiverOptions {
+        log_dir,
+        session: SessionConfig::default(),
+        status_interval: Duration::from_secs(1),
+    };
+    let receiver = ulog_recv::receiver::run(
+        receiver_link,
+        options,
+        async {
+            tokio::select! {
+                _ = done_rx => {},
+                _ = shutdown_signal() => {},
+            }
+        },
+        |n| match n {
+            Notice::Event(Event::LogBytes(_)) => {}
+            Notice::Event(Event::Dropout {
+                lost_chunks,
+                duration_ms,
+            }) => println!(
+                "  dropout: {lost_chunks} chunk(s) lost, {} ms of log",
+                duration_ms.map_or("?".to_owned(), |d| d.to_string())
+            ),
+            Notice::Event(e) => println!("  {e:?}"),
+            Notice::FileOpened(p) => println!("  writing {}", p.display()),
+            Notice::FileClosed { path, bytes } => {
+                println!("  closed {} ({bytes} bytes)", path.display())
+            }
+            Notice::Status(s) => println!(
+                "  {:>8} bytes logged, {:>5} chunks, {} lost, {} duplicates, {} reordered, {} acks",
+                s.session.log_bytes,
+                s.session.chunks,
+                s.session.lost_chunks,
+                s.session.duplicates,
+                s.session.reordered,
+                s.session.acks_sent
+            ),
+        },
+    );
+    let (vehicle, status) = tokio::join!(vehicle, receiver);
+    let vehicle = vehicle?;
+    let status = status?;
+    print_status(&status);
+    println!(
+        "vehicle: {} chunks sent, {} resent after a lost ack, {} frames lost on the link",
+        vehicle.chunks_sent, vehicle.resends, vehicle.frames_dropped
+    );
+    for path in &status.files {
+        println!("\n$ ulog-recv info {}", path.display());
+        info(path, false)?;
+    }
+    Ok(())
+}
+
+fn print_status(s: &Status) {
+    let st = &s.session;
+    let q = |x| {
+        s.ack_latency
+            .quantile_us(x)
+            .map_or("-".to_owned(), |v| format!("{v} µs"))
+    };
+    println!(
+        "received {} logs, {} bytes: {} chunks ({} acked), {} duplicates, {} reordered, \
+         {} lost in {} gaps, {} dropouts written; ack latency p50 {} p99 {}",
+        st.logs,
+        st.log_bytes,
+        st.chunks,
+        st.acked_chunks,
+        st.duplicates,
+        st.reordered,
+        st.lost_chunks,
+        st.gaps,
+        st.dropouts,
+        q(0.5),
+        q(0.99)
+    );
+}
+
+fn info(path: &Path, json: bool) -> anyhow::Result<()> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut builder = SummaryBuilder::default();
