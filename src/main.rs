@@ -273,10 +273,7 @@ async fn shutdown_signal() {
 
 async fn receive(spec: LinkSpec, args: ReceiveArgs) -> anyhow::Result<()> {
     let link = Link::open(&spec).await?;
-    eprintln!(
-        "ulog-recv: {spec}, logs into {}",
-        args.log_dir.display()
-    );
+    eprintln!("ulog-recv: {spec}, logs into {}", args.log_dir.display());
     let options = ReceiverOptions {
         log_dir: args.log_dir.clone(),
         session: args.session(),
@@ -306,7 +303,12 @@ fn synthetic_flight(duration_s: u32) -> Vec<u8> {
     })
 }
 
-async fn sim(file: Vec<u8>, spec: LinkSpec, config: VehicleConfig, once: bool) -> anyhow::Result<()> {
+async fn sim(
+    file: Vec<u8>,
+    spec: LinkSpec,
+    config: VehicleConfig,
+    once: bool,
+) -> anyhow::Result<()> {
     let log = chunk_log(&file, 0).context("the log cannot be streamed")?;
     let link = Link::open(&spec).await?;
     eprintln!(
@@ -327,11 +329,17 @@ async fn sim(file: Vec<u8>, spec: LinkSpec, config: VehicleConfig, once: bool) -
     Ok(())
 }
 
-async fn demo(log_dir: Option<PathBuf>, duration: u32, rate: u64, clean: bool) -> anyhow::Result<()> {
+async fn demo(
+    log_dir: Option<PathBuf>,
+    duration: u32,
+    rate: u64,
+    clean: bool,
+) -> anyhow::Result<()> {
     let log_dir = log_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("ulog-recv-demo-{}", std::process::id()))
     });
-    let receiver_link = Link::open(&LinkSpec::UdpListen(SocketAddr::from(([127, 0, 0, 1], 0)))).await?;
+    let receiver_link =
+        Link::open(&LinkSpec::UdpListen(SocketAddr::from(([127, 0, 0, 1], 0)))).await?;
     let addr = receiver_link.local_addr().context("no local address")?;
     let vehicle_link = Link::open(&LinkSpec::UdpConnect(addr.to_string())).await?;
     let impairment = if clean {

@@ -26,7 +26,10 @@ pub enum Notice<'a> {
     /// A log file was created.
     FileOpened(&'a Path),
     /// A log file was completed and synced to disk.
-    FileClosed { path: &'a Path, bytes: u64 },
+    FileClosed {
+        path: &'a Path,
+        bytes: u64,
+    },
     Status(&'a Status),
 }
 
@@ -110,7 +113,11 @@ impl LogFiles {
             .replace(':', "-");
         let mut k = 0;
         loop {
-            let suffix = if k == 0 { String::new() } else { format!("-{k}") };
+            let suffix = if k == 0 {
+                String::new()
+            } else {
+                format!("-{k}")
+            };
             let path = self.dir.join(format!("log_{stamp}_{number}{suffix}.ulg"));
             match File::options().write(true).create_new(true).open(&path) {
                 Ok(f) => {

@@ -24,7 +24,10 @@ pub enum LinkSpec {
     /// Send to (and receive from) this address, from an ephemeral port.
     UdpConnect(String),
     Tcp(String),
-    Serial { path: PathBuf, baud: u32 },
+    Serial {
+        path: PathBuf,
+        baud: u32,
+    },
 }
 
 impl std::fmt::Display for LinkSpec {
@@ -33,7 +36,9 @@ impl std::fmt::Display for LinkSpec {
             LinkSpec::UdpListen(a) => write!(f, "udp listen {a}"),
             LinkSpec::UdpConnect(a) => write!(f, "udp to {a}"),
             LinkSpec::Tcp(a) => write!(f, "tcp {a}"),
-            LinkSpec::Serial { path, baud } => write!(f, "serial {} at {baud} baud", path.display()),
+            LinkSpec::Serial { path, baud } => {
+                write!(f, "serial {} at {baud} baud", path.display())
+            }
         }
     }
 }
