@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use mavlink::dialects::common::MavResult;
 use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
 use ulog_recv::receiver::{Notice, ReceiverOptions, Status};
+use ulog_recv::simulator::SimOptions;
 use ulog_recv::summary::{OwnedValue, Summary, SummaryBuilder};
 use ulog_recv::transport::{Link, LinkSpec};
 
@@ -172,6 +173,10 @@ enum Command {
         /// Exit once the whole log was sent (and a second has passed).
         #[arg(long)]
         once: bool,
+        /// Pack frames into writes (UDP datagrams) of up to this many bytes, as PX4 does;
+        /// 0: one frame per write.
+        #[arg(long, default_value_t = 0)]
+        max_write: usize,
         #[command(flatten)]
         impairment: ImpairmentArgs,
     },
@@ -214,6 +219,7 @@ fn main() -> anyhow::Result<()> {
             sysid,
             deny,
             once,
+            max_write,
             impairment,
         }) => {
             let bytes = match (&file, synthetic) {
@@ -232,7 +238,7 @@ fn main() -> anyhow::Result<()> {
                 seed: impairment.seed,
                 ..VehicleConfig::default()
             };
-            runtime()?.block_on(sim(bytes, spec, config, once))
+            runtime()?.block_on(sim(bytes, spec, config, once, max_write))
         }
         Some(Command::Demo {
             log_dir,
@@ -308,6 +314,7 @@ async fn sim(
     spec: LinkSpec,
     config: VehicleConfig,
     once: bool,
+    max_write: usize,
 ) -> anyhow::Result<()> {
     let log = chunk_log(&file, 0).context("the log cannot be streamed")?;
     let link = Link::open(&spec).await?;
@@ -316,16 +323,13 @@ async fn sim(
         config.system_id,
         log.chunks.len()
     );
-    let stats = ulog_recv::simulator::run(
-        link,
-        log,
-        config,
+    let options = SimOptions {
         once,
-        Duration::from_secs(1),
-        shutdown_signal(),
-    )
-    .await?;
-    eprintln!("ulog-recv sim: {stats:?}");
+        max_write,
+        ..SimOptions::default()
+    };
+    let report = ulog_recv::simulator::run(link, log, config, options, shutdown_signal()).await?;
+    eprintln!("ulog-recv sim: {:?}", report.stats);
     Ok(())
 }
 
@@ -380,15 +384,19 @@ async fn demo(
     };
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let vehicle = async move {
+        let options = SimOptions {
+            once: true,
+            ..SimOptions::default()
+        };
         let r = ulog_recv::simulator::run(
             vehicle_link,
             log,
             config,
-            true,
-            Duration::from_secs(1),
+            options,
             std::future::pending::<()>(),
         )
-        .await;
+        .await
+        .map(|r| r.stats);
         let _ = done_tx.send(());
         r
     };

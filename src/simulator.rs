@@ -1,52 +1,112 @@
 //! The simulated vehicle's shell (tokio): runs a sans-IO [`SimVehicle`] on a [`Link`], in real
-//! time. What `ulog-recv sim` and the demo run.
+//! time. What `ulog-recv sim`, the demo and the load benchmark run.
 
 use std::time::{Duration, Instant};
 
 use crate::link::{ChunkedLog, SimVehicle, VehicleConfig, VehicleStats};
 use crate::transport::Link;
 
-/// Runs the vehicle until `shutdown` completes, or, with `once`, until the whole file was sent
-/// and `linger` has passed (time for the receiver to ask for lost acks).
+/// How the simulator runs.
+#[derive(Debug, Clone, Copy)]
+pub struct SimOptions {
+    /// Stop once the whole file was sent and `linger` has passed (time for the receiver to
+    /// settle); otherwise run until shutdown.
+    pub once: bool,
+    pub linger: Duration,
+    /// Pack frames into writes of up to this many bytes, as PX4 packs its UDP datagrams;
+    /// 0: one frame per write.
+    pub max_write: usize,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            once: false,
+            linger: Duration::from_secs(1),
+            max_write: 0,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct SimReport {
+    pub stats: VehicleStats,
+    /// Per acked chunk: first send → its ack (see [`SimVehicle::ack_round_trips`]).
+    pub ack_round_trips: Vec<Duration>,
+    /// When the last chunk went out, from the start.
+    pub streamed_in: Option<Duration>,
+}
+
+/// Runs the vehicle on `link` until `shutdown` completes (or, with `once`, the log is out).
 pub async fn run(
     mut link: Link,
     log: ChunkedLog,
     config: VehicleConfig,
-    once: bool,
-    linger: Duration,
+    options: SimOptions,
     shutdown: impl std::future::Future<Output = ()>,
-) -> std::io::Result<VehicleStats> {
-    let mut vehicle = SimVehicle::new(log, config, Instant::now());
+) -> std::io::Result<SimReport> {
+    let start = Instant::now();
+    let mut vehicle = SimVehicle::new(log, config, start);
     let mut buf = Vec::with_capacity(crate::transport::MAX_READ);
+    let mut write = Vec::with_capacity(options.max_write.max(300));
     let mut finished_at: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
-        let wake = vehicle
-            .poll_timeout()
-            .map(tokio::time::Instant::from_std)
-            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => break,
-            r = link.recv(&mut buf) => {
-                let n = r?;
+        let now = Instant::now();
+        let due = vehicle.poll_timeout().is_some_and(|t| t <= now);
+        if due {
+            // Work is due already (a fast stream): no trip through the timer wheel, whose
+            // resolution is a millisecond; only a look at what arrived.
+            while let Some(n) = link.try_recv(&mut buf) {
                 vehicle.handle_bytes(&buf[..n], Instant::now());
-                while let Some(n) = link.try_recv(&mut buf) {
-                    vehicle.handle_bytes(&buf[..n], Instant::now());
-                }
             }
-            _ = tokio::time::sleep_until(wake) => vehicle.handle_timeout(Instant::now()),
+            vehicle.handle_timeout(now);
+            tokio::task::yield_now().await;
+        } else {
+            let wake = vehicle
+                .poll_timeout()
+                .map(tokio::time::Instant::from_std)
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                r = link.recv(&mut buf) => {
+                    let n = r?;
+                    vehicle.handle_bytes(&buf[..n], Instant::now());
+                    while let Some(n) = link.try_recv(&mut buf) {
+                        vehicle.handle_bytes(&buf[..n], Instant::now());
+                    }
+                }
+                _ = tokio::time::sleep_until(wake) => vehicle.handle_timeout(Instant::now()),
+            }
         }
         while let Some(frame) = vehicle.poll_transmit() {
-            link.send(&frame).await;
+            if options.max_write == 0 {
+                link.send(&frame).await;
+                continue;
+            }
+            if !write.is_empty() && write.len() + frame.len() > options.max_write {
+                link.send(&write).await;
+                write.clear();
+            }
+            write.extend_from_slice(&frame);
+        }
+        if !write.is_empty() {
+            link.send(&write).await;
+            write.clear();
         }
         if vehicle.finished() && finished_at.is_none() {
             tracing::info!(stats = ?vehicle.stats(), "sim: the whole log was sent");
             finished_at = Some(Instant::now());
         }
-        if once && finished_at.is_some_and(|t| t.elapsed() >= linger) {
+        if options.once && finished_at.is_some_and(|t| t.elapsed() >= options.linger) {
             break;
         }
     }
-    Ok(vehicle.stats())
+    Ok(SimReport {
+        stats: vehicle.stats(),
+        ack_round_trips: vehicle.ack_round_trips().to_vec(),
+        streamed_in: finished_at.map(|t| t - start),
+    })
 }

@@ -479,12 +479,17 @@ impl SimVehicle {
             return false;
         }
         let copies = if self.chance(imp.duplicate) { 2 } else { 1 };
-        for _ in 0..copies {
+        for copy in 1..=copies {
+            let frame = if copy == copies {
+                std::mem::take(&mut frame)
+            } else {
+                frame.clone()
+            };
             if imp.reorder_depth > 0 && self.chance(imp.reorder) {
                 let behind = self.rng.usize(1..=imp.reorder_depth);
-                self.delayed.push((behind, frame.clone()));
+                self.delayed.push((behind, frame));
             } else {
-                self.push_out(frame.clone());
+                self.push_out(frame);
             }
         }
         true

@@ -1,0 +1,247 @@
+//! Load benchmark: the simulated vehicle (in this process) streams a synthetic flight at a
+//! fixed chunk rate over loopback UDP to the real daemon (`ulog-recv --udp`, a child process),
+//! on a clean link. For each rate it prints whether the daemon lost anything (its file against
+//! the stream), its CPU time per MB and peak RSS (from `wait4`), and the ack round trip the
+//! vehicle measured (acked phase: send → ack received, loopback included).
+//!
+//! Run: `cargo bench --bench load` (optionally `-- SECONDS` per rate, default 3).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ulog_recv::link::{Impairment, VehicleConfig, chunk_log};
+use ulog_recv::simulator::SimOptions;
+use ulog_recv::transport::{Link, LinkSpec};
+
+/// Wire bytes of a full LOGGING_DATA frame (MAVLink 2, unsigned).
+const FRAME_BYTES: u64 = 267;
+
+struct Run {
+    all_acked: bool,
+    /// "p50 X µs p99 Y µs", as the daemon prints it.
+    daemon_ack: String,
+    rate: Option<u64>,
+    max_write: usize,
+    chunks: usize,
+    seconds: f64,
+    lost_bytes: i64,
+    dropouts: usize,
+    cpu_s: f64,
+    max_rss_kb: i64,
+    mb: f64,
+    ack_p50_us: u64,
+    ack_p99_us: u64,
+    ack_max_us: u64,
+}
+
+fn main() {
+    let seconds: f64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(3.0);
+    // One MAVLink frame per datagram (the receiver's worst case), then PX4's packing of
+    // frames into datagrams of up to an Ethernet MTU.
+    // The last row acks every chunk (stop-and-wait), to measure the ack latency on
+    // thousands of acks rather than the few dozen of a log's definitions.
+    let plan: [(Option<u64>, usize, bool); 9] = [
+        (Some(50_000), 0, false),
+        (Some(100_000), 0, false),
+        (Some(150_000), 0, false),
+        (Some(200_000), 0, false),
+        (None, 0, false),
+        (Some(200_000), 1472, false),
+        (Some(300_000), 1472, false),
+        (None, 1472, false),
+        (None, 0, true),
+    ];
+    println!("load benchmark: {seconds} s per rate, loopback UDP, clean link, one daemon per rate");
+    let mut runs = Vec::new();
+    for (rate, max_write, all_acked) in plan {
+        runs.push(run(rate, max_write, all_acked, seconds));
+    }
+    println!(
+        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for r in &runs {
+        println!(
+            "| {} | {} | {:.0} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
+            if r.all_acked {
+                "all acked".to_owned()
+            } else {
+                r.rate.map_or("unlimited".to_owned(), |r| r.to_string())
+            },
+            if r.max_write == 0 {
+                "1".to_owned()
+            } else {
+                format!("≤{} B", r.max_write)
+            },
+            r.chunks as f64 / r.seconds,
+            r.chunks,
+            r.lost_bytes,
+            r.dropouts,
+            r.cpu_s * 1000.0 / r.mb,
+            r.max_rss_kb as f64 / 1024.0,
+            r.ack_p50_us,
+            r.ack_p99_us,
+            r.ack_max_us,
+            r.daemon_ack
+        );
+    }
+}
+
+fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Run {
+    // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
+    let chunks_wanted = rate.unwrap_or(300_000) as f64 * seconds;
+    let duration_s = (chunks_wanted * 249.0 / 7_600.0).ceil() as u32;
+    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+        duration_s,
+        seed: 1,
+        appended_data: false,
+    });
+    let mut log = chunk_log(&file, 0).unwrap();
+    if all_acked {
+        // Stop-and-wait for every chunk: one ack round trip per chunk, thousands of samples.
+        log.chunks.truncate(20_000);
+        log.chunks.iter_mut().for_each(|c| c.acked = true);
+        let end = log
+            .chunks
+            .last()
+            .map_or(0, |c| c.stream_offset as usize + c.data.len());
+        let cut = log.message_starts.partition_point(|&m| m as usize <= end) - 1;
+        log.stream.truncate(log.message_starts[cut] as usize);
+    }
+    let stream = log.stream.clone();
+    let chunks = log.chunks.len();
+
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("ulog-recv-load-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+        .args(["--udp", &port.to_string(), "--log-dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = VehicleConfig {
+        rate_limit: rate.map(|r| r * FRAME_BYTES),
+        impairment: Impairment::NONE,
+        ..VehicleConfig::default()
+    };
+    let options = SimOptions {
+        once: true,
+        linger: Duration::from_millis(500),
+        max_write,
+    };
+    let report = rt.block_on(async {
+        let link = Link::open(&LinkSpec::UdpConnect(format!("127.0.0.1:{port}")))
+            .await
+            .unwrap();
+        ulog_recv::simulator::run(link, log, config, options, std::future::pending::<()>())
+            .await
+            .unwrap()
+    });
+    let elapsed = report.streamed_in.expect("streamed").as_secs_f64();
+    let trips = report.ack_round_trips;
+    assert_eq!(report.stats.ack_timeouts, 0);
+    // Peak RSS of the daemon since its exec (wait4's ru_maxrss would count the fork from
+    // this process, which holds the whole log).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.id())).unwrap();
+    let max_rss_kb: i64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+
+    // Stop the daemon as systemd would, and collect its resource use.
+    let pid = daemon.id() as i32;
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+        libc::wait4(pid, &mut status, 0, &mut usage);
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "daemon exit {status}"
+    );
+    // The daemon's own measure: datagram arrival → ack sent.
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut daemon.stdout.take().unwrap(), &mut out).unwrap();
+    let daemon_ack = out
+        .split("ack latency ")
+        .nth(1)
+        .map_or("-".to_owned(), |s| s.trim().to_owned());
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    let cpu_s = tv(usage.ru_utime) + tv(usage.ru_stime);
+
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let got = std::fs::read(&files[0]).unwrap();
+    let dropouts = count_dropouts(&got);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut sorted = trips.clone();
+    sorted.sort();
+    let q = |x: f64| {
+        sorted
+            .get(((sorted.len() as f64 * x).ceil() as usize).saturating_sub(1))
+            .map_or(0, |d| d.as_micros() as u64)
+    };
+    let r = Run {
+        all_acked,
+        daemon_ack,
+        rate,
+        max_write,
+        chunks,
+        seconds: elapsed,
+        lost_bytes: stream.len() as i64 - got.len() as i64 + 5 * dropouts as i64,
+        dropouts,
+        cpu_s,
+        max_rss_kb,
+        mb: stream.len() as f64 / 1e6,
+        ack_p50_us: q(0.5),
+        ack_p99_us: q(0.99),
+        ack_max_us: sorted.last().map_or(0, |d| d.as_micros() as u64),
+    };
+    println!(
+        "rate {:>9}: {} chunks in {:.2} s, file {} of {} bytes, {} dropouts, {} acks",
+        rate.map_or("unlimited".to_owned(), |r| r.to_string()),
+        chunks,
+        elapsed,
+        got.len(),
+        stream.len(),
+        dropouts,
+        trips.len()
+    );
+    r
+}
+
+/// Dropout messages (5 bytes, type 'O') in a log written by the daemon (the synthetic log has
+/// one of its own, counted too, so subtract the stream's).
+fn count_dropouts(bytes: &[u8]) -> usize {
+    let mut at = 16;
+    let mut n = 0usize;
+    while at + 3 <= bytes.len() {
+        let size = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+        if bytes[at + 2] == b'O' {
+            n += 1;
+        }
+        at += 3 + size;
+    }
+    n.saturating_sub(1)
+}
