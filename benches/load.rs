@@ -122,6 +122,8 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
         .port();
     let dir = std::env::temp_dir().join(format!("ulog-recv-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    // Reaped with wait4 below (for its resource use), which clippy cannot see.
+    #[allow(clippy::zombie_processes)]
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
         .args(["--udp", &port.to_string(), "--log-dir"])
         .arg(&dir)

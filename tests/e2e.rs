@@ -206,16 +206,20 @@ fn over_a_lossy_udp_link_the_file_holds_only_real_messages_and_dropouts() {
     let got = split_messages(&std::fs::read(&files[0]).unwrap());
     let original = split_messages(&chunk_log(&std::fs::read(log).unwrap(), 0).unwrap().stream);
     // Every message but our dropouts is one of the vehicle's, in order.
-    let mut rest = original.iter();
+    // (An 'O' is the vehicle's only when it is the very next message of its log.)
+    let mut rest = original.iter().peekable();
     let mut ours = 0;
-    for m in &got {
-        if m.len() == 5 && m[2] == b'O' && !rest.clone().any(|o| o == m) {
+    for (i, m) in got.iter().enumerate() {
+        if m.len() == 5 && m[2] == b'O' && rest.peek() != Some(&m) {
             ours += 1;
             continue;
         }
         assert!(
             rest.any(|o| o == m),
-            "a message not in the vehicle's log, or out of order"
+            "message {i} of {} (type {:?}, {} bytes) is not in the vehicle's log, or out of order",
+            got.len(),
+            m.get(2).map(|&t| t as char),
+            m.len()
         );
     }
     assert!(ours > 0, "5 % loss must leave dropouts");
