@@ -416,25 +416,18 @@ async fn demo(
         },
         |n| match n {
             Notice::Event(Event::LogBytes(_)) => {}
-            Notice::Event(Event::Dropout {
-                lost_chunks,
-                duration_ms,
-            }) => println!(
-                "  dropout: {lost_chunks} chunk(s) lost, {} ms of log",
-                duration_ms.map_or("?".to_owned(), |d| d.to_string())
-            ),
-            Notice::Event(e) => println!("  {e:?}"),
+            Notice::Event(e) => println!("  {e}"),
             Notice::FileOpened(p) => println!("  writing {}", p.display()),
             Notice::FileClosed { path, bytes } => {
                 println!("  closed {} ({bytes} bytes)", path.display())
             }
             Notice::Status(s) => println!(
-                "  {:>8} bytes logged, {:>5} chunks, {} lost, {} duplicates, {} reordered, {} acks",
+                "  {:>8} bytes logged, {:>5} chunks, {} lost, {} duplicates, {} late ones put back, {} acks",
                 s.session.log_bytes,
                 s.session.chunks,
                 s.session.lost_chunks,
                 s.session.duplicates,
-                s.session.reordered,
+                s.session.recovered,
                 s.session.acks_sent
             ),
         },
@@ -462,14 +455,14 @@ fn print_status(s: &Status) {
             .map_or("-".to_owned(), |v| format!("{v} µs"))
     };
     println!(
-        "received {} logs, {} bytes: {} chunks ({} acked), {} duplicates, {} reordered, \
+        "received {} logs, {} bytes: {} chunks ({} acked), {} duplicates, {} late ones put back, \
          {} lost in {} gaps, {} dropouts written; ack latency p50 {} p99 {}",
         st.logs,
         st.log_bytes,
         st.chunks,
         st.acked_chunks,
         st.duplicates,
-        st.reordered,
+        st.recovered,
         st.lost_chunks,
         st.gaps,
         st.dropouts,

@@ -68,8 +68,10 @@ pub struct ReorderStats {
     pub accepted: u64,
     pub duplicates: u64,
     pub too_late: u64,
-    /// Chunks that arrived ahead of a missing one and were put back in order.
+    /// Chunks held because one before them was missing (late or lost).
     pub reordered: u64,
+    /// Chunks that arrived after a later one and were put back in their place.
+    pub recovered: u64,
     /// Chunks declared lost.
     pub lost: u64,
     pub gaps: u64,
@@ -141,6 +143,13 @@ impl ReorderBuffer {
             return Arrival::Duplicate;
         }
         self.stats.accepted += 1;
+        if self
+            .held
+            .last_key_value()
+            .is_some_and(|(&last, _)| last > pos)
+        {
+            self.stats.recovered += 1;
+        }
         if ahead == 0 {
             self.deliver(chunk);
             self.release_contiguous();
@@ -256,6 +265,7 @@ mod tests {
         assert_eq!(drain(&mut b), ["1", "2", "3"]);
         assert_eq!(b.push(chunk(1), t), Arrival::Duplicate);
         assert_eq!(b.stats().reordered, 2);
+        assert_eq!(b.stats().recovered, 1);
         assert_eq!(b.stats().duplicates, 2);
     }
 

@@ -155,6 +155,48 @@ pub enum Event {
     },
 }
 
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::VehicleFound {
+                system_id,
+                component_id,
+            } => write!(
+                f,
+                "vehicle found: system {system_id}, component {component_id}"
+            ),
+            Event::VehicleLost => write!(f, "vehicle lost: nothing heard from it"),
+            Event::StreamStarted => write!(f, "log streaming started"),
+            Event::StartRejected { retry_in } => write!(
+                f,
+                "start rejected: the vehicle streams already; stopping it, retry in {retry_in:?}"
+            ),
+            Event::StartRefused {
+                result,
+                hint,
+                retry_in,
+            } => write!(
+                f,
+                "start refused ({result:?}): {hint}; retry in {retry_in:?}"
+            ),
+            Event::LogOpened { number } => write!(f, "log {number} opened"),
+            Event::LogBytes(b) => write!(f, "{} log bytes", b.len()),
+            Event::Dropout {
+                lost_chunks,
+                duration_ms,
+            } => match duration_ms {
+                Some(ms) => write!(f, "dropout: {lost_chunks} chunk(s) lost, {ms} ms of log"),
+                None => write!(f, "dropout: {lost_chunks} chunk(s) lost, duration unknown"),
+            },
+            Event::LogClosed {
+                number,
+                reason,
+                bytes,
+            } => write!(f, "log {number} closed ({reason:?}), {bytes} bytes"),
+        }
+    }
+}
+
 /// Counters; all monotonic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SessionStats {
@@ -166,8 +208,10 @@ pub struct SessionStats {
     /// Chunks of no open log (before a START, or of someone else's stream).
     pub ignored_chunks: u64,
     pub duplicates: u64,
-    /// Chunks that arrived ahead of a missing one and were put back in order.
+    /// Chunks held because one before them was missing (late or lost).
     pub reordered: u64,
+    /// Late chunks (arrived after a later one) put back in their place.
+    pub recovered: u64,
     /// Chunks that came after their gap was declared.
     pub too_late: u64,
     pub lost_chunks: u64,
@@ -784,17 +828,11 @@ impl Session {
         let duration_ms = after_us.map(|a| a.saturating_sub(p.before_us) / 1000);
         self.stats.dropouts += 1;
         tracing::info!(lost_chunks = p.lost_chunks, ?duration_ms, "dropout");
-        // 'O' carries a u16 of milliseconds: a longer gap takes several.
-        let mut remaining = duration_ms.unwrap_or(0);
-        loop {
-            let part = remaining.min(u16::MAX as u64) as u16;
-            let d = part.to_le_bytes();
-            self.emit(log, &[2, 0, b'O', d[0], d[1]]);
-            remaining -= part as u64;
-            if remaining == 0 {
-                break;
-            }
-        }
+        // 'O' carries a u16 of milliseconds. One is enough: a log closes after
+        // `stream_timeout` without chunks, so a longer span between the timestamps around a
+        // gap is a jump of the vehicle's clock (or corrupt data), not more loss.
+        let d = (duration_ms.unwrap_or(0).min(u16::MAX as u64) as u16).to_le_bytes();
+        self.emit(log, &[2, 0, b'O', d[0], d[1]]);
         let held = std::mem::take(&mut log.held);
         self.emit(log, &held);
         log.held = held;
@@ -891,6 +929,7 @@ fn add_reorder_stats(stats: &mut SessionStats, log: &ReorderStats) {
     stats.duplicates += log.duplicates;
     stats.too_late += log.too_late;
     stats.reordered += log.reordered;
+    stats.recovered += log.recovered;
     stats.lost_chunks += log.lost;
     stats.gaps += log.gaps;
 }
