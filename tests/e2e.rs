@@ -247,6 +247,9 @@ fn open_pty() -> Pty {
     };
     assert_eq!(r, 0, "openpty failed");
     unsafe {
+        // Not inherited by the daemon and the simulator: closing them here must close them.
+        libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::fcntl(slave, libc::F_SETFD, libc::FD_CLOEXEC);
         let mut t: libc::termios = std::mem::zeroed();
         libc::tcgetattr(slave, &mut t);
         libc::cfmakeraw(&mut t);
@@ -262,9 +265,29 @@ fn open_pty() -> Pty {
 
 /// Copies bytes from one pty master to the other, as a null-modem cable would.
 fn relay(from: i32, to: i32) {
+    relay_until(
+        from,
+        to,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+}
+
+/// [`relay`] until `cut` is set.
+fn relay_until(from: i32, to: i32, cut: std::sync::Arc<std::sync::atomic::AtomicBool>) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         loop {
+            if cut.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let mut pfd = libc::pollfd {
+                fd: from,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if unsafe { libc::poll(&mut pfd, 1, 10) } <= 0 {
+                continue;
+            }
             let n = unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) };
             if n <= 0 {
                 if n < 0
@@ -405,4 +428,71 @@ fn over_tcp_the_daemon_reconnects_after_the_connection_drops() {
         "{total} of {} messages",
         original.len()
     );
+}
+
+#[test]
+fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // The daemon opens a stable name (as /dev/serial/by-id/... is), a symlink to the pty.
+    let dir = fresh_dir("serial-unplug-link");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = dir.join("ttyPX4");
+    let (a, b) = (open_pty(), open_pty());
+    std::os::unix::fs::symlink(&a.path, &name).unwrap();
+    let cut = Arc::new(AtomicBool::new(false));
+    relay_until(a.master, b.master, cut.clone());
+    relay_until(b.master, a.master, cut.clone());
+    let log = common::synthetic_logs()[0].clone();
+    let out = fresh_dir("serial-unplug");
+    let mut daemon = Proc::spawn(
+        "the daemon",
+        &[
+            "--serial".into(),
+            name.display().to_string(),
+            "--log-dir".into(),
+            out.display().to_string(),
+        ],
+    );
+    let mut sim = Proc::spawn(
+        "the simulator",
+        &[
+            "sim".into(),
+            log.display().to_string(),
+            "--once".into(),
+            "--serial".into(),
+            b.path.display().to_string(),
+            "--rate".into(),
+            "20000".into(),
+        ],
+    );
+    // Unplug a second into the 4 s stream: the daemon's side of the line goes away.
+    std::thread::sleep(Duration::from_millis(1000));
+    cut.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(50));
+    unsafe {
+        libc::close(a.master);
+        libc::close(a._slave);
+    }
+    // Plugged back in: a new device behind the same name.
+    std::thread::sleep(Duration::from_millis(300));
+    let a2 = open_pty();
+    std::fs::remove_file(&name).unwrap();
+    std::os::unix::fs::symlink(&a2.path, &name).unwrap();
+    relay(a2.master, b.master);
+    relay(b.master, a2.master);
+    assert!(sim.wait(Duration::from_secs(60)).success());
+    assert!(daemon.terminate().success());
+    let files = ulg_files(&out);
+    assert!(!files.is_empty());
+    let original = split_messages(&chunk_log(&std::fs::read(&log).unwrap(), 0).unwrap().stream);
+    let last = split_messages(&std::fs::read(files.last().unwrap()).unwrap());
+    assert_eq!(
+        last.last(),
+        original.last(),
+        "the end of the log arrived after the re-plug"
+    );
+    for f in &files {
+        check_with_pyulog(f);
+    }
 }
