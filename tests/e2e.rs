@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{all_logs, compare, pyulog_view, split_messages};
+use common::{all_logs, check_with_pyulog, split_messages};
 use ulog_recv::link::chunk_log;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ulog-recv");
@@ -77,55 +77,6 @@ fn free_udp_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// pyulog in the project's virtualenv. Missing: a loud skip, or a failure under CI.
-fn pyulog_python() -> Option<PathBuf> {
-    let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{} missing: CI must cross-check with pyulog", py.display());
-    }
-    eprintln!(
-        "\n!!! SKIPPED pyulog cross-check: no {} (run .ci/run once) !!!\n",
-        py.display()
-    );
-    None
-}
-
-/// pyulog reads `file` as we do.
-fn check_with_pyulog(file: &Path) {
-    let Some(py) = pyulog_python() else { return };
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/pyulog_dump.py");
-    let out = Command::new(py).arg(script).arg(file).output().unwrap();
-    assert!(
-        out.status.success(),
-        "pyulog cannot read {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        theirs["file_corruption"],
-        false,
-        "pyulog finds {} corrupt",
-        file.display()
-    );
-    // Fields of the dump that describe pyulog itself or that we do not derive.
-    for key in ["decoder", "file", "file_corruption"] {
-        theirs.as_object_mut().unwrap().remove(key);
-    }
-    let ours = pyulog_view(&std::fs::read(file).unwrap(), 1 << 16);
-    let mut diffs = Vec::new();
-    compare("", &ours, &theirs, false, &mut diffs);
-    assert!(
-        diffs.is_empty(),
-        "{}: pyulog differs: {:?}",
-        file.display(),
-        &diffs[..diffs.len().min(10)]
-    );
 }
 
 /// Runs the daemon and the simulator with these link arguments; returns the files written.
