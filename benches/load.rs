@@ -189,9 +189,12 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     let cpu_s = tv(usage.ru_utime) + tv(usage.ru_stime);
 
+    // One session directory holding one split.
     let files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
+        .flat_map(|e| std::fs::read_dir(e.unwrap().path()).unwrap())
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let got = std::fs::read(&files[0]).unwrap();

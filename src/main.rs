@@ -12,6 +12,7 @@ use mavlink::dialects::common::MavResult;
 use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
 use ulog_recv::receiver::{Notice, ReceiverOptions, Status};
 use ulog_recv::simulator::SimOptions;
+use ulog_recv::store::{SplitPolicy, StoreOptions};
 use ulog_recv::summary::{OwnedValue, Summary, SummaryBuilder};
 use ulog_recv::transport::{Link, LinkSpec};
 
@@ -83,6 +84,59 @@ struct ReceiveArgs {
     /// Take only this system as the vehicle [default: the first autopilot heard].
     #[arg(long)]
     target_system: Option<u8>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// How logs are stored.
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+    /// Start a new split at this size (bytes; K, M, G suffixes).
+    #[arg(long, value_parser = parse_size)]
+    split_size: Option<u64>,
+    /// Start a new split after this many seconds of log time.
+    #[arg(long)]
+    split_duration: Option<f64>,
+    /// Topics whose last sample starts every split (comma-separated)
+    /// [default: vehicle_status, vehicle_control_mode, home_position, vehicle_land_detected,
+    /// battery_status, vehicle_gps_position, mission].
+    #[arg(long, value_delimiter = ',')]
+    latched: Option<Vec<String>>,
+    /// Seconds between syncs of the open split and the manifest to disk.
+    #[arg(long, default_value_t = 1.0)]
+    fsync_interval: f64,
+}
+
+impl StoreArgs {
+    fn options(&self, dir: PathBuf) -> StoreOptions {
+        let mut policy = SplitPolicy::unlimited();
+        policy.max_bytes = self.split_size;
+        policy.max_duration_us = self.split_duration.map(|s| (s * 1e6) as u64);
+        if let Some(l) = &self.latched {
+            policy.latched = l.iter().filter(|s| !s.is_empty()).cloned().collect();
+        }
+        StoreOptions {
+            dir,
+            policy,
+            fsync_interval: Duration::from_secs_f64(self.fsync_interval.max(0.001)),
+        }
+    }
+}
+
+/// `123`, `64K`, `10M`, `2G` (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("not a size: {s}"))?;
+    if n <= 0.0 {
+        return Err(format!("a size must be positive: {s}"));
+    }
+    Ok((n * mult as f64) as u64)
 }
 
 impl ReceiveArgs {
@@ -267,6 +321,22 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Notified on every SIGHUP: roll to a new split.
+fn roll_on_sighup() -> std::sync::Arc<tokio::sync::Notify> {
+    let roll = std::sync::Arc::new(tokio::sync::Notify::new());
+    let notify = roll.clone();
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            notify.notify_one();
+        }
+    });
+    roll
+}
+
 /// Completes on Ctrl-C or SIGTERM (systemd's stop).
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -281,22 +351,23 @@ async fn receive(spec: LinkSpec, args: ReceiveArgs) -> anyhow::Result<()> {
     let link = Link::open(&spec).await?;
     eprintln!("ulog-recv: {spec}, logs into {}", args.log_dir.display());
     let options = ReceiverOptions {
-        log_dir: args.log_dir.clone(),
+        store: args.store.options(args.log_dir.clone()),
         session: args.session(),
         status_interval: Duration::from_secs(10),
     };
-    let status = ulog_recv::receiver::run(link, options, shutdown_signal(), |n| {
-        if let Notice::Status(s) = n {
-            tracing::info!(
-                bytes = s.session.log_bytes,
-                chunks = s.session.chunks,
-                lost = s.session.lost_chunks,
-                "status"
-            );
-        }
-    })
-    .await
-    .with_context(|| format!("link {spec} failed"))?;
+    let status =
+        ulog_recv::receiver::run(link, options, shutdown_signal(), roll_on_sighup(), |n| {
+            if let Notice::Status(s) = n {
+                tracing::info!(
+                    bytes = s.session.log_bytes,
+                    chunks = s.session.chunks,
+                    lost = s.session.lost_chunks,
+                    "status"
+                );
+            }
+        })
+        .await
+        .with_context(|| format!("link {spec} failed"))?;
     print_status(&status);
     Ok(())
 }
@@ -400,8 +471,14 @@ async fn demo(
         let _ = done_tx.send(());
         r
     };
+    let mut policy = SplitPolicy::unlimited();
+    policy.max_duration_us = Some(20_000_000);
     let options = ReceiverOptions {
-        log_dir,
+        store: StoreOptions {
+            dir: log_dir,
+            policy,
+            fsync_interval: Duration::from_secs(1),
+        },
         session: SessionConfig::default(),
         status_interval: Duration::from_secs(1),
     };
@@ -414,13 +491,12 @@ async fn demo(
                 _ = shutdown_signal() => {},
             }
         },
+        roll_on_sighup(),
         |n| match n {
             Notice::Event(Event::LogBytes(_)) => {}
             Notice::Event(e) => println!("  {e}"),
-            Notice::FileOpened(p) => println!("  writing {}", p.display()),
-            Notice::FileClosed { path, bytes } => {
-                println!("  closed {} ({bytes} bytes)", path.display())
-            }
+            Notice::SessionOpened(p) => println!("  writing {}", p.display()),
+            Notice::SessionClosed(p) => println!("  closed {}", p.display()),
             Notice::Status(s) => println!(
                 "  {:>8} bytes logged, {:>5} chunks, {} lost, {} duplicates, {} late ones put back, {} acks",
                 s.session.log_bytes,
@@ -440,9 +516,28 @@ async fn demo(
         "vehicle: {} chunks sent, {} resent after a lost ack, {} frames lost on the link",
         vehicle.chunks_sent, vehicle.resends, vehicle.frames_dropped
     );
-    for path in &status.files {
-        println!("\n$ ulog-recv info {}", path.display());
-        info(path, false)?;
+    for dir in &status.sessions {
+        let manifest = ulog_recv::store::files::read_manifest(dir)?;
+        println!(
+            "\n{}: {} splits (20 s of log each), manifest.json beside them",
+            dir.display(),
+            manifest.splits.len()
+        );
+        for split in &manifest.splits {
+            println!(
+                "  {}: {} bytes, {} samples, {} dropouts, sha256 {}",
+                split.file,
+                split.summary.bytes,
+                split.summary.samples,
+                split.summary.dropouts,
+                split.sha256.as_deref().unwrap_or("-")
+            );
+        }
+        if let Some(last) = manifest.splits.last() {
+            let path = dir.join(&last.file);
+            println!("\n$ ulog-recv info {}", path.display());
+            info(&path, false)?;
+        }
     }
     Ok(())
 }

@@ -1,19 +1,21 @@
 //! The receiving daemon's shell (tokio): moves bytes between a [`Link`] and the sans-IO
-//! [`Session`], runs its timers, writes each log it hands out to a `.ulg` file in the log
-//! directory, and measures the ack latency (from a datagram's arrival to its ack's send).
+//! [`Session`], runs its timers, hands each log to the [`LogStore`] (a session directory of
+//! rolling splits), syncs it, rolls it on request, and measures the ack latency (from a
+//! datagram's arrival to its ack's send).
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::link::{Event, Session, SessionConfig, SessionStats};
+use crate::store::{LogStore, StoreOptions};
 use crate::transport::Link;
 
 /// How the receiver runs.
 #[derive(Debug, Clone)]
 pub struct ReceiverOptions {
-    pub log_dir: PathBuf,
+    pub store: StoreOptions,
     pub session: SessionConfig,
     /// How often [`Notice::Status`] is reported (and files flushed to the OS).
     pub status_interval: Duration,
@@ -23,13 +25,10 @@ pub struct ReceiverOptions {
 #[derive(Debug)]
 pub enum Notice<'a> {
     Event(&'a Event),
-    /// A log file was created.
-    FileOpened(&'a Path),
-    /// A log file was completed and synced to disk.
-    FileClosed {
-        path: &'a Path,
-        bytes: u64,
-    },
+    /// A log session directory was created.
+    SessionOpened(&'a Path),
+    /// A log session was completed and synced to disk.
+    SessionClosed(&'a Path),
     Status(&'a Status),
 }
 
@@ -40,7 +39,8 @@ pub struct Status {
     pub ack_latency: AckLatency,
     /// Bytes that could not be written (disk full, I/O error).
     pub write_errors: u64,
-    pub files: Vec<PathBuf>,
+    /// The log session directories of the run.
+    pub sessions: Vec<PathBuf>,
 }
 
 /// Time from a datagram's arrival to the send of the ack it caused, in microseconds, as a
@@ -89,91 +89,23 @@ impl AckLatency {
     }
 }
 
-/// The log files of a run: one per log the session opens.
-pub struct LogFiles {
-    dir: PathBuf,
-    current: Option<(PathBuf, BufWriter<File>, u64)>,
-}
-
-impl LogFiles {
-    /// Creates `dir` if it is missing.
-    pub fn new(dir: &Path) -> io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        Ok(Self {
-            dir: dir.to_owned(),
-            current: None,
-        })
-    }
-
-    /// Starts a new file named after the UTC time, `log_2026-11-22T12-00-00Z_1.ulg`.
-    pub fn open(&mut self, number: u32) -> io::Result<PathBuf> {
-        self.close()?;
-        let stamp = humantime::format_rfc3339_seconds(SystemTime::now())
-            .to_string()
-            .replace(':', "-");
-        let mut k = 0;
-        loop {
-            let suffix = if k == 0 {
-                String::new()
-            } else {
-                format!("-{k}")
-            };
-            let path = self.dir.join(format!("log_{stamp}_{number}{suffix}.ulg"));
-            match File::options().write(true).create_new(true).open(&path) {
-                Ok(f) => {
-                    self.current = Some((path.clone(), BufWriter::with_capacity(1 << 16, f), 0));
-                    return Ok(path);
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && k < 100 => k += 1,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match &mut self.current {
-            Some((_, w, n)) => {
-                w.write_all(bytes)?;
-                *n += bytes.len() as u64;
-                Ok(())
-            }
-            None => Err(io::Error::other("no log file open")),
-        }
-    }
-
-    /// Hands buffered bytes to the OS.
-    pub fn flush(&mut self) -> io::Result<()> {
-        match &mut self.current {
-            Some((_, w, _)) => w.flush(),
-            None => Ok(()),
-        }
-    }
-
-    /// Completes the current file: flushed and synced to disk.
-    pub fn close(&mut self) -> io::Result<Option<(PathBuf, u64)>> {
-        let Some((path, w, n)) = self.current.take() else {
-            return Ok(None);
-        };
-        let file = w.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        Ok(Some((path, n)))
-    }
-}
-
 /// Runs the receiver on `link` until `shutdown` completes; then STOP goes to the vehicle and
 /// the open log is completed. Returns the run's counters.
 pub async fn run(
     mut link: Link,
     options: ReceiverOptions,
     shutdown: impl std::future::Future<Output = ()>,
+    roll: Arc<tokio::sync::Notify>,
     mut notify: impl FnMut(Notice<'_>),
 ) -> io::Result<Status> {
-    let mut files = LogFiles::new(&options.log_dir)?;
+    let mut store = LogStore::open(options.store.clone())?;
     let mut session = Session::new(options.session.clone(), Instant::now());
     let mut status = Status::default();
     let mut buf = Vec::with_capacity(crate::transport::MAX_READ);
     let mut tick = tokio::time::interval(options.status_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sync = tokio::time::interval(options.store.fsync_interval);
+    sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     loop {
         let wake = session
@@ -205,19 +137,25 @@ pub async fn run(
                 session.handle_timeout(Instant::now());
                 transmit(&mut session, &mut link).await;
             }
-            _ = tick.tick() => {
-                if let Err(e) = files.flush() {
-                    tracing::error!(error = %e, "cannot write the log file");
+            _ = sync.tick() => {
+                if let Err(e) = store.tick(Instant::now()) {
+                    tracing::error!(error = %e, "cannot sync the log");
                 }
+            }
+            _ = roll.notified() => {
+                tracing::info!("rolling to a new split");
+                store.roll();
+            }
+            _ = tick.tick() => {
                 status.session = session.stats();
                 notify(Notice::Status(&status));
             }
         }
-        handle_events(&mut session, &mut files, &mut status, &mut notify);
+        handle_events(&mut session, &mut store, &mut status, &mut notify);
     }
     session.shutdown(Instant::now());
     transmit(&mut session, &mut link).await;
-    handle_events(&mut session, &mut files, &mut status, &mut notify);
+    handle_events(&mut session, &mut store, &mut status, &mut notify);
     status.session = session.stats();
     Ok(status)
 }
@@ -230,33 +168,36 @@ async fn transmit(session: &mut Session, link: &mut Link) {
 
 fn handle_events(
     session: &mut Session,
-    files: &mut LogFiles,
+    store: &mut LogStore,
     status: &mut Status,
     notify: &mut impl FnMut(Notice<'_>),
 ) {
     while let Some(event) = session.poll_event() {
         match &event {
-            Event::LogOpened { number } => match files.open(*number) {
-                Ok(path) => {
-                    tracing::info!(path = %path.display(), "log file opened");
-                    notify(Notice::FileOpened(&path));
-                    status.files.push(path);
-                }
-                Err(e) => tracing::error!(error = %e, "cannot create a log file"),
-            },
-            Event::LogBytes(bytes) => {
-                if let Err(e) = files.write(bytes) {
-                    status.write_errors += bytes.len() as u64;
-                    tracing::error!(error = %e, bytes = bytes.len(), "cannot write the log file");
+            Event::LogOpened { .. } => {
+                let vehicle = session.vehicle().unwrap_or((0, 0));
+                match store.begin_log(vehicle, SystemTime::now()) {
+                    Ok(dir) => {
+                        tracing::info!(dir = %dir.display(), "log session opened");
+                        notify(Notice::SessionOpened(&dir));
+                        status.sessions.push(dir);
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot create a log session"),
                 }
             }
-            Event::LogClosed { .. } => match files.close() {
-                Ok(Some((path, bytes))) => {
-                    tracing::info!(path = %path.display(), bytes, "log file closed");
-                    notify(Notice::FileClosed { path: &path, bytes });
+            Event::LogBytes(bytes) => {
+                if let Err(e) = store.write(bytes) {
+                    status.write_errors += bytes.len() as u64;
+                    tracing::error!(error = %e, bytes = bytes.len(), "cannot write the log");
+                }
+            }
+            Event::LogClosed { .. } => match store.end_log() {
+                Ok(Some(dir)) => {
+                    tracing::info!(dir = %dir.display(), "log session closed");
+                    notify(Notice::SessionClosed(&dir));
                 }
                 Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "cannot complete the log file"),
+                Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
             },
             _ => {}
         }

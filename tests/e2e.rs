@@ -62,11 +62,20 @@ fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The split files under `dir` (in its session directories), in order.
 fn ulg_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    v.retain(|p| p.extension().is_some_and(|x| x == "ulg"));
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "ulg") {
+                v.push(p);
+            }
+        }
+    }
     v.sort();
     v
 }
@@ -125,7 +134,7 @@ fn over_udp_every_log_arrives_whole_and_reads_in_pyulog() {
             log.display()
         );
         check_with_pyulog(&files[0]);
-        std::fs::remove_dir_all(files[0].parent().unwrap()).unwrap();
+        remove_log_dir(&files[0]);
     }
 }
 
@@ -288,7 +297,7 @@ fn over_a_serial_line_a_log_arrives_whole() {
             log.display()
         );
         check_with_pyulog(&files[0]);
-        std::fs::remove_dir_all(files[0].parent().unwrap()).unwrap();
+        remove_log_dir(&files[0]);
     }
 }
 
@@ -446,4 +455,118 @@ fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
     for f in &files {
         check_with_pyulog(f);
     }
+}
+
+/// Removes the log directory above a split (splits are read-only, their directory is not).
+fn remove_log_dir(split: &Path) {
+    let log_dir = split.parent().unwrap().parent().unwrap();
+    std::fs::remove_dir_all(log_dir).unwrap();
+}
+
+/// Every session under `dir` is closed in its manifest, and the manifest agrees with the files:
+/// each split listed exists, is closed and read-only, has the size and SHA-256 recorded, and is
+/// whole messages; pyulog reads it.
+fn check_sessions(dir: &Path) -> usize {
+    use sha2::Digest;
+    use std::os::unix::fs::PermissionsExt;
+    let mut splits = 0;
+    for session in std::fs::read_dir(dir).unwrap() {
+        let session = session.unwrap().path();
+        let m = ulog_recv::store::files::read_manifest(&session).unwrap();
+        assert!(m.closed, "{}: manifest not closed", session.display());
+        let on_disk = std::fs::read_dir(&session)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "ulg")
+            })
+            .count();
+        assert_eq!(
+            on_disk,
+            m.splits.len(),
+            "{}: files vs manifest",
+            session.display()
+        );
+        for e in &m.splits {
+            let path = session.join(&e.file);
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(e.closed);
+            assert_eq!(e.summary.bytes, bytes.len() as u64, "{}", path.display());
+            let sha: String = sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(
+                e.sha256.as_deref(),
+                Some(sha.as_str()),
+                "{}",
+                path.display()
+            );
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().permissions().mode() & 0o222,
+                0,
+                "{} is writable",
+                path.display()
+            );
+            assert_eq!(
+                ulog_recv::store::files::complete_prefix(&bytes),
+                bytes.len()
+            );
+            check_with_pyulog(&path);
+            splits += 1;
+        }
+    }
+    splits
+}
+
+#[test]
+fn after_kill_9_at_random_moments_every_file_parses_and_the_manifests_agree() {
+    let dir = fresh_dir("kill9");
+    let port = free_udp_port();
+    let daemon_args = |port: u16| -> Vec<String> {
+        vec![
+            "--udp".into(),
+            port.to_string(),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--split-size".into(),
+            "48K".into(),
+            "--fsync-interval".into(),
+            "0.2".into(),
+        ]
+    };
+    // A vehicle streaming a long flight the whole time.
+    let mut sim = Proc::spawn(
+        "the simulator",
+        &[
+            "sim".into(),
+            "--synthetic".into(),
+            "--duration".into(),
+            "3000".into(),
+            "--udp-connect".into(),
+            format!("127.0.0.1:{port}"),
+            "--rate".into(),
+            "150000".into(),
+        ],
+    );
+    let mut rng = fastrand::Rng::with_seed(9);
+    for _ in 0..6 {
+        let mut daemon = Proc::spawn("the daemon", &daemon_args(port));
+        std::thread::sleep(Duration::from_millis(rng.u64(400..2500)));
+        daemon.0.kill().unwrap(); // SIGKILL
+        daemon.0.wait().unwrap();
+    }
+    // A last run repairs what the last kill left, then stops cleanly.
+    let mut daemon = Proc::spawn("the daemon", &daemon_args(port));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(daemon.terminate().success());
+    drop(sim.0.kill());
+    let splits = check_sessions(&dir);
+    assert!(splits >= 7, "{splits} splits");
+    // One session per daemon run, but none for a run killed before anything reached the disk.
+    let sessions = std::fs::read_dir(&dir).unwrap().count();
+    assert!((3..=7).contains(&sessions), "{sessions} sessions");
 }

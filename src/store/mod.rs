@@ -1,5 +1,8 @@
-//! Log storage: a log's stream cut into standalone splits ([`splitter`], sans-IO).
+//! Log storage: a log's stream cut into standalone splits ([`splitter`], sans-IO), and the
+//! session directories, manifests and power-safe files that hold them ([`files`]).
 
+pub mod files;
 pub mod splitter;
 
+pub use files::{LogStore, Manifest, SplitEntry, StoreOptions};
 pub use splitter::{DEFAULT_LATCHED, IndexEntry, SplitPolicy, SplitSink, SplitSummary, Splitter};

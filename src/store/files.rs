@@ -1,0 +1,522 @@
+//! Log files on disk (blocking std I/O): one directory per log session, its splits, and
+//! `manifest.json`; power-safe writing and recovery after a crash.
+//!
+//! Layout under the log directory:
+//!
+//! ```text
+//! 2026-11-22T12-00-00Z_sys1/        one log session, named by its UTC start and the vehicle
+//!   manifest.json                   replaced atomically (write, fsync, rename, fsync dir)
+//!   split_0000.ulg                  closed splits are read-only (0444)
+//!   split_0001.ulg                  the open split: synced every `fsync_interval`
+//! ```
+//!
+//! Power safety: the open split and the manifest are synced every `fsync_interval` and on
+//! close; directories are synced when a file appears in them. [`LogStore::open`] repairs what
+//! a crash left: a split still open is cut back to its last complete message, summarised,
+//! closed and entered in its manifest.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, min_payload_len};
+
+/// The manifest's file name in a session directory.
+pub const MANIFEST: &str = "manifest.json";
+/// Identifies the manifest's format.
+pub const MANIFEST_FORMAT: &str = "ulog-recv-manifest/1";
+
+/// How logs are stored.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub dir: PathBuf,
+    pub policy: SplitPolicy,
+    pub fsync_interval: Duration,
+}
+
+/// `manifest.json`: what a log session holds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub system_id: u8,
+    pub component_id: u8,
+    /// UTC start, RFC 3339.
+    pub started_utc: String,
+    /// Log start (the first header's timestamp), microseconds since the vehicle's boot.
+    pub log_start_us: Option<u64>,
+    /// The session is over (its last split is closed).
+    pub closed: bool,
+    pub splits: Vec<SplitEntry>,
+}
+
+/// One split in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SplitEntry {
+    pub file: String,
+    pub closed: bool,
+    /// Hex SHA-256 of the file, once closed.
+    pub sha256: Option<String>,
+    #[serde(flatten)]
+    pub summary: SplitSummary,
+}
+
+/// The open log session.
+struct OpenSession {
+    dir: PathBuf,
+    manifest: Manifest,
+    splitter: Splitter,
+    sink: FileSink,
+}
+
+/// Receives the splitter's output and puts it in files.
+struct FileSink {
+    dir: PathBuf,
+    file: Option<(BufWriter<File>, Sha256)>,
+    /// Summaries of splits that ended, for the manifest.
+    ended: Vec<(SplitSummary, String)>,
+    begun: Vec<u32>,
+    error: Option<io::Error>,
+}
+
+impl FileSink {
+    fn split_path(&self, index: u32) -> PathBuf {
+        self.dir.join(split_name(index))
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+}
+
+fn split_name(index: u32) -> String {
+    format!("split_{index:04}.ulg")
+}
+
+impl SplitSink for FileSink {
+    fn begin(&mut self, index: u32) {
+        let path = self.split_path(index);
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(f) => {
+                self.file = Some((BufWriter::with_capacity(1 << 16, f), Sha256::new()));
+                if let Err(e) = sync_dir(&self.dir) {
+                    self.fail(e);
+                }
+            }
+            Err(e) => self.fail(e),
+        }
+        self.begun.push(index);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some((w, hash)) = &mut self.file {
+            hash.update(bytes);
+            if let Err(e) = w.write_all(bytes) {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn end(&mut self, summary: &SplitSummary) {
+        let path = self.split_path(summary.index);
+        if let Some((w, hash)) = self.file.take() {
+            let sha = hex(&hash.finalize());
+            match w.into_inner().map_err(|e| e.into_error()).and_then(|f| {
+                f.sync_all()?;
+                Ok(f)
+            }) {
+                Ok(f) => {
+                    drop(f);
+                    if let Err(e) = make_read_only(&path) {
+                        self.fail(e);
+                    }
+                }
+                Err(e) => self.fail(e),
+            }
+            self.ended.push((summary.clone(), sha));
+        }
+    }
+}
+
+/// See the module docs.
+pub struct LogStore {
+    options: StoreOptions,
+    session: Option<OpenSession>,
+    last_sync: Instant,
+}
+
+impl LogStore {
+    /// Opens the log directory (created if missing) and repairs what a crash left in it.
+    pub fn open(options: StoreOptions) -> io::Result<Self> {
+        std::fs::create_dir_all(&options.dir)?;
+        for repaired in recover(&options.dir)? {
+            tracing::warn!(session = %repaired.display(), "repaired a session left open by a crash");
+        }
+        Ok(Self {
+            options,
+            session: None,
+            last_sync: Instant::now(),
+        })
+    }
+
+    /// The open session's directory.
+    pub fn session_dir(&self) -> Option<&Path> {
+        self.session.as_ref().map(|s| s.dir.as_path())
+    }
+
+    /// Starts a new log session for the vehicle `(system_id, component_id)`; returns its
+    /// directory.
+    pub fn begin_log(&mut self, vehicle: (u8, u8), started: SystemTime) -> io::Result<PathBuf> {
+        self.end_log()?;
+        let stamp = humantime::format_rfc3339_seconds(started).to_string();
+        let base = format!("{}_sys{}", stamp.replace(':', "-"), vehicle.0);
+        let mut dir = self.options.dir.join(&base);
+        let mut k = 1;
+        while dir.exists() {
+            dir = self.options.dir.join(format!("{base}-{k}"));
+            k += 1;
+        }
+        std::fs::create_dir(&dir)?;
+        sync_dir(&self.options.dir)?;
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT.into(),
+            system_id: vehicle.0,
+            component_id: vehicle.1,
+            started_utc: stamp,
+            ..Manifest::default()
+        };
+        write_manifest(&dir, &manifest)?;
+        self.session = Some(OpenSession {
+            sink: FileSink {
+                dir: dir.clone(),
+                file: None,
+                ended: Vec::new(),
+                begun: Vec::new(),
+                error: None,
+            },
+            dir: dir.clone(),
+            manifest,
+            splitter: Splitter::new(self.options.policy.clone()),
+        });
+        Ok(dir)
+    }
+
+    /// The log's next bytes (whole messages, the file header first).
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Err(io::Error::other("no log session open"));
+        };
+        s.splitter.push(bytes, &mut s.sink);
+        if s.manifest.log_start_us.is_none() && bytes.len() >= FILE_HEADER_LEN {
+            s.manifest.log_start_us = Some(u64::from_le_bytes(
+                bytes[8..16].try_into().expect("8 bytes"),
+            ));
+        }
+        let changed = !s.sink.ended.is_empty() || !s.sink.begun.is_empty();
+        self.absorb()?;
+        if changed {
+            self.save_manifest()?;
+        }
+        Ok(())
+    }
+
+    /// Rolls to a new split before the next sample (SIGHUP).
+    pub fn roll(&mut self) {
+        if let Some(s) = &mut self.session {
+            s.splitter.request_roll();
+        }
+    }
+
+    /// Syncs the open split and the manifest when `fsync_interval` has passed.
+    pub fn tick(&mut self, now: Instant) -> io::Result<()> {
+        if now.duration_since(self.last_sync) < self.options.fsync_interval {
+            return Ok(());
+        }
+        self.last_sync = now;
+        self.sync()
+    }
+
+    /// Syncs the open split and the manifest now.
+    pub fn sync(&mut self) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Ok(());
+        };
+        if let Some((w, _)) = &mut s.sink.file {
+            w.flush()?;
+            w.get_ref().sync_data()?;
+        }
+        self.save_manifest()
+    }
+
+    /// Ends the open log session: its last split is closed, the manifest says so.
+    pub fn end_log(&mut self) -> io::Result<Option<PathBuf>> {
+        let Some(s) = &mut self.session else {
+            return Ok(None);
+        };
+        s.splitter.finish(&mut s.sink);
+        self.absorb()?;
+        let Some(mut s) = self.session.take() else {
+            return Ok(None);
+        };
+        s.manifest.closed = true;
+        write_manifest(&s.dir, &s.manifest)?;
+        Ok(Some(s.dir))
+    }
+
+    /// Moves what the sink did into the manifest; hands out its first error.
+    fn absorb(&mut self) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Ok(());
+        };
+        for index in s.sink.begun.drain(..) {
+            s.manifest.splits.push(SplitEntry {
+                file: split_name(index),
+                summary: SplitSummary {
+                    index,
+                    ..SplitSummary::default()
+                },
+                ..SplitEntry::default()
+            });
+        }
+        for (summary, sha) in s.sink.ended.drain(..) {
+            if let Some(e) = s
+                .manifest
+                .splits
+                .iter_mut()
+                .find(|e| e.summary.index == summary.index)
+            {
+                e.summary = summary;
+                e.closed = true;
+                e.sha256 = Some(sha);
+            }
+        }
+        if let Some(e) = s.sink.error.take() {
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn save_manifest(&mut self) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Ok(());
+        };
+        // The open split as far as it is known now.
+        if let Some(current) = s.splitter.current()
+            && let Some(e) = s
+                .manifest
+                .splits
+                .iter_mut()
+                .find(|e| e.summary.index == current.index)
+            && !e.closed
+        {
+            e.summary = current.clone();
+        }
+        write_manifest(&s.dir, &s.manifest)
+    }
+}
+
+/// Writes `manifest.json` atomically: a temporary file, synced, renamed over the old one, and
+/// the directory synced.
+pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
+    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    let mut f = File::create(&tmp)?;
+    serde_json::to_writer_pretty(&mut f, manifest).map_err(io::Error::other)?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(MANIFEST))?;
+    sync_dir(dir)
+}
+
+/// Reads a session's manifest.
+pub fn read_manifest(dir: &Path) -> io::Result<Manifest> {
+    let bytes = std::fs::read(dir.join(MANIFEST))?;
+    serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn make_read_only(path: &Path) -> io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444))
+}
+
+/// Length of the longest prefix of `bytes` that is a file header and whole, plausible
+/// messages: where a file cut by a crash must end.
+pub fn complete_prefix(bytes: &[u8]) -> usize {
+    if bytes.len() < FILE_HEADER_LEN || bytes[..7] != FILE_MAGIC {
+        return 0;
+    }
+    let mut at = FILE_HEADER_LEN;
+    while at + MSG_HEADER_LEN <= bytes.len() {
+        let size = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+        let ty = bytes[at + 2];
+        // A crash can leave zeros (or garbage) where data was not yet written: stop at the
+        // first message that cannot be one.
+        let plausible = match min_payload_len(ty) {
+            Some(min) => size >= min,
+            // Types this crate does not know are legal ULog (readers skip them); they are
+            // letters like the others.
+            None => ty.is_ascii_alphabetic() && size > 0,
+        };
+        if !plausible || at + MSG_HEADER_LEN + size > bytes.len() {
+            break;
+        }
+        at += MSG_HEADER_LEN + size;
+    }
+    at
+}
+
+/// Repairs every session under `dir` that a crash left open; returns their directories.
+pub fn recover(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut repaired = Vec::new();
+    let mut sessions: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(MANIFEST).exists())
+        .collect();
+    sessions.sort();
+    for session in sessions {
+        let mut manifest = match read_manifest(&session) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(session = %session.display(), error = %e, "unreadable manifest; left alone");
+                continue;
+            }
+        };
+        if manifest.closed {
+            continue;
+        }
+        // Splits on disk that the manifest does not know as closed.
+        let mut files: Vec<String> = std::fs::read_dir(&session)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
+            .collect();
+        files.sort();
+        for name in files {
+            let known_closed = manifest.splits.iter().any(|e| e.file == name && e.closed);
+            if known_closed {
+                continue;
+            }
+            let path = session.join(&name);
+            match repair_split(&path, &manifest, &name)? {
+                Some(entry) => match manifest.splits.iter_mut().find(|e| e.file == name) {
+                    Some(e) => *e = entry,
+                    None => manifest.splits.push(entry),
+                },
+                None => {
+                    // Nothing of it reached the disk: no empty files.
+                    std::fs::remove_file(&path)?;
+                    manifest.splits.retain(|e| e.file != name);
+                }
+            }
+        }
+        manifest.splits.retain(|e| session.join(&e.file).exists());
+        manifest.splits.sort_by_key(|e| e.summary.index);
+        manifest.closed = true;
+        if manifest.splits.is_empty() {
+            tracing::warn!(session = %session.display(), "a session with no data; removed");
+            std::fs::remove_dir_all(&session)?;
+            sync_dir(dir)?;
+        } else {
+            write_manifest(&session, &manifest)?;
+        }
+        repaired.push(session);
+    }
+    Ok(repaired)
+}
+
+/// Cuts a split back to its last complete message, closes it, and summarises it; `None` when
+/// not even one message after the header survived.
+fn repair_split(path: &Path, manifest: &Manifest, name: &str) -> io::Result<Option<SplitEntry>> {
+    let mut bytes = std::fs::read(path)?;
+    let keep = complete_prefix(&bytes);
+    if keep <= FILE_HEADER_LEN {
+        return Ok(None);
+    }
+    if keep < bytes.len() {
+        tracing::warn!(file = %path.display(), cut = bytes.len() - keep, "cutting a torn end");
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.set_len(keep as u64)?;
+        f.sync_all()?;
+        bytes.truncate(keep);
+    }
+    let index: u32 = name
+        .trim_start_matches("split_")
+        .trim_end_matches(".ulg")
+        .parse()
+        .unwrap_or(0);
+    // What only the writer knew (the preamble's extent) comes from the manifest's last word.
+    let known = manifest.splits.iter().find(|e| e.file == name);
+    let mut summary = summarize_split(&bytes, index);
+    if let Some(k) = known {
+        summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
+        summary.latched_samples = k.summary.latched_samples;
+    }
+    make_read_only(path)?;
+    Ok(Some(SplitEntry {
+        file: name.to_owned(),
+        closed: true,
+        sha256: Some(hex(&Sha256::digest(&bytes))),
+        summary,
+    }))
+}
+
+/// The summary of a split file, recomputed from its bytes (its preamble not told apart).
+pub fn summarize_split(bytes: &[u8], index: u32) -> SplitSummary {
+    struct Last(Option<SplitSummary>);
+    impl SplitSink for Last {
+        fn begin(&mut self, _: u32) {}
+        fn write(&mut self, _: &[u8]) {}
+        fn end(&mut self, s: &SplitSummary) {
+            self.0 = Some(s.clone());
+        }
+    }
+    let mut splitter = Splitter::new(SplitPolicy::unlimited());
+    let mut last = Last(None);
+    splitter.push(bytes, &mut last);
+    splitter.finish(&mut last);
+    let mut s = last.0.unwrap_or_default();
+    s.index = index;
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_with(messages: &[&[u8]]) -> Vec<u8> {
+        let mut b = FILE_MAGIC.to_vec();
+        b.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        for m in messages {
+            b.extend_from_slice(m);
+        }
+        b
+    }
+
+    #[test]
+    fn a_torn_or_zero_filled_end_is_cut_at_the_last_whole_message() {
+        let dropout: &[u8] = &[2, 0, b'O', 5, 0];
+        let unknown: &[u8] = &[1, 0, b'z', 9];
+        let whole = log_with(&[dropout, unknown, dropout]);
+        assert_eq!(complete_prefix(&whole), whole.len());
+        // Torn inside the last message.
+        assert_eq!(complete_prefix(&whole[..whole.len() - 2]), whole.len() - 5);
+        // Zeros where a crash left unwritten blocks.
+        let mut zeros = whole.clone();
+        zeros.extend_from_slice(&[0; 600]);
+        assert_eq!(complete_prefix(&zeros), whole.len());
+        // No header: nothing.
+        assert_eq!(complete_prefix(&whole[..10]), 0);
+    }
+}
