@@ -118,8 +118,6 @@ pub struct Splitter {
     /// Message ids of latched topics, and their last sample.
     latched_ids: HashSet<u16>,
     latched_samples: BTreeMap<u16, Vec<u8>>,
-    /// The definitions section is over (an 'A', 'L', 'C' or 'D' was seen).
-    in_data: bool,
     current: Option<SplitSummary>,
     next_index: u32,
     roll_requested: bool,
@@ -144,7 +142,6 @@ impl Splitter {
             subscriptions: BTreeMap::new(),
             latched_ids: HashSet::new(),
             latched_samples: BTreeMap::new(),
-            in_data: false,
             current: None,
             next_index: 0,
             roll_requested: false,
@@ -333,7 +330,6 @@ impl Splitter {
             }
             msg_type::PARAMETER_DEFAULT => self.defaults.push(message.to_vec()),
             msg_type::ADD_LOGGED => {
-                self.in_data = true;
                 if let Some(Message::AddLogged { msg_id, name, .. }) = parsed {
                     self.subscriptions.insert(*msg_id, message.to_vec());
                     if self.policy.latched.contains(*name) {
@@ -352,14 +348,12 @@ impl Splitter {
                 }
             }
             msg_type::DATA => {
-                self.in_data = true;
                 if let Some(Message::Data { msg_id, .. }) = parsed
                     && self.latched_ids.contains(msg_id)
                 {
                     self.latched_samples.insert(*msg_id, message.to_vec());
                 }
             }
-            msg_type::LOGGING | msg_type::LOGGING_TAGGED => self.in_data = true,
             _ => {}
         }
     }
