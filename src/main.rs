@@ -105,6 +105,12 @@ struct StoreArgs {
     /// Seconds between syncs of the open split and the manifest to disk.
     #[arg(long, default_value_t = 1.0)]
     fsync_interval: f64,
+    /// Most bytes all log sessions may take (K, M, G); the oldest closed sessions are deleted.
+    #[arg(long, value_parser = parse_size)]
+    max_total: Option<u64>,
+    /// Least free space to leave on the disk (K, M, G); the oldest closed sessions are deleted.
+    #[arg(long, value_parser = parse_size)]
+    min_free: Option<u64>,
 }
 
 impl StoreArgs {
@@ -119,6 +125,8 @@ impl StoreArgs {
             dir,
             policy,
             fsync_interval: Duration::from_secs_f64(self.fsync_interval.max(0.001)),
+            max_total: self.max_total,
+            min_free: self.min_free,
         }
     }
 }
@@ -475,9 +483,8 @@ async fn demo(
     policy.max_duration_us = Some(20_000_000);
     let options = ReceiverOptions {
         store: StoreOptions {
-            dir: log_dir,
             policy,
-            fsync_interval: Duration::from_secs(1),
+            ..StoreOptions::new(log_dir)
         },
         session: SessionConfig::default(),
         status_interval: Duration::from_secs(1),

@@ -31,12 +31,32 @@ pub const MANIFEST: &str = "manifest.json";
 /// Identifies the manifest's format.
 pub const MANIFEST_FORMAT: &str = "ulog-recv-manifest/1";
 
+/// Free bytes needed (beyond `min_free`) before paused writing resumes.
+pub const RESUME_ROOM: u64 = 256 << 10;
+
 /// How logs are stored.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub dir: PathBuf,
     pub policy: SplitPolicy,
     pub fsync_interval: Duration,
+    /// Most bytes all sessions may take; the oldest closed sessions go first.
+    pub max_total: Option<u64>,
+    /// Least free bytes to leave on the filesystem; the oldest closed sessions go first.
+    pub min_free: Option<u64>,
+}
+
+impl StoreOptions {
+    /// No splitting, no budget, a sync every second.
+    pub fn new(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            policy: SplitPolicy::unlimited(),
+            fsync_interval: Duration::from_secs(1),
+            max_total: None,
+            min_free: None,
+        }
+    }
 }
 
 /// `manifest.json`: what a log session holds.
@@ -76,11 +96,18 @@ struct OpenSession {
 /// Receives the splitter's output and puts it in files.
 struct FileSink {
     dir: PathBuf,
-    file: Option<(BufWriter<File>, Sha256)>,
+    /// The split being written: its index, file and running hash.
+    file: Option<(u32, BufWriter<File>, Sha256)>,
+    /// The split a write failure hit (its file may end in a torn message).
+    failed: Option<u32>,
     /// Summaries of splits that ended, for the manifest.
     ended: Vec<(SplitSummary, String)>,
     begun: Vec<u32>,
     error: Option<io::Error>,
+    /// Writing failed (a full disk): everything is dropped until [`LogStore`] resumes.
+    paused: bool,
+    /// A split closed early by a write failure: its later `end` is not news.
+    abandoned: Option<u32>,
 }
 
 impl FileSink {
@@ -101,31 +128,41 @@ fn split_name(index: u32) -> String {
 
 impl SplitSink for FileSink {
     fn begin(&mut self, index: u32) {
+        if self.paused {
+            return;
+        }
         let path = self.split_path(index);
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(f) => {
-                self.file = Some((BufWriter::with_capacity(1 << 16, f), Sha256::new()));
+                self.file = Some((index, BufWriter::with_capacity(1 << 16, f), Sha256::new()));
                 if let Err(e) = sync_dir(&self.dir) {
                     self.fail(e);
                 }
             }
-            Err(e) => self.fail(e),
+            Err(e) => {
+                self.failed = Some(index);
+                self.fail(e);
+            }
         }
         self.begun.push(index);
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        if let Some((w, hash)) = &mut self.file {
+        if let Some((index, w, hash)) = &mut self.file {
             hash.update(bytes);
             if let Err(e) = w.write_all(bytes) {
+                self.failed = Some(*index);
                 self.fail(e);
             }
         }
     }
 
     fn end(&mut self, summary: &SplitSummary) {
+        if self.paused || self.abandoned == Some(summary.index) {
+            return;
+        }
         let path = self.split_path(summary.index);
-        if let Some((w, hash)) = self.file.take() {
+        if let Some((_, w, hash)) = self.file.take() {
             let sha = hex(&hash.finalize());
             match w.into_inner().map_err(|e| e.into_error()).and_then(|f| {
                 f.sync_all()?;
@@ -137,7 +174,11 @@ impl SplitSink for FileSink {
                         self.fail(e);
                     }
                 }
-                Err(e) => self.fail(e),
+                Err(e) => {
+                    self.failed = Some(summary.index);
+                    self.fail(e);
+                    return;
+                }
             }
             self.ended.push((summary.clone(), sha));
         }
@@ -199,6 +240,9 @@ impl LogStore {
                 ended: Vec::new(),
                 begun: Vec::new(),
                 error: None,
+                failed: None,
+                paused: false,
+                abandoned: None,
             },
             dir: dir.clone(),
             manifest,
@@ -220,8 +264,9 @@ impl LogStore {
         }
         let changed = !s.sink.ended.is_empty() || !s.sink.begun.is_empty();
         self.absorb()?;
-        if changed {
-            self.save_manifest()?;
+        if changed && let Err(e) = self.save_manifest() {
+            self.pause_writing();
+            return Err(e);
         }
         Ok(())
     }
@@ -233,13 +278,23 @@ impl LogStore {
         }
     }
 
-    /// Syncs the open split and the manifest when `fsync_interval` has passed.
+    /// Syncs the open split and the manifest when `fsync_interval` has passed, and keeps the
+    /// disk budget.
     pub fn tick(&mut self, now: Instant) -> io::Result<()> {
         if now.duration_since(self.last_sync) < self.options.fsync_interval {
             return Ok(());
         }
         self.last_sync = now;
-        self.sync()
+        let synced = if self.is_paused() {
+            Ok(())
+        } else {
+            self.sync()
+        };
+        if let Err(e) = synced {
+            self.pause_writing();
+            return Err(e);
+        }
+        self.enforce_budget()
     }
 
     /// Syncs the open split and the manifest now.
@@ -247,7 +302,7 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Ok(());
         };
-        if let Some((w, _)) = &mut s.sink.file {
+        if let Some((_, w, _)) = &mut s.sink.file {
             w.flush()?;
             w.get_ref().sync_data()?;
         }
@@ -297,7 +352,98 @@ impl LogStore {
             }
         }
         if let Some(e) = s.sink.error.take() {
+            self.pause_writing();
             return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A write failed (most likely a full disk): the open split is cut back to its last whole
+    /// message and closed; nothing more is written until [`tick`](Self::tick) finds space.
+    fn pause_writing(&mut self) {
+        let Some(s) = &mut self.session else { return };
+        if s.sink.paused {
+            return;
+        }
+        s.sink.paused = true;
+        // The split the failure hit, and the one open now (if another): cut back and closed.
+        let mut torn: Vec<u32> = s.sink.failed.take().into_iter().collect();
+        if let Some((index, w, _)) = s.sink.file.take() {
+            let (file, _unwritten) = w.into_parts();
+            drop(file);
+            torn.push(index);
+        }
+        torn.dedup();
+        s.sink.abandoned = s.splitter.current().map(|c| c.index);
+        for index in torn {
+            let name = split_name(index);
+            let path = s.dir.join(&name);
+            match repair_split(&path, &s.manifest, &name) {
+                Ok(Some(entry)) => match s.manifest.splits.iter_mut().find(|e| e.file == name) {
+                    Some(e) => *e = entry,
+                    None => s.manifest.splits.push(entry),
+                },
+                Ok(None) => {
+                    let _ = std::fs::remove_file(&path);
+                    s.manifest.splits.retain(|e| e.file != name);
+                }
+                Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
+            }
+        }
+        let _ = write_manifest(&s.dir, &s.manifest);
+        tracing::error!(
+            dir = %s.dir.display(),
+            "cannot write the log (disk full?): logging paused, receiving goes on; it resumes \
+             in a new split when space comes back"
+        );
+    }
+
+    /// True while writing is paused by a failure.
+    pub fn is_paused(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.sink.paused)
+    }
+
+    /// Deletes the oldest closed sessions while the budget is exceeded; resumes paused writing
+    /// when there is room again.
+    pub fn enforce_budget(&mut self) -> io::Result<()> {
+        let open = self.session.as_ref().map(|s| s.dir.clone());
+        loop {
+            let used = dir_size(&self.options.dir)?;
+            let free = free_bytes(&self.options.dir)?;
+            let over_total = self.options.max_total.is_some_and(|m| used > m);
+            let under_free = self.options.min_free.is_some_and(|m| free < m);
+            if !over_total && !under_free {
+                break;
+            }
+            let mut sessions: Vec<PathBuf> = std::fs::read_dir(&self.options.dir)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir() && Some(p) != open.as_ref())
+                .filter(|p| read_manifest(p).is_ok_and(|m| m.closed))
+                .collect();
+            sessions.sort();
+            let Some(oldest) = sessions.first() else {
+                tracing::warn!(
+                    used,
+                    free,
+                    "over the disk budget, and only the open session is left"
+                );
+                break;
+            };
+            tracing::warn!(session = %oldest.display(), used, free, "deleting the oldest session to stay within the disk budget");
+            std::fs::remove_dir_all(oldest)?;
+            sync_dir(&self.options.dir)?;
+        }
+        if self.is_paused() {
+            let free = free_bytes(&self.options.dir)?;
+            // Room for a preamble and some data, beyond the free space the budget keeps.
+            let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
+            if free >= room
+                && let Some(s) = &mut self.session
+            {
+                tracing::info!(free, "space again: logging resumes in a new split");
+                s.sink.paused = false;
+                s.splitter.request_roll();
+            }
         }
         Ok(())
     }
@@ -337,6 +483,34 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
 pub fn read_manifest(dir: &Path) -> io::Result<Manifest> {
     let bytes = std::fs::read(dir.join(MANIFEST))?;
     serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Bytes of all files under `dir`.
+fn dir_size(dir: &Path) -> io::Result<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let meta = e.metadata()?;
+        total += if meta.is_dir() {
+            dir_size(&e.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+/// Bytes an unprivileged process may still write on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a valid C string and `st` a writable statvfs.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 fn hex(bytes: &[u8]) -> String {
