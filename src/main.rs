@@ -242,6 +242,19 @@ enum Command {
         #[command(flatten)]
         impairment: ImpairmentArgs,
     },
+    /// Cut a window of log time from a log session into one standalone .ulg.
+    Snippet {
+        /// The session directory (holding manifest.json).
+        session: PathBuf,
+        /// Start of the window, seconds of log time (as `info` prints them).
+        #[arg(long)]
+        from: f64,
+        /// End of the window, seconds of log time.
+        #[arg(long)]
+        to: f64,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// A simulated vehicle and the receiver in one process, over loopback UDP: see logs
     /// arrive without a drone.
     Demo {
@@ -271,6 +284,32 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Info { file, json }) => info(&file, json),
+        Some(Command::Snippet {
+            session,
+            from,
+            to,
+            output,
+        }) => {
+            let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
+            let (bytes, stats) = ulog_recv::store::snippet::snippet(
+                &session,
+                us(from),
+                us(to),
+                &SplitPolicy::unlimited(),
+            )
+            .with_context(|| format!("cannot cut {}", session.display()))?;
+            std::fs::write(&output, &bytes)
+                .with_context(|| format!("cannot write {}", output.display()))?;
+            println!(
+                "{}: {} bytes, {} samples in the window (+{} latched), from {} split(s)",
+                output.display(),
+                bytes.len(),
+                stats.samples,
+                stats.latched_samples,
+                stats.splits_read
+            );
+            Ok(())
+        }
         Some(Command::Sim {
             file,
             synthetic,

@@ -60,8 +60,8 @@ impl SplitPolicy {
     }
 }
 
-/// One entry of a split's time index: the first data message at or after `timestamp` starts at
-/// byte `offset` of the split.
+/// One entry of a split's time index: the data message at byte `offset` of the split is the
+/// first one after log time reached `timestamp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IndexEntry {
     pub timestamp: u64,
@@ -238,8 +238,11 @@ impl Splitter {
         {
             timestamp = sample.timestamp;
         }
-        if ty == msg_type::DATA && self.due_for_roll(timestamp) {
-            self.roll(sink, timestamp);
+        // Log time as a clock: the largest sample time so far. Topics are not logged in time
+        // order (and some stamp 0), so single samples make a poor clock.
+        let clock = timestamp.map(|_| self.decoder.last_timestamp());
+        if ty == msg_type::DATA && self.due_for_roll(clock) {
+            self.roll(sink, clock);
         }
         self.follow(ty, message, parsed.as_ref());
         let offset = self.current.as_ref().map_or(0, |c| c.bytes);
@@ -250,9 +253,9 @@ impl Splitter {
         match ty {
             msg_type::DATA => {
                 split.samples += 1;
-                if let Some(ts) = timestamp {
+                if let Some(ts) = clock {
                     split.first_timestamp.get_or_insert(ts);
-                    split.last_timestamp = Some(split.last_timestamp.map_or(ts, |l| l.max(ts)));
+                    split.last_timestamp = Some(ts);
                     if ts >= self.next_index_time {
                         split.time_index.push(IndexEntry {
                             timestamp: ts,
@@ -364,33 +367,8 @@ impl Splitter {
             sink.end(&summary);
         }
         self.begin_split(sink);
-        // The header: the original one, stamped with the time the split starts.
-        let mut header = self.header.unwrap_or_else(|| {
-            let mut h = [0u8; FILE_HEADER_LEN];
-            h[..7].copy_from_slice(&FILE_MAGIC);
-            h[7] = 1;
-            h
-        });
         let start = timestamp.unwrap_or_else(|| self.decoder.last_timestamp());
-        header[8..16].copy_from_slice(&start.to_le_bytes());
-        self.write(sink, &header);
-        let mut preamble: Vec<&[u8]> = Vec::new();
-        if let Some(b) = &self.flag_bits {
-            preamble.push(b);
-        }
-        preamble.extend(self.formats.iter().map(Vec::as_slice));
-        preamble.extend(self.info.iter().map(Vec::as_slice));
-        preamble.extend(self.multi_info.iter().map(Vec::as_slice));
-        preamble.extend(self.params.iter().map(Vec::as_slice));
-        preamble.extend(self.defaults.iter().map(Vec::as_slice));
-        preamble.extend(self.subscriptions.values().map(Vec::as_slice));
-        let mut bytes = Vec::new();
-        for m in preamble {
-            bytes.extend_from_slice(m);
-        }
-        let latched: Vec<u8> = self.latched_samples.values().flatten().copied().collect();
-        let latched_count = self.latched_samples.len() as u64;
-        bytes.extend_from_slice(&latched);
+        let (bytes, latched_count) = self.preamble(start);
         self.write(sink, &bytes);
         if let Some(split) = &mut self.current {
             split.samples += latched_count;
@@ -398,6 +376,66 @@ impl Splitter {
             split.preamble_bytes = split.bytes;
         }
         self.next_index_time = 0;
+    }
+
+    /// The start of a standalone file at log time `start` (µs) from the state followed so
+    /// far: the header stamped `start`, flag bits, formats, info, multi-info, the parameters
+    /// in force, defaults, live subscriptions, and the last sample of each latched topic.
+    /// Returns the bytes and how many latched samples they hold.
+    pub fn preamble(&self, start: u64) -> (Vec<u8>, u64) {
+        let mut header = self.header.unwrap_or_else(|| {
+            let mut h = [0u8; FILE_HEADER_LEN];
+            h[..7].copy_from_slice(&FILE_MAGIC);
+            h[7] = 1;
+            h
+        });
+        header[8..16].copy_from_slice(&start.to_le_bytes());
+        let mut bytes = header.to_vec();
+        let parts = self
+            .flag_bits
+            .iter()
+            .chain(&self.formats)
+            .chain(&self.info)
+            .chain(&self.multi_info)
+            .chain(&self.params)
+            .chain(&self.defaults)
+            .chain(self.subscriptions.values())
+            .chain(self.latched_samples.values());
+        for m in parts {
+            bytes.extend_from_slice(m);
+        }
+        (bytes, self.latched_samples.len() as u64)
+    }
+
+    /// Follows one whole message (or, first, the 16-byte file header) without producing
+    /// output; returns its sample timestamp for a data message that has one.
+    pub fn observe(&mut self, message: &[u8]) -> Option<u64> {
+        if self.header.is_none() {
+            let header: [u8; FILE_HEADER_LEN] = message.get(..FILE_HEADER_LEN)?.try_into().ok()?;
+            if let Some(h) = FileHeader::parse(&header) {
+                let _ = self.decoder.handle(&Message::Header(h));
+            }
+            self.header = Some(header);
+            return None;
+        }
+        if message.len() < MSG_HEADER_LEN {
+            return None;
+        }
+        let ty = message[2];
+        let payload = &message[MSG_HEADER_LEN..];
+        let parsed = if min_payload_len(ty).is_none_or(|min| payload.len() >= min) {
+            Message::parse(ty, payload).ok()
+        } else {
+            None
+        };
+        let mut timestamp = None;
+        if let Some(m) = &parsed
+            && let Ok(Some(sample)) = self.decoder.handle(m)
+        {
+            timestamp = sample.timestamp;
+        }
+        self.follow(ty, message, parsed.as_ref());
+        timestamp
     }
 
     fn begin_split(&mut self, sink: &mut impl SplitSink) {

@@ -1,0 +1,186 @@
+//! Snippets: one standalone ULog covering a window of log time, cut from a session's splits.
+//!
+//! The manifest says which splits the window touches: reading starts at the last split that
+//! begins at or before the window (its preamble holds the state in force then), and later
+//! splits are read without theirs. Messages before the window only update the state; at the
+//! first sample inside it the snippet opens with a preamble built from that state (the
+//! parameters in force, the subscriptions, the last sample of each latched topic). Inside the
+//! window everything is kept but samples stamped outside it.
+
+use std::io;
+use std::path::Path;
+
+use crate::store::files::read_manifest;
+use crate::store::splitter::{SplitPolicy, Splitter};
+use crate::ulog::message::{FILE_HEADER_LEN, MSG_HEADER_LEN, msg_type};
+
+/// How late (log time) a sample may be logged after the window's end and still be found.
+const LATE_SAMPLES_US: u64 = 2_000_000;
+
+/// Why a snippet cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SnippetError {
+    #[error("cannot read the session: {0}")]
+    Io(#[from] io::Error),
+    #[error("the window is empty: from {from_us} µs to {to_us} µs")]
+    EmptyWindow { from_us: u64, to_us: u64 },
+    #[error("no sample of the session lies in the window")]
+    NoData,
+}
+
+/// What a snippet holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnippetStats {
+    /// Splits read.
+    pub splits_read: usize,
+    /// Samples inside the window.
+    pub samples: u64,
+    /// Latched samples replayed in the preamble (stamped before the window).
+    pub latched_samples: u64,
+}
+
+/// Cuts the window `[from_us, to_us]` (log time, µs) of the session in `session_dir`.
+pub fn snippet(
+    session_dir: &Path,
+    from_us: u64,
+    to_us: u64,
+    latched: &SplitPolicy,
+) -> Result<(Vec<u8>, SnippetStats), SnippetError> {
+    if to_us < from_us {
+        return Err(SnippetError::EmptyWindow { from_us, to_us });
+    }
+    let manifest = read_manifest(session_dir)?;
+    let splits = &manifest.splits;
+    // Split start times are log time (the largest sample time so far), so a sample stamped
+    // inside the window cannot sit in a split before the last one starting before the window.
+    // Samples come a little late at times: read on until a split starts well after it.
+    let first = splits
+        .iter()
+        .rposition(|s| s.summary.first_timestamp.is_some_and(|t| t < from_us))
+        .unwrap_or(0);
+    let last = splits
+        .iter()
+        .rposition(|s| {
+            s.summary
+                .first_timestamp
+                .is_some_and(|t| t <= to_us.saturating_add(LATE_SAMPLES_US))
+        })
+        .unwrap_or(first)
+        .max(first);
+    let mut cutter = Cutter::new(from_us, to_us, latched.clone());
+    let mut stats = SnippetStats::default();
+    for (k, split) in splits[first..=last].iter().enumerate() {
+        let bytes = std::fs::read(session_dir.join(&split.file))?;
+        // The first split read whole (its preamble is the state at its start), the others
+        // without their preamble (which repeats what was followed already).
+        let skip = if k == 0 {
+            0
+        } else {
+            split.summary.preamble_bytes as usize
+        };
+        cutter.feed(&bytes, skip);
+        stats.splits_read += 1;
+    }
+    let (out, samples, latched_samples) = cutter.finish().ok_or(SnippetError::NoData)?;
+    stats.samples = samples;
+    stats.latched_samples = latched_samples;
+    Ok((out, stats))
+}
+
+/// The window cut over a message stream (sans-IO).
+struct Cutter {
+    from_us: u64,
+    to_us: u64,
+    state: Splitter,
+    out: Option<Vec<u8>>,
+    samples: u64,
+    latched_samples: u64,
+}
+
+impl Cutter {
+    fn new(from_us: u64, to_us: u64, latched: SplitPolicy) -> Self {
+        Self {
+            from_us,
+            to_us,
+            state: Splitter::new(latched),
+            out: None,
+            samples: 0,
+            latched_samples: 0,
+        }
+    }
+
+    /// Takes a split's bytes; `skip` bytes of preamble are left out (not the first split's).
+    fn feed(&mut self, bytes: &[u8], skip: usize) {
+        let mut at = if skip == 0 {
+            if bytes.len() < FILE_HEADER_LEN {
+                return;
+            }
+            self.state.observe(&bytes[..FILE_HEADER_LEN]);
+            FILE_HEADER_LEN
+        } else {
+            skip
+        };
+        while at + MSG_HEADER_LEN <= bytes.len() {
+            let end = at + MSG_HEADER_LEN + u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+            if end > bytes.len() {
+                break;
+            }
+            let message = &bytes[at..end];
+            at = end;
+            let is_data = message[2] == msg_type::DATA;
+            let timestamp = self.state.observe(message);
+            let in_window = timestamp.is_some_and(|t| t >= self.from_us && t <= self.to_us);
+            if self.out.is_none() {
+                if !(is_data && in_window) {
+                    continue;
+                }
+                let start = timestamp.unwrap_or(self.from_us);
+                // The state before this sample, stamped with its time.
+                let (mut preamble, latched) = self.preamble_before(message, start);
+                self.latched_samples = latched;
+                preamble.extend_from_slice(message);
+                self.samples += 1;
+                self.out = Some(preamble);
+                continue;
+            }
+            if is_data && !in_window {
+                continue;
+            }
+            if is_data {
+                self.samples += 1;
+            }
+            if let Some(out) = &mut self.out {
+                out.extend_from_slice(message);
+            }
+        }
+    }
+
+    /// The preamble as it was just before `message` (already observed) was followed: only a
+    /// latched topic's last sample can differ, and if `message` replaced it the replay would
+    /// duplicate the sample that opens the window, so that replay is dropped.
+    fn preamble_before(&self, message: &[u8], start: u64) -> (Vec<u8>, u64) {
+        let (bytes, latched) = self.state.preamble(start);
+        match find_subslice(&bytes, message) {
+            Some(pos) if pos >= FILE_HEADER_LEN => {
+                let mut b = bytes[..pos].to_vec();
+                b.extend_from_slice(&bytes[pos + message.len()..]);
+                (b, latched - 1)
+            }
+            _ => (bytes, latched),
+        }
+    }
+
+    fn finish(self) -> Option<(Vec<u8>, u64, u64)> {
+        self.out.map(|o| (o, self.samples, self.latched_samples))
+    }
+}
+
+fn find_subslice(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return None;
+    }
+    // Latched samples sit at the end of a preamble: search from there.
+    (0..=hay.len() - needle.len())
+        .rev()
+        .find(|&i| &hay[i..i + needle.len()] == needle)
+}
