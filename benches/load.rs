@@ -18,6 +18,10 @@ use ulog_recv::transport::{Link, LinkSpec};
 const FRAME_BYTES: u64 = 267;
 
 struct Run {
+    /// Frames the simulator's OS refused to send (loss at the source, not the daemon's).
+    sender_drops: u64,
+    /// The daemon's storage flags.
+    store: String,
     all_acked: bool,
     /// "p50 X µs p99 Y µs", as the daemon prints it.
     daemon_ack: String,
@@ -44,29 +48,34 @@ fn main() {
     // frames into datagrams of up to an Ethernet MTU.
     // The last row acks every chunk (stop-and-wait), to measure the ack latency on
     // thousands of acks rather than the few dozen of a log's definitions.
-    let plan: [(Option<u64>, usize, bool); 9] = [
-        (Some(50_000), 0, false),
-        (Some(100_000), 0, false),
-        (Some(150_000), 0, false),
-        (Some(200_000), 0, false),
-        (None, 0, false),
-        (Some(200_000), 1472, false),
-        (Some(300_000), 1472, false),
-        (None, 1472, false),
-        (None, 0, true),
+    // The last rows write with the store working hard: 4 MB splits (each with its
+    // preamble, hash, fsync and manifest) and an fsync of the open split every 100 ms.
+    const HARD: &[&str] = &["--split-size", "4M", "--fsync-interval", "0.1"];
+    let plan: [(Option<u64>, usize, bool, &[&str]); 11] = [
+        (Some(50_000), 0, false, &[]),
+        (Some(100_000), 0, false, &[]),
+        (Some(150_000), 0, false, &[]),
+        (Some(200_000), 0, false, &[]),
+        (None, 0, false, &[]),
+        (Some(200_000), 1472, false, &[]),
+        (Some(300_000), 1472, false, &[]),
+        (None, 1472, false, &[]),
+        (None, 0, true, &[]),
+        (Some(200_000), 0, false, HARD),
+        (Some(200_000), 1472, false, HARD),
     ];
     println!("load benchmark: {seconds} s per rate, loopback UDP, clean link, one daemon per rate");
     let mut runs = Vec::new();
-    for (rate, max_write, all_acked) in plan {
-        runs.push(run(rate, max_write, all_acked, seconds));
+    for (rate, max_write, all_acked, store_args) in plan {
+        runs.push(run(rate, max_write, all_acked, store_args, seconds));
     }
     println!(
-        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent |"
+        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for r in &runs {
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
             if r.all_acked {
                 "all acked".to_owned()
             } else {
@@ -79,6 +88,7 @@ fn main() {
             },
             r.chunks as f64 / r.seconds,
             r.chunks,
+            r.sender_drops,
             r.lost_bytes,
             r.dropouts,
             r.cpu_s * 1000.0 / r.mb,
@@ -86,12 +96,23 @@ fn main() {
             r.ack_p50_us,
             r.ack_p99_us,
             r.ack_max_us,
-            r.daemon_ack
+            r.daemon_ack,
+            if r.store.is_empty() {
+                "defaults"
+            } else {
+                &r.store
+            }
         );
     }
 }
 
-fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Run {
+fn run(
+    rate: Option<u64>,
+    max_write: usize,
+    all_acked: bool,
+    store_args: &[&str],
+    seconds: f64,
+) -> Run {
     // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
     let chunks_wanted = rate.unwrap_or(300_000) as f64 * seconds;
     let duration_s = (chunks_wanted * 249.0 / 7_600.0).ceil() as u32;
@@ -127,6 +148,7 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
         .args(["--udp", &port.to_string(), "--log-dir"])
         .arg(&dir)
+        .args(store_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -156,6 +178,13 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
             .unwrap()
     });
     let elapsed = report.streamed_in.expect("streamed").as_secs_f64();
+    // Let the daemon read what is still queued in its socket before stopping it (what is left
+    // unread at SIGTERM would count as loss).
+    let t0 = std::time::Instant::now();
+    while udp_rx_queue(port) > 0 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let trips = report.ack_round_trips;
     assert_eq!(report.stats.ack_timeouts, 0);
     // Peak RSS of the daemon since its exec (wait4's ru_maxrss would count the fork from
@@ -189,15 +218,18 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     let cpu_s = tv(usage.ru_utime) + tv(usage.ru_stime);
 
-    // One session directory holding one split.
-    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    // One session directory; its splits without their preambles are the log.
+    let sessions: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
-        .flat_map(|e| std::fs::read_dir(e.unwrap().path()).unwrap())
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
         .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let got = std::fs::read(&files[0]).unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let manifest = ulog_recv::store::files::read_manifest(&sessions[0]).unwrap();
+    let mut got = Vec::new();
+    for split in &manifest.splits {
+        let bytes = std::fs::read(sessions[0].join(&split.file)).unwrap();
+        got.extend_from_slice(&bytes[split.summary.preamble_bytes as usize..]);
+    }
     let dropouts = count_dropouts(&got);
     let _ = std::fs::remove_dir_all(&dir);
     let mut sorted = trips.clone();
@@ -208,6 +240,7 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
             .map_or(0, |d| d.as_micros() as u64)
     };
     let r = Run {
+        store: store_args.join(" "),
         all_acked,
         daemon_ack,
         rate,
@@ -215,6 +248,7 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
         chunks,
         seconds: elapsed,
         lost_bytes: stream.len() as i64 - got.len() as i64 + 5 * dropouts as i64,
+        sender_drops: report.send_failures,
         dropouts,
         cpu_s,
         max_rss_kb,
@@ -234,6 +268,21 @@ fn run(rate: Option<u64>, max_write: usize, all_acked: bool, seconds: f64) -> Ru
         trips.len()
     );
     r
+}
+
+/// Bytes queued in the receive buffer of the UDP socket bound to `port` (/proc/net/udp).
+fn udp_rx_queue(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    let needle = format!(":{port:04X} ");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(1)?.ends_with(needle.trim_end())).then_some(f.get(4)?.to_string())
+        })
+        .filter_map(|q| u64::from_str_radix(q.split(':').nth(1)?, 16).ok())
+        .sum()
 }
 
 /// Dropout messages (5 bytes, type 'O') in a log written by the daemon (the synthetic log has

@@ -1,7 +1,7 @@
 //! The receiving daemon's shell (tokio): moves bytes between a [`Link`] and the sans-IO
 //! [`Session`], runs its timers, hands each log to the [`LogStore`] (a session directory of
-//! rolling splits), syncs it, rolls it on request, and measures the ack latency (from a
-//! datagram's arrival to its ack's send).
+//! rolling splits) on a thread of its own, rolls it on request, and measures the ack latency
+//! (from a datagram's arrival to its ack's send).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -98,14 +98,16 @@ pub async fn run(
     roll: Arc<tokio::sync::Notify>,
     mut notify: impl FnMut(Notice<'_>),
 ) -> io::Result<Status> {
-    let mut store = LogStore::open(options.store.clone())?;
+    let store = StoreThread::spawn(LogStore::open(options.store.clone())?, &options.store);
     let mut session = Session::new(options.session.clone(), Instant::now());
     let mut status = Status::default();
     let mut buf = Vec::with_capacity(crate::transport::MAX_READ);
     let mut tick = tokio::time::interval(options.status_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sync = tokio::time::interval(options.store.fsync_interval);
-    sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut hand_over = tokio::time::interval(HAND_OVER_INTERVAL);
+    hand_over.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Log bytes gathered for the store thread (one hand-over per batch, not per datagram).
+    let mut batch = bytes::BytesMut::new();
     tokio::pin!(shutdown);
     loop {
         let wake = session
@@ -137,25 +139,25 @@ pub async fn run(
                 session.handle_timeout(Instant::now());
                 transmit(&mut session, &mut link).await;
             }
-            _ = sync.tick() => {
-                if let Err(e) = store.tick(Instant::now()) {
-                    tracing::error!(error = %e, "cannot sync the log");
-                }
-            }
             _ = roll.notified() => {
                 tracing::info!("rolling to a new split");
-                store.roll();
+                store.hand_over(&mut batch);
+                store.send(StoreCommand::Roll);
             }
+            _ = hand_over.tick() => store.hand_over(&mut batch),
             _ = tick.tick() => {
                 status.session = session.stats();
                 notify(Notice::Status(&status));
             }
         }
-        handle_events(&mut session, &mut store, &mut status, &mut notify);
+        handle_events(&mut session, &store, &mut batch, &mut notify);
+        store.reports(&mut status, &mut notify);
     }
     session.shutdown(Instant::now());
     transmit(&mut session, &mut link).await;
-    handle_events(&mut session, &mut store, &mut status, &mut notify);
+    handle_events(&mut session, &store, &mut batch, &mut notify);
+    store.hand_over(&mut batch);
+    store.finish(&mut status, &mut notify);
     status.session = session.stats();
     Ok(status)
 }
@@ -166,41 +168,179 @@ async fn transmit(session: &mut Session, link: &mut Link) {
     }
 }
 
+/// Log bytes wait at most this long before they go to the store thread.
+const HAND_OVER_INTERVAL: Duration = Duration::from_millis(50);
+/// ... or until this many have gathered.
+const HAND_OVER_BYTES: usize = 256 << 10;
+
+/// Hands the session's log events to the store thread (log bytes in batches); reports the
+/// others.
 fn handle_events(
     session: &mut Session,
-    store: &mut LogStore,
-    status: &mut Status,
+    store: &StoreThread,
+    batch: &mut bytes::BytesMut,
     notify: &mut impl FnMut(Notice<'_>),
 ) {
     while let Some(event) = session.poll_event() {
         match &event {
             Event::LogOpened { .. } => {
-                let vehicle = session.vehicle().unwrap_or((0, 0));
-                match store.begin_log(vehicle, SystemTime::now()) {
-                    Ok(dir) => {
-                        tracing::info!(dir = %dir.display(), "log session opened");
-                        notify(Notice::SessionOpened(&dir));
-                        status.sessions.push(dir);
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot create a log session"),
-                }
+                store.hand_over(batch);
+                store.send(StoreCommand::Begin {
+                    vehicle: session.vehicle().unwrap_or((0, 0)),
+                    started: SystemTime::now(),
+                })
             }
             Event::LogBytes(bytes) => {
-                if let Err(e) = store.write(bytes) {
-                    status.write_errors += bytes.len() as u64;
-                    tracing::error!(error = %e, bytes = bytes.len(), "cannot write the log");
+                batch.extend_from_slice(bytes);
+                if batch.len() >= HAND_OVER_BYTES {
+                    store.hand_over(batch);
                 }
             }
-            Event::LogClosed { .. } => match store.end_log() {
-                Ok(Some(dir)) => {
-                    tracing::info!(dir = %dir.display(), "log session closed");
-                    notify(Notice::SessionClosed(&dir));
-                }
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
-            },
+            Event::LogClosed { .. } => {
+                store.hand_over(batch);
+                store.send(StoreCommand::End)
+            }
             _ => {}
         }
         notify(Notice::Event(&event));
+    }
+}
+
+/// What the network loop asks of the store thread.
+enum StoreCommand {
+    Begin {
+        vehicle: (u8, u8),
+        started: SystemTime,
+    },
+    Bytes(bytes::Bytes),
+    End,
+    Roll,
+}
+
+/// What the store thread tells the network loop.
+enum StoreReport {
+    Opened(PathBuf),
+    Closed(PathBuf),
+    WriteError { bytes: u64 },
+}
+
+/// The [`LogStore`] on a thread of its own, so that writing and fsync (which can take tens
+/// of milliseconds on an SD card) never hold up the acks. Commands queue up to
+/// [`STORE_QUEUE`] deep; beyond that the network loop waits (the kernel's socket buffer
+/// then takes the strain, and any loss becomes an honest dropout in the session).
+struct StoreThread {
+    tx: Option<std::sync::mpsc::SyncSender<StoreCommand>>,
+    reports: std::sync::mpsc::Receiver<StoreReport>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Commands the store thread may lag behind (a batch of log bytes each, at most 256 KB
+/// beyond the size of one datagram's worth).
+pub const STORE_QUEUE: usize = 64;
+
+impl StoreThread {
+    fn spawn(mut store: LogStore, options: &StoreOptions) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<StoreCommand>(STORE_QUEUE);
+        let (report_tx, reports) = std::sync::mpsc::channel();
+        let tick = (options.fsync_interval / 2).max(Duration::from_millis(1));
+        let handle = std::thread::Builder::new()
+            .name("ulog-recv-store".into())
+            .spawn(move || {
+                // Below the network thread: when both want the CPU, the acks come first (the
+                // queue absorbs the wait).
+                // SAFETY: plain syscalls on this thread's own id.
+                unsafe {
+                    let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                    libc::setpriority(libc::PRIO_PROCESS, tid, 5);
+                }
+                loop {
+                    match rx.recv_timeout(tick) {
+                        Ok(command) => apply(&mut store, command, &report_tx),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    if let Err(e) = store.tick(Instant::now()) {
+                        tracing::error!(error = %e, "cannot sync the log");
+                    }
+                }
+                if let Ok(Some(dir)) = store.end_log() {
+                    let _ = report_tx.send(StoreReport::Closed(dir));
+                }
+            })
+            .expect("spawn the store thread");
+        Self {
+            tx: Some(tx),
+            reports,
+            handle: Some(handle),
+        }
+    }
+
+    /// Sends the gathered log bytes, if any.
+    fn hand_over(&self, batch: &mut bytes::BytesMut) {
+        if !batch.is_empty() {
+            self.send(StoreCommand::Bytes(batch.split().freeze()));
+        }
+    }
+
+    fn send(&self, command: StoreCommand) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(command);
+        }
+    }
+
+    /// Reports what the store thread did since the last call.
+    fn reports(&self, status: &mut Status, notify: &mut impl FnMut(Notice<'_>)) {
+        while let Ok(r) = self.reports.try_recv() {
+            match r {
+                StoreReport::Opened(dir) => {
+                    notify(Notice::SessionOpened(&dir));
+                    status.sessions.push(dir);
+                }
+                StoreReport::Closed(dir) => notify(Notice::SessionClosed(&dir)),
+                StoreReport::WriteError { bytes } => status.write_errors += bytes,
+            }
+        }
+    }
+
+    /// Lets the thread write everything queued, close the log, and stop.
+    fn finish(mut self, status: &mut Status, notify: &mut impl FnMut(Notice<'_>)) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.reports(status, notify);
+    }
+}
+
+fn apply(
+    store: &mut LogStore,
+    command: StoreCommand,
+    reports: &std::sync::mpsc::Sender<StoreReport>,
+) {
+    match command {
+        StoreCommand::Begin { vehicle, started } => match store.begin_log(vehicle, started) {
+            Ok(dir) => {
+                tracing::info!(dir = %dir.display(), "log session opened");
+                let _ = reports.send(StoreReport::Opened(dir));
+            }
+            Err(e) => tracing::error!(error = %e, "cannot create a log session"),
+        },
+        StoreCommand::Bytes(bytes) => {
+            if let Err(e) = store.write(&bytes) {
+                tracing::error!(error = %e, bytes = bytes.len(), "cannot write the log");
+                let _ = reports.send(StoreReport::WriteError {
+                    bytes: bytes.len() as u64,
+                });
+            }
+        }
+        StoreCommand::End => match store.end_log() {
+            Ok(Some(dir)) => {
+                tracing::info!(dir = %dir.display(), "log session closed");
+                let _ = reports.send(StoreReport::Closed(dir));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
+        },
+        StoreCommand::Roll => store.roll(),
     }
 }

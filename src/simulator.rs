@@ -36,6 +36,9 @@ pub struct SimReport {
     pub ack_round_trips: Vec<Duration>,
     /// When the last chunk went out, from the start.
     pub streamed_in: Option<Duration>,
+    /// Frames the OS refused to send (the sender's own loss, not the link's or the
+    /// receiver's).
+    pub send_failures: u64,
 }
 
 /// Runs the vehicle on `link` until `shutdown` completes (or, with `once`, the log is out).
@@ -108,5 +111,6 @@ pub async fn run(
         stats: vehicle.stats(),
         ack_round_trips: vehicle.ack_round_trips().to_vec(),
         streamed_in: finished_at.map(|t| t - start),
+        send_failures: link.send_failures(),
     })
 }

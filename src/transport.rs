@@ -65,6 +65,8 @@ pub const MAX_READ: usize = 64 << 10;
 /// One open link; see the module docs.
 pub struct Link {
     inner: Inner,
+    /// Frames [`Link::send`] could not hand to the OS.
+    send_failures: u64,
 }
 
 enum Inner {
@@ -110,7 +112,15 @@ impl Link {
                 Inner::Stream { rx, tx }
             }
         };
-        Ok(Self { inner })
+        Ok(Self {
+            inner,
+            send_failures: 0,
+        })
+    }
+
+    /// Frames that could not be handed to the OS (no route, no buffer space).
+    pub fn send_failures(&self) -> u64 {
+        self.send_failures
     }
 
     /// The local address of a UDP link.
@@ -181,6 +191,7 @@ impl Link {
                 if let Some(peer) = peer
                     && let Err(e) = socket.send_to(frame, *peer).await
                 {
+                    self.send_failures += 1;
                     tracing::debug!(%peer, error = %e, "UDP send failed");
                 }
             }
@@ -218,6 +229,9 @@ fn bind_udp(addr: SocketAddr) -> Result<UdpSocket, LinkError> {
     if let Err(e) = socket.set_recv_buffer_size(UDP_RECV_BUFFER) {
         tracing::warn!(error = %e, "cannot enlarge the UDP receive buffer");
     }
+    if socket.recv_buffer_size().unwrap_or(0) < UDP_RECV_BUFFER {
+        force_recv_buffer(&socket, UDP_RECV_BUFFER);
+    }
     let got = socket.recv_buffer_size().unwrap_or(0);
     if got < UDP_RECV_BUFFER {
         tracing::info!(
@@ -229,6 +243,23 @@ fn bind_udp(addr: SocketAddr) -> Result<UdpSocket, LinkError> {
     socket.set_nonblocking(true).map_err(err)?;
     socket.bind(&addr.into()).map_err(err)?;
     UdpSocket::from_std(socket.into()).map_err(err)
+}
+
+/// SO_RCVBUFFORCE: past net.core.rmem_max, for a process with CAP_NET_ADMIN (root, or a
+/// systemd unit that grants it). Without the capability it quietly does nothing.
+fn force_recv_buffer(socket: &socket2::Socket, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let value = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: a valid socket, a pointer to an int and its size.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 /// Back-off between reconnect attempts: 0.5 s doubling to 5 s.

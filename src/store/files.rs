@@ -190,7 +190,11 @@ pub struct LogStore {
     options: StoreOptions,
     session: Option<OpenSession>,
     last_sync: Instant,
+    last_manifest: Instant,
 }
+
+/// Longest time the manifest goes without the open split's latest summary.
+pub const MANIFEST_REFRESH: Duration = Duration::from_secs(10);
 
 impl LogStore {
     /// Opens the log directory (created if missing) and repairs what a crash left in it.
@@ -203,6 +207,7 @@ impl LogStore {
             options,
             session: None,
             last_sync: Instant::now(),
+            last_manifest: Instant::now(),
         })
     }
 
@@ -306,7 +311,13 @@ impl LogStore {
             w.flush()?;
             w.get_ref().sync_data()?;
         }
-        self.save_manifest()
+        // The manifest changes when splits begin and end (written then); the open split's
+        // growing summary goes in at most every MANIFEST_REFRESH, and recovery redoes it
+        // from the file anyway.
+        if self.last_manifest.elapsed() >= MANIFEST_REFRESH {
+            self.save_manifest()?;
+        }
+        Ok(())
     }
 
     /// Ends the open log session: its last split is closed, the manifest says so.
@@ -463,6 +474,7 @@ impl LogStore {
         {
             e.summary = current.clone();
         }
+        self.last_manifest = Instant::now();
         write_manifest(&s.dir, &s.manifest)
     }
 }

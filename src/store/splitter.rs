@@ -37,6 +37,10 @@ pub struct SplitPolicy {
     pub index_interval_us: u64,
 }
 
+/// Least bytes between two entries of a split's time index (keeps the manifest small for
+/// logs that pack little data into a lot of time).
+pub const INDEX_MIN_BYTES: u64 = 64 << 10;
+
 /// Topics latched by default: the state a reader of any split needs to make sense of it.
 pub const DEFAULT_LATCHED: &[&str] = &[
     "vehicle_status",
@@ -256,7 +260,11 @@ impl Splitter {
                 if let Some(ts) = clock {
                     split.first_timestamp.get_or_insert(ts);
                     split.last_timestamp = Some(ts);
-                    if ts >= self.next_index_time {
+                    let spaced = split
+                        .time_index
+                        .last()
+                        .is_none_or(|e| offset >= e.offset + INDEX_MIN_BYTES);
+                    if ts >= self.next_index_time && spaced {
                         split.time_index.push(IndexEntry {
                             timestamp: ts,
                             offset,
