@@ -39,7 +39,8 @@ fn main() {
         (Some(16 << 20), 0.1),
         (Some(4 << 20), 0.1),
     ] {
-        let dir = std::env::temp_dir().join(format!("ulog-recv-store-bench-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("ulog-recv-store-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut options = StoreOptions::new(dir.clone());
         options.policy = SplitPolicy {

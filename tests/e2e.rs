@@ -570,3 +570,39 @@ fn after_kill_9_at_random_moments_every_file_parses_and_the_manifests_agree() {
     let sessions = std::fs::read_dir(&dir).unwrap().count();
     assert!((3..=7).contains(&sessions), "{sessions} sessions");
 }
+
+#[test]
+fn sighup_rolls_to_a_new_standalone_split() {
+    let dir = fresh_dir("sighup");
+    let (rx, tx) = udp_links();
+    let mut args = rx.clone();
+    args.extend(["--log-dir".into(), dir.display().to_string()]);
+    let mut daemon = Proc::spawn("the daemon", &args);
+    let mut sim_args: Vec<String> = vec![
+        "sim".into(),
+        "--synthetic".into(),
+        "--duration".into(),
+        "60".into(),
+        "--once".into(),
+        "--rate".into(),
+        "200000".into(),
+    ];
+    sim_args.extend(tx);
+    let mut sim = Proc::spawn("the simulator", &sim_args);
+    std::thread::sleep(Duration::from_millis(1200));
+    unsafe { libc::kill(daemon.0.id() as i32, libc::SIGHUP) };
+    assert!(sim.wait(Duration::from_secs(60)).success());
+    assert!(daemon.terminate().success());
+    let files = ulg_files(&dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let m = ulog_recv::store::files::read_manifest(files[0].parent().unwrap()).unwrap();
+    assert_eq!(m.splits[0].summary.preamble_bytes, 0);
+    assert!(
+        m.splits[1].summary.preamble_bytes > 0,
+        "the second split has its own preamble"
+    );
+    for f in &files {
+        check_with_pyulog(f);
+    }
+    check_sessions(&dir);
+}
