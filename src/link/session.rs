@@ -40,7 +40,7 @@ use mavlink::dialects::common::{
 use crate::link::assembler::Assembler;
 use crate::link::frames::{FrameDecoder, FrameStats, encode};
 use crate::link::reorder::{Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
-use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, min_payload_len};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN};
 use crate::ulog::{Decoder, FileHeader, Message};
 
 /// MAV_COMP_ID_LOG: the component id MAVLink reserves for an onboard logging component.
@@ -797,15 +797,9 @@ impl Session {
             let end = (MSG_HEADER_LEN + size).min(bytes.len());
             let (message, rest) = bytes.split_at(end);
             bytes = rest;
-            let ty = message[2];
-            let payload = &message[MSG_HEADER_LEN..];
-            let mut timestamp = None;
-            if min_payload_len(ty).is_none_or(|min| payload.len() >= min)
-                && let Ok(m) = Message::parse(ty, payload)
-                && let Ok(Some(sample)) = log.decoder.handle(&m)
-            {
-                timestamp = sample.timestamp;
-            }
+            let timestamp = log
+                .decoder
+                .timestamp_of(Message::parse_framed(message).as_ref());
             match (log.pending, timestamp) {
                 (None, _) => self.emit(log, message),
                 (Some(_), Some(after)) => {

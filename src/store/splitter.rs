@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::ulog::Decoder;
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, min_payload_len, msg_type,
+    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, msg_type,
 };
 
 /// When a split is full. Both limits may be set; the first reached wins.
@@ -230,18 +230,8 @@ impl Splitter {
 
     fn message(&mut self, message: &[u8], sink: &mut impl SplitSink) {
         let ty = message[2];
-        let payload = &message[MSG_HEADER_LEN..];
-        let parsed = if min_payload_len(ty).is_none_or(|min| payload.len() >= min) {
-            Message::parse(ty, payload).ok()
-        } else {
-            None
-        };
-        let mut timestamp = None;
-        if let Some(m) = &parsed
-            && let Ok(Some(sample)) = self.decoder.handle(m)
-        {
-            timestamp = sample.timestamp;
-        }
+        let parsed = Message::parse_framed(message);
+        let timestamp = self.decoder.timestamp_of(parsed.as_ref());
         // Log time as a clock: the largest sample time so far. Topics are not logged in time
         // order (and some stamp 0), so single samples make a poor clock.
         let clock = timestamp.map(|_| self.decoder.last_timestamp());
@@ -429,20 +419,9 @@ impl Splitter {
         if message.len() < MSG_HEADER_LEN {
             return None;
         }
-        let ty = message[2];
-        let payload = &message[MSG_HEADER_LEN..];
-        let parsed = if min_payload_len(ty).is_none_or(|min| payload.len() >= min) {
-            Message::parse(ty, payload).ok()
-        } else {
-            None
-        };
-        let mut timestamp = None;
-        if let Some(m) = &parsed
-            && let Ok(Some(sample)) = self.decoder.handle(m)
-        {
-            timestamp = sample.timestamp;
-        }
-        self.follow(ty, message, parsed.as_ref());
+        let parsed = Message::parse_framed(message);
+        let timestamp = self.decoder.timestamp_of(parsed.as_ref());
+        self.follow(message[2], message, parsed.as_ref());
         timestamp
     }
 

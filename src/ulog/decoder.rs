@@ -290,6 +290,15 @@ impl Decoder {
         Ok(())
     }
 
+    /// Follows `message` (parsed or not) and returns its sample's timestamp, if it is a data
+    /// message that decodes and has one.
+    pub fn timestamp_of(&mut self, message: Option<&Message<'_>>) -> Option<u64> {
+        match self.handle(message?) {
+            Ok(Some(sample)) => sample.timestamp,
+            _ => None,
+        }
+    }
+
     /// The format definitions seen so far, by name.
     pub fn formats(&self) -> &HashMap<String, FormatDef> {
         &self.formats

@@ -253,6 +253,17 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 impl<'a> Message<'a> {
+    /// Parses one whole framed message (3-byte header, then the payload) as a framing layer
+    /// hands it out; `None` when the payload is too short for its type or does not parse.
+    pub fn parse_framed(message: &'a [u8]) -> Option<Self> {
+        let (header, payload) = message.split_at_checked(MSG_HEADER_LEN)?;
+        let ty = header[2];
+        if min_payload_len(ty).is_some_and(|min| payload.len() < min) {
+            return None;
+        }
+        Self::parse(ty, payload).ok()
+    }
+
     /// Parses the payload of a message of type `ty`.
     ///
     /// Contract: the caller has checked `payload.len() >= min_payload_len(ty)` for known types
