@@ -1,0 +1,6 @@
+//! Live publication of the decoded log (issue 5, in progress): samples rendered as JSON
+//! ([`sample_json`]). The socket, the protocol and `ulog-recv tail` are still to come.
+
+pub mod sample_json;
+
+pub use sample_json::JsonShape;
