@@ -142,10 +142,7 @@ impl Link {
             } => {
                 buf.resize(MAX_READ, 0);
                 let (n, from) = socket.recv_from(buf).await?;
-                if *learn_peer && *peer != Some(from) {
-                    tracing::info!(%from, "peer address learnt");
-                    *peer = Some(from);
-                }
+                learn(peer, *learn_peer, from);
                 Ok(n)
             }
             Inner::Stream { rx, .. } => match rx.recv().await {
@@ -169,10 +166,7 @@ impl Link {
             } => {
                 buf.resize(MAX_READ, 0);
                 let (n, from) = socket.try_recv_from(buf).ok()?;
-                if *learn_peer && *peer != Some(from) {
-                    tracing::info!(%from, "peer address learnt");
-                    *peer = Some(from);
-                }
+                learn(peer, *learn_peer, from);
                 Some(n)
             }
             Inner::Stream { rx, .. } => {
@@ -199,6 +193,14 @@ impl Link {
                 let _ = tx.send(frame.to_vec()).await;
             }
         }
+    }
+}
+
+/// In listening mode, answers whoever sent the last datagram.
+fn learn(peer: &mut Option<SocketAddr>, learn_peer: bool, from: SocketAddr) {
+    if learn_peer && *peer != Some(from) {
+        tracing::info!(%from, "peer address learnt");
+        *peer = Some(from);
     }
 }
 

@@ -416,29 +416,22 @@ impl Session {
         {
             v.last_heartbeat = now;
         }
+        // The two messages have the same fields but distinct types.
+        macro_rules! chunk_frame {
+            ($d:expr) => {
+                ChunkFrame {
+                    sequence: $d.sequence,
+                    target_system: $d.target_system,
+                    target_component: $d.target_component,
+                    length: $d.length,
+                    first_message_offset: $d.first_message_offset,
+                    data: &$d.data,
+                }
+            };
+        }
         match message {
-            MavMessage::LOGGING_DATA_ACKED(d) => {
-                let frame = ChunkFrame {
-                    sequence: d.sequence,
-                    target_system: d.target_system,
-                    target_component: d.target_component,
-                    length: d.length,
-                    first_message_offset: d.first_message_offset,
-                    data: &d.data,
-                };
-                self.on_chunk(header, frame, true, now)
-            }
-            MavMessage::LOGGING_DATA(d) => {
-                let frame = ChunkFrame {
-                    sequence: d.sequence,
-                    target_system: d.target_system,
-                    target_component: d.target_component,
-                    length: d.length,
-                    first_message_offset: d.first_message_offset,
-                    data: &d.data,
-                };
-                self.on_chunk(header, frame, false, now)
-            }
+            MavMessage::LOGGING_DATA_ACKED(d) => self.on_chunk(header, chunk_frame!(d), true, now),
+            MavMessage::LOGGING_DATA(d) => self.on_chunk(header, chunk_frame!(d), false, now),
             MavMessage::HEARTBEAT(hb) => self.on_heartbeat(header, hb, now),
             MavMessage::COMMAND_ACK(ack) => {
                 self.on_command_ack(header, ack.command, ack.result, now)
