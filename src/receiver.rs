@@ -120,7 +120,7 @@ pub async fn run(
             r = link.recv(&mut buf) => {
                 let n = r?;
                 let arrived = Instant::now();
-                let acks_before = session.stats().acks_sent;
+                let acks_before = session.acks_sent();
                 session.handle_bytes(&buf[..n], arrived);
                 // Drain what else is waiting without going back to the runtime.
                 for _ in 0..64 {
@@ -129,7 +129,7 @@ pub async fn run(
                         None => break,
                     }
                 }
-                let acked = session.stats().acks_sent > acks_before;
+                let acked = session.acks_sent() > acks_before;
                 transmit(&mut session, &mut link).await;
                 if acked {
                     status.ack_latency.record(arrived.elapsed());

@@ -125,16 +125,7 @@ fn over_udp_every_log_arrives_whole_and_reads_in_pyulog() {
     for log in all_logs() {
         let (rx, tx) = udp_links();
         let files = run_pair("udp", &log, &rx, &tx, &["--rate", "4000000"]);
-        assert_eq!(files.len(), 1, "{}: {files:?}", log.display());
-        let got = std::fs::read(&files[0]).unwrap();
-        let expected = chunk_log(&std::fs::read(&log).unwrap(), 0).unwrap().stream;
-        assert!(
-            got == expected,
-            "{}: the file differs from the stream",
-            log.display()
-        );
-        check_with_pyulog(&files[0]);
-        remove_log_dir(&files[0]);
+        assert_whole_log(&log, &files);
     }
 }
 
@@ -288,16 +279,7 @@ fn over_a_serial_line_a_log_arrives_whole() {
     );
     for log in logs {
         let files = run_pair("serial", &log, &rx, &tx, &["--rate", "400000"]);
-        assert_eq!(files.len(), 1, "{}: {files:?}", log.display());
-        let got = std::fs::read(&files[0]).unwrap();
-        let expected = chunk_log(&std::fs::read(&log).unwrap(), 0).unwrap().stream;
-        assert!(
-            got == expected,
-            "{}: the file differs from the stream",
-            log.display()
-        );
-        check_with_pyulog(&files[0]);
-        remove_log_dir(&files[0]);
+        assert_whole_log(&log, &files);
     }
 }
 
@@ -455,6 +437,21 @@ fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
     for f in &files {
         check_with_pyulog(f);
     }
+}
+
+/// `files` is one split holding `log`'s stream byte for byte, and pyulog reads it; then its
+/// log directory goes.
+fn assert_whole_log(log: &Path, files: &[PathBuf]) {
+    assert_eq!(files.len(), 1, "{}: {files:?}", log.display());
+    let got = std::fs::read(&files[0]).unwrap();
+    let expected = chunk_log(&std::fs::read(log).unwrap(), 0).unwrap().stream;
+    assert!(
+        got == expected,
+        "{}: the file differs from the stream",
+        log.display()
+    );
+    check_with_pyulog(&files[0]);
+    remove_log_dir(&files[0]);
 }
 
 /// Removes the log directory above a split (splits are read-only, their directory is not).

@@ -310,15 +310,15 @@ fn the_sequence_number_wraps_twice_without_a_loss() {
     assert!(h.logs[0].bytes == stream, "bytes differ after wrapping");
 }
 
-#[test]
-fn a_vehicle_reboot_closes_the_log_and_a_new_one_begins_after_it() {
+/// The synthetic log streamed at 40 KB/s (2 s for the whole log), run until 20 KB of it were
+/// received: something can now happen mid-stream. Returns the stream and the harness.
+fn synthetic_mid_stream() -> (Vec<u8>, Harness) {
     let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
     let log = chunk_log(&file, 0).unwrap();
     let stream = log.stream.clone();
     let mut h = Harness::new(
         log,
         VehicleConfig {
-            // 2 s for the whole log, so the reboot comes mid-stream.
             rate_limit: Some(40_000),
             ..VehicleConfig::default()
         },
@@ -327,6 +327,12 @@ fn a_vehicle_reboot_closes_the_log_and_a_new_one_begins_after_it() {
     h.run_until(Duration::from_secs(30), |h| {
         h.logs.first().is_some_and(|l| l.bytes.len() > 20_000)
     });
+    (stream, h)
+}
+
+#[test]
+fn a_vehicle_reboot_closes_the_log_and_a_new_one_begins_after_it() {
+    let (stream, mut h) = synthetic_mid_stream();
     let now = h.now;
     h.vehicle.reboot(now, Duration::from_secs(8));
     h.run_until(Duration::from_secs(60), |h| h.logs.len() == 2);
@@ -430,20 +436,7 @@ fn a_refused_start_names_the_cause_and_is_retried_slowly() {
 #[test]
 fn a_stream_restarted_at_sequence_0_closes_the_log_and_opens_a_new_one() {
     use mavlink::dialects::common::{COMMAND_LONG_DATA, MavCmd, MavMessage};
-    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
-    let log = chunk_log(&file, 0).unwrap();
-    let stream = log.stream.clone();
-    let mut h = Harness::new(
-        log,
-        VehicleConfig {
-            rate_limit: Some(40_000),
-            ..VehicleConfig::default()
-        },
-        SessionConfig::default(),
-    );
-    h.run_until(Duration::from_secs(30), |h| {
-        h.logs.first().is_some_and(|l| l.bytes.len() > 20_000)
-    });
+    let (stream, mut h) = synthetic_mid_stream();
     // The vehicle restarts its stream to us (as if our STOP and START had crossed an old
     // stream): chunks begin again at 0 with a new header.
     for command in [MavCmd::MAV_CMD_LOGGING_STOP, MavCmd::MAV_CMD_LOGGING_START] {

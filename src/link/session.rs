@@ -40,7 +40,7 @@ use mavlink::dialects::common::{
 use crate::link::assembler::Assembler;
 use crate::link::frames::{FrameDecoder, FrameStats, encode};
 use crate::link::reorder::{Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
-use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, framed};
 use crate::ulog::{Decoder, FileHeader, Message};
 
 /// MAV_COMP_ID_LOG: the component id MAVLink reserves for an onboard logging component.
@@ -340,6 +340,11 @@ impl Session {
             add_reorder_stats(&mut s, &log.reorder.stats());
         }
         s
+    }
+
+    /// LOGGING_ACKs sent so far (what [`stats`](Self::stats) says, without assembling them).
+    pub fn acks_sent(&self) -> u64 {
+        self.stats.acks_sent
     }
 
     /// True while a log is open.
@@ -785,11 +790,8 @@ impl Session {
             self.emit(log, &bytes[..FILE_HEADER_LEN]);
             bytes = &bytes[FILE_HEADER_LEN..];
         }
-        while bytes.len() >= MSG_HEADER_LEN {
-            let size = u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
-            let end = (MSG_HEADER_LEN + size).min(bytes.len());
-            let (message, rest) = bytes.split_at(end);
-            bytes = rest;
+        // The assembler hands out whole messages only.
+        for message in framed(bytes) {
             let timestamp = log
                 .decoder
                 .timestamp_of(Message::parse_framed(message).as_ref());

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::store::files::read_manifest;
 use crate::store::splitter::{SplitPolicy, Splitter};
-use crate::ulog::message::{FILE_HEADER_LEN, MSG_HEADER_LEN, msg_type};
+use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
 
 /// How late (log time) a sample may be logged after the window's end and still be found.
 const LATE_SAMPLES_US: u64 = 2_000_000;
@@ -111,7 +111,7 @@ impl Cutter {
 
     /// Takes a split's bytes; `skip` bytes of preamble are left out (not the first split's).
     fn feed(&mut self, bytes: &[u8], skip: usize) {
-        let mut at = if skip == 0 {
+        let at = if skip == 0 {
             if bytes.len() < FILE_HEADER_LEN {
                 return;
             }
@@ -120,13 +120,7 @@ impl Cutter {
         } else {
             skip
         };
-        while at + MSG_HEADER_LEN <= bytes.len() {
-            let end = at + MSG_HEADER_LEN + u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-            if end > bytes.len() {
-                break;
-            }
-            let message = &bytes[at..end];
-            at = end;
+        for message in framed(bytes.get(at..).unwrap_or(&[])) {
             let is_data = message[2] == msg_type::DATA;
             let timestamp = self.state.observe(message);
             let in_window = timestamp.is_some_and(|t| t >= self.from_us && t <= self.to_us);

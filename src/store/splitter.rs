@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::ulog::Decoder;
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, msg_type,
+    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, framed, msg_type,
 };
 
 /// When a split is full. Both limits may be set; the first reached wins.
@@ -209,16 +209,11 @@ impl Splitter {
             let message = std::mem::take(&mut self.pending);
             self.message(&message, sink);
         }
-        while bytes.len() >= MSG_HEADER_LEN {
-            let end = MSG_HEADER_LEN + u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
-            if end > bytes.len() {
-                break;
-            }
-            let (message, rest) = bytes.split_at(end);
+        let mut messages = framed(bytes);
+        for message in messages.by_ref() {
             self.message(message, sink);
-            bytes = rest;
         }
-        self.pending.extend_from_slice(bytes);
+        self.pending.extend_from_slice(messages.rest());
     }
 
     /// The log ended: the current split is complete.

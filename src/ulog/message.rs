@@ -60,6 +60,37 @@ pub fn min_payload_len(ty: u8) -> Option<usize> {
     })
 }
 
+/// Whole messages (3-byte header, then the payload) back to back in `bytes`, as a framing
+/// layer hands them out. Iteration stops before an incomplete message, which
+/// [`Framed::rest`] then holds.
+pub fn framed(bytes: &[u8]) -> Framed<'_> {
+    Framed { rest: bytes }
+}
+
+/// See [`framed`].
+#[derive(Debug, Clone)]
+pub struct Framed<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Framed<'a> {
+    /// The bytes not handed out: an incomplete last message, or nothing.
+    pub fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+}
+
+impl<'a> Iterator for Framed<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let size = u16::from_le_bytes([*self.rest.first()?, *self.rest.get(1)?]) as usize;
+        let (message, rest) = self.rest.split_at_checked(MSG_HEADER_LEN + size)?;
+        self.rest = rest;
+        Some(message)
+    }
+}
+
 /// The 16-byte file header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileHeader {
