@@ -10,7 +10,7 @@
 //!   message header that cannot be real, discards the partial message and resynchronises on
 //!   the offset the vehicle gave, counting the bytes thrown away.
 
-use crate::ulog::message::{FILE_HEADER_LEN, MSG_HEADER_LEN};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN};
 
 /// `first_message_offset` of a chunk in which no message starts.
 pub const NO_MESSAGE_START: u8 = 255;
@@ -94,6 +94,11 @@ impl Assembler {
             // starts. (During the file header, offset 0 of the first chunk is the header.)
             let completes_at = self.bytes_to_boundary(data);
             if completes_at != Some(s) && !(self.need_file_header && s == 0) {
+                if self.need_file_header {
+                    // The file header is incomplete and cannot be: the log is lost.
+                    self.lose_file_header(data.len());
+                    return;
+                }
                 self.stats.framing_errors += 1;
                 tracing::warn!(
                     expected = ?completes_at,
@@ -194,6 +199,10 @@ impl Assembler {
             self.partial.extend_from_slice(&data[..take]);
             data = &data[take..];
             if self.partial.len() == total {
+                if self.need_file_header && self.partial[..FILE_MAGIC.len()] != FILE_MAGIC {
+                    self.lose_file_header(data.len());
+                    return;
+                }
                 out.extend_from_slice(&self.partial);
                 self.stats.bytes_out += total as u64;
                 if self.need_file_header {
@@ -204,6 +213,17 @@ impl Assembler {
                 self.partial.clear();
             }
         }
+    }
+
+    /// The file header cannot be completed (a framing error inside it, or no magic): nothing
+    /// of this log can make a valid file, so everything is discarded from here on (the session
+    /// restarts the stream). `unread` bytes of the chunk in hand go too.
+    fn lose_file_header(&mut self, unread: usize) {
+        self.stats.framing_errors += 1;
+        tracing::warn!("the log's file header is broken; discarding the log");
+        self.stats.discarded_bytes += (self.partial.len() + unread) as u64;
+        self.partial.clear();
+        self.synced = false;
     }
 
     fn lose_sync(&mut self) {
