@@ -7,11 +7,13 @@
 //! - [`summary`]: what a whole log holds (the `info` command), built from the engine.
 //! - [`synth`]: a deterministic synthetic flight log, for tests and the demo.
 //! - [`link`]: the log-streaming session over MAVLink and a simulated PX4 (sans-IO).
-//! - [`publish`]: samples as JSON for the live socket (sans-IO; the socket is to come).
+//! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
+//!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
 //! - [`transport`], [`receiver`], [`simulator`]: the tokio shell (links, the daemon's loop
-//!   and log files, the simulated vehicle's loop).
+//!   and log files, the simulated vehicle's loop); [`latency`]: a latency histogram.
 
+pub mod latency;
 pub mod link;
 pub mod publish;
 pub mod receiver;

@@ -10,6 +10,10 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use mavlink::dialects::common::MavResult;
 use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
+use ulog_recv::publish::client::{self, Endpoint, TailOptions};
+use ulog_recv::publish::server::{
+    PublishConfig, PublishFeed, PublishServer, ServeError, default_socket_path,
+};
 use ulog_recv::receiver::{Notice, ReceiverOptions, Status};
 use ulog_recv::simulator::SimOptions;
 use ulog_recv::store::{SplitPolicy, StoreOptions};
@@ -86,6 +90,59 @@ struct ReceiveArgs {
     target_system: Option<u8>,
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    publish: PublishArgs,
+}
+
+/// Where the decoded topics are published live.
+#[derive(Args, Debug, Clone)]
+struct PublishArgs {
+    /// The live socket (Unix) [default: ulog-recv.sock in $RUNTIME_DIRECTORY, else in
+    /// $XDG_RUNTIME_DIR, else in /run/ulog-recv/].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Publish on no Unix socket.
+    #[arg(long, conflicts_with = "socket")]
+    no_socket: bool,
+    /// Also publish on this TCP address (for containers), e.g. 127.0.0.1:14600.
+    #[arg(long, value_name = "ADDR")]
+    publish_tcp: Option<SocketAddr>,
+    /// Bytes a client may fall behind before its oldest lines are dropped (K, M, G).
+    #[arg(long, value_parser = parse_size, default_value = "4M")]
+    client_queue: u64,
+}
+
+impl PublishArgs {
+    /// Starts the live socket's server. A socket given on the command line must work; the
+    /// default one may fail (e.g. no /run/ulog-recv for an ordinary user): the daemon then
+    /// logs without it, and says so.
+    fn start(&self) -> anyhow::Result<Option<(PublishFeed, PublishServer)>> {
+        let unix = match (&self.socket, self.no_socket) {
+            (_, true) => None,
+            (Some(p), _) => Some(p.clone()),
+            (None, false) => Some(default_socket_path()),
+        };
+        let config = |unix| PublishConfig {
+            unix,
+            tcp: self.publish_tcp,
+            client_queue_bytes: self.client_queue as usize,
+            ..PublishConfig::default()
+        };
+        match PublishServer::start(config(unix.clone())) {
+            Ok(started) => Ok(Some(started)),
+            Err(e @ (ServeError::Directory { .. } | ServeError::Bind { .. }))
+                if self.socket.is_none() && unix.is_some() =>
+            {
+                tracing::warn!("no live socket: {e}; give --socket PATH to publish");
+                eprintln!("ulog-recv: no live socket ({e}); give --socket PATH to publish");
+                if self.publish_tcp.is_none() {
+                    return Ok(None);
+                }
+                Ok(Some(PublishServer::start(config(None))?))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// How logs are stored.
@@ -199,6 +256,28 @@ impl ImpairmentArgs {
     }
 }
 
+/// Which daemon a client follows.
+#[derive(Args, Debug, Clone)]
+struct EndpointArgs {
+    /// The daemon's socket [default: $ULOG_RECV_SOCKET, else the first of the daemon's
+    /// default places that exists].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Connect over TCP instead (a daemon run with --publish-tcp).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "socket")]
+    tcp: Option<String>,
+}
+
+impl EndpointArgs {
+    fn endpoint(&self) -> Option<Endpoint> {
+        match (&self.socket, &self.tcp) {
+            (Some(p), _) => Some(Endpoint::Unix(p.clone())),
+            (None, Some(a)) => Some(Endpoint::Tcp(a.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Summarise a .ulg file: header, info, parameters, topics, dropouts, logged messages.
@@ -254,6 +333,34 @@ enum Command {
         to: f64,
         #[arg(short, long)]
         output: PathBuf,
+    },
+    /// Follow the vehicle's topics live from a running daemon: one sample per line, aligned,
+    /// with a status line (rate, loss) on stderr.
+    Tail {
+        /// Topic patterns (`*` any run of characters, `?` one) [default: all topics].
+        patterns: Vec<String>,
+        /// Only these fields (comma-separated; `q`, `q[0]`, `esc[1].esc_rpm`).
+        #[arg(long, value_delimiter = ',')]
+        fields: Vec<String>,
+        /// The daemon's JSON lines instead of text (for scripts).
+        #[arg(long)]
+        json: bool,
+        /// At most this many samples per second of each topic.
+        #[arg(long, value_name = "HZ")]
+        rate: Option<f64>,
+        /// Exit after this many samples.
+        #[arg(short = 'n', long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        endpoint: EndpointArgs,
+    },
+    /// List the topics a running daemon has now.
+    Topics {
+        /// The daemon's `topics` line (JSON) instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        endpoint: EndpointArgs,
     },
     /// A simulated vehicle and the receiver in one process, over loopback UDP: see logs
     /// arrive without a drone.
@@ -341,6 +448,36 @@ fn main() -> anyhow::Result<()> {
             };
             runtime()?.block_on(sim(bytes, spec, config, once, max_write))
         }
+        Some(Command::Tail {
+            patterns,
+            fields,
+            json,
+            rate,
+            count,
+            endpoint,
+        }) => {
+            let options = TailOptions {
+                patterns,
+                fields,
+                json,
+                max_rate_hz: rate,
+                count,
+            };
+            runtime()?.block_on(async {
+                let conn = client::connect(endpoint.endpoint()).await?;
+                let mut out = std::io::stdout().lock();
+                tokio::select! {
+                    r = client::run_tail(conn, &options, &mut out) => r?,
+                    _ = shutdown_signal() => {}
+                }
+                anyhow::Ok(())
+            })
+        }
+        Some(Command::Topics { json, endpoint }) => runtime()?.block_on(async {
+            let conn = client::connect(endpoint.endpoint()).await?;
+            client::run_topics(conn, json, &mut std::io::stdout().lock()).await?;
+            anyhow::Ok(())
+        }),
         Some(Command::Demo {
             log_dir,
             duration,
@@ -396,11 +533,17 @@ async fn shutdown_signal() {
 
 async fn receive(spec: LinkSpec, args: ReceiveArgs) -> anyhow::Result<()> {
     let link = Link::open(&spec).await?;
-    eprintln!("ulog-recv: {spec}, logs into {}", args.log_dir.display());
+    let (feed, server) = args.publish.start()?.unzip();
+    eprintln!(
+        "ulog-recv: {spec}, logs into {}{}",
+        args.log_dir.display(),
+        publishing_note(server.as_ref())
+    );
     let options = ReceiverOptions {
         store: args.store.options(args.log_dir.clone()),
         session: args.session(),
         status_interval: Duration::from_secs(10),
+        publish: feed,
     };
     let status =
         ulog_recv::receiver::run(link, options, shutdown_signal(), roll_on_sighup(), |n| {
@@ -414,9 +557,27 @@ async fn receive(spec: LinkSpec, args: ReceiveArgs) -> anyhow::Result<()> {
             }
         })
         .await
-        .with_context(|| format!("link {spec} failed"))?;
-    print_status(&status);
+        .with_context(|| format!("link {spec} failed"));
+    if let Some(server) = server {
+        server.join();
+    }
+    print_status(&status?);
     Ok(())
+}
+
+/// ", live topics on PATH" for the start-up line.
+fn publishing_note(server: Option<&PublishServer>) -> String {
+    let Some(server) = server else {
+        return String::new();
+    };
+    let mut places = Vec::new();
+    if let Some(p) = server.unix_path() {
+        places.push(p.display().to_string());
+    }
+    if let Some(a) = server.tcp_addr() {
+        places.push(format!("tcp:{a}"));
+    }
+    format!(", live topics on {}", places.join(" and "))
 }
 
 fn synthetic_flight(duration_s: u32) -> Vec<u8> {
@@ -520,6 +681,16 @@ async fn demo(
     };
     let mut policy = SplitPolicy::unlimited();
     policy.max_duration_us = Some(20_000_000);
+    // The demo publishes too: `ulog-recv tail` in another terminal follows it.
+    let socket = std::env::temp_dir().join(format!("ulog-recv-demo-{}.sock", std::process::id()));
+    let (feed, server) = PublishServer::start(PublishConfig {
+        unix: Some(socket.clone()),
+        ..PublishConfig::default()
+    })?;
+    println!(
+        "  follow it live in another terminal: ulog-recv tail --socket {} 'vehicle_*'",
+        socket.display()
+    );
     let options = ReceiverOptions {
         store: StoreOptions {
             policy,
@@ -527,6 +698,7 @@ async fn demo(
         },
         session: SessionConfig::default(),
         status_interval: Duration::from_secs(1),
+        publish: Some(feed),
     };
     let receiver = ulog_recv::receiver::run(
         receiver_link,
@@ -555,6 +727,7 @@ async fn demo(
         },
     );
     let (vehicle, status) = tokio::join!(vehicle, receiver);
+    server.join();
     let vehicle = vehicle?;
     let status = status?;
     print_status(&status);

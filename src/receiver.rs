@@ -1,24 +1,30 @@
 //! The receiving daemon's shell (tokio): moves bytes between a [`Link`] and the sans-IO
 //! [`Session`], runs its timers, hands each log to the [`LogStore`] (a session directory of
 //! rolling splits) on a thread of its own, rolls it on request, and measures the ack latency
-//! (from a datagram's arrival to its ack's send).
+//! (from a datagram's arrival to its ack's send). When publishing, the log bytes and events
+//! also go to the live socket's thread through a [`PublishFeed`], once per loop turn.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::latency::LatencyHistogram;
 use crate::link::{Event, Session, SessionConfig, SessionStats};
+use crate::publish::server::PublishFeed;
 use crate::store::{LogStore, StoreOptions};
 use crate::transport::Link;
 
 /// How the receiver runs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReceiverOptions {
     pub store: StoreOptions,
     pub session: SessionConfig,
     /// How often [`Notice::Status`] is reported (and files flushed to the OS).
     pub status_interval: Duration,
+    /// Where to publish the log live (the live socket's server), if anywhere. It is
+    /// dropped when the receiver returns, which stops the server.
+    pub publish: Option<PublishFeed>,
 }
 
 /// What the receiver reports to its caller, as it happens.
@@ -36,57 +42,12 @@ pub enum Notice<'a> {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {
     pub session: SessionStats,
-    pub ack_latency: AckLatency,
+    /// From a datagram's arrival to the send of the ack it caused.
+    pub ack_latency: LatencyHistogram,
     /// Bytes that could not be written (disk full, I/O error).
     pub write_errors: u64,
     /// The log session directories of the run.
     pub sessions: Vec<PathBuf>,
-}
-
-/// Time from a datagram's arrival to the send of the ack it caused, in microseconds, as a
-/// histogram with 1 µs buckets up to 65 ms.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct AckLatency {
-    #[serde(skip)]
-    buckets: Vec<u32>,
-    pub count: u64,
-    pub max_us: u64,
-}
-
-impl Default for AckLatency {
-    fn default() -> Self {
-        Self {
-            buckets: vec![0; 1 << 16],
-            count: 0,
-            max_us: 0,
-        }
-    }
-}
-
-impl AckLatency {
-    pub fn record(&mut self, d: Duration) {
-        let us = d.as_micros().min(u64::MAX as u128) as u64;
-        let i = (us as usize).min(self.buckets.len() - 1);
-        self.buckets[i] += 1;
-        self.count += 1;
-        self.max_us = self.max_us.max(us);
-    }
-
-    /// The `q` quantile (0..=1) in microseconds; `None` before any ack.
-    pub fn quantile_us(&self, q: f64) -> Option<u64> {
-        if self.count == 0 {
-            return None;
-        }
-        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
-        let mut seen = 0u64;
-        for (us, &n) in self.buckets.iter().enumerate() {
-            seen += n as u64;
-            if seen >= rank {
-                return Some(us as u64);
-            }
-        }
-        Some(self.max_us)
-    }
 }
 
 /// Runs the receiver on `link` until `shutdown` completes; then STOP goes to the vehicle and
@@ -108,8 +69,13 @@ pub async fn run(
     hand_over.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Log bytes gathered for the store thread (one hand-over per batch, not per datagram).
     let mut batch = bytes::BytesMut::new();
+    let mut publish = options.publish;
+    let mut publish_tick = tokio::time::interval(PUBLISH_STATS_INTERVAL);
+    publish_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     loop {
+        // When the first datagram of this loop turn arrived (what log bytes are timed from).
+        let mut turn_arrived = None;
         let wake = session
             .poll_timeout()
             .map(tokio::time::Instant::from_std)
@@ -122,6 +88,7 @@ pub async fn run(
                 let arrived = Instant::now();
                 let acks_before = session.acks_sent();
                 session.handle_bytes(&buf[..n], arrived);
+                turn_arrived = Some(arrived);
                 // Drain what else is waiting without going back to the runtime.
                 for _ in 0..64 {
                     match link.try_recv(&mut buf) {
@@ -149,13 +116,39 @@ pub async fn run(
                 status.session = session.stats();
                 notify(Notice::Status(&status));
             }
+            _ = publish_tick.tick(), if publish.is_some() => {
+                if let Some(p) = publish.as_mut() {
+                    p.stats(session.stats());
+                }
+            }
         }
-        handle_events(&mut session, &store, &mut batch, &mut notify);
+        let arrived = turn_arrived.unwrap_or_else(Instant::now);
+        handle_events(
+            &mut session,
+            &store,
+            &mut batch,
+            publish.as_mut(),
+            arrived,
+            &mut notify,
+        );
+        if let Some(p) = publish.as_mut() {
+            p.flush();
+        }
         store.reports(&mut status, &mut notify);
     }
     session.shutdown(Instant::now());
     transmit(&mut session, &mut link).await;
-    handle_events(&mut session, &store, &mut batch, &mut notify);
+    handle_events(
+        &mut session,
+        &store,
+        &mut batch,
+        publish.as_mut(),
+        Instant::now(),
+        &mut notify,
+    );
+    if let Some(mut p) = publish.take() {
+        p.stats(session.stats());
+    }
     store.hand_over(&mut batch);
     store.finish(&mut status, &mut notify);
     status.session = session.stats();
@@ -173,15 +166,26 @@ const HAND_OVER_INTERVAL: Duration = Duration::from_millis(50);
 /// ... or until this many have gathered.
 const HAND_OVER_BYTES: usize = 256 << 10;
 
-/// Hands the session's log events to the store thread (log bytes in batches); reports the
-/// others.
+/// How often the live socket's clients get the session's counters.
+const PUBLISH_STATS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Hands the session's log events to the store thread (log bytes in batches) and to the
+/// live socket (log bytes taken as arrived at `arrived`); reports them all.
 fn handle_events(
     session: &mut Session,
     store: &StoreThread,
     batch: &mut bytes::BytesMut,
+    mut publish: Option<&mut PublishFeed>,
+    arrived: Instant,
     notify: &mut impl FnMut(Notice<'_>),
 ) {
     while let Some(event) = session.poll_event() {
+        if let Some(p) = publish.as_deref_mut() {
+            match &event {
+                Event::LogBytes(bytes) => p.log_bytes(bytes, arrived),
+                other => p.event(other),
+            }
+        }
         match &event {
             Event::LogOpened { .. } => {
                 store.hand_over(batch);

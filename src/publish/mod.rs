@@ -1,8 +1,21 @@
-//! Live publication of the decoded log (issue 5, in progress): samples rendered as JSON
-//! ([`sample_json`]) and topic patterns ([`glob`]). The socket, the protocol and
-//! `ulog-recv tail` are still to come.
+//! Live publication of the decoded log on a local socket (issue 5).
+//!
+//! - [`sample_json`]: samples as JSON objects; [`glob`]: topic patterns.
+//! - [`protocol`]: the newline-delimited JSON protocol (requests, line framing, version).
+//! - [`publisher`]: the sans-IO core: log bytes, session events and requests in, per-client
+//!   lines out.
+//! - [`outbox`]: each client's bounded queue (oldest lines dropped, then `lagged`).
+//! - [`server`]: the tokio shell on its own thread (Unix and TCP listeners, client tasks).
+//! - [`client`]: `ulog-recv tail` and `ulog-recv topics`.
 
+pub mod client;
 pub mod glob;
+pub mod outbox;
+pub mod protocol;
+pub mod publisher;
 pub mod sample_json;
+pub mod server;
 
+pub use outbox::Outbox;
+pub use publisher::{ClientId, Publisher, ServerStats};
 pub use sample_json::JsonShape;

@@ -1,0 +1,605 @@
+//! The publisher (sans-IO): turns the received log and the session's events into the lines
+//! each live-socket client gets.
+//!
+//! In: the log's bytes as the session hands them out (whole messages, the file header first),
+//! the session's events, its counters once a second, and the clients' requests. Out:
+//! `(client, line)` pairs from [`Publisher::poll_transmit`]. It never touches a socket; the
+//! shell ([`crate::publish::server`]) moves the lines into each client's
+//! [`Outbox`](crate::publish::Outbox).
+//!
+//! A sample is rendered once, and only if some client wants it; every client that wants it
+//! gets the same bytes.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde_json::{Value as Json, json};
+
+use crate::link::{CloseReason, Event, SessionStats};
+use crate::publish::JsonShape;
+use crate::publish::glob;
+use crate::publish::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
+use crate::ulog::message::{FILE_HEADER_LEN, Message, framed};
+use crate::ulog::{Decoder, FileHeader, InfoValue};
+
+/// A connected client, as the publisher knows it.
+pub type ClientId = u64;
+
+/// Most clients at once; more are turned away with an error line.
+pub const MAX_CLIENTS: usize = 64;
+
+/// What the shell measured, reported in the `stats` line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Arrival of a datagram to its data lines written to a client's socket, p50 and p99 in
+    /// microseconds, over the whole run.
+    pub latency_p50_us: Option<u64>,
+    pub latency_p99_us: Option<u64>,
+    /// Lines dropped from slow clients' queues, all clients together, over the whole run.
+    pub lagged_lines: u64,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Publisher {
+    server: String,
+    clients: BTreeMap<ClientId, Client>,
+    next_client: ClientId,
+    vehicle: Option<(u8, u8)>,
+    log: Option<LogState>,
+    out: VecDeque<(ClientId, Bytes, Option<Instant>)>,
+    /// The catalogue changed since it was last sent.
+    catalogue_dirty: bool,
+    /// Counters at the previous `stats` line.
+    last_stats: Option<(Instant, SessionStats)>,
+    /// Samples the shell could not hand over (it was overloaded), in all.
+    skipped_samples: u64,
+}
+
+/// The open log.
+#[derive(Debug)]
+struct LogState {
+    number: u32,
+    /// File header bytes so far (the first 16 bytes of the log).
+    header: Vec<u8>,
+    start_us: Option<u64>,
+    /// An incomplete message (never expected: the session hands out whole messages).
+    carry: Vec<u8>,
+    decoder: Decoder,
+    /// By message id.
+    topics: Vec<Option<Topic>>,
+    /// Past the definitions: 'P' messages are changes from here on.
+    in_data: bool,
+}
+
+/// A subscribed topic instance, with what its lines need.
+#[derive(Debug)]
+struct Topic {
+    name: String,
+    multi_id: u8,
+    /// `{"type":"data","topic":"NAME","multi_id":N,"timestamp":`
+    prefix: Vec<u8>,
+    shape: JsonShape,
+    /// Its catalogue entry.
+    entry: Json,
+}
+
+#[derive(Debug, Default)]
+struct Client {
+    patterns: Vec<String>,
+    /// Decimation period in microseconds of log time.
+    period_us: Option<u64>,
+    /// By message id: 0 not decided yet, 1 wanted, 2 not wanted.
+    wants: Vec<u8>,
+    /// By message id: the log time from which the next sample may go (with a period); `None`
+    /// before the first.
+    next_due: Vec<Option<u64>>,
+}
+
+impl Client {
+    fn wants(&mut self, msg_id: u16, name: &str) -> bool {
+        let i = msg_id as usize;
+        if self.wants.len() <= i {
+            self.wants.resize(i + 1, 0);
+        }
+        if self.wants[i] == 0 {
+            let yes = self.patterns.iter().any(|p| glob::matches(p, name));
+            self.wants[i] = if yes { 1 } else { 2 };
+        }
+        self.wants[i] == 1
+    }
+
+    /// True when a sample at log time `t` passes the decimation.
+    fn due(&mut self, msg_id: u16, t: u64) -> bool {
+        let Some(period) = self.period_us else {
+            return true;
+        };
+        let i = msg_id as usize;
+        if self.next_due.len() <= i {
+            self.next_due.resize(i + 1, None);
+        }
+        self.next_due[i] = match self.next_due[i] {
+            Some(due) if t < due => return false,
+            // Keep to the grid while samples come on time, so jitter does not lower the rate.
+            Some(due) if t - due < period => Some(due + period),
+            _ => Some(t + period),
+        };
+        true
+    }
+
+    fn forget_topics(&mut self) {
+        self.wants.clear();
+        self.next_due.clear();
+    }
+}
+
+fn close_reason(reason: CloseReason) -> &'static str {
+    match reason {
+        CloseReason::Stalled => "stalled",
+        CloseReason::VehicleLost => "vehicle_lost",
+        CloseReason::NewLog => "new_log",
+        CloseReason::Shutdown => "shutdown",
+    }
+}
+
+fn info_json(v: InfoValue<'_>) -> Json {
+    match v {
+        InfoValue::Str(s) => json!(s),
+        InfoValue::Int(i) => json!(i),
+        InfoValue::UInt(u) => json!(u),
+        InfoValue::Float(f) => serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number),
+        InfoValue::Bytes(b) => json!(b),
+    }
+}
+
+fn line(value: &Json) -> Bytes {
+    let mut v = serde_json::to_vec(value).expect("a JSON value serialises");
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+impl Publisher {
+    /// `server` names the server in the `hello` line (e.g. `ulog-recv 0.1.0`).
+    pub fn new(server: impl Into<String>) -> Self {
+        Self {
+            server: server.into(),
+            clients: BTreeMap::new(),
+            next_client: 1,
+            vehicle: None,
+            log: None,
+            out: VecDeque::new(),
+            catalogue_dirty: false,
+            last_stats: None,
+            skipped_samples: 0,
+        }
+    }
+
+    /// A client connected: it gets `hello` and the catalogue. `None` when
+    /// [`MAX_CLIENTS`] are connected already (the shell says so and closes).
+    pub fn connect(&mut self) -> Option<ClientId> {
+        if self.clients.len() >= MAX_CLIENTS {
+            return None;
+        }
+        let id = self.next_client;
+        self.next_client += 1;
+        self.clients.insert(id, Client::default());
+        let log = self.log.as_ref().map(|l| {
+            json!({
+                "number": l.number,
+                "start_us": l.start_us,
+                "time_us": l.decoder.last_timestamp(),
+            })
+        });
+        let hello = json!({
+            "type": "hello",
+            "protocol": PROTOCOL_VERSION,
+            "server": self.server,
+            "vehicle": self.vehicle_json(),
+            "log": log,
+        });
+        self.out.push_back((id, line(&hello), None));
+        let catalogue = self.catalogue();
+        self.out.push_back((id, catalogue, None));
+        Some(id)
+    }
+
+    /// The client is gone; its state is freed.
+    pub fn disconnect(&mut self, id: ClientId) {
+        self.clients.remove(&id);
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// A line from client `id` (see [`crate::publish::protocol::LineReader`]).
+    pub fn handle_request(&mut self, id: ClientId, request: Line<'_>) {
+        let parsed = match request {
+            Line::Text(text) => Request::parse(text),
+            Line::TooLong => Err(RequestError::TooLong),
+        };
+        let reply = match parsed {
+            Ok(Request::Subscribe {
+                patterns,
+                max_rate_hz,
+            }) => {
+                let matching = self.matching(&patterns);
+                let Some(client) = self.clients.get_mut(&id) else {
+                    return;
+                };
+                client.period_us = max_rate_hz.map(|hz| ((1e6 / hz).round() as u64).max(1));
+                client.patterns = patterns;
+                client.forget_topics();
+                json!({
+                    "type": "subscribed",
+                    "patterns": client.patterns,
+                    "max_rate_hz": max_rate_hz,
+                    "topics": matching,
+                })
+            }
+            Err(e) => json!({"type": "error", "message": e.to_string()}),
+        };
+        if self.clients.contains_key(&id) {
+            self.out.push_back((id, line(&reply), None));
+        }
+    }
+
+    /// Names of the current topics that `patterns` match, sorted, each once.
+    fn matching(&self, patterns: &[String]) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .topics()
+            .filter(|t| patterns.iter().any(|p| glob::matches(p, &t.name)))
+            .map(|t| t.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn topics(&self) -> impl Iterator<Item = &Topic> {
+        self.log.iter().flat_map(|l| l.topics.iter().flatten())
+    }
+
+    fn vehicle_json(&self) -> Json {
+        match self.vehicle {
+            Some((sysid, compid)) => json!({"sysid": sysid, "compid": compid}),
+            None => Json::Null,
+        }
+    }
+
+    /// The `topics` line: every topic instance of the open log, sorted by name and instance.
+    fn catalogue(&self) -> Bytes {
+        let mut topics: Vec<&Topic> = self.topics().collect();
+        topics.sort_by(|a, b| (&a.name, a.multi_id).cmp(&(&b.name, b.multi_id)));
+        let entries: Vec<&Json> = topics.iter().map(|t| &t.entry).collect();
+        line(&json!({
+            "type": "topics",
+            "log": self.log.as_ref().map(|l| l.number),
+            "topics": entries,
+        }))
+    }
+
+    fn broadcast(&mut self, line: Bytes) {
+        for &id in self.clients.keys() {
+            self.out.push_back((id, line.clone(), None));
+        }
+    }
+
+    /// One of the session's events. [`Event::LogBytes`] is taken as arriving at `now`.
+    pub fn handle_event(&mut self, event: &Event, now: Instant) {
+        let message = match event {
+            Event::VehicleFound {
+                system_id,
+                component_id,
+            } => {
+                self.vehicle = Some((*system_id, *component_id));
+                json!({"type": "session", "event": "vehicle_found", "vehicle": self.vehicle_json()})
+            }
+            Event::VehicleLost => {
+                json!({"type": "session", "event": "vehicle_lost", "vehicle": self.vehicle_json()})
+            }
+            Event::StartRefused { hint, .. } => {
+                json!({"type": "session", "event": "start_refused", "reason": hint})
+            }
+            Event::LogOpened { number } => {
+                self.log = Some(LogState {
+                    number: *number,
+                    header: Vec::with_capacity(FILE_HEADER_LEN),
+                    start_us: None,
+                    carry: Vec::new(),
+                    decoder: Decoder::new(),
+                    topics: Vec::new(),
+                    in_data: false,
+                });
+                for c in self.clients.values_mut() {
+                    c.forget_topics();
+                }
+                self.catalogue_dirty = true;
+                json!({"type": "session", "event": "start", "log": number, "vehicle": self.vehicle_json()})
+            }
+            Event::LogBytes(bytes) => return self.handle_log_bytes(bytes, now),
+            Event::LogClosed {
+                number,
+                reason,
+                bytes,
+            } => {
+                self.log = None;
+                self.catalogue_dirty = true;
+                json!({"type": "session", "event": "end", "log": number,
+                       "reason": close_reason(*reason), "bytes": bytes})
+            }
+            Event::StreamStarted | Event::StartRejected { .. } | Event::Dropout { .. } => return,
+        };
+        self.broadcast(line(&message));
+    }
+
+    /// The next bytes of the open log (whole messages), which arrived at `arrived`.
+    pub fn handle_log_bytes(&mut self, mut bytes: &[u8], arrived: Instant) {
+        let Some(log) = self.log.as_mut() else {
+            return;
+        };
+        if log.header.len() < FILE_HEADER_LEN {
+            let take = (FILE_HEADER_LEN - log.header.len()).min(bytes.len());
+            log.header.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if let Ok(h) = <&[u8; FILE_HEADER_LEN]>::try_from(log.header.as_slice()) {
+                log.start_us = FileHeader::parse(h).map(|h| h.timestamp);
+                if let Some(h) = FileHeader::parse(h) {
+                    let _ = log.decoder.handle(&Message::Header(h));
+                }
+            }
+        }
+        if log.carry.is_empty() {
+            let mut messages = framed(bytes);
+            for m in messages.by_ref() {
+                self.message(m, arrived);
+            }
+            let rest = messages.rest();
+            if let Some(log) = self.log.as_mut() {
+                log.carry.extend_from_slice(rest);
+            }
+        } else {
+            let mut carry = std::mem::take(&mut log.carry);
+            carry.extend_from_slice(bytes);
+            let mut messages = framed(&carry);
+            for m in messages.by_ref() {
+                self.message(m, arrived);
+            }
+            let rest = messages.rest().to_vec();
+            if let Some(log) = self.log.as_mut() {
+                log.carry = rest;
+            }
+        }
+    }
+
+    /// The shell could not hand over `samples` data messages (it was overloaded); every
+    /// client is told.
+    pub fn handle_skipped(&mut self, samples: u64) {
+        self.skipped_samples += samples;
+        self.broadcast(line(
+            &json!({"type": "lagged", "dropped": samples, "cause": "server_busy"}),
+        ));
+    }
+
+    /// The session's counters, once a second: a `stats` line to every client (after the
+    /// catalogue, if it changed).
+    pub fn handle_stats(&mut self, stats: &SessionStats, server: ServerStats, now: Instant) {
+        if std::mem::take(&mut self.catalogue_dirty) {
+            let catalogue = self.catalogue();
+            self.broadcast(catalogue);
+        }
+        let (rate, chunk_rate, loss) = match &self.last_stats {
+            Some((then, prev)) => {
+                let dt = now.duration_since(*then).as_secs_f64().max(1e-3);
+                let chunks = stats.chunks.saturating_sub(prev.chunks);
+                let lost = stats.lost_chunks.saturating_sub(prev.lost_chunks);
+                let loss = if chunks + lost > 0 {
+                    100.0 * lost as f64 / (chunks + lost) as f64
+                } else {
+                    0.0
+                };
+                (
+                    stats.log_bytes.saturating_sub(prev.log_bytes) as f64 / dt,
+                    chunks as f64 / dt,
+                    loss,
+                )
+            }
+            None => (0.0, 0.0, 0.0),
+        };
+        self.last_stats = Some((now, *stats));
+        let message = json!({
+            "type": "stats",
+            "vehicle": self.vehicle_json(),
+            "log": self.log.as_ref().map(|l| l.number),
+            "log_bytes_per_s": rate.round(),
+            "chunks_per_s": chunk_rate.round(),
+            "loss_percent": (loss * 100.0).round() / 100.0,
+            "log_bytes": stats.log_bytes,
+            "chunks": stats.chunks,
+            "lost": stats.lost_chunks,
+            "duplicates": stats.duplicates,
+            "reordered": stats.reordered,
+            "acks": stats.acks_sent,
+            "dropouts": stats.dropouts,
+            "clients": self.clients.len(),
+            "lagged_lines": server.lagged_lines,
+            "skipped_samples": self.skipped_samples,
+            "latency_us": {"p50": server.latency_p50_us, "p99": server.latency_p99_us},
+        });
+        self.broadcast(line(&message));
+    }
+
+    /// The next line to send: `(client, line, arrival of the data it carries)`.
+    pub fn poll_transmit(&mut self) -> Option<(ClientId, Bytes, Option<Instant>)> {
+        self.out.pop_front()
+    }
+
+    /// One whole message of the open log.
+    fn message(&mut self, bytes: &[u8], arrived: Instant) {
+        let Some(log) = self.log.as_mut() else {
+            return;
+        };
+        let Some(message) = Message::parse_framed(bytes) else {
+            return;
+        };
+        let control = match message {
+            Message::Data { msg_id, .. } => {
+                log.in_data = true;
+                Self::sample(
+                    log,
+                    &mut self.clients,
+                    &mut self.out,
+                    &message,
+                    msg_id,
+                    arrived,
+                );
+                return;
+            }
+            Message::AddLogged { msg_id, .. } => {
+                log.in_data = true;
+                if log.decoder.handle(&message).is_ok() {
+                    log.define_topic(msg_id);
+                    for c in self.clients.values_mut() {
+                        if let Some(w) = c.wants.get_mut(msg_id as usize) {
+                            *w = 0;
+                        }
+                    }
+                    self.catalogue_dirty = true;
+                }
+                return;
+            }
+            Message::RemoveLogged { msg_id } => {
+                let _ = log.decoder.handle(&message);
+                if let Some(slot) = log.topics.get_mut(msg_id as usize) {
+                    *slot = None;
+                    self.catalogue_dirty = true;
+                }
+                return;
+            }
+            Message::Logging {
+                level,
+                timestamp,
+                text,
+            } => {
+                log.in_data = true;
+                json!({"type": "log", "level": level_name(level), "timestamp": timestamp,
+                       "text": String::from_utf8_lossy(text)})
+            }
+            Message::LoggingTagged {
+                level,
+                tag,
+                timestamp,
+                text,
+            } => {
+                log.in_data = true;
+                json!({"type": "log", "level": level_name(level), "tag": tag,
+                       "timestamp": timestamp, "text": String::from_utf8_lossy(text)})
+            }
+            Message::Parameter(kv) if log.in_data => {
+                json!({"type": "param", "name": kv.name, "value": info_json(kv.value()),
+                       "timestamp": log.decoder.last_timestamp()})
+            }
+            Message::Dropout { duration_ms } => {
+                json!({"type": "dropout", "duration_ms": duration_ms,
+                       "timestamp": log.decoder.last_timestamp()})
+            }
+            other => {
+                // Formats and the rest: the decoder keeps what it needs.
+                let _ = log.decoder.handle(&other);
+                return;
+            }
+        };
+        self.broadcast(line(&control));
+    }
+
+    /// A data message: rendered once if any client wants it, queued for each that does.
+    fn sample(
+        log: &mut LogState,
+        clients: &mut BTreeMap<ClientId, Client>,
+        out: &mut VecDeque<(ClientId, Bytes, Option<Instant>)>,
+        message: &Message<'_>,
+        msg_id: u16,
+        arrived: Instant,
+    ) {
+        let LogState {
+            decoder, topics, ..
+        } = log;
+        let Ok(Some(sample)) = decoder.handle(message) else {
+            return;
+        };
+        let Some(Some(topic)) = topics.get(msg_id as usize) else {
+            return;
+        };
+        let log_time = sample.timestamp.unwrap_or(0);
+        let mut rendered: Option<Bytes> = None;
+        for (&id, client) in clients.iter_mut() {
+            if !client.wants(msg_id, &topic.name) || !client.due(msg_id, log_time) {
+                continue;
+            }
+            let line = rendered.get_or_insert_with(|| {
+                let mut buf = Vec::with_capacity(topic.prefix.len() + 16 + sample.data.len() * 8);
+                buf.extend_from_slice(&topic.prefix);
+                match sample.timestamp {
+                    Some(t) => buf.extend_from_slice(itoa::Buffer::new().format(t).as_bytes()),
+                    None => buf.extend_from_slice(b"null"),
+                }
+                buf.extend_from_slice(b",\"fields\":");
+                topic.shape.write(&sample, &mut buf);
+                buf.extend_from_slice(b"}\n");
+                Bytes::from(buf)
+            });
+            out.push_back((id, line.clone(), Some(arrived)));
+        }
+    }
+}
+
+impl LogState {
+    /// Builds the topic of `msg_id` from its (just added) subscription.
+    fn define_topic(&mut self, msg_id: u16) {
+        let Some(sub) = self.decoder.subscription(msg_id) else {
+            return;
+        };
+        let name = sub.name().to_owned();
+        let mut prefix = br#"{"type":"data","topic":"#.to_vec();
+        serde_json::to_writer(&mut prefix, &name).expect("writing to a Vec");
+        prefix
+            .extend_from_slice(format!(",\"multi_id\":{},\"timestamp\":", sub.multi_id).as_bytes());
+        let fields: Vec<Json> = self
+            .decoder
+            .formats()
+            .get(&name)
+            .map(|f| {
+                f.fields
+                    .iter()
+                    .filter(|f| !f.is_padding())
+                    .map(|f| {
+                        let ty = match f.array_len {
+                            Some(n) => format!("{}[{n}]", f.type_name()),
+                            None => f.type_name().to_owned(),
+                        };
+                        json!({"name": f.name, "type": ty})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let entry = json!({
+            "name": name,
+            "multi_id": sub.multi_id,
+            "msg_id": msg_id,
+            "fields": fields,
+        });
+        let topic = Topic {
+            name,
+            multi_id: sub.multi_id,
+            prefix,
+            shape: JsonShape::new(&sub.layout),
+            entry,
+        };
+        let i = msg_id as usize;
+        if self.topics.len() <= i {
+            self.topics.resize_with(i + 1, || None);
+        }
+        self.topics[i] = Some(topic);
+    }
+}

@@ -1,0 +1,590 @@
+//! The live socket's shell: a thread of its own with a small tokio runtime that owns the
+//! [`Publisher`], the listeners (a Unix socket, optionally TCP) and one reader and one writer
+//! task per client.
+//!
+//! The network loop hands log bytes over through a [`PublishFeed`] and never waits for it:
+//! the feed is an unbounded channel whose backlog (bytes handed over, not yet published) is
+//! counted; past [`PublishConfig::backlog_bytes`] the feed strips data samples from what it
+//! hands over (definitions, parameters, logged strings and dropouts still go) and the clients
+//! get `{"type":"lagged","cause":"server_busy"}`. Each client's writer drains its own
+//! [`Outbox`], so a client that does not read only loses its own oldest lines.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Notify, mpsc};
+
+use crate::latency::LatencyHistogram;
+use crate::link::{Event, SessionStats};
+use crate::publish::protocol::{Line, LineReader};
+use crate::publish::{ClientId, Outbox, Publisher, ServerStats};
+use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
+
+/// File name of the socket in the default directories.
+pub const SOCKET_NAME: &str = "ulog-recv.sock";
+
+/// Where the daemon puts its socket when not told: systemd's `$RUNTIME_DIRECTORY` (its first
+/// entry), else `$XDG_RUNTIME_DIR`, else `/run/ulog-recv/`.
+pub fn default_socket_path() -> PathBuf {
+    socket_candidates()
+        .into_iter()
+        .next()
+        .expect("the last candidate is always there")
+}
+
+/// The places a client looks for the socket, in order: `$ULOG_RECV_SOCKET`, then the
+/// daemon's defaults, then `/run/ulog-recv/` (where the systemd unit puts it).
+pub fn socket_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = std::env::var_os("ULOG_RECV_SOCKET").filter(|p| !p.is_empty()) {
+        out.push(PathBuf::from(p));
+    }
+    if let Some(dirs) = std::env::var_os("RUNTIME_DIRECTORY")
+        && let Some(first) = dirs.to_string_lossy().split(':').find(|d| !d.is_empty())
+    {
+        out.push(Path::new(first).join(SOCKET_NAME));
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        out.push(Path::new(&dir).join(SOCKET_NAME));
+    }
+    out.push(Path::new("/run/ulog-recv").join(SOCKET_NAME));
+    out
+}
+
+/// Where and how the server listens.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    /// The Unix socket (created with mode 0660; a stale file is replaced).
+    pub unix: Option<PathBuf>,
+    /// A TCP address (for containers), e.g. `127.0.0.1:14600`.
+    pub tcp: Option<SocketAddr>,
+    /// Bytes each client's queue may hold before its oldest lines are dropped.
+    pub client_queue_bytes: usize,
+    /// Log bytes handed over and not yet published beyond which samples are skipped.
+    pub backlog_bytes: usize,
+}
+
+impl Default for PublishConfig {
+    fn default() -> Self {
+        Self {
+            unix: None,
+            tcp: None,
+            client_queue_bytes: 4 << 20,
+            backlog_bytes: 8 << 20,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot create the socket's directory {path}: {source}")]
+    Directory { path: PathBuf, source: io::Error },
+    #[error("another ulog-recv already serves {0}")]
+    InUse(PathBuf),
+    #[error("cannot listen on {path}: {source}")]
+    Bind { path: String, source: io::Error },
+    #[error("cannot start the publishing thread: {0}")]
+    Thread(io::Error),
+}
+
+/// What the network loop sends the publishing thread.
+enum Feed {
+    Log { bytes: Bytes, arrived: Instant },
+    Skipped(u64),
+    Event(Event),
+    Stats(SessionStats),
+}
+
+/// The network loop's end of the server: hands over log bytes, events and counters without
+/// ever waiting. Dropping it shuts the server down.
+pub struct PublishFeed {
+    tx: mpsc::UnboundedSender<Feed>,
+    backlog: Arc<AtomicUsize>,
+    limit: usize,
+    batch: BytesMut,
+    /// Arrival of the first datagram whose bytes are in `batch`.
+    batch_arrived: Option<Instant>,
+    /// File header bytes still to come in this log (they are not framed as messages).
+    header_left: usize,
+}
+
+impl std::fmt::Debug for PublishFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublishFeed")
+            .field("backlog", &self.backlog.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl PublishFeed {
+    /// Log bytes (whole messages) of a datagram that arrived at `arrived`; they go out at the
+    /// next [`flush`](Self::flush).
+    pub fn log_bytes(&mut self, bytes: &[u8], arrived: Instant) {
+        self.batch_arrived.get_or_insert(arrived);
+        self.batch.extend_from_slice(bytes);
+    }
+
+    /// A session event (after the log bytes before it).
+    pub fn event(&mut self, event: &Event) {
+        if let Event::LogBytes(_) = event {
+            return;
+        }
+        self.flush();
+        if let Event::LogOpened { .. } = event {
+            self.header_left = FILE_HEADER_LEN;
+        }
+        let _ = self.tx.send(Feed::Event(event.clone()));
+    }
+
+    /// The session's counters (once a second).
+    pub fn stats(&mut self, stats: SessionStats) {
+        self.flush();
+        let _ = self.tx.send(Feed::Stats(stats));
+    }
+
+    /// Hands the gathered log bytes over (stripped of samples when the server is behind).
+    pub fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let mut bytes = self.batch.split().freeze();
+        let arrived = self.batch_arrived.take().unwrap_or_else(Instant::now);
+        if self.backlog.load(Ordering::Relaxed) > self.limit {
+            let (kept, skipped) = strip_samples(&bytes, self.header_left);
+            bytes = kept;
+            if skipped > 0 {
+                let _ = self.tx.send(Feed::Skipped(skipped));
+            }
+        }
+        self.header_left = self.header_left.saturating_sub(bytes.len());
+        self.backlog.fetch_add(bytes.len(), Ordering::Relaxed);
+        let _ = self.tx.send(Feed::Log { bytes, arrived });
+    }
+}
+
+/// `bytes` less its data messages (after `header_left` bytes of file header), and how many
+/// were taken out.
+fn strip_samples(bytes: &Bytes, header_left: usize) -> (Bytes, u64) {
+    let head = header_left.min(bytes.len());
+    let mut kept = BytesMut::with_capacity(bytes.len() / 8);
+    kept.extend_from_slice(&bytes[..head]);
+    let mut messages = framed(&bytes[head..]);
+    let mut skipped = 0;
+    for m in messages.by_ref() {
+        if m[2] == msg_type::DATA {
+            skipped += 1;
+        } else {
+            kept.extend_from_slice(m);
+        }
+    }
+    kept.extend_from_slice(messages.rest());
+    (kept.freeze(), skipped)
+}
+
+/// The running server; [`join`](Self::join) it after dropping its [`PublishFeed`].
+#[derive(Debug)]
+pub struct PublishServer {
+    thread: Option<std::thread::JoinHandle<()>>,
+    unix: Option<PathBuf>,
+    tcp: Option<SocketAddr>,
+}
+
+impl PublishServer {
+    /// Binds the listeners (errors come here, before anything runs) and starts the thread.
+    pub fn start(config: PublishConfig) -> Result<(PublishFeed, PublishServer), ServeError> {
+        let unix = config.unix.as_deref().map(bind_unix).transpose()?;
+        let tcp = config
+            .tcp
+            .map(|addr| {
+                std::net::TcpListener::bind(addr)
+                    .and_then(|l| l.set_nonblocking(true).map(|_| l))
+                    .map_err(|source| ServeError::Bind {
+                        path: addr.to_string(),
+                        source,
+                    })
+            })
+            .transpose()?;
+        let tcp_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let feed = PublishFeed {
+            tx,
+            backlog: backlog.clone(),
+            limit: config.backlog_bytes,
+            batch: BytesMut::new(),
+            batch_arrived: None,
+            header_left: 0,
+        };
+        let queue = config.client_queue_bytes;
+        let thread = std::thread::Builder::new()
+            .name("ulog-recv-publish".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a current-thread runtime");
+                rt.block_on(serve(rx, backlog, unix, tcp, queue));
+            })
+            .map_err(ServeError::Thread)?;
+        Ok((
+            feed,
+            PublishServer {
+                thread: Some(thread),
+                unix: config.unix,
+                tcp: tcp_addr,
+            },
+        ))
+    }
+
+    /// The Unix socket's path.
+    pub fn unix_path(&self) -> Option<&Path> {
+        self.unix.as_deref()
+    }
+
+    /// The TCP address actually bound (port 0 resolved).
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp
+    }
+
+    /// Waits for the thread: it ends once the feed is dropped and the clients have been given
+    /// a moment to receive the last lines; the socket file is removed.
+    pub fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Creates the socket: the directory if needed, a stale file replaced, mode 0660.
+fn bind_unix(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeError> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| ServeError::Directory {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(ServeError::InUse(path.to_owned()));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let bind_err = |source| ServeError::Bind {
+        path: path.display().to_string(),
+        source,
+    };
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(bind_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
+    listener.set_nonblocking(true).map_err(bind_err)?;
+    Ok(listener)
+}
+
+/// What the client tasks tell the serving loop.
+enum ClientMsg {
+    Connected(
+        Box<dyn AsyncRead + Unpin + Send>,
+        Box<dyn AsyncWrite + Unpin + Send>,
+    ),
+    Request(ClientId, Option<Vec<u8>>),
+    Gone(ClientId),
+}
+
+/// A client's queue, shared by the serving loop (which fills it) and the client's writer
+/// task (which drains it).
+struct Slot {
+    outbox: Mutex<Outbox>,
+    wake: Notify,
+    /// The server stops: write what is queued, then close.
+    closed: AtomicBool,
+}
+
+/// A connected client: its queue and its two tasks.
+struct ClientTasks {
+    slot: Arc<Slot>,
+    reader: tokio::task::JoinHandle<()>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+/// How long the clients get to receive the last lines when the daemon stops.
+const FINAL_FLUSH: Duration = Duration::from_millis(500);
+/// The most a writer takes from its outbox for one write.
+const WRITE_BATCH: usize = 64 << 10;
+
+async fn serve(
+    mut feed: mpsc::UnboundedReceiver<Feed>,
+    backlog: Arc<AtomicUsize>,
+    unix: Option<std::os::unix::net::UnixListener>,
+    tcp: Option<std::net::TcpListener>,
+    queue_bytes: usize,
+) {
+    let (conn_tx, mut conn_rx) = mpsc::channel::<ClientMsg>(256);
+    let unix_path = unix
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .and_then(|a| a.as_pathname().map(Path::to_owned));
+    if let Some(l) = unix.and_then(|l| tokio::net::UnixListener::from_std(l).ok()) {
+        let tx = conn_tx.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok((s, _)) => {
+                        let (r, w) = s.into_split();
+                        if tx
+                            .send(ClientMsg::Connected(Box::new(r), Box::new(w)))
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot accept a client");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+    }
+    if let Some(l) = tcp.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
+        let tx = conn_tx.clone();
+        tokio::spawn(async move {
+            loop {
+                match l.accept().await {
+                    Ok((s, _)) => {
+                        let _ = s.set_nodelay(true);
+                        let (r, w) = s.into_split();
+                        if tx
+                            .send(ClientMsg::Connected(Box::new(r), Box::new(w)))
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot accept a client");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        });
+    }
+    let mut publisher = Publisher::new(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
+    let mut slots: HashMap<ClientId, ClientTasks> = HashMap::new();
+    let latency = Arc::new(Mutex::new(LatencyHistogram::default()));
+    // Lines dropped from the queues of clients that have left.
+    let mut lagged_departed = 0u64;
+    loop {
+        tokio::select! {
+            f = feed.recv() => match f {
+                None => break,
+                Some(Feed::Log { bytes, arrived }) => {
+                    backlog.fetch_sub(bytes.len(), Ordering::Relaxed);
+                    publisher.handle_log_bytes(&bytes, arrived);
+                }
+                Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
+                Some(Feed::Event(e)) => publisher.handle_event(&e, Instant::now()),
+                Some(Feed::Stats(s)) => {
+                    let lat = latency.lock().expect("latency lock");
+                    let lagged: u64 = lagged_departed
+                        + slots
+                            .values()
+                            .map(|c| c.slot.outbox.lock().expect("outbox lock").dropped_total())
+                            .sum::<u64>();
+                    let server = ServerStats {
+                        latency_p50_us: lat.quantile_us(0.5),
+                        latency_p99_us: lat.quantile_us(0.99),
+                        lagged_lines: lagged,
+                    };
+                    drop(lat);
+                    publisher.handle_stats(&s, server, Instant::now());
+                }
+            },
+            Some(m) = conn_rx.recv() => match m {
+                ClientMsg::Connected(r, mut w) => match publisher.connect() {
+                    Some(id) => {
+                        let slot = spawn_client(id, r, w, queue_bytes, conn_tx.clone(), latency.clone());
+                        slots.insert(id, slot);
+                        tracing::debug!(client = id, "client connected");
+                    }
+                    None => {
+                        tokio::spawn(async move {
+                            let _ = w
+                                .write_all(b"{\"type\":\"error\",\"message\":\"too many clients\"}\n")
+                                .await;
+                        });
+                    }
+                },
+                ClientMsg::Request(id, line) => {
+                    let line = match &line {
+                        Some(text) => Line::Text(text),
+                        None => Line::TooLong,
+                    };
+                    publisher.handle_request(id, line);
+                }
+                ClientMsg::Gone(id) => {
+                    publisher.disconnect(id);
+                    if let Some(client) = slots.remove(&id) {
+                        lagged_departed +=
+                            client.slot.outbox.lock().expect("outbox lock").dropped_total();
+                        client.reader.abort();
+                        client.writer.abort();
+                        tracing::debug!(client = id, "client gone");
+                    }
+                }
+            },
+        }
+        // Everything the publisher made goes to the outboxes; each writer is woken once.
+        let mut woken: Vec<ClientId> = Vec::new();
+        while let Some((id, line, arrived)) = publisher.poll_transmit() {
+            if let Some(client) = slots.get(&id) {
+                client
+                    .slot
+                    .outbox
+                    .lock()
+                    .expect("outbox lock")
+                    .push(line, arrived);
+                if !woken.contains(&id) {
+                    woken.push(id);
+                }
+            }
+        }
+        for id in woken {
+            slots[&id].slot.wake.notify_one();
+        }
+    }
+    // The daemon stops: the writers send what is queued, for a moment at most.
+    let deadline = tokio::time::Instant::now() + FINAL_FLUSH;
+    for client in slots.values() {
+        client.slot.closed.store(true, Ordering::Relaxed);
+        client.slot.wake.notify_one();
+    }
+    for (_, mut client) in slots.drain() {
+        client.reader.abort();
+        if tokio::time::timeout_at(deadline, &mut client.writer)
+            .await
+            .is_err()
+        {
+            client.writer.abort();
+        }
+    }
+    if let Some(p) = unix_path {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+fn spawn_client(
+    id: ClientId,
+    mut r: Box<dyn AsyncRead + Unpin + Send>,
+    mut w: Box<dyn AsyncWrite + Unpin + Send>,
+    queue_bytes: usize,
+    tx: mpsc::Sender<ClientMsg>,
+    latency: Arc<Mutex<LatencyHistogram>>,
+) -> ClientTasks {
+    let slot = Arc::new(Slot {
+        outbox: Mutex::new(Outbox::new(queue_bytes)),
+        wake: Notify::new(),
+        closed: AtomicBool::new(false),
+    });
+    let reader_tx = tx.clone();
+    let reader = tokio::spawn(async move {
+        let mut lines = LineReader::new();
+        let mut buf = vec![0u8; 8192];
+        loop {
+            match r.read(&mut buf).await {
+                // The client closed its sending side: it may still be reading.
+                Ok(0) => return,
+                Ok(n) => {
+                    lines.push(&buf[..n]);
+                    while let Some(line) = lines.next_line() {
+                        let line = match line {
+                            Line::Text(t) => Some(t.to_vec()),
+                            Line::TooLong => None,
+                        };
+                        if reader_tx.send(ClientMsg::Request(id, line)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(_) => {
+                    let _ = reader_tx.send(ClientMsg::Gone(id)).await;
+                    return;
+                }
+            }
+        }
+    });
+    let writer_slot = slot.clone();
+    let writer = tokio::spawn(async move {
+        let slot = writer_slot;
+        let mut buf = Vec::with_capacity(WRITE_BATCH * 2);
+        let mut arrivals: Vec<Instant> = Vec::new();
+        loop {
+            slot.outbox
+                .lock()
+                .expect("outbox lock")
+                .take(&mut buf, WRITE_BATCH, |at| arrivals.push(at));
+            if buf.is_empty() {
+                if slot.closed.load(Ordering::Relaxed) {
+                    let _ = w.shutdown().await;
+                    return;
+                }
+                slot.wake.notified().await;
+                continue;
+            }
+            if w.write_all(&buf).await.is_err() {
+                let _ = tx.send(ClientMsg::Gone(id)).await;
+                return;
+            }
+            let now = Instant::now();
+            let mut h = latency.lock().expect("latency lock");
+            for at in arrivals.drain(..) {
+                h.record(now.duration_since(at));
+            }
+            drop(h);
+            buf.clear();
+        }
+    });
+    ClientTasks {
+        slot,
+        reader,
+        writer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stripping_keeps_the_header_and_every_message_but_the_samples() {
+        let mut stream = vec![b'U'; FILE_HEADER_LEN];
+        let msg = |ty: u8, payload: &[u8]| {
+            let mut m = (payload.len() as u16).to_le_bytes().to_vec();
+            m.push(ty);
+            m.extend_from_slice(payload);
+            m
+        };
+        stream.extend(msg(b'F', b"t:uint64_t timestamp;"));
+        stream.extend(msg(b'D', &[1, 0, 9, 9, 9, 9, 9, 9, 9, 9]));
+        stream.extend(msg(b'O', &[5, 0]));
+        stream.extend(msg(b'D', &[1, 0, 8, 8, 8, 8, 8, 8, 8, 8]));
+        let (kept, skipped) = strip_samples(&Bytes::from(stream.clone()), FILE_HEADER_LEN);
+        assert_eq!(skipped, 2);
+        let mut expect = vec![b'U'; FILE_HEADER_LEN];
+        expect.extend(msg(b'F', b"t:uint64_t timestamp;"));
+        expect.extend(msg(b'O', &[5, 0]));
+        assert_eq!(&kept[..], &expect[..]);
+        // Mid-log: no header.
+        let (kept, skipped) = strip_samples(&Bytes::from(stream[FILE_HEADER_LEN..].to_vec()), 0);
+        assert_eq!((kept.len(), skipped), (expect.len() - FILE_HEADER_LEN, 2));
+    }
+}
