@@ -228,7 +228,7 @@ pub fn topics_table(hello: &Json, topics: &Json) -> String {
         s.push_str(&format!(
             "{:<width$}  {:>5}  {}\n",
             t["name"].as_str().unwrap_or("?"),
-            t["multi_id"],
+            t["multi_id"].as_u64().unwrap_or(0),
             fields.join(", ")
         ));
     }
@@ -517,10 +517,9 @@ mod tests {
         let Shown::Out(s) = view.render(&line, "") else {
             panic!()
         };
-        assert!(
-            s.starts_with("vehicle_attitude[0]                 1.500000  q="),
-            "{s}"
-        );
+        // "a_rather_long_topic_name_here[i]" is 32 characters.
+        let expect = format!("{:<32} {:>14}  q=", "vehicle_attitude[0]", "1.500000");
+        assert!(s.starts_with(&expect), "{s}");
         let mut view = TailView::new(TailOptions {
             fields: vec!["q[3]".into(), "esc[1].rpm".into(), "missing".into()],
             ..TailOptions::default()
@@ -589,8 +588,8 @@ mod tests {
         assert_eq!(
             t,
             "vehicle sysid 1, log 2: 1 topic instances\n\
-             topic             multi  fields\n\
-             sensor_accel          1  uint64_t timestamp, float x\n"
+             topic         multi  fields\n\
+             sensor_accel      1  uint64_t timestamp, float x\n"
         );
         let empty = json!({"type":"topics","log":null,"topics":[]});
         assert_eq!(

@@ -119,6 +119,6 @@ mod tests {
         o.take(&mut out, 35, |_| stamped += 1);
         assert_eq!(out.len(), 40);
         assert_eq!(stamped, 2);
-        assert_eq!(o.queued_bytes(), 600);
+        assert_eq!(o.queued_bytes(), 960);
     }
 }
