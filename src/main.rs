@@ -130,9 +130,9 @@ impl PublishArgs {
         };
         match PublishServer::start(config(unix.clone())) {
             Ok(started) => Ok(Some(started)),
-            Err(e @ (ServeError::Directory { .. } | ServeError::Bind { .. }))
-                if self.socket.is_none() && unix.is_some() =>
-            {
+            Err(
+                e @ (ServeError::Directory { .. } | ServeError::Bind { .. } | ServeError::InUse(_)),
+            ) if self.socket.is_none() && unix.is_some() => {
                 tracing::warn!("no live socket: {e}; give --socket PATH to publish");
                 eprintln!("ulog-recv: no live socket ({e}); give --socket PATH to publish");
                 if self.publish_tcp.is_none() {

@@ -160,7 +160,8 @@ fn streamed_part(bytes: &[u8]) -> &[u8] {
 }
 
 fn drain(p: &mut Publisher, inbox: &mut Inbox) {
-    while let Some((id, line, _)) = p.poll_transmit() {
+    while let Some(out) = p.poll_transmit() {
+        let (id, line) = (out.client, out.line);
         assert_eq!(line.last(), Some(&b'\n'), "every line ends in a newline");
         assert!(
             !line[..line.len() - 1].contains(&b'\n'),

@@ -16,6 +16,6 @@ pub mod publisher;
 pub mod sample_json;
 pub mod server;
 
-pub use outbox::Outbox;
-pub use publisher::{ClientId, Publisher, ServerStats};
+pub use outbox::{Keep, Outbox};
+pub use publisher::{ClientId, Outgoing, Publisher, ServerStats};
 pub use sample_json::JsonShape;

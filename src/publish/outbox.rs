@@ -1,18 +1,32 @@
 //! One client's queue of lines to send (sans-IO): bounded in bytes; when a line would
-//! overflow it, the oldest lines go, and the next write starts with
+//! overflow it, the oldest droppable lines go, and the next write starts with
 //! `{"type":"lagged","dropped":N}` so that the client knows how many it missed.
+//!
+//! What a client needs to make sense of the rest is never dropped ([`Keep`]): the `hello`,
+//! the latest topic catalogue (a newer one replaces a queued one) and session events.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
 
+/// Whether a line may be dropped when its client lags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Samples, logged strings, stats, replies: the oldest go first.
+    Droppable,
+    /// Never dropped (`hello`, session events).
+    Always,
+    /// Never dropped, but a newer line of this kind replaces a queued one (the catalogue).
+    Latest,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Outbox {
     /// Lines (each ending in a newline), with the arrival time of the log data a data line
     /// was made from, for the latency measurement.
-    lines: VecDeque<(Bytes, Option<Instant>)>,
+    lines: VecDeque<(Bytes, Option<Instant>, Keep)>,
     queued_bytes: usize,
     limit: usize,
     /// Lines dropped since the last `lagged` line was written.
@@ -33,12 +47,34 @@ impl Outbox {
         }
     }
 
-    /// Queues a line; drops the oldest ones while the queue is over its limit.
-    pub fn push(&mut self, line: Bytes, arrived: Option<Instant>) {
+    /// Queues a line; drops the oldest droppable ones while the queue is over its limit
+    /// (the newest line always stays).
+    pub fn push(&mut self, line: Bytes, arrived: Option<Instant>, keep: Keep) {
+        if keep == Keep::Latest {
+            let before = self.lines.len();
+            let mut freed = 0;
+            self.lines.retain(|(l, _, k)| {
+                let superseded = *k == Keep::Latest;
+                if superseded {
+                    freed += l.len();
+                }
+                !superseded
+            });
+            self.queued_bytes -= freed;
+            debug_assert!(self.lines.len() <= before);
+        }
         self.queued_bytes += line.len();
-        self.lines.push_back((line, arrived));
-        while self.queued_bytes > self.limit && self.lines.len() > 1 {
-            let (old, _) = self.lines.pop_front().expect("more than one line");
+        self.lines.push_back((line, arrived, keep));
+        while self.queued_bytes > self.limit {
+            let Some(i) = self
+                .lines
+                .iter()
+                .take(self.lines.len() - 1)
+                .position(|(_, _, k)| *k == Keep::Droppable)
+            else {
+                break;
+            };
+            let (old, _, _) = self.lines.remove(i).expect("a line at that index");
             self.queued_bytes -= old.len();
             self.dropped += 1;
             self.dropped_total += 1;
@@ -56,7 +92,7 @@ impl Outbox {
             self.dropped = 0;
         }
         while out.len() < max {
-            let Some((line, at)) = self.lines.pop_front() else {
+            let Some((line, at, _)) = self.lines.pop_front() else {
                 break;
             };
             self.queued_bytes -= line.len();
@@ -89,21 +125,25 @@ mod tests {
     #[test]
     fn overflow_drops_the_oldest_and_reports_how_many() {
         let mut o = Outbox::new(30);
+        o.push(Bytes::from("hello\n"), None, Keep::Always);
+        o.push(Bytes::from("topics 1\n"), None, Keep::Latest);
         for i in 0..10 {
-            o.push(Bytes::from(format!("line {i}\n")), None);
+            o.push(Bytes::from(format!("line {i}\n")), None, Keep::Droppable);
         }
+        o.push(Bytes::from("topics 2\n"), None, Keep::Latest);
         assert!(o.queued_bytes() <= 30);
-        assert_eq!(o.dropped_total(), 6);
+        assert_eq!(o.dropped_total(), 8);
         let mut out = Vec::new();
         o.take(&mut out, usize::MAX, |_| {});
+        // The hello and the newest catalogue stay; the older catalogue was replaced.
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"type\":\"lagged\",\"dropped\":6}\nline 6\nline 7\nline 8\nline 9\n"
+            "{\"type\":\"lagged\",\"dropped\":8}\nhello\nline 8\nline 9\ntopics 2\n"
         );
         assert!(o.is_empty());
         assert_eq!(o.queued_bytes(), 0);
         // A line bigger than the limit still goes out, alone.
-        o.push(Bytes::from(vec![b'x'; 100]), None);
+        o.push(Bytes::from(vec![b'x'; 100]), None, Keep::Droppable);
         assert_eq!(o.queued_bytes(), 100);
     }
 
@@ -112,7 +152,11 @@ mod tests {
         let mut o = Outbox::new(1 << 20);
         let t = Instant::now();
         for i in 0..100 {
-            o.push(Bytes::from(format!("{i:09}\n")), (i % 2 == 0).then_some(t));
+            o.push(
+                Bytes::from(format!("{i:09}\n")),
+                (i % 2 == 0).then_some(t),
+                Keep::Droppable,
+            );
         }
         let mut out = Vec::new();
         let mut stamped = 0;

@@ -3,7 +3,7 @@
 //!
 //! In: the log's bytes as the session hands them out (whole messages, the file header first),
 //! the session's events, its counters once a second, and the clients' requests. Out:
-//! `(client, line)` pairs from [`Publisher::poll_transmit`]. It never touches a socket; the
+//! [`Outgoing`] lines from [`Publisher::poll_transmit`]. It never touches a socket; the
 //! shell ([`crate::publish::server`]) moves the lines into each client's
 //! [`Outbox`](crate::publish::Outbox).
 //!
@@ -19,12 +19,25 @@ use serde_json::{Value as Json, json};
 use crate::link::{CloseReason, Event, SessionStats};
 use crate::publish::JsonShape;
 use crate::publish::glob;
+use crate::publish::outbox::Keep;
 use crate::publish::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
 use crate::ulog::message::{FILE_HEADER_LEN, Message, framed};
 use crate::ulog::{Decoder, FileHeader, InfoValue};
 
 /// A connected client, as the publisher knows it.
 pub type ClientId = u64;
+
+/// A line for one client.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub client: ClientId,
+    /// One JSON object and a newline.
+    pub line: Bytes,
+    /// For data lines: when the datagram that completed the sample arrived.
+    pub arrived: Option<Instant>,
+    /// Whether the client's queue may drop it.
+    pub keep: Keep,
+}
 
 /// Most clients at once; more are turned away with an error line.
 pub const MAX_CLIENTS: usize = 64;
@@ -48,7 +61,7 @@ pub struct Publisher {
     next_client: ClientId,
     vehicle: Option<(u8, u8)>,
     log: Option<LogState>,
-    out: VecDeque<(ClientId, Bytes, Option<Instant>)>,
+    out: VecDeque<Outgoing>,
     /// The catalogue changed since it was last sent.
     catalogue_dirty: bool,
     /// Counters at the previous `stats` line.
@@ -198,9 +211,9 @@ impl Publisher {
             "vehicle": self.vehicle_json(),
             "log": log,
         });
-        self.out.push_back((id, line(&hello), None));
+        self.send(id, line(&hello), Keep::Always);
         let catalogue = self.catalogue();
-        self.out.push_back((id, catalogue, None));
+        self.send(id, catalogue, Keep::Latest);
         Some(id)
     }
 
@@ -241,7 +254,7 @@ impl Publisher {
             Err(e) => json!({"type": "error", "message": e.to_string()}),
         };
         if self.clients.contains_key(&id) {
-            self.out.push_back((id, line(&reply), None));
+            self.send(id, line(&reply), Keep::Droppable);
         }
     }
 
@@ -280,9 +293,23 @@ impl Publisher {
         }))
     }
 
-    fn broadcast(&mut self, line: Bytes) {
-        for &id in self.clients.keys() {
-            self.out.push_back((id, line.clone(), None));
+    fn send(&mut self, client: ClientId, line: Bytes, keep: Keep) {
+        self.out.push_back(Outgoing {
+            client,
+            line,
+            arrived: None,
+            keep,
+        });
+    }
+
+    fn broadcast(&mut self, line: Bytes, keep: Keep) {
+        for &client in self.clients.keys() {
+            self.out.push_back(Outgoing {
+                client,
+                line: line.clone(),
+                arrived: None,
+                keep,
+            });
         }
     }
 
@@ -331,7 +358,7 @@ impl Publisher {
             }
             Event::StreamStarted | Event::StartRejected { .. } | Event::Dropout { .. } => return,
         };
-        self.broadcast(line(&message));
+        self.broadcast(line(&message), Keep::Always);
     }
 
     /// The next bytes of the open log (whole messages), which arrived at `arrived`.
@@ -377,9 +404,10 @@ impl Publisher {
     /// client is told.
     pub fn handle_skipped(&mut self, samples: u64) {
         self.skipped_samples += samples;
-        self.broadcast(line(
-            &json!({"type": "lagged", "dropped": samples, "cause": "server_busy"}),
-        ));
+        self.broadcast(
+            line(&json!({"type": "lagged", "dropped": samples, "cause": "server_busy"})),
+            Keep::Droppable,
+        );
     }
 
     /// The session's counters, once a second: a `stats` line to every client (after the
@@ -387,7 +415,7 @@ impl Publisher {
     pub fn handle_stats(&mut self, stats: &SessionStats, server: ServerStats, now: Instant) {
         if std::mem::take(&mut self.catalogue_dirty) {
             let catalogue = self.catalogue();
-            self.broadcast(catalogue);
+            self.broadcast(catalogue, Keep::Latest);
         }
         let (rate, chunk_rate, loss) = match &self.last_stats {
             Some((then, prev)) => {
@@ -427,11 +455,11 @@ impl Publisher {
             "skipped_samples": self.skipped_samples,
             "latency_us": {"p50": server.latency_p50_us, "p99": server.latency_p99_us},
         });
-        self.broadcast(line(&message));
+        self.broadcast(line(&message), Keep::Droppable);
     }
 
-    /// The next line to send: `(client, line, arrival of the data it carries)`.
-    pub fn poll_transmit(&mut self) -> Option<(ClientId, Bytes, Option<Instant>)> {
+    /// The next line to send.
+    pub fn poll_transmit(&mut self) -> Option<Outgoing> {
         self.out.pop_front()
     }
 
@@ -510,14 +538,14 @@ impl Publisher {
                 return;
             }
         };
-        self.broadcast(line(&control));
+        self.broadcast(line(&control), Keep::Droppable);
     }
 
     /// A data message: rendered once if any client wants it, queued for each that does.
     fn sample(
         log: &mut LogState,
         clients: &mut BTreeMap<ClientId, Client>,
-        out: &mut VecDeque<(ClientId, Bytes, Option<Instant>)>,
+        out: &mut VecDeque<Outgoing>,
         message: &Message<'_>,
         msg_id: u16,
         arrived: Instant,
@@ -549,7 +577,12 @@ impl Publisher {
                 buf.extend_from_slice(b"}\n");
                 Bytes::from(buf)
             });
-            out.push_back((id, line.clone(), Some(arrived)));
+            out.push_back(Outgoing {
+                client: id,
+                line: line.clone(),
+                arrived: Some(arrived),
+                keep: Keep::Droppable,
+            });
         }
     }
 }

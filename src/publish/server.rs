@@ -445,16 +445,15 @@ async fn serve(
         }
         // Everything the publisher made goes to the outboxes; each writer is woken once.
         let mut woken: Vec<ClientId> = Vec::new();
-        while let Some((id, line, arrived)) = publisher.poll_transmit() {
-            if let Some(client) = slots.get(&id) {
-                client
-                    .slot
-                    .outbox
-                    .lock()
-                    .expect("outbox lock")
-                    .push(line, arrived);
-                if !woken.contains(&id) {
-                    woken.push(id);
+        while let Some(out) = publisher.poll_transmit() {
+            if let Some(client) = slots.get(&out.client) {
+                client.slot.outbox.lock().expect("outbox lock").push(
+                    out.line,
+                    out.arrived,
+                    out.keep,
+                );
+                if !woken.contains(&out.client) {
+                    woken.push(out.client);
                 }
             }
         }

@@ -1,0 +1,88 @@
+//! Running `ulog-recv` as a child process in tests: the binary, a child killed if the test
+//! fails, fresh directories, free ports.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ulog-recv");
+
+/// A child process killed if the test fails.
+pub struct Proc(pub Child, pub &'static str);
+
+impl Proc {
+    /// Starts `ulog-recv ARGS`. A daemon gets a runtime directory of its own (as systemd
+    /// gives one), so its default live socket never meets another test's.
+    pub fn spawn(what: &'static str, args: &[String]) -> Self {
+        static SPAWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let runtime_dir = fresh_dir(&format!("run{n}"));
+        let child = Command::new(BIN)
+            .args(args)
+            .env("RUNTIME_DIRECTORY", &runtime_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Self(child, what)
+    }
+
+    pub fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        loop {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "{} did not finish within {limit:?}",
+                self.1
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        self.wait(Duration::from_secs(10))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ulog-recv-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The split files under `dir` (in its session directories), in order.
+pub fn ulg_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "ulg") {
+                v.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
