@@ -4,6 +4,12 @@
 //! the stream), its CPU time per MB and peak RSS (from `wait4`), and the ack round trip the
 //! vehicle measured (acked phase: send → ack received, loopback included).
 //!
+//! Rows with live-socket clients connect them (threads of this process) to the daemon's Unix
+//! socket, subscribed to every topic and reading as fast as they can, and report what they
+//! received, what they missed (`lagged`: the client's queue overflowed; `server_busy`: the
+//! daemon skipped samples to keep up) and the daemon's own publishing latency (a datagram's
+//! arrival to its samples' lines written to the socket, p50 / p99, from its `stats` line).
+//!
 //! Run: `cargo bench --bench load` (optionally `-- SECONDS` per rate, default 3).
 
 use std::path::PathBuf;
@@ -17,7 +23,51 @@ use ulog_recv::transport::{Link, LinkSpec};
 /// Wire bytes of a full LOGGING_DATA frame (MAVLink 2, unsigned).
 const FRAME_BYTES: u64 = 267;
 
+/// One row of the plan.
+#[derive(Clone, Copy)]
+struct Row {
+    /// Chunks per second; `None`: as fast as the simulator can.
+    rate: Option<u64>,
+    /// Frames packed per datagram up to this many bytes; 0: one frame per datagram.
+    max_write: usize,
+    /// Every chunk acked (stop-and-wait).
+    all_acked: bool,
+    store_args: &'static [&'static str],
+    /// Live-socket clients subscribed to everything.
+    clients: usize,
+    /// Seconds of stream at least (else the command line's).
+    min_seconds: f64,
+}
+
+impl Row {
+    const fn new(rate: Option<u64>, max_write: usize) -> Self {
+        Self {
+            rate,
+            max_write,
+            all_acked: false,
+            store_args: &[],
+            clients: 0,
+            min_seconds: 0.0,
+        }
+    }
+}
+
+/// What the live-socket clients of a row saw.
+#[derive(Default)]
+struct ClientsSeen {
+    clients: usize,
+    /// Data lines per client (the smallest).
+    data_lines: u64,
+    /// Lines dropped from the clients' queues (their `lagged` lines), all clients.
+    lagged: u64,
+    /// Samples the daemon skipped to keep up (its `server_busy` notices), per client.
+    skipped: u64,
+    /// The daemon's publishing latency, "p50 / p99 µs".
+    latency: String,
+}
+
 struct Run {
+    clients: ClientsSeen,
     /// Frames the simulator's OS refused to send (loss at the source, not the daemon's).
     sender_drops: u64,
     /// The daemon's storage flags.
@@ -51,31 +101,62 @@ fn main() {
     // The last rows write with the store working hard: 4 MB splits (each with its
     // preamble, hash, fsync and manifest) and an fsync of the open split every 100 ms.
     const HARD: &[&str] = &["--split-size", "4M", "--fsync-interval", "0.1"];
-    let plan: [(Option<u64>, usize, bool, &[&str]); 11] = [
-        (Some(50_000), 0, false, &[]),
-        (Some(100_000), 0, false, &[]),
-        (Some(150_000), 0, false, &[]),
-        (Some(200_000), 0, false, &[]),
-        (None, 0, false, &[]),
-        (Some(200_000), 1472, false, &[]),
-        (Some(300_000), 1472, false, &[]),
-        (None, 1472, false, &[]),
-        (None, 0, true, &[]),
-        (Some(200_000), 0, false, HARD),
-        (Some(200_000), 1472, false, HARD),
+    // The live socket: 100 KB/s of log (~400 chunks/s, a busy PX4) to one client for the
+    // publishing latency; then everything to 4 clients at the rates above.
+    let live = |rate, max_write, clients, min_seconds| Row {
+        clients,
+        min_seconds,
+        ..Row::new(rate, max_write)
+    };
+    let plan = [
+        Row::new(Some(50_000), 0),
+        Row::new(Some(100_000), 0),
+        Row::new(Some(150_000), 0),
+        Row::new(Some(200_000), 0),
+        Row::new(None, 0),
+        Row::new(Some(200_000), 1472),
+        Row::new(Some(300_000), 1472),
+        Row::new(None, 1472),
+        Row {
+            all_acked: true,
+            ..Row::new(None, 0)
+        },
+        Row {
+            store_args: HARD,
+            ..Row::new(Some(200_000), 0)
+        },
+        Row {
+            store_args: HARD,
+            ..Row::new(Some(200_000), 1472)
+        },
+        live(Some(402), 0, 1, 10.0),
+        live(Some(100_000), 0, 4, 0.0),
+        live(Some(200_000), 0, 4, 0.0),
+        live(Some(200_000), 1472, 4, 0.0),
     ];
+    let rows: Vec<usize> = match std::env::var("LOAD_ROWS") {
+        // e.g. LOAD_ROWS=11,12 runs only those rows (0-based), to look at one thing.
+        Ok(list) => list
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect(),
+        Err(_) => (0..plan.len()).collect(),
+    };
     println!("load benchmark: {seconds} s per rate, loopback UDP, clean link, one daemon per rate");
     let mut runs = Vec::new();
-    for (rate, max_write, all_acked, store_args) in plan {
-        runs.push(run(rate, max_write, all_acked, store_args, seconds));
+    for i in rows {
+        runs.push(run(plan[i], seconds.max(plan[i].min_seconds)));
     }
     println!(
-        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage |"
+        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | publish latency p50 / p99 µs |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    println!(
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|"
+    );
     for r in &runs {
+        let c = &r.clients;
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             if r.all_acked {
                 "all acked".to_owned()
             } else {
@@ -101,18 +182,77 @@ fn main() {
                 "defaults"
             } else {
                 &r.store
+            },
+            c.clients,
+            c.data_lines,
+            c.lagged,
+            c.skipped,
+            if c.latency.is_empty() {
+                "-"
+            } else {
+                &c.latency
             }
         );
     }
 }
 
-fn run(
-    rate: Option<u64>,
-    max_write: usize,
-    all_acked: bool,
-    store_args: &[&str],
-    seconds: f64,
-) -> Run {
+/// A live-socket client that subscribes to everything and reads as fast as it can, counting
+/// lines by a cheap look at their start (no JSON parsing of data lines).
+fn live_client(socket: &std::path::Path) -> std::thread::JoinHandle<(u64, u64, u64, String)> {
+    use std::io::{BufRead, Write};
+    let t0 = std::time::Instant::now();
+    let mut s = loop {
+        match std::os::unix::net::UnixStream::connect(socket) {
+            Ok(s) => break s,
+            Err(_) if t0.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("cannot connect to the daemon's socket: {e}"),
+        }
+    };
+    s.write_all(b"{\"subscribe\":[\"*\"]}\n").unwrap();
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, s);
+        let (mut data, mut lagged, mut skipped) = (0u64, 0u64, 0u64);
+        let mut last_stats = String::new();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.starts_with(b"{\"type\":\"data\"") {
+                data += 1;
+            } else if line.starts_with(b"{\"type\":\"lagged\"")
+                || line.starts_with(b"{\"type\":\"stats\"")
+            {
+                let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                match (v["type"].as_str(), v["cause"].as_str()) {
+                    (Some("lagged"), Some("server_busy")) => {
+                        skipped += v["dropped"].as_u64().unwrap()
+                    }
+                    (Some("lagged"), _) => lagged += v["dropped"].as_u64().unwrap(),
+                    _ => {
+                        last_stats =
+                            format!("{} / {}", v["latency_us"]["p50"], v["latency_us"]["p99"])
+                    }
+                }
+            }
+        }
+        (data, lagged, skipped, last_stats)
+    })
+}
+
+fn run(row: Row, seconds: f64) -> Run {
+    let Row {
+        rate,
+        max_write,
+        all_acked,
+        store_args,
+        clients,
+        ..
+    } = row;
     // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
     let chunks_wanted = rate.unwrap_or(300_000) as f64 * seconds;
     let duration_s = (chunks_wanted * 249.0 / 7_600.0).ceil() as u32;
@@ -143,17 +283,21 @@ fn run(
         .port();
     let dir = std::env::temp_dir().join(format!("ulog-recv-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    let socket = std::env::temp_dir().join(format!("ulog-recv-load-{}.sock", std::process::id()));
     // Reaped with wait4 below (for its resource use), which clippy cannot see.
     #[allow(clippy::zombie_processes)]
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
         .args(["--udp", &port.to_string(), "--log-dir"])
         .arg(&dir)
+        .arg("--socket")
+        .arg(&socket)
         .args(store_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start the daemon");
     std::thread::sleep(Duration::from_millis(200));
+    let followers: Vec<_> = (0..clients).map(|_| live_client(&socket)).collect();
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -208,6 +352,21 @@ fn run(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "daemon exit {status}"
     );
+    let mut seen = ClientsSeen {
+        clients,
+        data_lines: u64::MAX,
+        ..ClientsSeen::default()
+    };
+    for f in followers {
+        let (data, lagged, skipped, latency) = f.join().unwrap();
+        seen.data_lines = seen.data_lines.min(data);
+        seen.lagged += lagged;
+        seen.skipped = seen.skipped.max(skipped);
+        seen.latency = latency;
+    }
+    if clients == 0 {
+        seen.data_lines = 0;
+    }
     // The daemon's own measure: datagram arrival → ack sent.
     let mut out = String::new();
     std::io::Read::read_to_string(&mut daemon.stdout.take().unwrap(), &mut out).unwrap();
@@ -240,6 +399,7 @@ fn run(
             .map_or(0, |d| d.as_micros() as u64)
     };
     let r = Run {
+        clients: seen,
         store: store_args.join(" "),
         all_acked,
         daemon_ack,

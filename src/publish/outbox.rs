@@ -1,6 +1,7 @@
 //! One client's queue of lines to send (sans-IO): bounded in bytes; when a line would
 //! overflow it, the oldest droppable lines go, and the next write starts with
-//! `{"type":"lagged","dropped":N}` so that the client knows how many it missed.
+//! `{"type":"lagged","dropped":N,"cause":"client_slow"}` so that the client knows how many it
+//! missed.
 //!
 //! What a client needs to make sense of the rest is never dropped ([`Keep`]): the `hello`,
 //! the latest topic catalogue (a newer one replaces a queued one) and session events.
@@ -87,7 +88,11 @@ impl Outbox {
     pub fn take(&mut self, out: &mut Vec<u8>, max: usize, mut arrived: impl FnMut(Instant)) {
         if self.dropped > 0 {
             out.extend_from_slice(
-                format!("{{\"type\":\"lagged\",\"dropped\":{}}}\n", self.dropped).as_bytes(),
+                format!(
+                    "{{\"type\":\"lagged\",\"dropped\":{},\"cause\":\"client_slow\"}}\n",
+                    self.dropped
+                )
+                .as_bytes(),
             );
             self.dropped = 0;
         }
@@ -138,7 +143,7 @@ mod tests {
         // The hello and the newest catalogue stay; the older catalogue was replaced.
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"type\":\"lagged\",\"dropped\":8}\nhello\nline 8\nline 9\ntopics 2\n"
+            "{\"type\":\"lagged\",\"dropped\":8,\"cause\":\"client_slow\"}\nhello\nline 8\nline 9\ntopics 2\n"
         );
         assert!(o.is_empty());
         assert_eq!(o.queued_bytes(), 0);
