@@ -463,21 +463,23 @@ fn main() -> anyhow::Result<()> {
                 max_rate_hz: rate,
                 count,
             };
-            runtime()?.block_on(async {
+            let result = runtime()?.block_on(async {
                 let conn = client::connect(endpoint.endpoint()).await?;
                 let mut out = std::io::stdout().lock();
                 tokio::select! {
-                    r = client::run_tail(conn, &options, &mut out) => r?,
-                    _ = shutdown_signal() => {}
+                    r = client::run_tail(conn, &options, &mut out) => r,
+                    _ = shutdown_signal() => Ok(()),
                 }
-                anyhow::Ok(())
-            })
+            });
+            quiet_on_closed_output(result)
         }
-        Some(Command::Topics { json, endpoint }) => runtime()?.block_on(async {
-            let conn = client::connect(endpoint.endpoint()).await?;
-            client::run_topics(conn, json, &mut std::io::stdout().lock()).await?;
-            anyhow::Ok(())
-        }),
+        Some(Command::Topics { json, endpoint }) => {
+            let result = runtime()?.block_on(async {
+                let conn = client::connect(endpoint.endpoint()).await?;
+                client::run_topics(conn, json, &mut std::io::stdout().lock()).await
+            });
+            quiet_on_closed_output(result)
+        }
         Some(Command::Demo {
             log_dir,
             duration,
@@ -494,6 +496,14 @@ fn main() -> anyhow::Result<()> {
             };
             runtime()?.block_on(receive(spec, args))
         }
+    }
+}
+
+/// A client's result, where a closed output (`ulog-recv tail | head`) is a normal end.
+fn quiet_on_closed_output(result: Result<(), client::ClientError>) -> anyhow::Result<()> {
+    match result {
+        Err(e) if e.is_closed_output() => Ok(()),
+        other => Ok(other?),
     }
 }
 

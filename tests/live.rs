@@ -336,7 +336,13 @@ fn clients_receive_exactly_their_topics_and_a_stuck_one_harms_nobody() {
 fn bad_requests_huge_lines_and_abrupt_disconnects_leave_the_daemon_serving() {
     let dir = fresh_dir("live-abuse");
     std::fs::create_dir_all(&dir).unwrap();
-    let (mut daemon, socket, _port) = start_daemon(&dir, &[]);
+    let tcp_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tcp = format!("127.0.0.1:{tcp_port}");
+    let (mut daemon, socket, _port) = start_daemon(&dir, &["--publish-tcp", &tcp]);
     // Many clients that vanish at once, some mid-request.
     for i in 0..40 {
         let mut s = connect(&socket);
@@ -390,6 +396,46 @@ fn bad_requests_huge_lines_and_abrupt_disconnects_leave_the_daemon_serving() {
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "no vehicle heard yet; no log streaming now\n"
+    );
+    // The same over TCP (for containers).
+    let out = Command::new(BIN)
+        .args(["topics", "--json", "--tcp", &tcp])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let catalogue: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        catalogue,
+        json!({"type": "topics", "log": null, "topics": []})
+    );
+    // `tail | head`: the reader goes away; tail ends quietly, successfully.
+    let mut tail = Command::new(BIN)
+        .args(["tail", "--json", "--socket"])
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(tail.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("\"hello\""), "{first}");
+    drop(tail.stdout.take());
+    let out = tail.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     drop(lines);
     drop(s);

@@ -29,6 +29,13 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
+impl ClientError {
+    /// True when the reader of our output went away (`ulog-recv tail | head`): not a failure.
+    pub fn is_closed_output(&self) -> bool {
+        matches!(self, ClientError::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
 /// Why a client cannot follow the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -41,6 +48,9 @@ pub enum ClientError {
     },
     #[error("connection to the daemon failed: {0}")]
     Io(#[from] io::Error),
+    /// Writing our own output failed; a closed pipe (`tail | head`) is the normal way to stop.
+    #[error("cannot write the output: {0}")]
+    Output(io::Error),
     #[error("the daemon sent a line that is not JSON: {0}")]
     BadLine(String),
     #[error("the daemon refused the request: {0}")]
@@ -129,8 +139,9 @@ pub async fn run_tail(
         match view.render(&line, &text) {
             Shown::Out(s) => {
                 status.clear();
-                writeln!(out, "{s}")?;
-                out.flush()?;
+                writeln!(out, "{s}")
+                    .and_then(|_| out.flush())
+                    .map_err(ClientError::Output)?;
                 if line["type"] == "data" {
                     shown += 1;
                     if options.count.is_some_and(|c| shown >= c) {
@@ -170,12 +181,14 @@ pub async fn run_topics(
         match line["type"].as_str() {
             Some("hello") => hello = line,
             Some("topics") => {
-                if json {
-                    writeln!(out, "{text}")?;
+                let written = if json {
+                    writeln!(out, "{text}")
                 } else {
-                    write!(out, "{}", topics_table(&hello, &line))?;
-                }
-                return Ok(());
+                    write!(out, "{}", topics_table(&hello, &line))
+                };
+                return written
+                    .and_then(|_| out.flush())
+                    .map_err(ClientError::Output);
             }
             _ => {}
         }
