@@ -10,13 +10,17 @@
 //! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
 //!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
+//! - [`config`]: the daemon's config file, as command-line arguments; [`service`]: sd_notify
+//!   and the status line.
 //! - [`transport`], [`receiver`], [`simulator`]: the tokio shell (links, the daemon's loop
 //!   and log files, the simulated vehicle's loop); [`latency`]: a latency histogram.
 
+pub mod config;
 pub mod latency;
 pub mod link;
 pub mod publish;
 pub mod receiver;
+pub mod service;
 pub mod simulator;
 pub mod store;
 pub mod summary;

@@ -1,20 +1,23 @@
 //! The `ulog-recv` binary: a thin command-line shell around the library. Without a
 //! subcommand it is the receiving daemon (`ulog-recv --udp 14550`).
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use mavlink::dialects::common::MavResult;
+use ulog_recv::config::{self, OptionKind, OptionSpec};
 use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
 use ulog_recv::publish::client::{self, Endpoint, TailOptions};
 use ulog_recv::publish::server::{
     PublishConfig, PublishFeed, PublishServer, ServeError, default_socket_path,
 };
-use ulog_recv::receiver::{Notice, ReceiverOptions, Status};
+use ulog_recv::receiver::{Control, Notice, ReceiverOptions, Status};
+use ulog_recv::service::{Notifier, StatusText};
 use ulog_recv::simulator::SimOptions;
 use ulog_recv::store::{SplitPolicy, StoreOptions};
 use ulog_recv::summary::{OwnedValue, Summary, SummaryBuilder};
@@ -24,7 +27,9 @@ use ulog_recv::transport::{Link, LinkSpec};
 #[command(
     version,
     about = "Receive, store and publish PX4 ULog streams",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    // A later value wins: the command line's over the config file's (which come first).
+    args_override_self = true
 )]
 struct Cli {
     #[command(subcommand)]
@@ -76,9 +81,24 @@ struct ReceiveArgs {
     /// Serial baud rate.
     #[arg(long, default_value_t = 921_600)]
     baud: u32,
-    /// Where the .ulg files go (created if missing).
-    #[arg(long, default_value = "logs")]
-    log_dir: PathBuf,
+    /// Options from this TOML file, keys named as the long options (`udp = 14550`,
+    /// `log-dir = "/var/lib/ulog-recv"`); the command line wins. Re-read on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the options in force (from the config file and the command line) and exit.
+    #[arg(long)]
+    check_config: bool,
+    /// Where the .ulg files go (created if missing) [default: $STATE_DIRECTORY when systemd
+    /// gives one, else ./logs].
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// What to log: error, warn, info, debug, trace, or a filter such as
+    /// `ulog_recv::link=debug` [default: $RUST_LOG, else info].
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// For tests of the watchdog: the main loop blocks this many seconds after the start.
+    #[arg(long, hide = true, value_name = "SECONDS")]
+    debug_stall_after: Option<f64>,
     /// Our MAVLink system id [default: the vehicle's, as for any component on board].
     #[arg(long)]
     sysid: Option<u8>,
@@ -122,6 +142,9 @@ impl PublishArgs {
             (Some(p), _) => Some(p.clone()),
             (None, false) => Some(default_socket_path()),
         };
+        if unix.is_none() && self.publish_tcp.is_none() {
+            return Ok(None);
+        }
         let config = |unix| PublishConfig {
             unix,
             tcp: self.publish_tcp,
@@ -205,6 +228,17 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 impl ReceiveArgs {
+    fn log_dir(&self) -> PathBuf {
+        self.log_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("STATE_DIRECTORY")
+                .and_then(|d| {
+                    let first = d.to_string_lossy().split(':').next()?.to_owned();
+                    (!first.is_empty()).then(|| PathBuf::from(first))
+                })
+                .unwrap_or_else(|| PathBuf::from("logs"))
+        })
+    }
+
     fn session(&self) -> SessionConfig {
         SessionConfig {
             system_id: self.sysid,
@@ -381,14 +415,23 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let cli = Cli::parse();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let mut cli = Cli::parse_from(&argv);
+    let mut in_force = argv.clone();
+    if cli.command.is_none()
+        && let Some(path) = cli.receive.config.clone()
+    {
+        (cli, in_force) = with_config(&argv, &path)?;
+    }
+    let (level, default) = match cli.command {
+        None => (cli.receive.log_level.as_deref(), "info"),
+        Some(_) => (None, "warn"),
+    };
+    let levels = init_tracing(level, default)?;
+    if cli.command.is_none() && cli.receive.check_config {
+        print!("{}", options_in_force(&in_force));
+        return Ok(());
+    }
     match cli.command {
         Some(Command::Info { file, json }) => info(&file, json),
         Some(Command::Snippet {
@@ -494,9 +537,174 @@ fn main() -> anyhow::Result<()> {
                      HOST:PORT or --serial DEVICE (or try `ulog-recv demo`)"
                 );
             };
-            runtime()?.block_on(receive(spec, args))
+            runtime()?.block_on(receive(spec, args, argv, levels))
         }
     }
+}
+
+/// Changes the log filter while running (a config reload).
+type LogLevels =
+    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>;
+
+/// The filter for `level` (from the command line or the config), else `$RUST_LOG`, else
+/// `default`.
+fn log_filter(level: Option<&str>, default: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    use tracing_subscriber::EnvFilter;
+    match level {
+        Some(l) => {
+            EnvFilter::try_new(l).with_context(|| format!("bad value '{l}' for 'log-level'"))
+        }
+        None => Ok(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))),
+    }
+}
+
+/// Logs to stderr: with colour only on a terminal; without timestamps under journald (which
+/// adds its own).
+fn init_tracing(level: Option<&str>, default: &str) -> anyhow::Result<LogLevels> {
+    use tracing_subscriber::prelude::*;
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(log_filter(level, default)?);
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !journald;
+    let journal = journald.then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .without_time()
+    });
+    let terminal = (!journald).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(journal)
+        .with(terminal)
+        .init();
+    Ok(handle)
+}
+
+/// The options a config file may set: every long option of the daemon but `--config` (and
+/// hidden ones), with its clap id.
+fn config_options() -> Vec<(OptionSpec, String)> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter(|a| {
+            !matches!(
+                a.get_id().as_str(),
+                "config" | "check_config" | "help" | "version"
+            )
+        })
+        .filter_map(|a| {
+            let kind = match a.get_action() {
+                clap::ArgAction::SetTrue => OptionKind::Flag,
+                _ if a.get_value_delimiter().is_some() => OptionKind::List,
+                _ => OptionKind::Value,
+            };
+            let spec = OptionSpec {
+                name: a.get_long()?.to_owned(),
+                kind,
+            };
+            Some((spec, a.get_id().as_str().to_owned()))
+        })
+        .collect()
+}
+
+/// Every option a config file may set, as `key = value` in TOML (the values as given, from
+/// the file or the command line), or `# key: default` when not set.
+fn options_in_force(args: &[OsString]) -> String {
+    use clap::CommandFactory;
+    let matches = Cli::command().get_matches_from(args);
+    let mut out = String::new();
+    for (spec, id) in config_options() {
+        let given = matches.value_source(&id) == Some(clap::parser::ValueSource::CommandLine);
+        if !given {
+            out.push_str(&format!("# {}: default\n", spec.name));
+            continue;
+        }
+        let value = match spec.kind {
+            OptionKind::Flag => matches.get_flag(&id).to_string(),
+            _ => {
+                let raw: Vec<String> = matches
+                    .get_raw(&id)
+                    .into_iter()
+                    .flatten()
+                    .map(|v| v.to_string_lossy().into_owned())
+                    .collect();
+                let toml_string = |v: &String| toml::Value::String(v.clone()).to_string();
+                match spec.kind {
+                    OptionKind::List => {
+                        let items: Vec<String> = raw.iter().map(toml_string).collect();
+                        format!("[{}]", items.join(", "))
+                    }
+                    _ => raw.first().map(toml_string).unwrap_or_default(),
+                }
+            }
+        };
+        out.push_str(&format!("{} = {value}\n", spec.name));
+    }
+    out
+}
+
+/// The command line with the config file's options before it (so that it wins), parsed, and
+/// the arguments that made it. A file key in a group of exclusive options (the link;
+/// `socket` / `no-socket`) is left out when the command line sets a member of that group.
+fn with_config(argv: &[OsString], path: &Path) -> anyhow::Result<(Cli, Vec<OsString>)> {
+    use clap::CommandFactory;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the config file {}", path.display()))?;
+    let options = config_options();
+    let specs: Vec<OptionSpec> = options.iter().map(|(s, _)| s.clone()).collect();
+    let entries =
+        config::parse(&text, &specs).with_context(|| format!("config file {}", path.display()))?;
+    let matches = Cli::command().get_matches_from(argv);
+    let on_command_line =
+        |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    const EXCLUSIVE: [&[&str]; 2] = [
+        &["udp", "udp_connect", "tcp", "serial"],
+        &["socket", "no_socket"],
+    ];
+    let program = argv.first().cloned().unwrap_or_else(|| "ulog-recv".into());
+    let mut args = vec![program.clone()];
+    for entry in entries {
+        let id = options
+            .iter()
+            .find(|(s, _)| s.name == entry.key)
+            .map(|(_, id)| id.as_str())
+            .unwrap_or_default();
+        if EXCLUSIVE
+            .iter()
+            .any(|group| group.contains(&id) && group.iter().any(|m| on_command_line(m)))
+        {
+            continue;
+        }
+        // The value alone, so that an error names the key.
+        let alone: Vec<OsString> = std::iter::once(program.clone())
+            .chain(entry.args.iter().cloned())
+            .collect();
+        if let Err(e) = Cli::try_parse_from(&alone) {
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or_default();
+            bail!(
+                "config file {}: key '{}': {}",
+                path.display(),
+                entry.key,
+                first.trim_start_matches("error: ")
+            );
+        }
+        args.extend(entry.args);
+    }
+    args.extend(argv.iter().skip(1).cloned());
+    let cli = Cli::try_parse_from(&args).map_err(|e| {
+        anyhow::anyhow!(
+            "config file {} with the command line: {}",
+            path.display(),
+            e.to_string().lines().next().unwrap_or_default()
+        )
+    })?;
+    Ok((cli, args))
 }
 
 /// A client's result, where a closed output (`ulog-recv tail | head`) is a normal end.
@@ -515,20 +723,27 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Notified on every SIGHUP: roll to a new split.
-fn roll_on_sighup() -> std::sync::Arc<tokio::sync::Notify> {
-    let roll = std::sync::Arc::new(tokio::sync::Notify::new());
-    let notify = roll.clone();
+/// Sends [`Control::Roll`] on every SIGHUP; with `reload`, also what it returns (the config
+/// file read again).
+fn controls_on_sighup(
+    mut reload: impl FnMut() -> Option<Control> + Send + 'static,
+) -> tokio::sync::mpsc::UnboundedReceiver<Control> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         else {
             return;
         };
         while hup.recv().await.is_some() {
-            notify.notify_one();
+            if let Some(c) = reload() {
+                let _ = tx.send(c);
+            }
+            if tx.send(Control::Roll).is_err() {
+                break;
+            }
         }
     });
-    roll
+    rx
 }
 
 /// Completes on Ctrl-C or SIGTERM (systemd's stop).
@@ -541,38 +756,116 @@ async fn shutdown_signal() {
     }
 }
 
-async fn receive(spec: LinkSpec, args: ReceiveArgs) -> anyhow::Result<()> {
+async fn receive(
+    spec: LinkSpec,
+    args: ReceiveArgs,
+    argv: Vec<OsString>,
+    levels: LogLevels,
+) -> anyhow::Result<()> {
     let link = Link::open(&spec).await?;
     let (feed, server) = args.publish.start()?.unzip();
+    let log_dir = args.log_dir();
     eprintln!(
         "ulog-recv: {spec}, logs into {}{}",
-        args.log_dir.display(),
+        log_dir.display(),
         publishing_note(server.as_ref())
     );
+    let systemd = Notifier::from_env();
     let options = ReceiverOptions {
-        store: args.store.options(args.log_dir.clone()),
+        store: args.store.options(log_dir.clone()),
         session: args.session(),
-        status_interval: Duration::from_secs(10),
+        status_interval: systemd.report_interval(),
         publish: feed,
     };
-    let status =
-        ulog_recv::receiver::run(link, options, shutdown_signal(), roll_on_sighup(), |n| {
-            if let Notice::Status(s) = n {
-                tracing::info!(
-                    bytes = s.session.log_bytes,
-                    chunks = s.session.chunks,
-                    lost = s.session.lost_chunks,
-                    "status"
-                );
+    let controls = controls_on_sighup(reloader(args.clone(), argv, levels));
+    let clients = server.as_ref().map(|s| s.clients_counter());
+    let mut text = StatusText::default();
+    let waiting_on = spec.to_string();
+    systemd.ready(&text.line(&Default::default(), None, &waiting_on, Instant::now()));
+    let started = Instant::now();
+    let stall_after = args.debug_stall_after.map(Duration::from_secs_f64);
+    let mut reports = 0u64;
+    let stopping = systemd.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.stopping();
+    };
+    let status = ulog_recv::receiver::run(link, options, shutdown, controls, |n| match n {
+        Notice::Event(e) => text.event(e),
+        Notice::Status(s) => {
+            let clients = clients
+                .as_ref()
+                .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+            let line = text.line(&s.session, clients, &waiting_on, Instant::now());
+            systemd.alive(&line);
+            reports += 1;
+            if reports.is_multiple_of(10) {
+                tracing::info!("{line}");
             }
-        })
-        .await
-        .with_context(|| format!("link {spec} failed"));
+            if stall_after.is_some_and(|after| started.elapsed() >= after) {
+                tracing::warn!("stalling the main loop, as asked (--debug-stall-after)");
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        _ => {}
+    })
+    .await
+    .with_context(|| format!("link {spec} failed"));
     if let Some(server) = server {
         server.join();
     }
     print_status(&status?);
     Ok(())
+}
+
+/// What SIGHUP re-reads: the config file (if any) with the same command line. Storage options
+/// and the log level apply at once; other changes need a restart, and the log says so.
+fn reloader(
+    running: ReceiveArgs,
+    argv: Vec<OsString>,
+    levels: LogLevels,
+) -> impl FnMut() -> Option<Control> + Send + 'static {
+    move || {
+        let path = running.config.clone()?;
+        let cli = match with_config(&argv, &path) {
+            Ok((cli, _)) => cli,
+            Err(e) => {
+                tracing::error!("config not reloaded: {e:#}");
+                return None;
+            }
+        };
+        let new = cli.receive;
+        match log_filter(new.log_level.as_deref(), "info") {
+            Ok(filter) => {
+                let _ = levels.reload(filter);
+            }
+            Err(e) => tracing::error!("log level not changed: {e:#}"),
+        }
+        let needs_restart = [
+            (
+                "the link",
+                format!("{:?}{}", new.link, new.baud)
+                    != format!("{:?}{}", running.link, running.baud),
+            ),
+            ("log-dir", new.log_dir() != running.log_dir()),
+            (
+                "the MAVLink ids",
+                (new.sysid, new.compid, new.target_system)
+                    != (running.sysid, running.compid, running.target_system),
+            ),
+            (
+                "publishing",
+                format!("{:?}", new.publish) != format!("{:?}", running.publish),
+            ),
+        ];
+        for (what, changed) in needs_restart {
+            if changed {
+                tracing::warn!("config reloaded: {what} changed, which takes a restart");
+            }
+        }
+        tracing::info!("config reloaded from {}", path.display());
+        Some(Control::Reconfigure(new.store.options(running.log_dir())))
+    }
 }
 
 /// ", live topics on PATH" for the start-up line.
@@ -719,7 +1012,7 @@ async fn demo(
                 _ = shutdown_signal() => {},
             }
         },
-        roll_on_sighup(),
+        controls_on_sighup(|| None),
         |n| match n {
             Notice::Event(Event::LogBytes(_)) => {}
             Notice::Event(e) => println!("  {e}"),

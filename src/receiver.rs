@@ -6,7 +6,6 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::latency::LatencyHistogram;
@@ -50,13 +49,22 @@ pub struct Status {
     pub sessions: Vec<PathBuf>,
 }
 
+/// What the receiver can be asked while it runs (SIGHUP).
+#[derive(Debug)]
+pub enum Control {
+    /// Start a new split before the next sample.
+    Roll,
+    /// New storage options (split policy, sync interval, budget; not the directory).
+    Reconfigure(StoreOptions),
+}
+
 /// Runs the receiver on `link` until `shutdown` completes; then STOP goes to the vehicle and
 /// the open log is completed. Returns the run's counters.
 pub async fn run(
     mut link: Link,
     options: ReceiverOptions,
     shutdown: impl std::future::Future<Output = ()>,
-    roll: Arc<tokio::sync::Notify>,
+    mut control: tokio::sync::mpsc::UnboundedReceiver<Control>,
     mut notify: impl FnMut(Notice<'_>),
 ) -> io::Result<Status> {
     let store = StoreThread::spawn(LogStore::open(options.store.clone())?, &options.store);
@@ -106,10 +114,18 @@ pub async fn run(
                 session.handle_timeout(Instant::now());
                 transmit(&mut session, &mut link).await;
             }
-            _ = roll.notified() => {
-                tracing::info!("rolling to a new split");
+            Some(c) = control.recv() => {
                 store.hand_over(&mut batch);
-                store.send(StoreCommand::Roll);
+                match c {
+                    Control::Roll => {
+                        tracing::info!("rolling to a new split");
+                        store.send(StoreCommand::Roll);
+                    }
+                    Control::Reconfigure(options) => {
+                        tracing::info!(?options, "storage options reloaded");
+                        store.send(StoreCommand::Reconfigure(options));
+                    }
+                }
             }
             _ = hand_over.tick() => store.hand_over(&mut batch),
             _ = tick.tick() => {
@@ -219,6 +235,7 @@ enum StoreCommand {
     Bytes(bytes::Bytes),
     End,
     Roll,
+    Reconfigure(StoreOptions),
 }
 
 /// What the store thread tells the network loop.
@@ -346,5 +363,6 @@ fn apply(
             Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
         },
         StoreCommand::Roll => store.roll(),
+        StoreCommand::Reconfigure(options) => store.reconfigure(options),
     }
 }

@@ -284,13 +284,14 @@ impl TailView {
             return Shown::Error(line["message"].as_str().unwrap_or(text).to_owned());
         }
         if self.options.json {
+            // Every line goes to stdout, as the daemon sent it (stats included, once a second,
+            // which also lets `tail --json | head` notice the closed pipe while no data flows).
             return match kind {
                 "data" if !self.options.fields.is_empty() => {
                     let mut line = line.clone();
                     line["fields"] = Json::Object(select(&line["fields"], &self.options.fields));
                     Shown::Out(line.to_string())
                 }
-                "stats" => Shown::Status(status_text(line)),
                 _ => Shown::Out(text.to_owned()),
             };
         }
@@ -559,6 +560,8 @@ mod tests {
         assert_eq!(back["topic"], "vehicle_attitude");
         let log = json!({"type":"log","level":"info","timestamp":1,"text":"hi"});
         assert_eq!(view.render(&log, "RAW"), Shown::Out("RAW".into()));
+        let stats = json!({"type":"stats","clients":1});
+        assert_eq!(view.render(&stats, "STATS"), Shown::Out("STATS".into()));
     }
 
     #[test]

@@ -193,6 +193,7 @@ fn strip_samples(bytes: &Bytes, header_left: usize) -> (Bytes, u64) {
 #[derive(Debug)]
 pub struct PublishServer {
     thread: Option<std::thread::JoinHandle<()>>,
+    clients: Arc<AtomicUsize>,
     unix: Option<PathBuf>,
     tcp: Option<SocketAddr>,
 }
@@ -224,6 +225,8 @@ impl PublishServer {
             header_left: 0,
         };
         let queue = config.client_queue_bytes;
+        let clients = Arc::new(AtomicUsize::new(0));
+        let count = clients.clone();
         let thread = std::thread::Builder::new()
             .name("ulog-recv-publish".into())
             .spawn(move || {
@@ -231,13 +234,14 @@ impl PublishServer {
                     .enable_all()
                     .build()
                     .expect("a current-thread runtime");
-                rt.block_on(serve(rx, backlog, unix, tcp, queue));
+                rt.block_on(serve(rx, backlog, unix, tcp, queue, count));
             })
             .map_err(ServeError::Thread)?;
         Ok((
             feed,
             PublishServer {
                 thread: Some(thread),
+                clients,
                 unix: config.unix,
                 tcp: tcp_addr,
             },
@@ -247,6 +251,16 @@ impl PublishServer {
     /// The Unix socket's path.
     pub fn unix_path(&self) -> Option<&Path> {
         self.unix.as_deref()
+    }
+
+    /// Clients connected now.
+    pub fn clients(&self) -> usize {
+        self.clients.load(Ordering::Relaxed)
+    }
+
+    /// The count of connected clients, kept up to date by the server.
+    pub fn clients_counter(&self) -> Arc<AtomicUsize> {
+        self.clients.clone()
     }
 
     /// The TCP address actually bound (port 0 resolved).
@@ -325,6 +339,7 @@ async fn serve(
     unix: Option<std::os::unix::net::UnixListener>,
     tcp: Option<std::net::TcpListener>,
     queue_bytes: usize,
+    client_count: Arc<AtomicUsize>,
 ) {
     let (conn_tx, mut conn_rx) = mpsc::channel::<ClientMsg>(256);
     let unix_path = unix
@@ -443,6 +458,7 @@ async fn serve(
                 }
             },
         }
+        client_count.store(publisher.client_count(), Ordering::Relaxed);
         // Everything the publisher made goes to the outboxes; each writer is woken once.
         let mut woken: Vec<ClientId> = Vec::new();
         while let Some(out) = publisher.poll_transmit() {

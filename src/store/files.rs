@@ -276,6 +276,19 @@ impl LogStore {
         Ok(())
     }
 
+    /// Takes new options (a config reload): the split policy from the next message on, the
+    /// sync interval and the budget at once. The directory cannot change while running; a new
+    /// one is ignored (the caller says so).
+    pub fn reconfigure(&mut self, options: StoreOptions) {
+        if let Some(s) = &mut self.session {
+            s.splitter.set_policy(options.policy.clone());
+        }
+        self.options = StoreOptions {
+            dir: self.options.dir.clone(),
+            ..options
+        };
+    }
+
     /// Rolls to a new split before the next sample (SIGHUP).
     pub fn roll(&mut self) {
         if let Some(s) = &mut self.session {

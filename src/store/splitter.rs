@@ -158,6 +158,11 @@ impl Splitter {
         self.current.as_ref()
     }
 
+    /// Applies a new policy from the next message on (a config reload).
+    pub fn set_policy(&mut self, policy: SplitPolicy) {
+        self.policy = policy;
+    }
+
     /// Ends the current split before the next data message (SIGHUP).
     pub fn request_roll(&mut self) {
         self.roll_requested = true;
