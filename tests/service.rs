@@ -56,6 +56,21 @@ fn units_pass_systemd_analyze_verify() {
             out.status.success() && stderr.trim().is_empty(),
             "{name}: {stderr}"
         );
+        // systemd's own rating of the sandbox: 0 (locked down) to 10 (exposed).
+        let out = Command::new(&analyze)
+            .args(["security", "--offline=true"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let exposure: f64 = text
+            .lines()
+            .find_map(|l| l.split("Overall exposure level for ").nth(1))
+            .and_then(|l| l.split(": ").nth(1))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no exposure level in {text}"));
+        assert!(exposure <= 2.0, "{name}: exposure {exposure}");
     }
     // The example config is a valid config.
     let out = Command::new(BIN)
@@ -112,14 +127,9 @@ impl FakeSystemd {
     }
 }
 
-fn daemon_with_notify(dir: &Path, notify: &Path, extra: &[&str]) -> std::process::Child {
+fn daemon_with_notify(dir: &Path, notify: &Path, port: u16, extra: &[&str]) -> std::process::Child {
     Command::new(BIN)
-        .args([
-            "--udp",
-            &free_udp_port().to_string(),
-            "--no-socket",
-            "--log-dir",
-        ])
+        .args(["--udp", &port.to_string(), "--no-socket", "--log-dir"])
         .arg(dir.join("logs"))
         .args(extra)
         .env("NOTIFY_SOCKET", notify)
@@ -136,13 +146,34 @@ fn systemd_hears_ready_status_watchdog_and_stopping_and_no_pings_from_a_stuck_lo
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("notify.sock");
     let mut systemd = FakeSystemd::new(&path);
-    let mut daemon = daemon_with_notify(&dir, &path, &[]);
+    let port = free_udp_port();
+    let mut daemon = daemon_with_notify(&dir, &path, port, &[]);
     let t0 = Instant::now();
+    systemd.listen(Duration::from_millis(1000));
+    // A vehicle streams: the status says so.
+    let mut sim = Command::new(BIN)
+        .args(["sim", "--synthetic", "--duration", "600", "--rate", "50000"])
+        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     systemd.listen(Duration::from_millis(1500));
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     systemd.listen(Duration::from_millis(1000));
     assert!(daemon.wait().unwrap().success());
+    let _ = sim.kill();
+    let _ = sim.wait();
     let m = &systemd.messages;
+    let streaming = m.iter().find_map(|(_, x)| {
+        x.lines()
+            .find(|l| l.starts_with("STATUS=streaming from sysid 1: "))
+    });
+    let streaming = streaming.unwrap_or_else(|| panic!("no streaming status: {m:?}"));
+    assert!(
+        streaming.contains(" KB/s, ") && streaming.contains(" % lost"),
+        "{streaming}"
+    );
     assert!(!m.is_empty(), "nothing arrived");
     // READY first, with a status a person can read.
     assert!(m[0].1.lines().any(|l| l == "READY=1"), "{m:?}");
@@ -152,9 +183,9 @@ fn systemd_hears_ready_status_watchdog_and_stopping_and_no_pings_from_a_stuck_lo
             .any(|l| l.starts_with("STATUS=waiting for a vehicle on udp")),
         "{m:?}"
     );
-    // Then pings with a status, every third of the 300 ms timeout: ~10 in 1.5 s.
+    // Then pings with a status, every third of the 300 ms timeout: ~25 in 2.5 s.
     let pings = systemd.count("WATCHDOG=1", t0);
-    assert!(pings >= 5, "{pings} pings in 1.5 s: {m:?}");
+    assert!(pings >= 10, "{pings} pings in 2.5 s: {m:?}");
     assert!(m[1..].iter().all(|(_, x)| !x.contains("READY=1")));
     let last = &m.last().unwrap().1;
     assert!(last.lines().any(|l| l == "STOPPING=1"), "{m:?}");
@@ -162,7 +193,8 @@ fn systemd_hears_ready_status_watchdog_and_stopping_and_no_pings_from_a_stuck_lo
     // A main loop stuck after 1 s: the pings stop (and systemd would restart it).
     let path = dir.join("notify2.sock");
     let mut systemd = FakeSystemd::new(&path);
-    let mut daemon = daemon_with_notify(&dir, &path, &["--debug-stall-after", "1"]);
+    let mut daemon =
+        daemon_with_notify(&dir, &path, free_udp_port(), &["--debug-stall-after", "1"]);
     let t0 = Instant::now();
     systemd.listen(Duration::from_millis(3000));
     let _ = daemon.kill();
