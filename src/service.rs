@@ -100,23 +100,11 @@ impl StatusText {
         waiting_on: &str,
         now: Instant,
     ) -> String {
-        let (rate, loss) = match &self.previous {
-            Some((then, prev)) => {
-                let dt = now.duration_since(*then).as_secs_f64().max(1e-3);
-                let chunks = stats.chunks.saturating_sub(prev.chunks);
-                let lost = stats.lost_chunks.saturating_sub(prev.lost_chunks);
-                let loss = if chunks + lost > 0 {
-                    100.0 * lost as f64 / (chunks + lost) as f64
-                } else {
-                    0.0
-                };
-                (
-                    stats.log_bytes.saturating_sub(prev.log_bytes) as f64 / dt,
-                    loss,
-                )
-            }
-            None => (0.0, 0.0),
-        };
+        let rates = self
+            .previous
+            .as_ref()
+            .map(|(then, prev)| stats.rates_since(prev, now.duration_since(*then).as_secs_f64()))
+            .unwrap_or_default();
         self.previous = Some((now, *stats));
         let clients = match clients {
             Some(1) => ", 1 client".to_owned(),
@@ -127,8 +115,9 @@ impl StatusText {
             (None, _) => format!("waiting for a vehicle on {waiting_on}{clients}"),
             (Some(id), false) => format!("vehicle sysid {id} found, not streaming{clients}"),
             (Some(id), true) => format!(
-                "streaming from sysid {id}: {:.1} KB/s, {loss:.1} % lost{clients}",
-                rate / 1000.0
+                "streaming from sysid {id}: {:.1} KB/s, {:.1} % lost{clients}",
+                rates.log_bytes_per_s / 1000.0,
+                rates.loss_percent
             ),
         }
     }

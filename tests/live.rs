@@ -93,31 +93,6 @@ fn expected_counts(expected: &Json, keep: impl Fn(&str) -> bool) -> BTreeMap<(St
         .collect()
 }
 
-/// Our nested fields flattened to pyulog's names (`q[2]`, `esc[1].esc_rpm`); strings left
-/// whole.
-fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
-    match v {
-        Json::Object(m) => {
-            for (k, x) in m {
-                let name = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&name, x, out);
-            }
-        }
-        Json::Array(items) => {
-            for (i, x) in items.iter().enumerate() {
-                flatten(&format!("{prefix}[{i}]"), x, out);
-            }
-        }
-        other => {
-            out.insert(prefix.to_owned(), other.clone());
-        }
-    }
-}
-
 /// The first and last samples a client got of each instance equal pyulog's (numbers; floats
 /// to `float` precision; booleans as 0/1; NaN as null; text fields, which pyulog lists per
 /// character, are left to the in-memory tests).
@@ -133,7 +108,7 @@ fn assert_values_match(lines: &[Json], expected: &Json, what: &str) {
         let Some(first) = mine.first() else { continue };
         for (ours, theirs) in [(first, &ds["first"]), (mine.last().unwrap(), &ds["last"])] {
             let mut flat = BTreeMap::new();
-            flatten("", &ours["fields"], &mut flat);
+            common::flatten_fields("", &ours["fields"], &mut flat);
             for (k, t) in theirs.as_object().unwrap() {
                 if k.contains("_padding") || k.ends_with(']') && !flat.contains_key(k) {
                     continue;

@@ -18,36 +18,27 @@ use ulog_recv::publish::protocol::Line;
 use ulog_recv::publish::{JsonShape, Publisher, ServerStats};
 use ulog_recv::ulog::{BasicType, Decoder, Reader};
 
-/// Flattens our nested JSON into pyulog's field names. Strings become character codes, padded
-/// with zeros to the array length `char_len(name)`.
-fn flatten(prefix: &str, v: &Json, char_len: &dyn Fn(&str) -> usize, out: &mut Map<String, Json>) {
-    match v {
-        Json::Object(m) => {
-            for (k, x) in m {
-                let name = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&name, x, char_len, out);
+/// Flattens our nested JSON into pyulog's field names. Strings become character codes,
+/// padded with zeros to the array length `char_len(name)`.
+fn flatten(v: &Json, char_len: &dyn Fn(&str) -> usize) -> Map<String, Json> {
+    let mut flat = BTreeMap::new();
+    common::flatten_fields("", v, &mut flat);
+    let mut out = Map::new();
+    for (name, value) in flat {
+        match value {
+            Json::String(s) => {
+                let mut bytes = s.into_bytes();
+                bytes.resize(char_len(&name), 0);
+                for (i, b) in bytes.iter().enumerate() {
+                    out.insert(format!("{name}[{i}]"), Json::from(*b));
+                }
             }
-        }
-        Json::Array(items) => {
-            for (i, x) in items.iter().enumerate() {
-                flatten(&format!("{prefix}[{i}]"), x, char_len, out);
+            other => {
+                out.insert(name, other);
             }
-        }
-        Json::String(s) => {
-            let mut bytes = s.as_bytes().to_vec();
-            bytes.resize(char_len(prefix), 0);
-            for (i, b) in bytes.iter().enumerate() {
-                out.insert(format!("{prefix}[{i}]"), Json::from(*b));
-            }
-        }
-        other => {
-            out.insert(prefix.to_owned(), other.clone());
         }
     }
+    out
 }
 
 #[test]
@@ -79,8 +70,7 @@ fn rendered_samples_hold_pyulogs_values() {
                     .filter(|f| f.ty == BasicType::Char && f.name.starts_with(&format!("{name}[")))
                     .count()
             };
-            let mut flat = Map::new();
-            flatten("", &rendered, &char_len, &mut flat);
+            let mut flat = flatten(&rendered, &char_len);
             // `float`s are written in their shortest form (0.1, not pyulog's
             // 0.10000000149011612): read them back as `float`, as a client would.
             for f in sample

@@ -15,5 +15,5 @@ pub use assembler::{Assembler, AssemblerStats};
 pub use chunker::{CHUNK_DATA_LEN, ChunkedLog, LogChunk, chunk_log};
 pub use frames::{FrameDecoder, FrameStats};
 pub use reorder::{Arrival, Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
-pub use session::{CloseReason, Event, Session, SessionConfig, SessionStats};
+pub use session::{CloseReason, Event, Rates, Session, SessionConfig, SessionStats};
 pub use vehicle::{Impairment, SimVehicle, VehicleConfig, VehicleStats};

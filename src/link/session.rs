@@ -225,6 +225,33 @@ pub struct SessionStats {
     pub start_requests: u64,
 }
 
+/// Rates over an interval, from two readings of [`SessionStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    pub log_bytes_per_s: f64,
+    pub chunks_per_s: f64,
+    /// Chunks lost among those due in the interval (received + lost), in percent.
+    pub loss_percent: f64,
+}
+
+impl SessionStats {
+    /// The rates from `earlier` to `self`, `seconds` apart.
+    pub fn rates_since(&self, earlier: &SessionStats, seconds: f64) -> Rates {
+        let dt = seconds.max(1e-3);
+        let chunks = self.chunks.saturating_sub(earlier.chunks);
+        let lost = self.lost_chunks.saturating_sub(earlier.lost_chunks);
+        Rates {
+            log_bytes_per_s: self.log_bytes.saturating_sub(earlier.log_bytes) as f64 / dt,
+            chunks_per_s: chunks as f64 / dt,
+            loss_percent: if chunks + lost > 0 {
+                100.0 * lost as f64 / (chunks + lost) as f64
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// No vehicle (yet, or lost).

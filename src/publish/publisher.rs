@@ -417,32 +417,19 @@ impl Publisher {
             let catalogue = self.catalogue();
             self.broadcast(catalogue, Keep::Latest);
         }
-        let (rate, chunk_rate, loss) = match &self.last_stats {
-            Some((then, prev)) => {
-                let dt = now.duration_since(*then).as_secs_f64().max(1e-3);
-                let chunks = stats.chunks.saturating_sub(prev.chunks);
-                let lost = stats.lost_chunks.saturating_sub(prev.lost_chunks);
-                let loss = if chunks + lost > 0 {
-                    100.0 * lost as f64 / (chunks + lost) as f64
-                } else {
-                    0.0
-                };
-                (
-                    stats.log_bytes.saturating_sub(prev.log_bytes) as f64 / dt,
-                    chunks as f64 / dt,
-                    loss,
-                )
-            }
-            None => (0.0, 0.0, 0.0),
-        };
+        let rates = self
+            .last_stats
+            .as_ref()
+            .map(|(then, prev)| stats.rates_since(prev, now.duration_since(*then).as_secs_f64()))
+            .unwrap_or_default();
         self.last_stats = Some((now, *stats));
         let message = json!({
             "type": "stats",
             "vehicle": self.vehicle_json(),
             "log": self.log.as_ref().map(|l| l.number),
-            "log_bytes_per_s": rate.round(),
-            "chunks_per_s": chunk_rate.round(),
-            "loss_percent": (loss * 100.0).round() / 100.0,
+            "log_bytes_per_s": rates.log_bytes_per_s.round(),
+            "chunks_per_s": rates.chunks_per_s.round(),
+            "loss_percent": (rates.loss_percent * 100.0).round() / 100.0,
             "log_bytes": stats.log_bytes,
             "chunks": stats.chunks,
             "lost": stats.lost_chunks,

@@ -423,3 +423,28 @@ pub fn check_with_pyulog(file: &std::path::Path) {
         &diffs[..diffs.len().min(10)]
     );
 }
+
+/// Our nested JSON fields flattened to pyulog's names (`q[2]`, `esc[1].esc_rpm`); strings
+/// (`char[n]` fields) are left whole.
+pub fn flatten_fields(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
+    match v {
+        Json::Object(m) => {
+            for (k, x) in m {
+                let name = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten_fields(&name, x, out);
+            }
+        }
+        Json::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                flatten_fields(&format!("{prefix}[{i}]"), x, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), other.clone());
+        }
+    }
+}
