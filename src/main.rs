@@ -765,12 +765,19 @@ async fn receive(
     let link = Link::open(&spec).await?;
     let (feed, server) = args.publish.start()?.unzip();
     let log_dir = args.log_dir();
-    eprintln!(
-        "ulog-recv: {spec}, logs into {}{}",
+    tracing::info!(
+        "ulog-recv {}: {spec}, logs into {}{}",
+        env!("CARGO_PKG_VERSION"),
         log_dir.display(),
         publishing_note(server.as_ref())
     );
     let systemd = Notifier::from_env();
+    tracing::debug!(
+        watchdog = ?systemd.watchdog(),
+        config = ?args.config,
+        "running as a service: {}",
+        std::env::var_os("NOTIFY_SOCKET").is_some()
+    );
     let options = ReceiverOptions {
         store: args.store.options(log_dir.clone()),
         session: args.session(),
@@ -814,7 +821,9 @@ async fn receive(
     if let Some(server) = server {
         server.join();
     }
-    print_status(&status?);
+    let status = status?;
+    tracing::info!("stopped");
+    print_status(&status);
     Ok(())
 }
 

@@ -464,3 +464,58 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
         common::check_with_pyulog(f);
     }
 }
+
+/// Runs the daemon for a moment with `env` and `args`; its stderr.
+fn daemon_stderr(env: &[(&str, &str)], args: &[&str]) -> String {
+    let dir = fresh_dir("logging");
+    let mut daemon = Command::new(BIN)
+        .args([
+            "--udp",
+            &free_udp_port().to_string(),
+            "--no-socket",
+            "--log-dir",
+        ])
+        .arg(&dir)
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let mut err = String::new();
+    daemon
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(daemon.wait().unwrap().success());
+    err
+}
+
+#[test]
+fn logs_suit_the_journal_and_the_level_comes_from_the_flag_then_rust_log() {
+    // Under journald: no colour, no timestamp (the journal has its own); the flag beats RUST_LOG.
+    let err = daemon_stderr(
+        &[("JOURNAL_STREAM", "8:12345"), ("RUST_LOG", "error")],
+        &["--log-level", "debug"],
+    );
+    let logged: Vec<&str> = err.lines().filter(|l| l.contains("ulog_recv")).collect();
+    assert!(logged.iter().any(|l| l.contains("DEBUG")), "{err}");
+    assert!(!err.contains('\x1b'), "no colour codes: {err:?}");
+    for l in &logged {
+        assert!(
+            !l.starts_with(|c: char| c.is_ascii_digit()),
+            "no timestamp: {l}"
+        );
+    }
+    // Without the flag, RUST_LOG decides; without either, info.
+    let err = daemon_stderr(&[("RUST_LOG", "error")], &[]);
+    assert!(!err.contains(" INFO "), "{err}");
+    let err = daemon_stderr(&[], &[]);
+    assert!(err.contains(" INFO "), "{err}");
+    assert!(!err.contains(" DEBUG "), "{err}");
+}
