@@ -387,15 +387,18 @@ impl Publisher {
                 log.carry.extend_from_slice(rest);
             }
         } else {
+            // Completes the message in progress (moved out while `self` handles what it holds,
+            // then put back with what remains: no copy of a long message per piece).
             let mut carry = std::mem::take(&mut log.carry);
             carry.extend_from_slice(bytes);
             let mut messages = framed(&carry);
             for m in messages.by_ref() {
                 self.message(m, arrived);
             }
-            let rest = messages.rest().to_vec();
+            let consumed = carry.len() - messages.rest().len();
+            carry.drain(..consumed);
             if let Some(log) = self.log.as_mut() {
-                log.carry = rest;
+                log.carry = carry;
             }
         }
     }
@@ -492,6 +495,12 @@ impl Publisher {
                 }
                 return;
             }
+            // Nobody to tell: no line to build.
+            Message::Logging { .. } | Message::LoggingTagged { .. } if self.clients.is_empty() => {
+                log.in_data = true;
+                return;
+            }
+            Message::Parameter(_) | Message::Dropout { .. } if self.clients.is_empty() => return,
             Message::Logging {
                 level,
                 timestamp,
@@ -525,6 +534,7 @@ impl Publisher {
                 return;
             }
         };
+
         self.broadcast(line(&control), Keep::Droppable);
     }
 
