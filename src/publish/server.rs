@@ -95,6 +95,9 @@ pub enum ServeError {
     Thread(io::Error),
 }
 
+/// The publishing thread's niceness (the store thread's is 5).
+const PUBLISH_NICENESS: i32 = 10;
+
 /// What the network loop sends the publishing thread.
 enum Feed {
     Log { bytes: Bytes, arrived: Instant },
@@ -230,6 +233,9 @@ impl PublishServer {
         let thread = std::thread::Builder::new()
             .name("ulog-recv-publish".into())
             .spawn(move || {
+                // Below the network loop and the store: live clients come after the acks
+                // and the files when the CPU is short.
+                crate::receiver::lower_thread_priority(PUBLISH_NICENESS);
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
