@@ -1,0 +1,406 @@
+//! The command line: the daemon's options (also the config file's keys, see
+//! [`crate::config_file`]) and the subcommands.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use ulog_recv::link::{Impairment, SessionConfig};
+use ulog_recv::publish::client::Endpoint;
+use ulog_recv::publish::server::{
+    PublishConfig, PublishFeed, PublishServer, ServeError, default_socket_path,
+};
+use ulog_recv::store::{SplitPolicy, StoreOptions};
+use ulog_recv::transport::LinkSpec;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Receive, store and publish PX4 ULog streams",
+    args_conflicts_with_subcommands = true,
+    // A later value wins: the command line's over the config file's (which come first).
+    args_override_self = true
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    #[command(flatten)]
+    pub(crate) receive: ReceiveArgs,
+}
+
+/// How to reach the other side. Exactly one.
+#[derive(Args, Debug, Clone)]
+#[group(required = false, multiple = false)]
+pub(crate) struct LinkArgs {
+    /// Listen for the vehicle on this UDP port (all interfaces); answer where its packets come from.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) udp: Option<u16>,
+    /// Talk UDP to this address (e.g. a MAVLink router's UDP server endpoint).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) udp_connect: Option<String>,
+    /// Connect over TCP (reconnects with back-off).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) tcp: Option<String>,
+    /// Use a serial port (reopened after an unplug).
+    #[arg(long, value_name = "DEVICE")]
+    pub(crate) serial: Option<PathBuf>,
+}
+
+impl LinkArgs {
+    pub(crate) fn spec(&self, baud: u32) -> Option<LinkSpec> {
+        if let Some(port) = self.udp {
+            return Some(LinkSpec::UdpListen(SocketAddr::from(([0, 0, 0, 0], port))));
+        }
+        if let Some(a) = &self.udp_connect {
+            return Some(LinkSpec::UdpConnect(a.clone()));
+        }
+        if let Some(a) = &self.tcp {
+            return Some(LinkSpec::Tcp(a.clone()));
+        }
+        self.serial.as_ref().map(|path| LinkSpec::Serial {
+            path: path.clone(),
+            baud,
+        })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ReceiveArgs {
+    #[command(flatten)]
+    pub(crate) link: LinkArgs,
+    /// Serial baud rate.
+    #[arg(long, default_value_t = 921_600)]
+    pub(crate) baud: u32,
+    /// Options from this TOML file, keys named as the long options (`udp = 14550`,
+    /// `log-dir = "/var/lib/ulog-recv"`); the command line wins. Re-read on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Print the options in force (from the config file and the command line) and exit.
+    #[arg(long)]
+    pub(crate) check_config: bool,
+    /// Where the .ulg files go (created if missing) [default: $STATE_DIRECTORY when systemd
+    /// gives one, else ./logs].
+    #[arg(long)]
+    pub(crate) log_dir: Option<PathBuf>,
+    /// What to log: error, warn, info, debug, trace, or a filter such as
+    /// `ulog_recv::link=debug` [default: $RUST_LOG, else info].
+    #[arg(long, value_name = "LEVEL")]
+    pub(crate) log_level: Option<String>,
+    /// For tests of the watchdog: the main loop blocks this many seconds after the start.
+    #[arg(long, hide = true, value_name = "SECONDS")]
+    pub(crate) debug_stall_after: Option<f64>,
+    /// Our MAVLink system id [default: the vehicle's, as for any component on board].
+    #[arg(long)]
+    pub(crate) sysid: Option<u8>,
+    /// Our MAVLink component id [default: 155, MAV_COMP_ID_LOG].
+    #[arg(long, default_value_t = ulog_recv::link::session::DEFAULT_COMPONENT_ID)]
+    pub(crate) compid: u8,
+    /// Take only this system as the vehicle [default: the first autopilot heard].
+    #[arg(long)]
+    pub(crate) target_system: Option<u8>,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    #[command(flatten)]
+    pub(crate) publish: PublishArgs,
+}
+
+/// Where the decoded topics are published live.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct PublishArgs {
+    /// The live socket (Unix) [default: ulog-recv.sock in $RUNTIME_DIRECTORY, else in
+    /// $XDG_RUNTIME_DIR, else in /run/ulog-recv/].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Publish on no Unix socket.
+    #[arg(long, conflicts_with = "socket")]
+    pub(crate) no_socket: bool,
+    /// Also publish on this TCP address (for containers), e.g. 127.0.0.1:14600.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) publish_tcp: Option<SocketAddr>,
+    /// Bytes a client may fall behind before its oldest lines are dropped (K, M, G).
+    #[arg(long, value_parser = parse_size, default_value = "4M")]
+    pub(crate) client_queue: u64,
+}
+
+impl PublishArgs {
+    /// Starts the live socket's server. A socket given on the command line must work; the
+    /// default one may fail (e.g. no /run/ulog-recv for an ordinary user): the daemon then
+    /// logs without it, and says so.
+    pub(crate) fn start(&self) -> anyhow::Result<Option<(PublishFeed, PublishServer)>> {
+        let unix = match (&self.socket, self.no_socket) {
+            (_, true) => None,
+            (Some(p), _) => Some(p.clone()),
+            (None, false) => Some(default_socket_path()),
+        };
+        if unix.is_none() && self.publish_tcp.is_none() {
+            return Ok(None);
+        }
+        let config = |unix| PublishConfig {
+            unix,
+            tcp: self.publish_tcp,
+            client_queue_bytes: self.client_queue as usize,
+            ..PublishConfig::default()
+        };
+        match PublishServer::start(config(unix.clone())) {
+            Ok(started) => Ok(Some(started)),
+            Err(
+                e @ (ServeError::Directory { .. } | ServeError::Bind { .. } | ServeError::InUse(_)),
+            ) if self.socket.is_none() && unix.is_some() => {
+                tracing::warn!("no live socket: {e}; give --socket PATH to publish");
+                eprintln!("ulog-recv: no live socket ({e}); give --socket PATH to publish");
+                if self.publish_tcp.is_none() {
+                    return Ok(None);
+                }
+                Ok(Some(PublishServer::start(config(None))?))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// How logs are stored.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StoreArgs {
+    /// Start a new split at this size (bytes; K, M, G suffixes).
+    #[arg(long, value_parser = parse_size)]
+    pub(crate) split_size: Option<u64>,
+    /// Start a new split after this many seconds of log time.
+    #[arg(long)]
+    pub(crate) split_duration: Option<f64>,
+    /// Topics whose last sample starts every split (comma-separated)
+    /// [default: vehicle_status, vehicle_control_mode, home_position, vehicle_land_detected,
+    /// battery_status, vehicle_gps_position, mission].
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) latched: Option<Vec<String>>,
+    /// Seconds between syncs of the open split and the manifest to disk.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) fsync_interval: f64,
+    /// Most bytes all log sessions may take (K, M, G); the oldest closed sessions are deleted.
+    #[arg(long, value_parser = parse_size)]
+    pub(crate) max_total: Option<u64>,
+    /// Least free space to leave on the disk (K, M, G); the oldest closed sessions are deleted.
+    #[arg(long, value_parser = parse_size)]
+    pub(crate) min_free: Option<u64>,
+}
+
+impl StoreArgs {
+    pub(crate) fn options(&self, dir: PathBuf) -> StoreOptions {
+        let mut policy = SplitPolicy::unlimited();
+        policy.max_bytes = self.split_size;
+        policy.max_duration_us = self.split_duration.map(|s| (s * 1e6) as u64);
+        if let Some(l) = &self.latched {
+            policy.latched = l.iter().filter(|s| !s.is_empty()).cloned().collect();
+        }
+        StoreOptions {
+            dir,
+            policy,
+            fsync_interval: Duration::from_secs_f64(self.fsync_interval.max(0.001)),
+            max_total: self.max_total,
+            min_free: self.min_free,
+        }
+    }
+}
+
+/// `123`, `64K`, `10M`, `2G` (powers of 1024).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("not a size: {s}"))?;
+    if n <= 0.0 {
+        return Err(format!("a size must be positive: {s}"));
+    }
+    Ok((n * mult as f64) as u64)
+}
+
+impl ReceiveArgs {
+    pub(crate) fn log_dir(&self) -> PathBuf {
+        self.log_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("STATE_DIRECTORY")
+                .and_then(|d| {
+                    let first = d.to_string_lossy().split(':').next()?.to_owned();
+                    (!first.is_empty()).then(|| PathBuf::from(first))
+                })
+                .unwrap_or_else(|| PathBuf::from("logs"))
+        })
+    }
+
+    pub(crate) fn session(&self) -> SessionConfig {
+        SessionConfig {
+            system_id: self.sysid,
+            component_id: self.compid,
+            target_system: self.target_system,
+            ..SessionConfig::default()
+        }
+    }
+}
+
+/// The simulated link's impairment, seeded.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct ImpairmentArgs {
+    /// Probability that a frame from the vehicle is lost.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) loss: f64,
+    /// Probability that a frame from the vehicle arrives twice.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) duplicate: f64,
+    /// Probability that a frame from the vehicle is held back behind later ones.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) reorder: f64,
+    /// Up to how many later frames overtake a held-back one.
+    #[arg(long, default_value_t = 8)]
+    pub(crate) reorder_depth: usize,
+    /// Probability that a frame to the vehicle (an ack, a command) is lost.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) uplink_loss: f64,
+    /// Every this many ms, an outage of --outage-ms.
+    #[arg(long)]
+    pub(crate) outage_every_ms: Option<u64>,
+    #[arg(long, default_value_t = 200)]
+    pub(crate) outage_ms: u64,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+}
+
+impl ImpairmentArgs {
+    pub(crate) fn impairment(&self) -> Impairment {
+        Impairment {
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_depth: self.reorder_depth,
+            uplink_loss: self.uplink_loss,
+            outage_every: self.outage_every_ms.map(Duration::from_millis),
+            outage_len: Duration::from_millis(self.outage_ms),
+        }
+    }
+}
+
+/// Which daemon a client follows.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct EndpointArgs {
+    /// The daemon's socket [default: $ULOG_RECV_SOCKET, else the first of the daemon's
+    /// default places that exists].
+    #[arg(long, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+    /// Connect over TCP instead (a daemon run with --publish-tcp).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "socket")]
+    pub(crate) tcp: Option<String>,
+}
+
+impl EndpointArgs {
+    pub(crate) fn endpoint(&self) -> Option<Endpoint> {
+        match (&self.socket, &self.tcp) {
+            (Some(p), _) => Some(Endpoint::Unix(p.clone())),
+            (None, Some(a)) => Some(Endpoint::Tcp(a.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Summarise a .ulg file: header, info, parameters, topics, dropouts, logged messages.
+    Info {
+        file: PathBuf,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Be a PX4 vehicle that streams FILE (or a synthetic flight) when a receiver asks.
+    Sim {
+        /// The .ulg file to stream.
+        #[arg(required_unless_present = "synthetic")]
+        file: Option<PathBuf>,
+        /// Stream a generated flight instead of a file.
+        #[arg(long, conflicts_with = "file")]
+        synthetic: bool,
+        /// Length of the generated flight, seconds.
+        #[arg(long, default_value_t = 60)]
+        duration: u32,
+        #[command(flatten)]
+        link: LinkArgs,
+        #[arg(long, default_value_t = 921_600)]
+        baud: u32,
+        /// Bytes per second of the unacked phase on the wire; 0: as fast as possible.
+        #[arg(long, default_value_t = 100_000)]
+        rate: u64,
+        /// The vehicle's system id.
+        #[arg(long, default_value_t = 1)]
+        sysid: u8,
+        /// Answer LOGGING_START with DENIED (as PX4 on a link slower than 5000 B/s).
+        #[arg(long)]
+        deny: bool,
+        /// Exit once the whole log was sent (and a second has passed).
+        #[arg(long)]
+        once: bool,
+        /// Pack frames into writes (UDP datagrams) of up to this many bytes, as PX4 does;
+        /// 0: one frame per write.
+        #[arg(long, default_value_t = 0)]
+        max_write: usize,
+        #[command(flatten)]
+        impairment: ImpairmentArgs,
+    },
+    /// Cut a window of log time from a log session into one standalone .ulg.
+    Snippet {
+        /// The session directory (holding manifest.json).
+        session: PathBuf,
+        /// Start of the window, seconds of log time (as `info` prints them).
+        #[arg(long)]
+        from: f64,
+        /// End of the window, seconds of log time.
+        #[arg(long)]
+        to: f64,
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Follow the vehicle's topics live from a running daemon: one sample per line, aligned,
+    /// with a status line (rate, loss) on stderr.
+    Tail {
+        /// Topic patterns (`*` any run of characters, `?` one) [default: all topics].
+        patterns: Vec<String>,
+        /// Only these fields (comma-separated; `q`, `q[0]`, `esc[1].esc_rpm`).
+        #[arg(long, value_delimiter = ',')]
+        fields: Vec<String>,
+        /// The daemon's JSON lines instead of text (for scripts).
+        #[arg(long)]
+        json: bool,
+        /// At most this many samples per second of each topic.
+        #[arg(long, value_name = "HZ")]
+        rate: Option<f64>,
+        /// Exit after this many samples.
+        #[arg(short = 'n', long)]
+        count: Option<u64>,
+        #[command(flatten)]
+        endpoint: EndpointArgs,
+    },
+    /// List the topics a running daemon has now.
+    Topics {
+        /// The daemon's `topics` line (JSON) instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        endpoint: EndpointArgs,
+    },
+    /// A simulated vehicle and the receiver in one process, over loopback UDP: see logs
+    /// arrive without a drone.
+    Demo {
+        /// Where the .ulg files go [default: a new temporary directory].
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+        /// Seconds of synthetic flight.
+        #[arg(long, default_value_t = 60)]
+        duration: u32,
+        /// Bytes per second on the wire (PX4's default profile streams 35-50 KB/s).
+        #[arg(long, default_value_t = 60_000)]
+        rate: u64,
+        /// A perfect link instead of the default lossy one.
+        #[arg(long)]
+        clean: bool,
+    },
+}

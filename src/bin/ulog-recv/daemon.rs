@@ -1,0 +1,208 @@
+//! The receiving daemon (no subcommand): the link, the live socket, the receiver loop, and
+//! its life as a service (sd_notify, the watchdog, signals, the config reloaded on SIGHUP).
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ulog_recv::publish::server::PublishServer;
+use ulog_recv::receiver::{Control, Notice, ReceiverOptions, Status};
+use ulog_recv::service::{Notifier, StatusText};
+use ulog_recv::transport::{Link, LinkSpec};
+
+use crate::args::ReceiveArgs;
+use crate::config_file::with_config;
+use crate::logging::{LogLevels, log_filter};
+
+/// Sends [`Control::Roll`] on every SIGHUP; with `reload`, also what it returns (the config
+/// file read again).
+pub(crate) fn controls_on_sighup(
+    mut reload: impl FnMut() -> Option<Control> + Send + 'static,
+) -> tokio::sync::mpsc::UnboundedReceiver<Control> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            if let Some(c) = reload() {
+                let _ = tx.send(c);
+            }
+            if tx.send(Control::Roll).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Completes on Ctrl-C or SIGTERM (systemd's stop).
+pub(crate) async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
+
+pub(crate) async fn receive(
+    spec: LinkSpec,
+    args: ReceiveArgs,
+    argv: Vec<OsString>,
+    levels: LogLevels,
+) -> anyhow::Result<()> {
+    let link = Link::open(&spec).await?;
+    let (feed, server) = args.publish.start()?.unzip();
+    let log_dir = args.log_dir();
+    tracing::info!(
+        "ulog-recv {}: {spec}, logs into {}{}",
+        env!("CARGO_PKG_VERSION"),
+        log_dir.display(),
+        publishing_note(server.as_ref())
+    );
+    let systemd = Notifier::from_env();
+    tracing::debug!(
+        watchdog = ?systemd.watchdog(),
+        config = ?args.config,
+        "running as a service: {}",
+        std::env::var_os("NOTIFY_SOCKET").is_some()
+    );
+    let options = ReceiverOptions {
+        store: args.store.options(log_dir.clone()),
+        session: args.session(),
+        status_interval: systemd.report_interval(),
+        publish: feed,
+    };
+    let controls = controls_on_sighup(reloader(args.clone(), argv, levels));
+    let clients = server.as_ref().map(|s| s.clients_counter());
+    let mut text = StatusText::default();
+    let waiting_on = spec.to_string();
+    systemd.ready(&text.line(&Default::default(), None, &waiting_on, Instant::now()));
+    let started = Instant::now();
+    let stall_after = args.debug_stall_after.map(Duration::from_secs_f64);
+    let mut reports = 0u64;
+    let stopping = systemd.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.stopping();
+    };
+    let status = ulog_recv::receiver::run(link, options, shutdown, controls, |n| match n {
+        Notice::Event(e) => text.event(e),
+        Notice::Status(s) => {
+            let clients = clients
+                .as_ref()
+                .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+            let line = text.line(&s.session, clients, &waiting_on, Instant::now());
+            systemd.alive(&line);
+            reports += 1;
+            if reports.is_multiple_of(10) {
+                tracing::info!("{line}");
+            }
+            if stall_after.is_some_and(|after| started.elapsed() >= after) {
+                tracing::warn!("stalling the main loop, as asked (--debug-stall-after)");
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        _ => {}
+    })
+    .await
+    .with_context(|| format!("link {spec} failed"));
+    if let Some(server) = server {
+        server.join();
+    }
+    let status = status?;
+    tracing::info!("stopped");
+    print_status(&status);
+    Ok(())
+}
+
+/// What SIGHUP re-reads: the config file (if any) with the same command line. Storage options
+/// and the log level apply at once; other changes need a restart, and the log says so.
+pub(crate) fn reloader(
+    running: ReceiveArgs,
+    argv: Vec<OsString>,
+    levels: LogLevels,
+) -> impl FnMut() -> Option<Control> + Send + 'static {
+    move || {
+        let path = running.config.clone()?;
+        let cli = match with_config(&argv, &path) {
+            Ok((cli, _)) => cli,
+            Err(e) => {
+                tracing::error!("config not reloaded: {e:#}");
+                return None;
+            }
+        };
+        let new = cli.receive;
+        match log_filter(new.log_level.as_deref(), "info") {
+            Ok(filter) => {
+                let _ = levels.reload(filter);
+            }
+            Err(e) => tracing::error!("log level not changed: {e:#}"),
+        }
+        let needs_restart = [
+            (
+                "the link",
+                format!("{:?}{}", new.link, new.baud)
+                    != format!("{:?}{}", running.link, running.baud),
+            ),
+            ("log-dir", new.log_dir() != running.log_dir()),
+            (
+                "the MAVLink ids",
+                (new.sysid, new.compid, new.target_system)
+                    != (running.sysid, running.compid, running.target_system),
+            ),
+            (
+                "publishing",
+                format!("{:?}", new.publish) != format!("{:?}", running.publish),
+            ),
+        ];
+        for (what, changed) in needs_restart {
+            if changed {
+                tracing::warn!("config reloaded: {what} changed, which takes a restart");
+            }
+        }
+        tracing::info!("config reloaded from {}", path.display());
+        Some(Control::Reconfigure(new.store.options(running.log_dir())))
+    }
+}
+
+/// ", live topics on PATH" for the start-up line.
+pub(crate) fn publishing_note(server: Option<&PublishServer>) -> String {
+    let Some(server) = server else {
+        return String::new();
+    };
+    let mut places = Vec::new();
+    if let Some(p) = server.unix_path() {
+        places.push(p.display().to_string());
+    }
+    if let Some(a) = server.tcp_addr() {
+        places.push(format!("tcp:{a}"));
+    }
+    format!(", live topics on {}", places.join(" and "))
+}
+
+pub(crate) fn print_status(s: &Status) {
+    let st = &s.session;
+    let q = |x| {
+        s.ack_latency
+            .quantile_us(x)
+            .map_or("-".to_owned(), |v| format!("{v} µs"))
+    };
+    println!(
+        "received {} logs, {} bytes: {} chunks ({} acked), {} duplicates, {} late ones put back, \
+         {} lost in {} gaps, {} dropouts written; ack latency p50 {} p99 {}",
+        st.logs,
+        st.log_bytes,
+        st.chunks,
+        st.acked_chunks,
+        st.duplicates,
+        st.recovered,
+        st.lost_chunks,
+        st.gaps,
+        st.dropouts,
+        q(0.5),
+        q(0.99)
+    );
+}

@@ -1,0 +1,198 @@
+//! `ulog-recv sim` (a simulated PX4 on a link) and `ulog-recv demo` (the simulated vehicle
+//! and the receiver in one process, publishing too).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
+use ulog_recv::publish::server::{PublishConfig, PublishServer};
+use ulog_recv::receiver::{Notice, ReceiverOptions};
+use ulog_recv::simulator::SimOptions;
+use ulog_recv::store::{SplitPolicy, StoreOptions};
+use ulog_recv::transport::{Link, LinkSpec};
+
+use crate::daemon::{controls_on_sighup, print_status, shutdown_signal};
+use crate::info::info;
+
+pub(crate) fn synthetic_flight(duration_s: u32) -> Vec<u8> {
+    ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+        duration_s,
+        seed: 1,
+        appended_data: false,
+    })
+}
+
+pub(crate) async fn sim(
+    file: Vec<u8>,
+    spec: LinkSpec,
+    config: VehicleConfig,
+    once: bool,
+    max_write: usize,
+) -> anyhow::Result<()> {
+    let log = chunk_log(&file, 0).context("the log cannot be streamed")?;
+    let link = Link::open(&spec).await?;
+    eprintln!(
+        "ulog-recv sim: vehicle {} on {spec}, {} chunks to stream",
+        config.system_id,
+        log.chunks.len()
+    );
+    let options = SimOptions {
+        once,
+        max_write,
+        ..SimOptions::default()
+    };
+    let report = ulog_recv::simulator::run(link, log, config, options, shutdown_signal()).await?;
+    eprintln!("ulog-recv sim: {:?}", report.stats);
+    Ok(())
+}
+
+pub(crate) async fn demo(
+    log_dir: Option<PathBuf>,
+    duration: u32,
+    rate: u64,
+    clean: bool,
+) -> anyhow::Result<()> {
+    let log_dir = log_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("ulog-recv-demo-{}", std::process::id()))
+    });
+    let receiver_link =
+        Link::open(&LinkSpec::UdpListen(SocketAddr::from(([127, 0, 0, 1], 0)))).await?;
+    let addr = receiver_link.local_addr().context("no local address")?;
+    let vehicle_link = Link::open(&LinkSpec::UdpConnect(addr.to_string())).await?;
+    let impairment = if clean {
+        Impairment::NONE
+    } else {
+        Impairment {
+            loss: 0.02,
+            duplicate: 0.01,
+            reorder: 0.03,
+            reorder_depth: 4,
+            uplink_loss: 0.05,
+            ..Impairment::NONE
+        }
+    };
+    println!(
+        "demo: a simulated PX4 streams a {duration} s synthetic flight at {} KB/s over loopback UDP \
+         ({}), the receiver on {addr} writes into {}",
+        rate / 1000,
+        if clean {
+            "a clean link".to_owned()
+        } else {
+            format!(
+                "{:.0} % loss, {:.0} % duplicates, {:.0} % reordered, {:.0} % of acks lost",
+                impairment.loss * 100.0,
+                impairment.duplicate * 100.0,
+                impairment.reorder * 100.0,
+                impairment.uplink_loss * 100.0
+            )
+        },
+        log_dir.display()
+    );
+    let log = chunk_log(&synthetic_flight(duration), 0)?;
+    let config = VehicleConfig {
+        rate_limit: Some(rate),
+        impairment,
+        seed: 7,
+        ..VehicleConfig::default()
+    };
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let vehicle = async move {
+        let options = SimOptions {
+            once: true,
+            ..SimOptions::default()
+        };
+        let r = ulog_recv::simulator::run(
+            vehicle_link,
+            log,
+            config,
+            options,
+            std::future::pending::<()>(),
+        )
+        .await
+        .map(|r| r.stats);
+        let _ = done_tx.send(());
+        r
+    };
+    let mut policy = SplitPolicy::unlimited();
+    policy.max_duration_us = Some(20_000_000);
+    // The demo publishes too: `ulog-recv tail` in another terminal follows it.
+    let socket = std::env::temp_dir().join(format!("ulog-recv-demo-{}.sock", std::process::id()));
+    let (feed, server) = PublishServer::start(PublishConfig {
+        unix: Some(socket.clone()),
+        ..PublishConfig::default()
+    })?;
+    println!(
+        "  follow it live in another terminal: ulog-recv tail --socket {} 'vehicle_*'",
+        socket.display()
+    );
+    let options = ReceiverOptions {
+        store: StoreOptions {
+            policy,
+            ..StoreOptions::new(log_dir)
+        },
+        session: SessionConfig::default(),
+        status_interval: Duration::from_secs(1),
+        publish: Some(feed),
+    };
+    let receiver = ulog_recv::receiver::run(
+        receiver_link,
+        options,
+        async {
+            tokio::select! {
+                _ = done_rx => {},
+                _ = shutdown_signal() => {},
+            }
+        },
+        controls_on_sighup(|| None),
+        |n| match n {
+            Notice::Event(Event::LogBytes(_)) => {}
+            Notice::Event(e) => println!("  {e}"),
+            Notice::SessionOpened(p) => println!("  writing {}", p.display()),
+            Notice::SessionClosed(p) => println!("  closed {}", p.display()),
+            Notice::Status(s) => println!(
+                "  {:>8} bytes logged, {:>5} chunks, {} lost, {} duplicates, {} late ones put back, {} acks",
+                s.session.log_bytes,
+                s.session.chunks,
+                s.session.lost_chunks,
+                s.session.duplicates,
+                s.session.recovered,
+                s.session.acks_sent
+            ),
+        },
+    );
+    let (vehicle, status) = tokio::join!(vehicle, receiver);
+    server.join();
+    let vehicle = vehicle?;
+    let status = status?;
+    print_status(&status);
+    println!(
+        "vehicle: {} chunks sent, {} resent after a lost ack, {} frames lost on the link",
+        vehicle.chunks_sent, vehicle.resends, vehicle.frames_dropped
+    );
+    for dir in &status.sessions {
+        let manifest = ulog_recv::store::files::read_manifest(dir)?;
+        println!(
+            "\n{}: {} splits (20 s of log each), manifest.json beside them",
+            dir.display(),
+            manifest.splits.len()
+        );
+        for split in &manifest.splits {
+            println!(
+                "  {}: {} bytes, {} samples, {} dropouts, sha256 {}",
+                split.file,
+                split.summary.bytes,
+                split.summary.samples,
+                split.summary.dropouts,
+                split.sha256.as_deref().unwrap_or("-")
+            );
+        }
+        if let Some(last) = manifest.splits.last() {
+            let path = dir.join(&last.file);
+            println!("\n$ ulog-recv info {}", path.display());
+            info(&path, false)?;
+        }
+    }
+    Ok(())
+}

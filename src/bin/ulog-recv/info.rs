@@ -1,0 +1,100 @@
+//! `ulog-recv info`: a .ulg file summarised as text or JSON.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context;
+use ulog_recv::summary::{OwnedValue, Summary, SummaryBuilder};
+
+pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut builder = SummaryBuilder::default();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        builder
+            .push(&buf[..n])
+            .with_context(|| format!("{} cannot be read", path.display()))?;
+    }
+    let summary = builder.finish();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_text(&summary);
+    }
+    Ok(())
+}
+
+pub(crate) fn show(v: &OwnedValue) -> String {
+    match v {
+        OwnedValue::Str(s) => s.clone(),
+        OwnedValue::Int(i) => i.to_string(),
+        OwnedValue::UInt(u) => u.to_string(),
+        OwnedValue::Float(f) => f.to_string(),
+        OwnedValue::Bytes(b) => format!("<{} bytes>", b.len()),
+    }
+}
+
+pub(crate) fn print_text(s: &Summary) {
+    let secs = |t: u64| t as f64 * 1e-6;
+    println!(
+        "ULog version {}, log start {:.3} s after boot, last sample at {:.3} s ({:.1} s of data)",
+        s.version,
+        secs(s.start_timestamp),
+        secs(s.last_timestamp),
+        secs(s.last_timestamp.saturating_sub(s.start_timestamp))
+    );
+    println!("\nInfo:");
+    for (k, v) in &s.info {
+        println!("  {k}: {}", show(v));
+    }
+    let defaults: usize = s.default_parameters.values().map(|m| m.len()).sum();
+    println!(
+        "\nParameters: {} initial, {} changes, {} defaults",
+        s.initial_parameters.len(),
+        s.changed_parameters.len(),
+        defaults
+    );
+    println!(
+        "\n{:<40} {:>5} {:>9} {:>10}",
+        "Topic", "multi", "samples", "rate (Hz)"
+    );
+    for d in &s.datasets {
+        let rate = d.rate_hz().map_or("-".to_owned(), |r| format!("{r:.1}"));
+        println!(
+            "{:<40} {:>5} {:>9} {:>10}",
+            d.name, d.multi_id, d.count, rate
+        );
+    }
+    println!("\nDropouts: {}", s.dropouts.len());
+    for d in &s.dropouts {
+        println!("  at {:.3} s: {} ms", secs(d.timestamp), d.duration_ms);
+    }
+    println!("\nLogged messages: {}", s.logged_messages.len());
+    for m in &s.logged_messages {
+        println!(
+            "  {:.3} [{}] {}",
+            secs(m.timestamp),
+            m.level as char,
+            m.text
+        );
+    }
+    let r = &s.reader;
+    if r.resyncs + r.malformed_messages + r.unknown_messages + s.truncated_bytes > 0
+        || !s.errors.is_empty()
+    {
+        println!(
+            "\nReader: {} unknown messages, {} malformed, {} resyncs ({} bytes skipped), {} bytes truncated",
+            r.unknown_messages, r.malformed_messages, r.resyncs, r.skipped_bytes, s.truncated_bytes
+        );
+        for e in &s.errors {
+            println!("  {e}");
+        }
+    }
+}

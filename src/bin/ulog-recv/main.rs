@@ -1,0 +1,176 @@
+//! The `ulog-recv` binary: a thin command-line shell around the library. Without a
+//! subcommand it is the receiving daemon (`ulog-recv --udp 14550`, [`daemon`]); the
+//! subcommands are `info`, `sim`, `demo`, `snippet`, `tail` and `topics`.
+//!
+//! - [`args`]: the command line; [`config_file`]: the config file under it;
+//! - [`logging`]: tracing to stderr or the journal;
+//! - [`daemon`], [`demo`], [`info`]: what the commands do.
+
+mod args;
+mod config_file;
+mod daemon;
+mod demo;
+mod info;
+mod logging;
+
+use std::ffi::OsString;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use mavlink::dialects::common::MavResult;
+use ulog_recv::link::VehicleConfig;
+use ulog_recv::publish::client::{self, TailOptions};
+use ulog_recv::store::SplitPolicy;
+
+use crate::args::{Cli, Command};
+use crate::config_file::{options_in_force, with_config};
+use crate::daemon::{receive, shutdown_signal};
+use crate::demo::{demo, sim, synthetic_flight};
+use crate::info::info;
+use crate::logging::init_tracing;
+
+fn main() -> anyhow::Result<()> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let mut cli = Cli::parse_from(&argv);
+    let mut in_force = argv.clone();
+    if cli.command.is_none()
+        && let Some(path) = cli.receive.config.clone()
+    {
+        (cli, in_force) = with_config(&argv, &path)?;
+    }
+    let (level, default) = match cli.command {
+        None => (cli.receive.log_level.as_deref(), "info"),
+        Some(_) => (None, "warn"),
+    };
+    let levels = init_tracing(level, default)?;
+    if cli.command.is_none() && cli.receive.check_config {
+        print!("{}", options_in_force(&in_force));
+        return Ok(());
+    }
+    match cli.command {
+        Some(Command::Info { file, json }) => info(&file, json),
+        Some(Command::Snippet {
+            session,
+            from,
+            to,
+            output,
+        }) => {
+            let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
+            let (bytes, stats) = ulog_recv::store::snippet::snippet(
+                &session,
+                us(from),
+                us(to),
+                &SplitPolicy::unlimited(),
+            )
+            .with_context(|| format!("cannot cut {}", session.display()))?;
+            std::fs::write(&output, &bytes)
+                .with_context(|| format!("cannot write {}", output.display()))?;
+            println!(
+                "{}: {} bytes, {} samples in the window (+{} latched), from {} split(s)",
+                output.display(),
+                bytes.len(),
+                stats.samples,
+                stats.latched_samples,
+                stats.splits_read
+            );
+            Ok(())
+        }
+        Some(Command::Sim {
+            file,
+            synthetic,
+            duration,
+            link,
+            baud,
+            rate,
+            sysid,
+            deny,
+            once,
+            max_write,
+            impairment,
+        }) => {
+            let bytes = match (&file, synthetic) {
+                (Some(path), _) => std::fs::read(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+                (None, _) => synthetic_flight(duration),
+            };
+            let Some(spec) = link.spec(baud) else {
+                bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
+            };
+            let config = VehicleConfig {
+                system_id: sysid,
+                rate_limit: (rate > 0).then_some(rate),
+                refuse_start: deny.then_some(MavResult::MAV_RESULT_DENIED),
+                impairment: impairment.impairment(),
+                seed: impairment.seed,
+                ..VehicleConfig::default()
+            };
+            runtime()?.block_on(sim(bytes, spec, config, once, max_write))
+        }
+        Some(Command::Tail {
+            patterns,
+            fields,
+            json,
+            rate,
+            count,
+            endpoint,
+        }) => {
+            let options = TailOptions {
+                patterns,
+                fields,
+                json,
+                max_rate_hz: rate,
+                count,
+            };
+            let result = runtime()?.block_on(async {
+                let conn = client::connect(endpoint.endpoint()).await?;
+                let mut out = std::io::stdout().lock();
+                tokio::select! {
+                    r = client::run_tail(conn, &options, &mut out) => r,
+                    _ = shutdown_signal() => Ok(()),
+                }
+            });
+            quiet_on_closed_output(result)
+        }
+        Some(Command::Topics { json, endpoint }) => {
+            let result = runtime()?.block_on(async {
+                let conn = client::connect(endpoint.endpoint()).await?;
+                client::run_topics(conn, json, &mut std::io::stdout().lock()).await
+            });
+            quiet_on_closed_output(result)
+        }
+        Some(Command::Demo {
+            log_dir,
+            duration,
+            rate,
+            clean,
+        }) => runtime()?.block_on(demo(log_dir, duration, rate, clean)),
+        None => {
+            let args = cli.receive;
+            let Some(spec) = args.link.spec(args.baud) else {
+                bail!(
+                    "say where the vehicle is: --udp PORT, --udp-connect HOST:PORT, --tcp \
+                     HOST:PORT or --serial DEVICE (or try `ulog-recv demo`)"
+                );
+            };
+            runtime()?.block_on(receive(spec, args, argv, levels))
+        }
+    }
+}
+
+/// A client's result, where a closed output (`ulog-recv tail | head`) is a normal end.
+pub(crate) fn quiet_on_closed_output(
+    result: Result<(), client::ClientError>,
+) -> anyhow::Result<()> {
+    match result {
+        Err(e) if e.is_closed_output() => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// One thread: the daemon's work is small and latency-bound (acks), and it leaves the other
+/// cores to the companion computer's own jobs.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
