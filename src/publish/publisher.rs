@@ -324,7 +324,9 @@ impl Publisher {
                 json!({"type": "session", "event": "vehicle_found", "vehicle": self.vehicle_json()})
             }
             Event::VehicleLost => {
-                json!({"type": "session", "event": "vehicle_lost", "vehicle": self.vehicle_json()})
+                let vehicle = self.vehicle_json();
+                self.vehicle = None;
+                json!({"type": "session", "event": "vehicle_lost", "vehicle": vehicle})
             }
             Event::StartRefused { hint, .. } => {
                 json!({"type": "session", "event": "start_refused", "reason": hint})
@@ -631,5 +633,54 @@ impl LogState {
             self.topics.resize_with(i + 1, || None);
         }
         self.topics[i] = Some(topic);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello_of_a_new_client(p: &mut Publisher) -> Json {
+        while p.poll_transmit().is_some() {}
+        p.connect().unwrap();
+        let hello = p.poll_transmit().unwrap();
+        assert_eq!(hello.keep, Keep::Always);
+        serde_json::from_slice(&hello.line).unwrap()
+    }
+
+    #[test]
+    fn hello_tells_the_vehicle_and_the_log_as_they_are_now() {
+        let mut p = Publisher::new("test");
+        let now = Instant::now();
+        let hello = hello_of_a_new_client(&mut p);
+        assert_eq!(
+            (hello["vehicle"].is_null(), hello["log"].is_null()),
+            (true, true)
+        );
+        p.handle_event(
+            &Event::VehicleFound {
+                system_id: 7,
+                component_id: 1,
+            },
+            now,
+        );
+        p.handle_event(&Event::LogOpened { number: 3 }, now);
+        let hello = hello_of_a_new_client(&mut p);
+        assert_eq!(hello["vehicle"]["sysid"], 7);
+        assert_eq!(hello["log"]["number"], 3);
+        p.handle_event(
+            &Event::LogClosed {
+                number: 3,
+                reason: CloseReason::VehicleLost,
+                bytes: 0,
+            },
+            now,
+        );
+        p.handle_event(&Event::VehicleLost, now);
+        let hello = hello_of_a_new_client(&mut p);
+        assert_eq!(
+            (hello["vehicle"].is_null(), hello["log"].is_null()),
+            (true, true)
+        );
     }
 }
