@@ -52,3 +52,60 @@ fn info_text_and_clear_errors() {
     let out = info(&["/nonexistent.ulg"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open"));
 }
+
+/// README's first command: the demo receives a simulated flight over a lossy link, stores it
+/// in splits, summarises it, and publishes it live (`tail` follows it while it runs).
+#[test]
+fn the_demo_receives_stores_summarises_and_publishes_a_flight() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let dir = std::env::temp_dir().join(format!("ulog-recv-cli-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+        .args(["demo", "--duration", "40", "--rate", "60000", "--log-dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap());
+    let mut seen = String::new();
+    let socket = loop {
+        let mut line = String::new();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+        if let Some(rest) = line.split("ulog-recv tail --socket ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let tail = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+        .args([
+            "tail",
+            "--json",
+            "-n",
+            "5",
+            "--socket",
+            &socket,
+            "vehicle_*",
+        ])
+        .output()
+        .unwrap();
+    let mut rest = String::new();
+    lines.read_to_string(&mut rest).unwrap();
+    assert!(demo.wait().unwrap().success());
+    let out = seen + &rest;
+    assert!(out.contains("received 1 logs"), "{out}");
+    assert!(out.contains("split_0000.ulg"), "{out}");
+    assert!(out.contains("$ ulog-recv info"), "{out}");
+    assert!(
+        tail.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tail.stderr)
+    );
+    let data = String::from_utf8_lossy(&tail.stdout)
+        .lines()
+        .filter(|l| l.contains("\"type\":\"data\""))
+        .count();
+    assert_eq!(data, 5, "tail followed the demo");
+    let _ = std::fs::remove_dir_all(&dir);
+}
