@@ -10,13 +10,26 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::procs::{BIN, free_udp_port, fresh_dir, ulg_files};
 
 fn project() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `ulog-recv sim` streaming a synthetic flight of `seconds` at `rate` B/s to our UDP `port`.
+fn synthetic_sim(port: u16, seconds: u32, rate: u32, extra: &[&str], stderr: Stdio) -> Child {
+    Command::new(BIN)
+        .args(["sim", "--synthetic", "--duration", &seconds.to_string()])
+        .args(["--rate", &rate.to_string()])
+        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
 }
 
 #[test]
@@ -151,13 +164,7 @@ fn systemd_hears_ready_status_watchdog_and_stopping_and_no_pings_from_a_stuck_lo
     let t0 = Instant::now();
     systemd.listen(Duration::from_millis(1000));
     // A vehicle streams: the status says so.
-    let mut sim = Command::new(BIN)
-        .args(["sim", "--synthetic", "--duration", "600", "--rate", "50000"])
-        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut sim = synthetic_sim(port, 600, 50000, &[], Stdio::null());
     systemd.listen(Duration::from_millis(1500));
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     systemd.listen(Duration::from_millis(1000));
@@ -220,20 +227,7 @@ fn sigterm_while_streaming_stops_the_vehicle_and_leaves_whole_files_within_2_s()
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut sim = Command::new(BIN)
-        .args([
-            "sim",
-            "--synthetic",
-            "--duration",
-            "120",
-            "--rate",
-            "200000",
-        ])
-        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sim = synthetic_sim(port, 120, 200000, &[], Stdio::piped());
     std::thread::sleep(Duration::from_millis(2000));
     let t0 = Instant::now();
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
@@ -427,21 +421,7 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut sim = Command::new(BIN)
-        .args([
-            "sim",
-            "--synthetic",
-            "--duration",
-            "60",
-            "--once",
-            "--rate",
-            "150000",
-        ])
-        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut sim = synthetic_sim(port, 60, 150000, &["--once"], Stdio::null());
     std::thread::sleep(Duration::from_millis(800));
     // 64 KB splits from now on.
     std::fs::write(&config, format!("{base}split-size = \"64K\"\n")).unwrap();

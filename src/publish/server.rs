@@ -308,6 +308,52 @@ fn bind_unix(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeError
     Ok(listener)
 }
 
+/// A client's two halves, whatever the socket.
+type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+);
+
+/// Where clients connect.
+enum Listener {
+    Unix(tokio::net::UnixListener),
+    Tcp(tokio::net::TcpListener),
+}
+
+impl Listener {
+    async fn accept(&self) -> io::Result<Halves> {
+        match self {
+            Listener::Unix(l) => {
+                let (r, w) = l.accept().await?.0.into_split();
+                Ok((Box::new(r), Box::new(w)))
+            }
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept().await?;
+                let _ = s.set_nodelay(true);
+                let (r, w) = s.into_split();
+                Ok((Box::new(r), Box::new(w)))
+            }
+        }
+    }
+}
+
+/// Hands every client `listener` accepts to the serving loop, until that loop is gone.
+async fn accept_clients(listener: Listener, tx: mpsc::Sender<ClientMsg>) {
+    loop {
+        match listener.accept().await {
+            Ok((r, w)) => {
+                if tx.send(ClientMsg::Connected(r, w)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot accept a client");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// What the client tasks tell the serving loop.
 enum ClientMsg {
     Connected(
@@ -353,51 +399,10 @@ async fn serve(
         .and_then(|l| l.local_addr().ok())
         .and_then(|a| a.as_pathname().map(Path::to_owned));
     if let Some(l) = unix.and_then(|l| tokio::net::UnixListener::from_std(l).ok()) {
-        let tx = conn_tx.clone();
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((s, _)) => {
-                        let (r, w) = s.into_split();
-                        if tx
-                            .send(ClientMsg::Connected(Box::new(r), Box::new(w)))
-                            .await
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot accept a client");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
+        tokio::spawn(accept_clients(Listener::Unix(l), conn_tx.clone()));
     }
     if let Some(l) = tcp.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
-        let tx = conn_tx.clone();
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((s, _)) => {
-                        let _ = s.set_nodelay(true);
-                        let (r, w) = s.into_split();
-                        if tx
-                            .send(ClientMsg::Connected(Box::new(r), Box::new(w)))
-                            .await
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot accept a client");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
+        tokio::spawn(accept_clients(Listener::Tcp(l), conn_tx.clone()));
     }
     let mut publisher = Publisher::new(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
     let mut slots: HashMap<ClientId, ClientTasks> = HashMap::new();
