@@ -19,7 +19,8 @@ use crate::transport::Link;
 pub struct ReceiverOptions {
     pub store: StoreOptions,
     pub session: SessionConfig,
-    /// How often [`Notice::Status`] is reported (and files flushed to the OS).
+    /// How often [`Notice::Status`] is reported (the daemon sends systemd its status and
+    /// watchdog pings from it, so a stuck loop shows).
     pub status_interval: Duration,
     /// Where to publish the log live (the live socket's server), if anywhere. It is
     /// dropped when the receiver returns, which stops the server.
