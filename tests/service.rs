@@ -414,7 +414,7 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
         logs.display()
     );
     std::fs::write(&config, &base).unwrap();
-    let mut daemon = Command::new(BIN)
+    let daemon = Command::new(BIN)
         .arg("--config")
         .arg(&config)
         .stdout(Stdio::null())
@@ -427,15 +427,7 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
     std::fs::write(&config, format!("{base}split-size = \"64K\"\n")).unwrap();
     unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
     assert!(sim.wait().unwrap().success());
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    let mut err = String::new();
-    daemon
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(daemon.wait().unwrap().success());
+    let err = stop_and_read_stderr(daemon);
     assert!(err.contains("config reloaded from"), "{err}");
     // The SIGHUP itself makes a second split; the new size makes several more.
     let files = ulg_files(&logs);
@@ -448,7 +440,7 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
 /// Runs the daemon for a moment with `env` and `args`; its stderr.
 fn daemon_stderr(env: &[(&str, &str)], args: &[&str]) -> String {
     let dir = fresh_dir("logging");
-    let mut daemon = Command::new(BIN)
+    let daemon = Command::new(BIN)
         .args([
             "--udp",
             &free_udp_port().to_string(),
@@ -464,6 +456,11 @@ fn daemon_stderr(env: &[(&str, &str)], args: &[&str]) -> String {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
+    stop_and_read_stderr(daemon)
+}
+
+/// Stops the daemon with SIGTERM; asserts it exits 0; what it wrote on stderr.
+fn stop_and_read_stderr(mut daemon: Child) -> String {
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     let mut err = String::new();
     daemon

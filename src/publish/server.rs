@@ -259,11 +259,6 @@ impl PublishServer {
         self.unix.as_deref()
     }
 
-    /// Clients connected now.
-    pub fn clients(&self) -> usize {
-        self.clients.load(Ordering::Relaxed)
-    }
-
     /// The count of connected clients, kept up to date by the server.
     pub fn clients_counter(&self) -> Arc<AtomicUsize> {
         self.clients.clone()
@@ -342,7 +337,7 @@ async fn accept_clients(listener: Listener, tx: mpsc::Sender<ClientMsg>) {
     loop {
         match listener.accept().await {
             Ok((r, w)) => {
-                if tx.send(ClientMsg::Connected(r, w)).await.is_err() {
+                if tx.send(ClientMsg::Connected((r, w))).await.is_err() {
                     return;
                 }
             }
@@ -356,10 +351,7 @@ async fn accept_clients(listener: Listener, tx: mpsc::Sender<ClientMsg>) {
 
 /// What the client tasks tell the serving loop.
 enum ClientMsg {
-    Connected(
-        Box<dyn AsyncRead + Unpin + Send>,
-        Box<dyn AsyncWrite + Unpin + Send>,
-    ),
+    Connected(Halves),
     Request(ClientId, Option<Vec<u8>>),
     Gone(ClientId),
 }
@@ -436,7 +428,7 @@ async fn serve(
                 }
             },
             Some(m) = conn_rx.recv() => match m {
-                ClientMsg::Connected(r, mut w) => match publisher.connect() {
+                ClientMsg::Connected((r, mut w)) => match publisher.connect() {
                     Some(id) => {
                         let slot = spawn_client(id, r, w, queue_bytes, conn_tx.clone(), latency.clone());
                         slots.insert(id, slot);
