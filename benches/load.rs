@@ -304,7 +304,8 @@ fn run(row: Row, seconds: f64) -> Run {
         .build()
         .unwrap();
     let config = VehicleConfig {
-        rate_limit: rate.map(|r| r * FRAME_BYTES),
+        // PX4 streams at 70 % of the link's configured rate.
+        link_rate: rate.map(|r| (r * FRAME_BYTES * 10).div_ceil(7)),
         impairment: Impairment::NONE,
         ..VehicleConfig::default()
     };

@@ -10,12 +10,14 @@
 //! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
 //!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
+//! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
 //! - [`config`]: the daemon's config file, as command-line arguments; [`service`]: sd_notify
 //!   and the status line.
 //! - [`transport`], [`receiver`], [`simulator`]: the tokio shell (links, the daemon's loop
 //!   and log files, the simulated vehicle's loop); [`latency`]: a latency histogram.
 
 pub mod config;
+pub mod keyfile;
 pub mod latency;
 pub mod link;
 pub mod publish;

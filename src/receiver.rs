@@ -1,18 +1,24 @@
 //! The receiving daemon's shell (tokio): moves bytes between a [`Link`] and the sans-IO
-//! [`Session`], runs its timers, hands each log to the [`LogStore`] (a session directory of
-//! rolling splits) on a thread of its own, rolls it on request, and measures the ack latency
-//! (from a datagram's arrival to its ack's send). When publishing, the log bytes and events
-//! also go to the live socket's thread through a [`PublishFeed`], once per loop turn.
+//! [`Session`] (telling a listening UDP link which datagrams came from the vehicle), runs its
+//! timers, hands each log to the [`LogStore`] (a session directory of rolling splits) on a
+//! thread of its own, rolls it on request, and measures the ack latency (from a datagram's
+//! arrival to its ack's send). When publishing, the log bytes and events also go to the live
+//! socket's thread through a [`PublishFeed`], once per loop turn. With MAVLink signing it
+//! keeps the signing clock's [`Reservation`] ahead on disk, off the loop.
+//!
+//! On shutdown the session's STOP handshake runs to its end (the vehicle's last data goes
+//! into the log) before the log is completed.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::keyfile::Reservation;
 use crate::latency::LatencyHistogram;
 use crate::link::{Event, Session, SessionConfig, SessionStats};
 use crate::publish::server::PublishFeed;
 use crate::store::{LogStore, StoreOptions};
-use crate::transport::Link;
+use crate::transport::{Link, LinkStats, Received};
 
 /// How the receiver runs.
 #[derive(Debug)]
@@ -25,6 +31,8 @@ pub struct ReceiverOptions {
     /// Where to publish the log live (the live socket's server), if anywhere. It is
     /// dropped when the receiver returns, which stops the server.
     pub publish: Option<PublishFeed>,
+    /// With MAVLink signing: the signing clock's reservation on disk, renewed as it is used.
+    pub signing_reservation: Option<Reservation>,
 }
 
 /// What the receiver reports to its caller, as it happens.
@@ -42,6 +50,7 @@ pub enum Notice<'a> {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Status {
     pub session: SessionStats,
+    pub link: LinkStats,
     /// From a datagram's arrival to the send of the ack it caused.
     pub ack_latency: LatencyHistogram,
     /// Bytes that could not be written (disk full, I/O error).
@@ -59,8 +68,8 @@ pub enum Control {
     Reconfigure(StoreOptions),
 }
 
-/// Runs the receiver on `link` until `shutdown` completes; then STOP goes to the vehicle and
-/// the open log is completed. Returns the run's counters.
+/// Runs the receiver on `link` until `shutdown` completes and the STOP handshake that follows
+/// is over; the open log is then completed. Returns the run's counters.
 pub async fn run(
     mut link: Link,
     options: ReceiverOptions,
@@ -81,6 +90,11 @@ pub async fn run(
     let mut publish = options.publish;
     let mut publish_tick = tokio::time::interval(PUBLISH_STATS_INTERVAL);
     publish_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reservation = ReservationKeeper {
+        reservation: options.signing_reservation,
+        ..ReservationKeeper::default()
+    };
+    let mut stopping = false;
     tokio::pin!(shutdown);
     loop {
         // When the first datagram of this loop turn arrived (what log bytes are timed from).
@@ -91,17 +105,21 @@ pub async fn run(
             .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             biased;
-            _ = &mut shutdown => break,
+            _ = &mut shutdown, if !stopping => {
+                stopping = true;
+                session.shutdown(Instant::now());
+                transmit(&mut session, &mut link).await;
+            }
             r = link.recv(&mut buf) => {
-                let n = r?;
+                let r = r?;
                 let arrived = Instant::now();
                 let acks_before = session.acks_sent();
-                session.handle_bytes(&buf[..n], arrived);
+                receive(&mut session, &mut link, &buf, r, arrived);
                 turn_arrived = Some(arrived);
                 // Drain what else is waiting without going back to the runtime.
                 for _ in 0..64 {
                     match link.try_recv(&mut buf) {
-                        Some(n) => session.handle_bytes(&buf[..n], Instant::now()),
+                        Some(r) => receive(&mut session, &mut link, &buf, r, Instant::now()),
                         None => break,
                     }
                 }
@@ -131,7 +149,9 @@ pub async fn run(
             _ = hand_over.tick() => store.hand_over(&mut batch),
             _ = tick.tick() => {
                 status.session = session.stats();
+                status.link = link.stats();
                 notify(Notice::Status(&status));
+                reservation.tick(&session).await;
             }
             _ = publish_tick.tick(), if publish.is_some() => {
                 if let Some(p) = publish.as_mut() {
@@ -152,9 +172,10 @@ pub async fn run(
             p.flush();
         }
         store.reports(&mut status, &mut notify);
+        if session.is_closed() {
+            break;
+        }
     }
-    session.shutdown(Instant::now());
-    transmit(&mut session, &mut link).await;
     handle_events(
         &mut session,
         &store,
@@ -169,7 +190,69 @@ pub async fn run(
     store.hand_over(&mut batch);
     store.finish(&mut status, &mut notify);
     status.session = session.stats();
+    status.link = link.stats();
+    reservation.finish().await;
     Ok(status)
+}
+
+/// Hands one received read to the session, and tells the link whether the vehicle spoke in it.
+fn receive(session: &mut Session, link: &mut Link, buf: &[u8], r: Received, now: Instant) {
+    let bytes = &buf[..r.len];
+    let authentic = match r.from {
+        Some(_) => session.handle_datagram(bytes, now),
+        None => {
+            session.handle_bytes(bytes, now);
+            false
+        }
+    };
+    link.datagram_checked(r, authentic, now);
+}
+
+/// Keeps the signing clock's reservation ahead of the session's timestamps: writes the
+/// renewal on a blocking thread (an fsync on a slow card must not hold up the acks), one at a
+/// time; a failure is told once, and again only after a success.
+#[derive(Default)]
+struct ReservationKeeper {
+    reservation: Option<Reservation>,
+    renewing: Option<tokio::task::JoinHandle<(Reservation, io::Result<()>)>>,
+    failing: bool,
+}
+
+impl ReservationKeeper {
+    async fn tick(&mut self, session: &Session) {
+        if self.renewing.as_ref().is_some_and(|h| h.is_finished())
+            && let Some(h) = self.renewing.take()
+            && let Ok((r, result)) = h.await
+        {
+            match result {
+                Err(e) if !self.failing => {
+                    tracing::error!(error = %e, "cannot renew the signing timestamp reservation");
+                    self.failing = true;
+                }
+                Err(_) => {}
+                Ok(()) => self.failing = false,
+            }
+            self.reservation = Some(r);
+        }
+        let Some(timestamp) = session.signing_timestamp(Instant::now()) else {
+            return;
+        };
+        if let Some(until) = self.reservation.as_ref().and_then(|r| r.renewal(timestamp))
+            && let Some(mut r) = self.reservation.take()
+        {
+            self.renewing = Some(tokio::task::spawn_blocking(move || {
+                let result = r.write(until);
+                (r, result)
+            }));
+        }
+    }
+
+    /// Waits for a write in flight.
+    async fn finish(mut self) {
+        if let Some(h) = self.renewing.take() {
+            let _ = h.await;
+        }
+    }
 }
 
 async fn transmit(session: &mut Session, link: &mut Link) {

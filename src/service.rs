@@ -111,7 +111,7 @@ impl StatusText {
             Some(n) => format!(", {n} clients"),
             None => String::new(),
         };
-        match (self.vehicle, self.streaming) {
+        let line = match (self.vehicle, self.streaming) {
             (None, _) => format!("waiting for a vehicle on {waiting_on}{clients}"),
             (Some(id), false) => format!("vehicle sysid {id} found, not streaming{clients}"),
             (Some(id), true) => format!(
@@ -119,6 +119,10 @@ impl StatusText {
                 rates.log_bytes_per_s / 1000.0,
                 rates.loss_percent
             ),
+        };
+        match stats.problem {
+            Some(problem) => format!("{line}; {problem}"),
+            None => line,
         }
     }
 }
@@ -154,6 +158,14 @@ mod tests {
         );
         s.event(&Event::VehicleLost);
         assert!(s.line(&stats, Some(1), "x", t0).starts_with("waiting"));
+        // A link problem in force is said after the state.
+        stats.problem = Some(crate::link::LinkProblem::VehicleSignsNoKey { system_id: 1 });
+        let line = s.line(&stats, None, "x", t0);
+        assert!(
+            line.starts_with("waiting for a vehicle on x; vehicle 1 signs its MAVLink frames")
+                && line.contains("--signing-key"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -4,13 +4,14 @@
 use std::time::{Duration, Instant};
 
 use crate::link::{ChunkedLog, SimVehicle, VehicleConfig, VehicleStats};
-use crate::transport::Link;
+use crate::transport::{Link, Received};
 
 /// How the simulator runs.
 #[derive(Debug, Clone, Copy)]
 pub struct SimOptions {
-    /// Stop once the whole file was sent and `linger` has passed (time for the receiver to
-    /// settle); otherwise run until shutdown.
+    /// Stop once the stream is over: the whole file was sent and then either the receiver
+    /// stopped the stream (its post-flight data acked) or `linger` passed without a STOP;
+    /// otherwise run until shutdown.
     pub once: bool,
     pub linger: Duration,
     /// Pack frames into writes of up to this many bytes, as PX4 packs its UDP datagrams;
@@ -61,8 +62,8 @@ pub async fn run(
         if due {
             // Work is due already (a fast stream): no trip through the timer wheel, whose
             // resolution is a millisecond; only a look at what arrived.
-            while let Some(n) = link.try_recv(&mut buf) {
-                vehicle.handle_bytes(&buf[..n], Instant::now());
+            while let Some(r) = link.try_recv(&mut buf) {
+                receive(&mut vehicle, &mut link, &buf, r);
             }
             vehicle.handle_timeout(now);
             tokio::task::yield_now().await;
@@ -75,10 +76,9 @@ pub async fn run(
                 biased;
                 _ = &mut shutdown => break,
                 r = link.recv(&mut buf) => {
-                    let n = r?;
-                    vehicle.handle_bytes(&buf[..n], Instant::now());
-                    while let Some(n) = link.try_recv(&mut buf) {
-                        vehicle.handle_bytes(&buf[..n], Instant::now());
+                    receive(&mut vehicle, &mut link, &buf, r?);
+                    while let Some(r) = link.try_recv(&mut buf) {
+                        receive(&mut vehicle, &mut link, &buf, r);
                     }
                 }
                 _ = tokio::time::sleep_until(wake) => vehicle.handle_timeout(Instant::now()),
@@ -103,9 +103,17 @@ pub async fn run(
             tracing::info!(stats = ?vehicle.stats(), "sim: the whole log was sent");
             finished_at = Some(Instant::now());
         }
-        if options.once && finished_at.is_some_and(|t| t.elapsed() >= options.linger) {
+        let stopped_after_the_end =
+            finished_at.is_some() && !vehicle.streaming() && vehicle.stats().stops_completed > 0;
+        if options.once
+            && (stopped_after_the_end || finished_at.is_some_and(|t| t.elapsed() >= options.linger))
+        {
             break;
         }
+    }
+    // What the last frames (an ACCEPTED) need to leave.
+    while let Some(frame) = vehicle.poll_transmit() {
+        link.send(&frame).await;
     }
     Ok(SimReport {
         stats: vehicle.stats(),
@@ -113,4 +121,12 @@ pub async fn run(
         streamed_in: finished_at.map(|t| t - start),
         send_failures: link.send_failures(),
     })
+}
+
+/// Hands one received read to the vehicle. A listening link answers whoever speaks MAVLink to
+/// it: the simulator trusts its receiver.
+fn receive(vehicle: &mut SimVehicle, link: &mut Link, buf: &[u8], r: Received) {
+    let now = Instant::now();
+    vehicle.handle_bytes(&buf[..r.len], now);
+    link.datagram_checked(r, true, now);
 }

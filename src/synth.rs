@@ -2,7 +2,11 @@
 //! every basic type, nested formats defined after their use, nested arrays, padding in the
 //! middle, inside nested formats and at the end, multi-instance topics, NaNs, default
 //! parameters, continued multi-info, tagged strings, sync messages, a dropout, an unknown
-//! message type, a removed subscription and (optionally) appended data.
+//! message type, a removed subscription and (optionally) appended data. As PX4's logger, it
+//! adds a topic instance in flight ('A' half a second in), writes its perf output a second in
+//! ('M' `perf_top_preflight`) and its post-flight perf counters at the end
+//! ('M' `perf_counter_postflight`): what a streaming vehicle sends reliably mid-flight and on
+//! its STOP.
 //!
 //! Values come from a seeded PRNG and plain IEEE arithmetic only (no `sin`, whose last bits
 //! vary between platforms), so the same options give the same bytes everywhere.
@@ -138,12 +142,12 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
     w.parameter_default(0b11, "SDLOG_PROFILE", ParamValue::Int32(1))?;
 
     // Data section.
-    let subs: [(u8, u16, &str); 7] = [
+    // The second accelerometer appears in flight (its 'A' comes then).
+    let subs: [(u8, u16, &str); 6] = [
         (0, ATT, "vehicle_attitude"),
         (0, ZOO, "type_zoo"),
         (0, TRIPLET, "position_setpoint_triplet"),
         (0, ACCEL0, "sensor_accel"),
-        (1, ACCEL1, "sensor_accel"),
         (0, ESC, "esc_status"),
         (0, BATTERY, "battery_status"),
     ];
@@ -181,8 +185,18 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
             data(&mut w, ESC, &flight.esc(t))?;
         }
         data(&mut w, ACCEL0, &flight.accel(t, 0, &mut rng))?;
-        if tick % 4 == 1 {
+        if tick == 49 {
+            w.write(&crate::ulog::Message::AddLogged {
+                multi_id: 1,
+                msg_id: ACCEL1,
+                name: "sensor_accel",
+            })?;
+        }
+        if tick % 4 == 1 && tick >= 49 {
             data(&mut w, ACCEL1, &flight.accel(t, 1, &mut rng))?;
+        }
+        if tick == 100 {
+            perf_lines(&mut w, "perf_top_preflight", 24)?;
         }
         if tick % 100 == 50 {
             data(&mut w, TRIPLET, &flight.triplet(t))?;
@@ -221,6 +235,7 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         text: b"[commander] Disarmed by landing",
     })?;
     w.write(&crate::ulog::Message::RemoveLogged { msg_id: BATTERY })?;
+    perf_lines(&mut w, "perf_counter_postflight", 30)?;
 
     if opts.appended_data {
         // The log is cut mid-message (the start of a sample), then the appended section.
@@ -259,6 +274,31 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         return Ok(bytes);
     }
     Ok(w.take())
+}
+
+/// `lines` continued 'M' messages `name` in the shape of PX4's perf output.
+fn perf_lines(w: &mut Writer, name: &str, lines: usize) -> Result<(), WriteError> {
+    let tasks = [
+        "logger",
+        "ekf2",
+        "mavlink_if0",
+        "sensors",
+        "navigator",
+        "commander",
+    ];
+    for (i, task) in tasks.iter().cycle().take(lines).enumerate() {
+        let line = format!(
+            "{task}: {} events, {}us elapsed, {}.{:02}us avg, min {}us max {}us",
+            500 + 17 * i,
+            24_000 + 733 * i,
+            40 + i,
+            (13 * i) % 100,
+            2 + i % 7,
+            300 + 11 * i
+        );
+        w.info_multiple_string(name, &line, i > 0)?;
+    }
+    Ok(())
 }
 
 fn raw_info(w: &mut Writer, ty: &str, name: &str, raw: &[u8]) -> Result<(), WriteError> {

@@ -1,7 +1,12 @@
-//! The byte links the daemon and the simulator talk over (tokio): UDP (listening, learning the
-//! peer from its packets, or connected to a fixed peer), TCP (reconnected with back-off) and
-//! serial ports (reopened after an unplug). They move bytes and nothing else; MAVLink lives in
-//! [`crate::link`].
+//! The byte links the daemon and the simulator talk over (tokio): UDP (listening on one
+//! address, or connected to a fixed peer, whose datagrams alone the kernel then lets in), TCP
+//! (reconnected with back-off) and serial ports (reopened after an unplug). They move bytes
+//! and nothing else; MAVLink lives in [`crate::link`].
+//!
+//! A listening UDP link answers one peer, the vehicle: [`PeerTracker`] (sans-IO) learns its
+//! address only from datagrams the caller vouches for ([`Link::datagram_checked`]: one that
+//! held an authentic frame of the vehicle), keeps it while the vehicle talks from there, and
+//! counts every other datagram. Stray or hostile datagrams never steer a reply.
 //!
 //! [`Link::recv`] is cancel-safe (it can sit in a `select!` beside timers): UDP reads the socket
 //! directly; TCP and serial are run by a task of their own, which owns the connection and its
@@ -10,7 +15,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -19,9 +24,9 @@ use tokio::sync::mpsc;
 /// Where to find the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkSpec {
-    /// Listen on this address; answer whoever sent the last datagram.
+    /// Listen on this address; answer the vehicle (see [`PeerTracker`]).
     UdpListen(SocketAddr),
-    /// Send to (and receive from) this address, from an ephemeral port.
+    /// Send to and receive from this address only, from an ephemeral port.
     UdpConnect(String),
     Tcp(String),
     Serial {
@@ -62,19 +67,131 @@ pub const UDP_RECV_BUFFER: usize = 8 << 20;
 /// Largest datagram or read handled at once.
 pub const MAX_READ: usize = 64 << 10;
 
+/// How long the vehicle's address holds after its last authentic datagram: an authentic
+/// frame from elsewhere moves it only once the vehicle has been silent this long (two
+/// heartbeats), so frames replayed from another host cannot steer the replies while the
+/// vehicle talks.
+pub const PEER_HOLD: Duration = Duration::from_secs(2);
+
+/// Changes of the vehicle's address after the first are summed up in the log at most this
+/// often.
+const PEER_CHANGE_REPORT: Duration = Duration::from_secs(10);
+
+/// Counters of a link; all monotonic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkStats {
+    /// Datagrams from anywhere but the vehicle's address that held no authentic frame of it
+    /// (junk, other systems, forgeries), or that came while the vehicle talked from its own.
+    pub foreign_datagrams: u64,
+    /// Times the vehicle's address changed.
+    pub peer_changes: u64,
+    /// Frames [`Link::send`] could not hand to the OS (no route, no buffer space).
+    pub send_failures: u64,
+}
+
+/// Where a listening UDP link sends, sans-IO; see the module docs.
+#[derive(Debug)]
+pub struct PeerTracker {
+    peer: Option<SocketAddr>,
+    /// When the peer last sent an authentic datagram.
+    last_heard: Option<Instant>,
+    /// Changes not yet told in the log, and when it last told one.
+    untold_changes: u64,
+    last_told: Option<Instant>,
+    stats: LinkStats,
+}
+
+impl Default for PeerTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PeerTracker {
+    pub fn new() -> Self {
+        Self {
+            peer: None,
+            last_heard: None,
+            untold_changes: 0,
+            last_told: None,
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// Where replies go, once known.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    pub fn stats(&self) -> LinkStats {
+        self.stats
+    }
+
+    /// A datagram from `from` was handled at `now`; `authentic` when it held a frame of the
+    /// vehicle that passed every check.
+    pub fn datagram(&mut self, from: SocketAddr, authentic: bool, now: Instant) {
+        if self.peer == Some(from) {
+            if authentic {
+                self.last_heard = Some(now);
+            }
+        } else if !authentic {
+            self.stats.foreign_datagrams += 1;
+        } else if self
+            .last_heard
+            .is_some_and(|t| now.duration_since(t) < PEER_HOLD)
+        {
+            // The vehicle talks from its address: this is a copy, a second route, or a replay.
+            self.stats.foreign_datagrams += 1;
+        } else {
+            match self.peer.replace(from) {
+                None => tracing::info!(%from, "vehicle's address learnt"),
+                Some(was) => {
+                    self.stats.peer_changes += 1;
+                    self.untold_changes += 1;
+                    if self.last_told.is_none() {
+                        tracing::warn!(%from, %was, "the vehicle now talks from another address");
+                        self.untold_changes = 0;
+                        self.last_told = Some(now);
+                    }
+                }
+            }
+            self.last_heard = Some(now);
+        }
+        if self.untold_changes > 0
+            && self
+                .last_told
+                .is_some_and(|t| now.duration_since(t) >= PEER_CHANGE_REPORT)
+        {
+            tracing::warn!(
+                changes = self.untold_changes,
+                now_at = ?self.peer,
+                "the vehicle's address changed again since the last report"
+            );
+            self.untold_changes = 0;
+            self.last_told = Some(now);
+        }
+    }
+}
+
+/// One received read: its length, and for UDP where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    pub len: usize,
+    pub from: Option<SocketAddr>,
+}
+
 /// One open link; see the module docs.
 pub struct Link {
     inner: Inner,
-    /// Frames [`Link::send`] could not hand to the OS.
     send_failures: u64,
 }
 
 enum Inner {
     Udp {
         socket: UdpSocket,
-        peer: Option<SocketAddr>,
-        /// Learn the peer from incoming datagrams (listening mode).
-        learn_peer: bool,
+        /// The fixed peer of a connected link; else the tracker's.
+        fixed: Option<SocketAddr>,
+        tracker: PeerTracker,
     },
     Stream {
         rx: mpsc::Receiver<Vec<u8>>,
@@ -88,9 +205,9 @@ impl Link {
     pub async fn open(spec: &LinkSpec) -> Result<Self, LinkError> {
         let inner = match spec {
             LinkSpec::UdpListen(addr) => Inner::Udp {
-                socket: bind_udp(*addr)?,
-                peer: None,
-                learn_peer: true,
+                socket: bind_udp(*addr, None)?,
+                fixed: None,
+                tracker: PeerTracker::new(),
             },
             LinkSpec::UdpConnect(target) => {
                 let peer = resolve(target).await?;
@@ -100,9 +217,9 @@ impl Link {
                     "[::]:0".parse().expect("valid")
                 };
                 Inner::Udp {
-                    socket: bind_udp(local)?,
-                    peer: Some(peer),
-                    learn_peer: false,
+                    socket: bind_udp(local, Some(peer))?,
+                    fixed: Some(peer),
+                    tracker: PeerTracker::new(),
                 }
             }
             LinkSpec::Tcp(_) | LinkSpec::Serial { .. } => {
@@ -123,6 +240,40 @@ impl Link {
         self.send_failures
     }
 
+    /// The link's counters.
+    pub fn stats(&self) -> LinkStats {
+        let mut stats = match &self.inner {
+            Inner::Udp { tracker, .. } => tracker.stats(),
+            Inner::Stream { .. } => LinkStats::default(),
+        };
+        stats.send_failures = self.send_failures;
+        stats
+    }
+
+    /// Where the link sends: a connected link's peer, or the vehicle's learnt address.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        match &self.inner {
+            Inner::Udp { fixed, tracker, .. } => fixed.or(tracker.peer()),
+            Inner::Stream { .. } => None,
+        }
+    }
+
+    /// Tells a listening UDP link what a received datagram held (see [`PeerTracker`]);
+    /// nothing to do for other links.
+    pub fn datagram_checked(&mut self, received: Received, authentic: bool, now: Instant) {
+        if let (
+            Inner::Udp {
+                fixed: None,
+                tracker,
+                ..
+            },
+            Some(from),
+        ) = (&mut self.inner, received.from)
+        {
+            tracker.datagram(from, authentic, now);
+        }
+    }
+
     /// The local address of a UDP link.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match &self.inner {
@@ -131,25 +282,36 @@ impl Link {
         }
     }
 
-    /// Receives the next bytes into `buf` (at least [`MAX_READ`] long); returns how many.
-    /// Cancel-safe. An error means the link is gone for good (a closed task).
-    pub async fn recv(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+    /// Receives the next bytes into `buf` (at least [`MAX_READ`] long): a datagram, or a
+    /// piece of a byte stream. Cancel-safe. An error means the link is gone for good (a
+    /// closed task).
+    pub async fn recv(&mut self, buf: &mut Vec<u8>) -> io::Result<Received> {
         match &mut self.inner {
-            Inner::Udp {
-                socket,
-                peer,
-                learn_peer,
-            } => {
+            Inner::Udp { socket, .. } => {
                 buf.resize(MAX_READ, 0);
-                let (n, from) = socket.recv_from(buf).await?;
-                learn(peer, *learn_peer, from);
-                Ok(n)
+                loop {
+                    match socket.recv_from(buf).await {
+                        Ok((len, from)) => {
+                            return Ok(Received {
+                                len,
+                                from: Some(from),
+                            });
+                        }
+                        // A connected socket hears of an ICMP "port unreachable" (the peer not
+                        // up yet, or restarting): not the end of the link.
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
             }
             Inner::Stream { rx, .. } => match rx.recv().await {
                 Some(bytes) => {
                     buf.clear();
                     buf.extend_from_slice(&bytes);
-                    Ok(bytes.len())
+                    Ok(Received {
+                        len: bytes.len(),
+                        from: None,
+                    })
                 }
                 None => Err(io::ErrorKind::BrokenPipe.into()),
             },
@@ -157,33 +319,42 @@ impl Link {
     }
 
     /// Like [`recv`](Self::recv) but only what is already waiting; `None` when nothing is.
-    pub fn try_recv(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+    pub fn try_recv(&mut self, buf: &mut Vec<u8>) -> Option<Received> {
         match &mut self.inner {
-            Inner::Udp {
-                socket,
-                peer,
-                learn_peer,
-            } => {
+            Inner::Udp { socket, .. } => {
                 buf.resize(MAX_READ, 0);
-                let (n, from) = socket.try_recv_from(buf).ok()?;
-                learn(peer, *learn_peer, from);
-                Some(n)
+                loop {
+                    match socket.try_recv_from(buf) {
+                        Ok((len, from)) => {
+                            return Some(Received {
+                                len,
+                                from: Some(from),
+                            });
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                        Err(_) => return None,
+                    }
+                }
             }
             Inner::Stream { rx, .. } => {
                 let bytes = rx.try_recv().ok()?;
                 buf.clear();
                 buf.extend_from_slice(&bytes);
-                Some(bytes.len())
+                Some(Received {
+                    len: bytes.len(),
+                    from: None,
+                })
             }
         }
     }
 
     /// Sends one frame, best effort: with no peer yet, or the link down, it is dropped.
     pub async fn send(&mut self, frame: &[u8]) {
+        let peer = self.peer();
         match &mut self.inner {
-            Inner::Udp { socket, peer, .. } => {
+            Inner::Udp { socket, .. } => {
                 if let Some(peer) = peer
-                    && let Err(e) = socket.send_to(frame, *peer).await
+                    && let Err(e) = socket.send_to(frame, peer).await
                 {
                     self.send_failures += 1;
                     tracing::debug!(%peer, error = %e, "UDP send failed");
@@ -193,14 +364,6 @@ impl Link {
                 let _ = tx.send(frame.to_vec()).await;
             }
         }
-    }
-}
-
-/// In listening mode, answers whoever sent the last datagram.
-fn learn(peer: &mut Option<SocketAddr>, learn_peer: bool, from: SocketAddr) {
-    if learn_peer && *peer != Some(from) {
-        tracing::info!(%from, "peer address learnt");
-        *peer = Some(from);
     }
 }
 
@@ -217,7 +380,9 @@ async fn resolve(target: &str) -> Result<SocketAddr, LinkError> {
         })
 }
 
-fn bind_udp(addr: SocketAddr) -> Result<UdpSocket, LinkError> {
+/// A UDP socket bound to `addr`, connected to `peer` when given (the kernel then delivers
+/// that peer's datagrams only).
+fn bind_udp(addr: SocketAddr, peer: Option<SocketAddr>) -> Result<UdpSocket, LinkError> {
     let err = |source| LinkError::Bind {
         addr: addr.to_string(),
         source,
@@ -244,6 +409,9 @@ fn bind_udp(addr: SocketAddr) -> Result<UdpSocket, LinkError> {
     }
     socket.set_nonblocking(true).map_err(err)?;
     socket.bind(&addr.into()).map_err(err)?;
+    if let Some(peer) = peer {
+        socket.connect(&peer.into()).map_err(err)?;
+    }
     UdpSocket::from_std(socket.into()).map_err(err)
 }
 
@@ -343,3 +511,37 @@ async fn run_stream(
 /// A byte stream both ways (a TCP socket, a serial port).
 trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Duplex for T {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn only_the_vehicle_moves_the_peer_and_only_once_it_went_quiet() {
+        let t = Instant::now();
+        let mut p = PeerTracker::new();
+        // Junk before the vehicle: nothing learnt.
+        p.datagram(addr(9), false, t);
+        assert_eq!(p.peer(), None);
+        p.datagram(addr(1), true, t);
+        assert_eq!(p.peer(), Some(addr(1)));
+        // Junk and even authentic frames from elsewhere while the vehicle talks: counted.
+        for i in 0..1000 {
+            let at = t + Duration::from_millis(i);
+            p.datagram(addr(9), false, at);
+            p.datagram(addr(1), true, at);
+        }
+        p.datagram(addr(2), true, t + Duration::from_millis(1500));
+        assert_eq!(p.peer(), Some(addr(1)));
+        assert_eq!(p.stats().foreign_datagrams, 1002);
+        // The vehicle went quiet for the hold time: its new address is taken.
+        let later = t + Duration::from_millis(999) + PEER_HOLD;
+        p.datagram(addr(2), true, later);
+        assert_eq!(p.peer(), Some(addr(2)));
+        assert_eq!(p.stats().peer_changes, 1);
+    }
+}

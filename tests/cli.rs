@@ -62,7 +62,14 @@ fn the_demo_receives_stores_summarises_and_publishes_a_flight() {
     let dir = std::env::temp_dir().join(format!("ulog-recv-cli-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut demo = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
-        .args(["demo", "--duration", "40", "--rate", "60000", "--log-dir"])
+        .args([
+            "demo",
+            "--duration",
+            "40",
+            "--link-rate",
+            "86000",
+            "--log-dir",
+        ])
         .arg(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

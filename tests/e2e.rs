@@ -48,7 +48,7 @@ fn udp_links() -> (Vec<String>, Vec<String>) {
 fn over_udp_every_log_arrives_whole_and_reads_in_pyulog() {
     for log in all_logs() {
         let (rx, tx) = udp_links();
-        let files = run_pair("udp", &log, &rx, &tx, &["--rate", "4000000"]);
+        let files = run_pair("udp", &log, &rx, &tx, &["--link-rate", "5700000"]);
         assert_whole_log(&log, &files);
     }
 }
@@ -63,8 +63,8 @@ fn over_a_lossy_udp_link_the_file_holds_only_real_messages_and_dropouts() {
         &rx,
         &tx,
         &[
-            "--rate",
-            "400000",
+            "--link-rate",
+            "570000",
             "--loss",
             "0.05",
             "--duplicate",
@@ -202,7 +202,7 @@ fn over_a_serial_line_a_log_arrives_whole() {
             .filter(|p| p.file_name().is_some_and(|n| n == "sample_log_small.ulg")),
     );
     for log in logs {
-        let files = run_pair("serial", &log, &rx, &tx, &["--rate", "400000"]);
+        let files = run_pair("serial", &log, &rx, &tx, &["--link-rate", "570000"]);
         assert_whole_log(&log, &files);
     }
 }
@@ -271,7 +271,7 @@ fn over_tcp_the_daemon_reconnects_after_the_connection_drops() {
         log,
         &["--tcp".into(), format!("127.0.0.1:{tcp_port}")],
         &["--udp-connect".into(), format!("127.0.0.1:{udp_port}")],
-        &["--rate", "20000"],
+        &["--link-rate", "28600"],
     );
     assert_eq!(
         accepted.load(std::sync::atomic::Ordering::SeqCst),
@@ -328,8 +328,8 @@ fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
             "--once".into(),
             "--serial".into(),
             b.path.display().to_string(),
-            "--rate".into(),
-            "20000".into(),
+            "--link-rate".into(),
+            "28600".into(),
         ],
     );
     // Unplug a second into the 4 s stream: the daemon's side of the line goes away.
@@ -469,8 +469,8 @@ fn after_kill_9_at_random_moments_every_file_parses_and_the_manifests_agree() {
             "3000".into(),
             "--udp-connect".into(),
             format!("127.0.0.1:{port}"),
-            "--rate".into(),
-            "150000".into(),
+            "--link-rate".into(),
+            "215000".into(),
         ],
     );
     let mut rng = fastrand::Rng::with_seed(9);
@@ -505,8 +505,8 @@ fn sighup_rolls_to_a_new_standalone_split() {
         "--duration".into(),
         "60".into(),
         "--once".into(),
-        "--rate".into(),
-        "200000".into(),
+        "--link-rate".into(),
+        "286000".into(),
     ];
     sim_args.extend(tx);
     let mut sim = Proc::spawn("the simulator", &sim_args);

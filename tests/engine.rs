@@ -124,12 +124,17 @@ proptest! {
 
 #[test]
 fn synthetic_testdata_is_what_the_generator_writes_now() {
-    let committed = read(&synthetic_logs()[0]);
+    let path = &synthetic_logs()[0];
     let now = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions::default());
+    if std::env::var_os("UPDATE_TESTDATA").is_some() {
+        std::fs::write(path, &now).unwrap();
+    }
+    let committed = read(path);
     assert!(
         committed == now,
-        "testdata/synthetic.ulg is stale: run `cargo run --example gen_testdata` and refresh \
-         testdata/synthetic.expected.json with tests/pyulog_dump.py"
+        "testdata/synthetic.ulg is stale: run `UPDATE_TESTDATA=1 cargo test --test engine \
+         synthetic_testdata`, then `.venv/bin/python tests/pyulog_dump.py \
+         testdata/synthetic.ulg > testdata/synthetic.expected.json`"
     );
 }
 

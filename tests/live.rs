@@ -157,8 +157,9 @@ fn start_sim(log: &Path, port: u16, rate: u64) -> Proc {
             "sim".into(),
             log.display().to_string(),
             "--once".into(),
-            "--rate".into(),
-            rate.to_string(),
+            "--link-rate".into(),
+            // The log streams at 70 % of the link's rate.
+            (rate * 10 / 7).to_string(),
             "--udp-connect".into(),
             format!("127.0.0.1:{port}"),
         ],

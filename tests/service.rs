@@ -19,15 +19,17 @@ fn project() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `ulog-recv sim` streaming a synthetic flight of `seconds` at `rate` B/s to our UDP `port`.
-fn synthetic_sim(port: u16, seconds: u32, rate: u32, extra: &[&str], stderr: Stdio) -> Child {
+/// `ulog-recv sim` streaming a synthetic flight of `seconds` at `rate` B/s to our UDP `port`;
+/// its counters come as JSON on `stdout` when it exits.
+fn synthetic_sim(port: u16, seconds: u32, rate: u32, extra: &[&str], stdout: Stdio) -> Child {
     Command::new(BIN)
         .args(["sim", "--synthetic", "--duration", &seconds.to_string()])
-        .args(["--rate", &rate.to_string()])
+        // The log streams at 70 % of the link's rate.
+        .args(["--link-rate", &(rate * 10 / 7).to_string()])
         .args(["--udp-connect", &format!("127.0.0.1:{port}")])
         .args(extra)
-        .stdout(Stdio::null())
-        .stderr(stderr)
+        .stdout(stdout)
+        .stderr(Stdio::null())
         .spawn()
         .unwrap()
 }
@@ -217,7 +219,7 @@ fn systemd_hears_ready_status_watchdog_and_stopping_and_no_pings_from_a_stuck_lo
 }
 
 #[test]
-fn sigterm_while_streaming_stops_the_vehicle_and_leaves_whole_files_within_2_s() {
+fn sigterm_while_streaming_runs_the_stop_handshake_and_leaves_whole_files_within_2_s() {
     let dir = fresh_dir("sigterm");
     let port = free_udp_port();
     let mut daemon = Command::new(BIN)
@@ -235,18 +237,33 @@ fn sigterm_while_streaming_stops_the_vehicle_and_leaves_whole_files_within_2_s()
     let took = t0.elapsed();
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(2), "took {took:?}");
-    // The vehicle heard STOP (its counters, printed when it exits).
+    // The vehicle heard STOP, and every chunk of its post-flight data was acked before it
+    // said ACCEPTED (its counters, printed when it exits).
     std::thread::sleep(Duration::from_millis(300));
     unsafe { libc::kill(sim.id() as i32, libc::SIGTERM) };
-    let mut err = String::new();
-    sim.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let mut out = String::new();
+    sim.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     sim.wait().unwrap();
-    assert!(err.contains("stops: 1"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["stops"].as_u64(), v["stops_completed"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    assert!(v["postflight_chunks"].as_u64().unwrap() > 1, "{v}");
+    assert_eq!(v["postflight_acked"], v["postflight_chunks"], "{v}");
+    assert_eq!(v["ack_timeouts"], 0, "{v}");
     let files = ulg_files(&dir);
     assert!(!files.is_empty());
     for f in &files {
         common::check_with_pyulog(f);
     }
+    // The post-flight perf counters are in the last file, whole.
+    let last = std::fs::read(files.last().unwrap()).unwrap();
+    let summary = ulog_recv::summary::summarize(&last).unwrap();
+    let postflight = &summary.info_multiple["perf_counter_postflight"];
+    assert_eq!(postflight.len(), 1, "one value");
+    assert_eq!(postflight[0].len(), 30, "every line of it");
     let session = files[0].parent().unwrap();
     let manifest = ulog_recv::store::files::read_manifest(session).unwrap();
     assert!(manifest.closed, "the manifest says the session was closed");
@@ -276,6 +293,7 @@ fn sample_value(key: &str) -> &'static str {
         "no-socket" => "true",
         "publish-tcp" => "\"127.0.0.1:14600\"",
         "client-queue" => "\"1M\"",
+        "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         other => panic!("no sample value for option '{other}': add one here"),
     }
 }

@@ -136,12 +136,20 @@ impl Harness {
         }
     }
 
-    /// Runs the whole file through, lets the reorder buffer settle, shuts down.
+    /// Runs the whole file through, lets the reorder buffer settle, shuts down and runs the
+    /// STOP handshake to its end.
     fn run_to_end(&mut self, limit: Duration) {
         self.run_until(limit, |h| h.vehicle.finished());
         let settle = self.now + Duration::from_millis(500);
         self.run_until(limit, |h| h.now >= settle);
+        self.shut_down(limit);
+    }
+
+    /// Shuts the session down and runs until it has closed.
+    fn shut_down(&mut self, limit: Duration) {
         self.session.shutdown(self.now);
+        self.exchange();
+        self.run_until(limit, |h| h.session.is_closed());
         self.exchange();
     }
 }
@@ -149,7 +157,7 @@ impl Harness {
 fn fast_vehicle(impairment: Impairment, seed: u64) -> VehicleConfig {
     VehicleConfig {
         // 2 MB/s of fake time: a few seconds per log, many timer steps.
-        rate_limit: Some(2_000_000),
+        link_rate: Some(2_800_000),
         impairment,
         seed,
         ..VehicleConfig::default()
@@ -173,7 +181,7 @@ fn a_clean_link_delivers_every_log_byte_for_byte() {
     for path in all_logs() {
         let file = std::fs::read(&path).unwrap();
         let log = chunk_log(&file, 0).unwrap();
-        let stream = log.stream.clone();
+        let (stream, postflight) = (log.stream.clone(), log.postflight.clone());
         let mut h = Harness::new(
             log,
             fast_vehicle(Impairment::NONE, 1),
@@ -181,8 +189,9 @@ fn a_clean_link_delivers_every_log_byte_for_byte() {
         );
         h.run_to_end(Duration::from_secs(120));
         assert_eq!(h.logs.len(), 1, "{}", path.display());
+        // The whole stream, then the post-flight data of the STOP handshake.
         assert!(
-            h.logs[0].bytes == stream,
+            h.logs[0].bytes == [stream, postflight].concat(),
             "{}: bytes differ",
             path.display()
         );
@@ -194,8 +203,15 @@ fn a_clean_link_delivers_every_log_byte_for_byte() {
         // The vehicle addressed the stream to our default ids.
         assert_eq!(h.session.system_id(), 1);
         assert_eq!(h.session.config().component_id, 155);
-        // Shutdown sent a STOP.
-        assert_eq!(h.vehicle.stats().stops, 1, "{}", path.display());
+        // Shutdown sent a STOP, every post-flight chunk was acked, the vehicle confirmed.
+        let v = h.vehicle.stats();
+        assert_eq!((v.stops, v.stops_completed), (1, 1), "{}", path.display());
+        assert!(v.postflight_chunks > 1, "{v:?}");
+        assert_eq!(v.postflight_acked, v.postflight_chunks);
+        assert_eq!(
+            s.stops_confirmed, 2,
+            "the STOP before the START and the last one"
+        );
         assert!(!h.vehicle.streaming());
     }
 }
@@ -205,18 +221,22 @@ fn check_impaired(imp: Impairment, seed: u64) {
     for path in all_logs() {
         let file = std::fs::read(&path).unwrap();
         let log = chunk_log(&file, 0).unwrap();
-        let (stream, starts, chunks) = (
-            log.stream.clone(),
-            log.message_starts.clone(),
-            log.chunks.clone(),
-        );
         let mut h = Harness::new(log, fast_vehicle(imp, seed), SessionConfig::default());
         h.run_to_end(Duration::from_secs(600));
+        // What the vehicle streamed, post-flight data included.
+        let log = h.vehicle.log();
+        let (stream, starts, chunks) = (&log.stream, &log.message_starts, &log.chunks);
         let ctx = format!("{}: {imp:?} seed {seed}", path.display());
         let v = h.vehicle.stats();
         assert_eq!(v.ack_timeouts, 0, "{ctx}: the acked phase stalled: {v:?}");
-        assert_eq!(h.logs.len(), 1, "{ctx}: {:?}", h.control_events());
-        let ideal = ideal_messages(&stream, &starts, &chunks, h.vehicle.arrived());
+        assert_eq!(
+            h.logs.len(),
+            1,
+            "{ctx}: {:?} {:?} {v:?}",
+            h.control_events(),
+            h.session.stats()
+        );
+        let ideal = ideal_messages(stream, starts, chunks, h.vehicle.arrived());
         let (ideal, ideal_dropouts) = messages_without_dropouts(&ideal.concat());
         let (got, got_dropouts) = messages_without_dropouts(&h.logs[0].bytes);
         let s = h.session.stats();
@@ -298,7 +318,7 @@ fn the_sequence_number_wraps_twice_without_a_loss() {
     let mut h = Harness::new(
         log,
         VehicleConfig {
-            rate_limit: Some(20_000_000),
+            link_rate: Some(28_000_000),
             ..fast_vehicle(Impairment::NONE, 1)
         },
         SessionConfig::default(),
@@ -307,7 +327,10 @@ fn the_sequence_number_wraps_twice_without_a_loss() {
     let s = h.session.stats();
     assert_eq!((s.lost_chunks, s.gaps, s.dropouts), (0, 0, 0), "{s:?}");
     assert_eq!(h.logs.len(), 1);
-    assert!(h.logs[0].bytes == stream, "bytes differ after wrapping");
+    assert!(
+        h.logs[0].bytes.starts_with(&stream) && h.logs[0].bytes == h.vehicle.log().stream,
+        "bytes differ after wrapping"
+    );
 }
 
 /// The synthetic log streamed at 40 KB/s (2 s for the whole log), run until 20 KB of it were
@@ -319,7 +342,7 @@ fn synthetic_mid_stream() -> (Vec<u8>, Harness) {
     let mut h = Harness::new(
         log,
         VehicleConfig {
-            rate_limit: Some(40_000),
+            link_rate: Some(57_000),
             ..VehicleConfig::default()
         },
         SessionConfig::default(),
@@ -388,6 +411,9 @@ fn a_stalled_stream_is_stopped_and_started_again_without_an_empty_log() {
     h.run_to_end(Duration::from_secs(90));
     assert_eq!(h.logs.len(), 2);
     assert!(h.logs[0].bytes == stream, "the first log is whole");
+    // The STOP of the restart was answered with post-flight data, acked but of no log.
+    assert_eq!(h.vehicle.stats().stops_completed, 2);
+    assert_eq!(h.vehicle.stats().ack_timeouts, 0);
     assert!(
         h.logs[1].bytes == h.vehicle.log().stream,
         "the second log is whole"
@@ -433,34 +459,46 @@ fn a_refused_start_names_the_cause_and_is_retried_slowly() {
     assert!(h.logs.is_empty());
 }
 
+/// Sends `command` to the vehicle as if from our ids (someone else's STOP or START).
+fn command_to_vehicle(h: &mut Harness, command: mavlink::dialects::common::MavCmd) {
+    use mavlink::dialects::common::{COMMAND_LONG_DATA, MavMessage};
+    let mut frame = Vec::new();
+    let header = mavlink::MavHeader {
+        system_id: 1,
+        component_id: 155,
+        sequence: 0,
+    };
+    let msg = MavMessage::COMMAND_LONG(COMMAND_LONG_DATA {
+        command,
+        target_system: 1,
+        target_component: 1,
+        ..Default::default()
+    });
+    ulog_recv::link::frames::encode(header, &msg, &mut frame);
+    let now = h.now;
+    h.vehicle.handle_bytes(&frame, now);
+}
+
 #[test]
 fn a_stream_restarted_at_sequence_0_closes_the_log_and_opens_a_new_one() {
-    use mavlink::dialects::common::{COMMAND_LONG_DATA, MavCmd, MavMessage};
-    let (stream, mut h) = synthetic_mid_stream();
+    use mavlink::dialects::common::MavCmd;
+    let (_, mut h) = synthetic_mid_stream();
     // The vehicle restarts its stream to us (as if our STOP and START had crossed an old
-    // stream): chunks begin again at 0 with a new header.
-    for command in [MavCmd::MAV_CMD_LOGGING_STOP, MavCmd::MAV_CMD_LOGGING_START] {
-        let mut frame = Vec::new();
-        let header = mavlink::MavHeader {
-            system_id: 1,
-            component_id: 155,
-            sequence: 0,
-        };
-        let msg = MavMessage::COMMAND_LONG(COMMAND_LONG_DATA {
-            command,
-            target_system: 1,
-            target_component: 1,
-            ..Default::default()
-        });
-        ulog_recv::link::frames::encode(header, &msg, &mut frame);
-        let now = h.now;
-        h.vehicle.handle_bytes(&frame, now);
-    }
+    // stream): it stops (its post-flight data ends the log), then chunks begin again at 0
+    // with a new header.
+    command_to_vehicle(&mut h, MavCmd::MAV_CMD_LOGGING_STOP);
+    h.run_until(Duration::from_secs(60), |h| !h.vehicle.streaming());
+    let stopped = h.vehicle.log().stream.clone();
+    command_to_vehicle(&mut h, MavCmd::MAV_CMD_LOGGING_START);
     h.run_to_end(Duration::from_secs(60));
     assert_eq!(h.logs.len(), 2, "{:?}", h.control_events());
     assert_eq!(h.logs[0].closed, Some(CloseReason::NewLog));
-    assert!(stream.starts_with(&h.logs[0].bytes));
+    assert!(
+        h.logs[0].bytes == stopped,
+        "the first log, post-flight data included"
+    );
     assert!(h.logs[1].bytes == h.vehicle.log().stream);
+    assert_eq!(h.session.stats().implausible, 0);
 }
 
 mod corrupted_chunks {
@@ -588,6 +626,9 @@ mod corrupted_chunks {
                 }
             }
             s.shutdown(now);
+            // No vehicle answers the STOP here: its wait runs out.
+            s.handle_timeout(now + Duration::from_secs(10));
+            prop_assert!(s.is_closed());
             while let Some(e) = s.poll_event() {
                 if let Event::LogBytes(b) = e {
                     logs.last_mut().unwrap().extend_from_slice(&b);

@@ -9,11 +9,15 @@ pub mod chunker;
 pub mod frames;
 pub mod reorder;
 pub mod session;
+pub mod signing;
 pub mod vehicle;
 
 pub use assembler::{Assembler, AssemblerStats};
 pub use chunker::{CHUNK_DATA_LEN, ChunkedLog, LogChunk, chunk_log};
 pub use frames::{FrameDecoder, FrameStats};
 pub use reorder::{Arrival, Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
-pub use session::{CloseReason, Event, Rates, Session, SessionConfig, SessionStats};
+pub use session::{
+    CloseReason, Event, LinkProblem, Rates, Session, SessionConfig, SessionStats, SigningSetup,
+};
+pub use signing::{SigningKey, SigningStats};
 pub use vehicle::{Impairment, SimVehicle, VehicleConfig, VehicleStats};

@@ -1,12 +1,21 @@
 //! The reorder buffer for log chunks (sans-IO): chunks in, in any order and with duplicates;
 //! the same chunks out in sequence order, with honest gaps where chunks never came.
 //!
-//! Sequence numbers are 16 bits and wrap at 65536. A chunk ahead of the next expected one
-//! (by less than half the sequence space) is held; one behind it is a duplicate (if it was
+//! Sequence numbers are 16 bits and wrap at 65536. A chunk ahead of the next expected one,
+//! and at most `max_chunks` (the window) beyond the furthest chunk taken, is held; one behind it is a duplicate (if it was
 //! delivered recently) or too late (its gap was already declared). A gap is declared, and the
 //! chunks after it released, when the buffer holds `max_chunks` chunks or its oldest chunk has
-//! waited `max_wait`. The caller drives time: it passes `now` and asks
-//! [`ReorderBuffer::deadline`] when to call [`ReorderBuffer::poll`] again.
+//! waited `max_wait`.
+//!
+//! A chunk further ahead than that (by less than half the sequence space) never moves the
+//! window by itself: it is a *suspect*, set aside until a neighbour (another chunk within
+//! a window of it) confirms that the stream really jumped there, as after a long outage. Then
+//! both are held as any chunk (the gap before them is declared when its wait runs out). A suspect left alone for
+//! `suspect_wait`, or passed by the stream, is dropped as implausible: a forged or stale chunk
+//! costs at most itself.
+//!
+//! The caller drives time: it passes `now` and asks [`ReorderBuffer::deadline`] when to call
+//! [`ReorderBuffer::poll`] again.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -38,15 +47,19 @@ pub struct ReorderConfig {
     pub max_chunks: usize,
     /// Longest time a chunk waits for the missing ones before it.
     pub max_wait: Duration,
+    /// Longest time a chunk far ahead of the window waits for a neighbour to confirm it.
+    pub suspect_wait: Duration,
 }
 
 impl Default for ReorderConfig {
     /// 256 chunks (64 KB) and 250 ms: several times the reordering a Wi-Fi or radio link shows,
-    /// and at most a quarter second of delay before data reaches disk.
+    /// and at most a quarter second of delay before data reaches disk. A suspect waits 1 s:
+    /// after a real outage the next chunk follows within milliseconds, even at 57600 baud.
     fn default() -> Self {
         Self {
             max_chunks: 256,
             max_wait: Duration::from_millis(250),
+            suspect_wait: Duration::from_secs(1),
         }
     }
 }
@@ -60,6 +73,8 @@ pub enum Arrival {
     Duplicate,
     /// Behind a gap that was already declared: dropped.
     TooLate,
+    /// Far ahead of the window: set aside until a neighbour confirms it.
+    Suspect,
 }
 
 /// Counters; all monotonic.
@@ -75,10 +90,25 @@ pub struct ReorderStats {
     /// Chunks declared lost.
     pub lost: u64,
     pub gaps: u64,
+    /// Chunks that arrived far ahead of the window (set aside as suspects).
+    pub suspects: u64,
+    /// Suspects never confirmed by a neighbour: dropped.
+    pub implausible: u64,
 }
 
 /// Sequence numbers remembered as delivered, to tell duplicates from late chunks.
 const HISTORY: usize = 4096;
+
+/// Suspects kept at most; beyond, the oldest is dropped.
+const MAX_SUSPECTS: usize = 8;
+
+/// A chunk far ahead of the window, with its absolute position and arrival time.
+#[derive(Debug)]
+struct Suspect {
+    pos: u64,
+    chunk: Chunk,
+    arrived: Instant,
+}
 
 /// See the module docs.
 pub struct ReorderBuffer {
@@ -91,6 +121,7 @@ pub struct ReorderBuffer {
     next_pos: u64,
     /// `delivered[seq % HISTORY] == seq as u32 + 1` when `seq` was delivered recently.
     delivered: Vec<u32>,
+    suspects: Vec<Suspect>,
     ready: VecDeque<Delivery>,
     stats: ReorderStats,
 }
@@ -104,6 +135,7 @@ impl ReorderBuffer {
             held: BTreeMap::new(),
             next_pos: 0,
             delivered: vec![0; HISTORY],
+            suspects: Vec::new(),
             ready: VecDeque::new(),
             stats: ReorderStats::default(),
         }
@@ -138,6 +170,9 @@ impl ReorderBuffer {
             };
         }
         let pos = self.next_pos + u64::from(ahead);
+        if pos > self.front() + self.config.max_chunks as u64 {
+            return self.suspect(chunk, pos, now);
+        }
         if self.held.contains_key(&pos) {
             self.stats.duplicates += 1;
             return Arrival::Duplicate;
@@ -173,8 +208,30 @@ impl ReorderBuffer {
         self.ready.pop_front()
     }
 
-    /// When [`poll`](Self::poll) next has work: the oldest held chunk's deadline.
+    /// When [`poll`](Self::poll) next has work: the oldest held chunk's deadline, or a
+    /// suspect's.
     pub fn deadline(&self) -> Option<Instant> {
+        let held = self.held_deadline();
+        let suspect = self
+            .suspects
+            .iter()
+            .map(|s| s.arrived + self.config.suspect_wait)
+            .min();
+        match (held, suspect) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The stream's leading edge: the furthest chunk held, else the next to deliver. A chunk
+    /// more than a window beyond it is a suspect.
+    fn front(&self) -> u64 {
+        self.held
+            .last_key_value()
+            .map_or(self.next_pos, |(&pos, _)| pos.max(self.next_pos))
+    }
+
+    fn held_deadline(&self) -> Option<Instant> {
         self.held
             .values()
             .map(|(_, t)| *t)
@@ -183,19 +240,86 @@ impl ReorderBuffer {
     }
 
     /// Gives up on every missing chunk before the held ones and releases them all (the stream
-    /// ended, or the caller knows nothing more will come).
+    /// ended, or the caller knows nothing more will come). Unconfirmed suspects are dropped.
     pub fn flush(&mut self) {
+        self.stats.implausible += self.suspects.len() as u64;
+        self.suspects.clear();
         while !self.held.is_empty() {
             self.declare_gap();
         }
     }
 
     fn poll_time(&mut self, now: Instant) {
-        while let Some(deadline) = self.deadline() {
+        while let Some(deadline) = self.held_deadline() {
             if now < deadline {
                 break;
             }
             self.declare_gap();
+        }
+        if !self.suspects.is_empty() {
+            self.review_suspects(now);
+        }
+    }
+
+    /// Sets a chunk far ahead of the window aside, or, when it confirms a suspect near it (or
+    /// is confirmed by one), jumps the stream there.
+    fn suspect(&mut self, chunk: Chunk, pos: u64, now: Instant) -> Arrival {
+        if self.suspects.iter().any(|s| s.pos == pos) {
+            // A copy proves nothing: a forged frame can be sent twice.
+            self.stats.duplicates += 1;
+            return Arrival::Duplicate;
+        }
+        self.stats.suspects += 1;
+        let window = self.config.max_chunks as u64;
+        let confirmed = self.suspects.iter().any(|s| s.pos.abs_diff(pos) <= window);
+        self.suspects.push(Suspect {
+            pos,
+            chunk,
+            arrived: now,
+        });
+        if !confirmed {
+            if self.suspects.len() > MAX_SUSPECTS {
+                self.suspects.remove(0);
+                self.stats.implausible += 1;
+            }
+            return Arrival::Suspect;
+        }
+        // The stream jumped (an outage longer than the window): the neighbours are held as any
+        // chunk, so that late ones from before the jump still find their place until the
+        // gap's wait runs out.
+        for s in std::mem::take(&mut self.suspects) {
+            if s.pos.abs_diff(pos) <= window {
+                self.stats.accepted += 1;
+                self.held.insert(s.pos, (s.chunk, s.arrived));
+            } else {
+                self.suspects.push(s);
+            }
+        }
+        while self.held.len() > self.config.max_chunks {
+            self.declare_gap();
+        }
+        self.poll_time(now);
+        Arrival::Accepted
+    }
+
+    /// Drops suspects that waited too long or that the stream passed; takes those the window
+    /// now covers.
+    fn review_suspects(&mut self, now: Instant) {
+        let window = self.config.max_chunks as u64;
+        let mut i = 0;
+        while i < self.suspects.len() {
+            let s = &self.suspects[i];
+            let expired = now >= s.arrived + self.config.suspect_wait;
+            if expired || s.pos < self.next_pos || self.held.contains_key(&s.pos) {
+                self.suspects.remove(i);
+                self.stats.implausible += 1;
+            } else if s.pos <= self.front() + window {
+                let s = self.suspects.remove(i);
+                self.stats.accepted += 1;
+                self.held.insert(s.pos, (s.chunk, s.arrived));
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -275,6 +399,7 @@ mod tests {
         let cfg = ReorderConfig {
             max_chunks: 100,
             max_wait: Duration::from_millis(50),
+            ..ReorderConfig::default()
         };
         let mut b = ReorderBuffer::new(0, cfg);
         b.push(chunk(0), t);
@@ -294,6 +419,7 @@ mod tests {
         let cfg = ReorderConfig {
             max_chunks: 2,
             max_wait: Duration::from_secs(10),
+            ..ReorderConfig::default()
         };
         let mut b = ReorderBuffer::new(0, cfg);
         for s in [2, 3, 4] {
@@ -308,6 +434,7 @@ mod tests {
         let cfg = ReorderConfig {
             max_chunks: 1,
             max_wait: Duration::from_secs(10),
+            ..ReorderConfig::default()
         };
         let mut b = ReorderBuffer::new(65534, cfg);
         b.push(chunk(65534), t);

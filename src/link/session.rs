@@ -4,11 +4,20 @@
 //! What it does, in the order the vehicle sees it:
 //! - Finds the vehicle from its HEARTBEAT (an autopilot, or `target_system` when configured) and
 //!   sends its own HEARTBEAT every second.
+//! - With a signing key ([`SessionConfig::signing`]) it signs every frame it sends and takes
+//!   from the vehicle only frames whose signature verifies (unsigned HEARTBEAT and
+//!   RADIO_STATUS excepted, as MAVLink allows); the rest are counted. Without a key, a vehicle
+//!   that signs its frames and leaves our commands unanswered raises one clear
+//!   [`Event::LinkProblem`] (again at most once a minute), as does a key that does not verify.
 //! - Asks for the stream: LOGGING_STOP first (the vehicle may still be streaming to a client that
-//!   lost track), then LOGGING_START (param1 0), each retried until a COMMAND_ACK. A
-//!   TEMPORARILY_REJECTED start backs off (1, 2, 4, 8, 10 s) and begins again with a STOP;
-//!   DENIED, UNSUPPORTED or FAILED raise [`Event::StartRefused`] with the likely cause, then
-//!   retry every [`SessionConfig::refused_retry`]. Never a tight loop.
+//!   lost track, us before a restart), then LOGGING_START (param1 0), each retried until a
+//!   COMMAND_ACK. A TEMPORARILY_REJECTED start backs off (1, 2, 4, 8, 10 s) and begins again
+//!   with a STOP; DENIED, UNSUPPORTED or FAILED raise [`Event::StartRefused`] with the likely
+//!   cause, then retry every [`SessionConfig::refused_retry`]. Never a tight loop.
+//! - The STOP handshake: a streaming vehicle answers STOP with IN_PROGRESS, sends its
+//!   post-flight data as acked chunks, then ACCEPTED. After a STOP the session keeps acking
+//!   until the ACCEPTED comes or [`SessionConfig::stop_timeout`] passes; on
+//!   [`Session::shutdown`] what arrives meanwhile still goes into the log, which closes after.
 //! - Acks every LOGGING_DATA_ACKED as the very first thing it does with it, duplicates
 //!   included: a resent chunk means the vehicle lost our ack and is blocked until it gets one.
 //! - Puts chunks back in order ([`ReorderBuffer`]), reassembles whole ULog messages
@@ -20,10 +29,12 @@
 //!   on → the log is closed, STOP and START again. No heartbeat for
 //!   [`SessionConfig::vehicle_timeout`] (a reboot, or the link is gone) → the log is closed and
 //!   the session waits for the vehicle. A new ULog header at sequence 0 while a log is open
-//!   (the vehicle restarted its stream) → the log is closed and a new one begins.
+//!   (the vehicle restarted its stream) → the log is closed and a new one begins, once the
+//!   chunk after it confirms it: a single stray chunk 0 never ends a log.
 //! - A log is opened only when its file header arrives, so there is never a headerless log.
 //!
-//! Inputs: [`Session::handle_bytes`] (any pieces of the MAVLink byte stream),
+//! Inputs: [`Session::handle_bytes`] (any pieces of a MAVLink byte stream),
+//! [`Session::handle_datagram`] (one UDP datagram; it says whether the vehicle spoke in it),
 //! [`Session::handle_timeout`] (when [`Session::poll_timeout`] says), [`Session::shutdown`].
 //! Outputs: [`Session::poll_transmit`] (one MAVLink frame each) and [`Session::poll_event`].
 
@@ -38,8 +49,9 @@ use mavlink::dialects::common::{
 };
 
 use crate::link::assembler::Assembler;
-use crate::link::frames::{FrameDecoder, FrameStats, encode};
+use crate::link::frames::{Frame, FrameDecoder, FrameStats, encode};
 use crate::link::reorder::{Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
+use crate::link::signing::{Check, Signer, SigningKey, SigningStats};
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, framed};
 use crate::ulog::{Decoder, FileHeader, Message};
 
@@ -53,6 +65,21 @@ pub const FALLBACK_SYSTEM_ID: u8 = 1;
 /// resends chunk 0 for 2.5 s at most, and it does not send chunk 1 before our ack): it starts a
 /// new log even when its bytes equal the first one's.
 const NEW_LOG_AFTER_CHUNKS: u64 = 1024;
+
+/// STOPs sent without any answer before the session goes on without one.
+const STOP_TRIES: u32 = 3;
+
+/// A link problem is repeated at most this often while it lasts.
+const PROBLEM_REPEAT: Duration = Duration::from_secs(60);
+
+/// MAVLink 2 signing: our key, the link id in our signatures, and where our timestamps start
+/// (at the session's creation; at or above any used before, see [`crate::link::signing`]).
+#[derive(Debug, Clone)]
+pub struct SigningSetup {
+    pub key: SigningKey,
+    pub link_id: u8,
+    pub timestamp: u64,
+}
 
 /// How the session behaves; [`Default`] gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -71,6 +98,9 @@ pub struct SessionConfig {
     pub stream_timeout: Duration,
     /// A command without COMMAND_ACK for this long is sent again.
     pub command_timeout: Duration,
+    /// Longest wait for a STOP's ACCEPTED once the vehicle said IN_PROGRESS (it sends its
+    /// post-flight data meanwhile).
+    pub stop_timeout: Duration,
     /// Longest back-off between start attempts after TEMPORARILY_REJECTED or no answer.
     pub max_backoff: Duration,
     /// Wait after DENIED, UNSUPPORTED or FAILED before trying again.
@@ -79,6 +109,8 @@ pub struct SessionConfig {
     /// Bytes held after a gap while waiting for a timestamp; past this the dropout is written
     /// without a duration.
     pub max_held_bytes: usize,
+    /// MAVLink 2 signing; `None`: frames go out unsigned and signatures are not checked.
+    pub signing: Option<SigningSetup>,
 }
 
 impl Default for SessionConfig {
@@ -91,10 +123,12 @@ impl Default for SessionConfig {
             vehicle_timeout: Duration::from_secs(5),
             stream_timeout: Duration::from_secs(3),
             command_timeout: Duration::from_millis(1000),
+            stop_timeout: Duration::from_secs(5),
             max_backoff: Duration::from_secs(10),
             refused_retry: Duration::from_secs(30),
             reorder: ReorderConfig::default(),
             max_held_bytes: 1 << 20,
+            signing: None,
         }
     }
 }
@@ -110,6 +144,41 @@ pub enum CloseReason {
     NewLog,
     /// [`Session::shutdown`].
     Shutdown,
+}
+
+/// Something wrong with the link that the user must fix; see its `Display` for the words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkProblem {
+    /// The vehicle signs its frames, we have no key, and our commands go unanswered.
+    VehicleSignsNoKey { system_id: u8 },
+    /// Signed frames arrive that our key does not verify, and none from the vehicle that it
+    /// does.
+    WrongKey { system_id: u8 },
+    /// Frames verify with our key but are over a minute behind our signing clock.
+    SigningClockBehind { system_id: u8 },
+}
+
+impl std::fmt::Display for LinkProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkProblem::VehicleSignsNoKey { system_id } => write!(
+                f,
+                "vehicle {system_id} signs its MAVLink frames (MAVLink 2 signing) and ignores \
+                 our unsigned commands: give ulog-recv the vehicle's key with --signing-key FILE"
+            ),
+            LinkProblem::WrongKey { system_id } => write!(
+                f,
+                "frames from system {system_id} are signed with another key than ours: the \
+                 --signing-key file does not hold the vehicle's key"
+            ),
+            LinkProblem::SigningClockBehind { system_id } => write!(
+                f,
+                "frames from system {system_id} carry signing timestamps over a minute behind \
+                 ours: the vehicle's clock (or this computer's) is wrong"
+            ),
+        }
+    }
 }
 
 /// What the session reports, in order. Log bytes come between [`Event::LogOpened`] and
@@ -134,6 +203,8 @@ pub enum Event {
         hint: &'static str,
         retry_in: Duration,
     },
+    /// A link problem the user must fix (repeated at most once a minute while it lasts).
+    LinkProblem(LinkProblem),
     /// A new log begins; its bytes follow (the file header first).
     LogOpened {
         number: u32,
@@ -179,6 +250,7 @@ impl std::fmt::Display for Event {
                 f,
                 "start refused ({result:?}): {hint}; retry in {retry_in:?}"
             ),
+            Event::LinkProblem(p) => write!(f, "{p}"),
             Event::LogOpened { number } => write!(f, "log {number} opened"),
             Event::LogBytes(b) => write!(f, "{} log bytes", b.len()),
             Event::Dropout {
@@ -197,10 +269,12 @@ impl std::fmt::Display for Event {
     }
 }
 
-/// Counters; all monotonic.
+/// Counters; all monotonic, but for `problem`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SessionStats {
     pub frames: FrameStats,
+    /// Frames refused by signing (with a key).
+    pub signing: SigningStats,
     /// LOGGING_DATA(_ACKED) addressed to us.
     pub chunks: u64,
     pub acked_chunks: u64,
@@ -214,6 +288,11 @@ pub struct SessionStats {
     pub recovered: u64,
     /// Chunks that came after their gap was declared.
     pub too_late: u64,
+    /// Chunks far ahead of the stream (or a chunk 0 in the middle of a log) set aside until
+    /// a neighbour confirms them.
+    pub suspects: u64,
+    /// Suspects never confirmed: dropped as forged or stale.
+    pub implausible: u64,
     pub lost_chunks: u64,
     pub gaps: u64,
     pub dropouts: u64,
@@ -223,6 +302,11 @@ pub struct SessionStats {
     pub log_bytes: u64,
     pub logs: u64,
     pub start_requests: u64,
+    /// STOPs the vehicle confirmed (ACCEPTED) and those it did not within the wait.
+    pub stops_confirmed: u64,
+    pub stops_unconfirmed: u64,
+    /// The link problem in force, if any (cleared once a stream starts).
+    pub problem: Option<LinkProblem>,
 }
 
 /// Rates over an interval, from two readings of [`SessionStats`].
@@ -250,21 +334,45 @@ impl SessionStats {
             },
         }
     }
+
+    /// Frames refused by signing, all causes.
+    pub fn refused_frames(&self) -> u64 {
+        let s = &self.signing;
+        s.unsigned_refused + s.bad_signature + s.replayed + s.too_old
+    }
+}
+
+/// What comes after a STOP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterStop {
+    /// START (a new stream is wanted).
+    Start,
+    /// Close the log and the session ([`Session::shutdown`]).
+    Close,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// No vehicle (yet, or lost).
     Searching,
-    /// STOP sent; START follows its ACCEPTED or the command timeout.
-    Stopping { deadline: Instant },
+    /// STOP sent: wait for its ACCEPTED (acking what comes meanwhile), resend it while
+    /// unanswered, then go on with `then`.
+    Stopping {
+        deadline: Instant,
+        /// When the first STOP went out.
+        since: Instant,
+        tries: u32,
+        /// The vehicle said IN_PROGRESS: it is sending its post-flight data.
+        in_progress: bool,
+        then: AfterStop,
+    },
     /// START sent.
     Starting { deadline: Instant },
     /// Before the next STOP+START.
     Waiting { until: Instant },
     /// `stall_check`: when to look for a stall (no chunk for `stream_timeout`).
     Streaming { stall_check: Instant },
-    /// After [`Session::shutdown`].
+    /// After [`Session::shutdown`] has completed.
     Closed,
 }
 
@@ -294,6 +402,13 @@ struct PendingDropout {
     lost_chunks: u64,
 }
 
+/// A chunk 0 with a new header in the middle of a log, waiting for the chunk after it.
+#[derive(Debug)]
+struct PendingNewLog {
+    data: Vec<u8>,
+    arrived: Instant,
+}
+
 /// One log being received.
 struct Log {
     number: u32,
@@ -318,14 +433,22 @@ struct Log {
 pub struct Session {
     config: SessionConfig,
     frames: FrameDecoder,
+    signer: Option<Signer>,
     phase: Phase,
     vehicle: Option<Vehicle>,
+    /// Without a key: the vehicle's last frame was signed.
+    vehicle_signs: bool,
+    /// When a frame of the vehicle last passed signature verification.
+    vehicle_verified: Option<Instant>,
     log: Option<Log>,
+    pending_new_log: Option<PendingNewLog>,
     next_heartbeat: Option<Instant>,
     /// When the last START went out: a new log's chunk 0 is taken only shortly after one.
     start_sent: Option<Instant>,
     failures: u32,
     logs_opened: u32,
+    /// When the link problem in force may be reported again.
+    problem_repeat_at: Option<Instant>,
     tx_sequence: u8,
     transmit: VecDeque<Vec<u8>>,
     events: VecDeque<Event>,
@@ -337,16 +460,25 @@ pub struct Session {
 impl Session {
     /// A session starting at `now`: its first heartbeat is due at once.
     pub fn new(config: SessionConfig, now: Instant) -> Self {
+        let signer = config
+            .signing
+            .as_ref()
+            .map(|s| Signer::new(s.key.clone(), s.link_id, s.timestamp, now));
         Self {
             config,
             frames: FrameDecoder::new(),
+            signer,
             phase: Phase::Searching,
             vehicle: None,
+            vehicle_signs: false,
+            vehicle_verified: None,
             log: None,
+            pending_new_log: None,
             next_heartbeat: Some(now),
             start_sent: None,
             failures: 0,
             logs_opened: 0,
+            problem_repeat_at: None,
             tx_sequence: 0,
             transmit: VecDeque::new(),
             events: VecDeque::new(),
@@ -363,6 +495,9 @@ impl Session {
     pub fn stats(&self) -> SessionStats {
         let mut s = self.stats;
         s.frames = self.frames.stats();
+        if let Some(signer) = &self.signer {
+            s.signing = signer.stats();
+        }
         if let Some(log) = &self.log {
             add_reorder_stats(&mut s, &log.reorder.stats());
         }
@@ -379,6 +514,12 @@ impl Session {
         self.log.as_ref().is_some_and(|l| l.opened)
     }
 
+    /// True once [`shutdown`](Self::shutdown) has completed: the STOP handshake is over (or
+    /// its wait ran out) and the log is closed.
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Closed
+    }
+
     /// The vehicle's (system id, component id), once found.
     pub fn vehicle(&self) -> Option<(u8, u8)> {
         self.vehicle.map(|v| (v.system_id, v.component_id))
@@ -389,6 +530,11 @@ impl Session {
         self.config
             .system_id
             .unwrap_or_else(|| self.vehicle.map_or(FALLBACK_SYSTEM_ID, |v| v.system_id))
+    }
+
+    /// Our signing clock at `now` (never below a timestamp already used), with a key.
+    pub fn signing_timestamp(&self, now: Instant) -> Option<u64> {
+        self.signer.as_ref().map(|s| s.timestamp(now))
     }
 
     /// The next MAVLink frame to send, if any.
@@ -412,7 +558,9 @@ impl Session {
         };
         match self.phase {
             Phase::Searching | Phase::Closed => {}
-            Phase::Stopping { deadline } | Phase::Starting { deadline } => earliest(Some(deadline)),
+            Phase::Stopping { deadline, .. } | Phase::Starting { deadline } => {
+                earliest(Some(deadline))
+            }
             Phase::Waiting { until } => earliest(Some(until)),
             Phase::Streaming { stall_check } => earliest(Some(stall_check)),
         }
@@ -426,16 +574,115 @@ impl Session {
         t
     }
 
-    /// Takes received bytes: a datagram, or any piece of a serial or TCP stream.
+    /// Takes received bytes: any piece of a serial or TCP stream.
     pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) {
         self.frames.push(bytes);
-        while let Some((header, message)) = self.frames.next_message() {
-            self.handle_message(header, &message, now);
+        while let Some(frame) = self.frames.next_frame() {
+            self.handle_frame(frame, now);
         }
     }
 
-    /// Takes one decoded MAVLink message (what [`handle_bytes`](Self::handle_bytes) does for
-    /// each frame).
+    /// Takes one UDP datagram, read on its own (a datagram holds whole frames). True when it
+    /// held a frame of the vehicle that passed every check (CRC, and the signature with a
+    /// key): only then may the shell answer to where it came from.
+    pub fn handle_datagram(&mut self, bytes: &[u8], now: Instant) -> bool {
+        let mut frames = std::mem::take(&mut self.frames);
+        let mut from_vehicle = false;
+        frames.datagram(bytes, |frame| from_vehicle |= self.handle_frame(frame, now));
+        self.frames = frames;
+        from_vehicle
+    }
+
+    /// Checks one frame's signature and handles its message; true when it is an authentic
+    /// frame of the vehicle.
+    fn handle_frame(&mut self, frame: Frame, now: Instant) -> bool {
+        if self.phase == Phase::Closed {
+            return false;
+        }
+        let system_id = frame.system_id();
+        let verified = match &mut self.signer {
+            None => {
+                if self.is_vehicle(&frame.header) {
+                    self.vehicle_signs = frame.is_signed();
+                }
+                true
+            }
+            Some(signer) => match frame
+                .raw_v2()
+                .map_or(Check::Unsigned, |r| signer.check(r, now))
+            {
+                Check::Valid => true,
+                // MAVLink lets these pass unsigned (radios insert them; a heartbeat finds
+                // the vehicle, but never steers a reply).
+                Check::Unsigned
+                    if matches!(
+                        frame.message,
+                        MavMessage::HEARTBEAT(_) | MavMessage::RADIO_STATUS(_)
+                    ) =>
+                {
+                    false
+                }
+                Check::Unsigned => {
+                    signer.count_unsigned_refused();
+                    return false;
+                }
+                Check::BadSignature => {
+                    self.refused_signed(LinkProblem::WrongKey { system_id }, now);
+                    return false;
+                }
+                Check::TooOld => {
+                    self.refused_signed(LinkProblem::SigningClockBehind { system_id }, now);
+                    return false;
+                }
+                Check::Replayed => return false,
+            },
+        };
+        self.handle_message(frame.header, &frame.message, now);
+        let from_vehicle = self.is_vehicle(&frame.header);
+        if from_vehicle && verified && self.signer.is_some() {
+            self.vehicle_verified = Some(now);
+            if matches!(
+                self.stats.problem,
+                Some(LinkProblem::WrongKey { .. } | LinkProblem::SigningClockBehind { .. })
+            ) {
+                self.stats.problem = None;
+            }
+        }
+        from_vehicle && verified
+    }
+
+    /// A frame signed, but refused: a problem when nothing of the vehicle verified lately.
+    fn refused_signed(&mut self, problem: LinkProblem, now: Instant) {
+        let verified_lately = self
+            .vehicle_verified
+            .is_some_and(|t| now.duration_since(t) < self.config.vehicle_timeout);
+        if !verified_lately {
+            self.report_problem(problem, now);
+        }
+    }
+
+    /// Puts `problem` in force; reports it now unless the same one was reported within
+    /// [`PROBLEM_REPEAT`].
+    fn report_problem(&mut self, problem: LinkProblem, now: Instant) {
+        let repeat =
+            self.stats.problem == Some(problem) && self.problem_repeat_at.is_some_and(|t| now < t);
+        self.stats.problem = Some(problem);
+        if repeat {
+            return;
+        }
+        self.problem_repeat_at = Some(now + PROBLEM_REPEAT);
+        tracing::error!("{problem}");
+        self.events.push_back(Event::LinkProblem(problem));
+    }
+
+    fn is_vehicle(&self, header: &MavHeader) -> bool {
+        self.vehicle.is_some_and(|v| {
+            v.system_id as u32 == header.system_id && v.component_id == header.component_id
+        })
+    }
+
+    /// Takes one decoded MAVLink message, already authenticated (what
+    /// [`handle_bytes`](Self::handle_bytes) does for each frame that passes).
     pub fn handle_message(&mut self, header: MavHeader, message: &MavMessage, now: Instant) {
         if self.phase == Phase::Closed {
             return;
@@ -443,7 +690,7 @@ impl Session {
         // Anything the vehicle's autopilot sends proves it is there: a lossy link may drop
         // heartbeats while the log streams on.
         if let Some(v) = &mut self.vehicle
-            && v.system_id == header.system_id as u8
+            && v.system_id as u32 == header.system_id
             && v.component_id == header.component_id
         {
             v.last_heartbeat = now;
@@ -478,7 +725,7 @@ impl Session {
             return;
         }
         if self.next_heartbeat.is_none_or(|t| t <= now) {
-            self.send_heartbeat();
+            self.send_heartbeat(now);
             self.next_heartbeat = Some(now + self.config.heartbeat_interval);
         }
         if let Some(v) = self.vehicle
@@ -486,30 +733,68 @@ impl Session {
             && now.duration_since(v.last_heartbeat) >= self.config.vehicle_timeout
         {
             tracing::warn!(system_id = v.system_id, "vehicle lost: no heartbeat");
+            let closing = matches!(
+                self.phase,
+                Phase::Stopping {
+                    then: AfterStop::Close,
+                    ..
+                }
+            );
             self.close_log(CloseReason::VehicleLost);
             self.phase = Phase::Searching;
             self.events.push_back(Event::VehicleLost);
+            if closing {
+                self.phase = Phase::Closed;
+                return;
+            }
         }
         match self.phase {
-            Phase::Stopping { deadline } if now >= deadline => self.send_start(now),
+            Phase::Stopping {
+                deadline,
+                since,
+                tries,
+                in_progress,
+                then,
+            } if now >= deadline => {
+                if !in_progress && tries < STOP_TRIES {
+                    self.send_command(MavCmd::MAV_CMD_LOGGING_STOP, now);
+                    self.phase = Phase::Stopping {
+                        deadline: now + self.config.command_timeout / 2,
+                        since,
+                        tries: tries + 1,
+                        in_progress,
+                        then,
+                    };
+                } else {
+                    if in_progress {
+                        tracing::warn!(
+                            waited = ?now.duration_since(since),
+                            "the vehicle did not confirm the stop of its log stream"
+                        );
+                    } else {
+                        tracing::info!("no answer to LOGGING_STOP; going on");
+                        self.unanswered_command(now);
+                    }
+                    self.stats.stops_unconfirmed += 1;
+                    self.after_stop(then, now);
+                }
+            }
             Phase::Starting { deadline } if now >= deadline => {
                 tracing::info!("no answer to LOGGING_START; trying again");
+                self.unanswered_command(now);
                 self.failures += 1;
                 let delay = self.backoff();
                 self.phase = Phase::Waiting { until: now + delay };
             }
-            Phase::Waiting { until } if now >= until => self.send_stop(now),
+            Phase::Waiting { until } if now >= until => self.send_stop(now, AfterStop::Start),
             Phase::Streaming { stall_check } if now >= stall_check => {
                 // A stall is a silent stream from a vehicle that is still heard; a silent
                 // vehicle is left to the vehicle timeout (it may be rebooting).
-                let vehicle_heard = self.vehicle.is_some_and(|v| {
-                    now.duration_since(v.last_heartbeat) < 2 * self.config.heartbeat_interval
-                });
-                if vehicle_heard {
+                if self.vehicle_heard(now) {
                     tracing::warn!("log stream stalled; stopping and starting it again");
                     self.close_log(CloseReason::Stalled);
                     self.failures += 1;
-                    self.send_stop(now);
+                    self.send_stop(now, AfterStop::Start);
                 } else {
                     self.phase = Phase::Streaming {
                         stall_check: now + self.config.heartbeat_interval,
@@ -524,17 +809,73 @@ impl Session {
         self.drain_reorder();
     }
 
-    /// The daemon is going away: STOP to the vehicle, everything held goes out, the log is
-    /// closed. Later input is ignored.
-    pub fn shutdown(&mut self, _now: Instant) {
-        if self.phase == Phase::Closed {
-            return;
+    /// A command got no answer: when the vehicle signs and we cannot, that is why.
+    fn unanswered_command(&mut self, now: Instant) {
+        if self.signer.is_none()
+            && self.vehicle_signs
+            && let Some(v) = self.vehicle
+        {
+            self.report_problem(
+                LinkProblem::VehicleSignsNoKey {
+                    system_id: v.system_id,
+                },
+                now,
+            );
         }
-        if self.vehicle.is_some() && self.phase != Phase::Searching {
-            self.send_command(MavCmd::MAV_CMD_LOGGING_STOP);
+    }
+
+    /// The vehicle was heard within two heartbeat intervals.
+    fn vehicle_heard(&self, now: Instant) -> bool {
+        self.vehicle.is_some_and(|v| {
+            now.duration_since(v.last_heartbeat) < 2 * self.config.heartbeat_interval
+        })
+    }
+
+    /// The daemon is going away: STOP to the vehicle, then the STOP handshake (what arrives
+    /// until the vehicle confirms, or [`SessionConfig::stop_timeout`] runs out, still goes
+    /// into the log), then the log is closed and [`is_closed`](Self::is_closed) turns true.
+    /// A vehicle not heard lately is not waited for. Later input is ignored.
+    pub fn shutdown(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Closed => {}
+            Phase::Stopping { .. } if !self.vehicle_heard(now) => self.finish(),
+            Phase::Stopping {
+                deadline,
+                since,
+                tries,
+                in_progress,
+                ..
+            } => {
+                self.phase = Phase::Stopping {
+                    deadline,
+                    since,
+                    tries,
+                    in_progress,
+                    then: AfterStop::Close,
+                }
+            }
+            Phase::Searching => self.finish(),
+            _ if self.vehicle.is_none() => self.finish(),
+            _ => {
+                self.send_stop(now, AfterStop::Close);
+                if !self.vehicle_heard(now) {
+                    self.finish();
+                }
+            }
         }
+    }
+
+    /// Flushes and closes the log; nothing more is taken.
+    fn finish(&mut self) {
         self.close_log(CloseReason::Shutdown);
         self.phase = Phase::Closed;
+    }
+
+    fn after_stop(&mut self, then: AfterStop, now: Instant) {
+        match then {
+            AfterStop::Start => self.send_start(now),
+            AfterStop::Close => self.finish(),
+        }
     }
 
     fn backoff(&self) -> Duration {
@@ -544,10 +885,7 @@ impl Session {
 
     fn on_heartbeat(&mut self, header: MavHeader, hb: &HEARTBEAT_DATA, now: Instant) {
         let system_id = header.system_id as u8;
-        if !self
-            .vehicle
-            .is_some_and(|v| v.system_id == system_id && v.component_id == header.component_id)
-        {
+        if !self.is_vehicle(&header) {
             let is_autopilot = hb.autopilot != MavAutopilot::MAV_AUTOPILOT_INVALID
                 && !matches!(
                     hb.mavtype,
@@ -575,7 +913,7 @@ impl Session {
             });
         }
         if self.phase == Phase::Searching {
-            self.send_stop(now);
+            self.send_stop(now, AfterStop::Start);
         }
     }
 
@@ -587,24 +925,36 @@ impl Session {
         now: Instant,
     ) {
         let Some(v) = self.vehicle else { return };
-        if header.system_id as u8 != v.system_id {
+        if header.system_id != v.system_id as u32 {
             return;
         }
         match (self.phase, command) {
-            // IN_PROGRESS comes first; START once the stop is done (or refused: then the
-            // vehicle was not streaming).
-            (Phase::Stopping { .. }, MavCmd::MAV_CMD_LOGGING_STOP)
-                if result != MavResult::MAV_RESULT_IN_PROGRESS =>
-            {
-                self.send_start(now);
+            (
+                Phase::Stopping {
+                    since, tries, then, ..
+                },
+                MavCmd::MAV_CMD_LOGGING_STOP,
+            ) => {
+                if result == MavResult::MAV_RESULT_IN_PROGRESS {
+                    // Post-flight data follows (acked chunks); the final answer after it.
+                    self.phase = Phase::Stopping {
+                        deadline: since + self.config.stop_timeout,
+                        since,
+                        tries,
+                        in_progress: true,
+                        then,
+                    };
+                } else {
+                    // ACCEPTED; or refused: then the vehicle was not streaming.
+                    tracing::debug!(?result, waited = ?now.duration_since(since), "stop confirmed");
+                    self.stats.stops_confirmed += 1;
+                    self.after_stop(then, now);
+                }
             }
             (Phase::Starting { .. }, MavCmd::MAV_CMD_LOGGING_START) => match result {
                 MavResult::MAV_RESULT_ACCEPTED => {
                     tracing::info!("log streaming started");
-                    self.phase = Phase::Streaming {
-                        stall_check: now + self.config.stream_timeout,
-                    };
-                    self.events.push_back(Event::StreamStarted);
+                    self.stream_started(now);
                 }
                 MavResult::MAV_RESULT_IN_PROGRESS => {}
                 MavResult::MAV_RESULT_TEMPORARILY_REJECTED => {
@@ -638,12 +988,20 @@ impl Session {
         }
     }
 
+    fn stream_started(&mut self, now: Instant) {
+        self.phase = Phase::Streaming {
+            stall_check: now + self.config.stream_timeout,
+        };
+        self.stats.problem = None;
+        self.events.push_back(Event::StreamStarted);
+    }
+
     fn on_chunk(&mut self, header: MavHeader, d: ChunkFrame<'_>, acked: bool, now: Instant) {
         let Some(v) = self.vehicle else {
             self.stats.ignored_chunks += 1;
             return;
         };
-        if header.system_id as u8 != v.system_id
+        if header.system_id != v.system_id as u32
             || d.target_system != self.system_id()
             || d.target_component != self.config.component_id
         {
@@ -652,23 +1010,34 @@ impl Session {
         }
         if acked {
             // Before anything else: the vehicle is blocked until this arrives.
-            self.send(MavMessage::LOGGING_ACK(LOGGING_ACK_DATA {
-                sequence: d.sequence,
-                target_system: v.system_id,
-                target_component: v.component_id,
-            }));
+            self.send(
+                MavMessage::LOGGING_ACK(LOGGING_ACK_DATA {
+                    sequence: d.sequence,
+                    target_system: v.system_id,
+                    target_component: v.component_id,
+                }),
+                now,
+            );
             self.stats.acks_sent += 1;
             self.stats.acked_chunks += 1;
         }
         self.stats.chunks += 1;
         let len = (d.length as usize).min(d.data.len());
         let data = &d.data[..len];
+        let streaming = matches!(self.phase, Phase::Streaming { .. });
+        // A log open while the STOP handshake of a shutdown runs still takes its chunks.
+        let draining = matches!(
+            self.phase,
+            Phase::Stopping {
+                then: AfterStop::Close,
+                ..
+            }
+        ) && self.log.is_some();
         let starts_log = d.sequence == 0
             && d.first_message_offset == 0
             && data.len() >= FILE_MAGIC.len()
             && data[..FILE_MAGIC.len()] == FILE_MAGIC;
-        let streaming = matches!(self.phase, Phase::Streaming { .. });
-        if starts_log {
+        if starts_log && !draining {
             // A copy of chunk 0 (resent while our ack was on its way) is a duplicate; a
             // different chunk 0, or one long after the start, is a new log.
             let duplicate = self
@@ -679,44 +1048,54 @@ impl Session {
                 .start_sent
                 .is_some_and(|t| now.duration_since(t) < 10 * self.config.command_timeout);
             if !duplicate && (streaming || after_start) {
-                if self.log.is_some() {
-                    self.close_log(CloseReason::NewLog);
+                if self.is_logging() && !after_start {
+                    // In the middle of a log: a restart of the stream, or a stray frame. The
+                    // chunk after it decides.
+                    self.stats.suspects += 1;
+                    let earlier = self.pending_new_log.replace(PendingNewLog {
+                        data: data.to_vec(),
+                        arrived: now,
+                    });
+                    if earlier.is_some() {
+                        self.stats.implausible += 1;
+                    }
+                    return;
                 }
-                self.open_log(data);
-                if !streaming {
-                    // The START's ACCEPTED was lost, but the stream is here.
-                    self.events.push_back(Event::StreamStarted);
-                }
-                self.phase = Phase::Streaming {
-                    stall_check: now + self.config.stream_timeout,
-                };
+                self.begin_log(data, streaming, now);
+            }
+        } else if let Some(pending) = self.pending_new_log.take() {
+            let window = self.config.reorder.max_chunks as u16;
+            let expired = now.duration_since(pending.arrived) > self.config.reorder.suspect_wait;
+            if !expired && (1..=window).contains(&d.sequence) {
+                // Confirmed: the vehicle restarted its stream.
+                self.begin_log(&pending.data, streaming, now);
+                self.take_chunk(0, 0, &pending.data, now);
+            } else if expired {
+                self.stats.implausible += 1;
+            } else {
+                self.pending_new_log = Some(pending);
             }
         }
-        let Some(log) = &mut self.log else {
-            self.stats.ignored_chunks += 1;
-            return;
-        };
-        if !matches!(self.phase, Phase::Streaming { .. }) {
+        // (A log begun above is streaming now.)
+        let streaming = matches!(self.phase, Phase::Streaming { .. });
+        if self.log.is_none() || !(streaming || draining) {
             self.stats.ignored_chunks += 1;
             return;
         }
-        self.phase = Phase::Streaming {
-            stall_check: now + self.config.stream_timeout,
-        };
+        if streaming {
+            self.phase = Phase::Streaming {
+                stall_check: now + self.config.stream_timeout,
+            };
+        }
         self.failures = 0;
-        log.chunks += 1;
-        log.reorder.push(
-            Chunk {
-                seq: d.sequence,
-                first_message_offset: d.first_message_offset,
-                data: data.to_vec(),
-            },
-            now,
-        );
-        self.drain_reorder();
+        self.take_chunk(d.sequence, d.first_message_offset, data, now);
     }
 
-    fn open_log(&mut self, first_chunk: &[u8]) {
+    /// Closes any open log and opens a new one whose chunk 0 is `first_chunk`.
+    fn begin_log(&mut self, first_chunk: &[u8], streaming: bool, now: Instant) {
+        if self.log.is_some() {
+            self.close_log(CloseReason::NewLog);
+        }
         self.logs_opened += 1;
         self.stats.logs += 1;
         self.log = Some(Log {
@@ -732,11 +1111,36 @@ impl Session {
             held: Vec::new(),
             scratch: Vec::new(),
         });
+        if !streaming {
+            // The START's ACCEPTED was lost, but the stream is here.
+            self.stream_started(now);
+        }
+        self.phase = Phase::Streaming {
+            stall_check: now + self.config.stream_timeout,
+        };
+    }
+
+    /// Puts one chunk of the open log into its reorder buffer and takes what comes out.
+    fn take_chunk(&mut self, seq: u16, first_message_offset: u8, data: &[u8], now: Instant) {
+        let Some(log) = &mut self.log else { return };
+        log.chunks += 1;
+        log.reorder.push(
+            Chunk {
+                seq,
+                first_message_offset,
+                data: data.to_vec(),
+            },
+            now,
+        );
+        self.drain_reorder();
     }
 
     /// Ends the open log: what the reorder buffer holds goes out, a pending dropout is
     /// resolved, [`Event::LogClosed`] follows (only for a log that was opened).
     fn close_log(&mut self, reason: CloseReason) {
+        if self.pending_new_log.take().is_some() {
+            self.stats.implausible += 1;
+        }
         let Some(log) = &mut self.log else { return };
         log.reorder.flush();
         self.drain_reorder();
@@ -873,15 +1277,20 @@ impl Session {
         }
     }
 
-    fn send_stop(&mut self, now: Instant) {
-        self.send_command(MavCmd::MAV_CMD_LOGGING_STOP);
+    /// Sends STOP and waits for its answer (see [`Phase::Stopping`]), then does `then`.
+    fn send_stop(&mut self, now: Instant, then: AfterStop) {
+        self.send_command(MavCmd::MAV_CMD_LOGGING_STOP, now);
         self.phase = Phase::Stopping {
             deadline: now + self.config.command_timeout / 2,
+            since: now,
+            tries: 1,
+            in_progress: false,
+            then,
         };
     }
 
     fn send_start(&mut self, now: Instant) {
-        self.send_command(MavCmd::MAV_CMD_LOGGING_START);
+        self.send_command(MavCmd::MAV_CMD_LOGGING_START, now);
         self.stats.start_requests += 1;
         self.start_sent = Some(now);
         self.phase = Phase::Starting {
@@ -889,38 +1298,48 @@ impl Session {
         };
     }
 
-    fn send_command(&mut self, command: MavCmd) {
+    fn send_command(&mut self, command: MavCmd, now: Instant) {
         let Some(v) = self.vehicle else { return };
-        self.send(MavMessage::COMMAND_LONG(COMMAND_LONG_DATA {
-            command,
-            // LOGGING_START: param1 0 asks for ULog.
-            param1: 0.0,
-            target_system: v.system_id,
-            target_component: v.component_id,
-            ..Default::default()
-        }));
+        self.send(
+            MavMessage::COMMAND_LONG(COMMAND_LONG_DATA {
+                command,
+                // LOGGING_START: param1 0 asks for ULog.
+                param1: 0.0,
+                target_system: v.system_id,
+                target_component: v.component_id,
+                ..Default::default()
+            }),
+            now,
+        );
     }
 
-    fn send_heartbeat(&mut self) {
-        self.send(MavMessage::HEARTBEAT(HEARTBEAT_DATA {
-            custom_mode: 0,
-            mavtype: MavType::MAV_TYPE_ONBOARD_CONTROLLER,
-            autopilot: MavAutopilot::MAV_AUTOPILOT_INVALID,
-            base_mode: MavModeFlag::empty(),
-            system_status: MavState::MAV_STATE_ACTIVE,
-            mavlink_version: 3,
-        }));
+    fn send_heartbeat(&mut self, now: Instant) {
+        self.send(
+            MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+                custom_mode: 0,
+                mavtype: MavType::MAV_TYPE_ONBOARD_CONTROLLER,
+                autopilot: MavAutopilot::MAV_AUTOPILOT_INVALID,
+                base_mode: MavModeFlag::empty(),
+                system_status: MavState::MAV_STATE_ACTIVE,
+                mavlink_version: 3,
+            }),
+            now,
+        );
     }
 
-    fn send(&mut self, message: MavMessage) {
+    /// Queues one frame, signed when there is a key.
+    fn send(&mut self, message: MavMessage, now: Instant) {
         let header = MavHeader {
             system_id: self.system_id() as _,
             component_id: self.config.component_id,
             sequence: self.tx_sequence,
         };
         self.tx_sequence = self.tx_sequence.wrapping_add(1);
-        let mut frame = Vec::with_capacity(32);
-        encode(header, &message, &mut frame);
+        let mut frame = Vec::with_capacity(48);
+        match &mut self.signer {
+            Some(signer) => signer.sign(header, &message, now, &mut frame),
+            None => encode(header, &message, &mut frame),
+        }
         self.transmit.push_back(frame);
     }
 }
@@ -948,6 +1367,8 @@ fn add_reorder_stats(stats: &mut SessionStats, log: &ReorderStats) {
     stats.recovered += log.recovered;
     stats.lost_chunks += log.lost;
     stats.gaps += log.gaps;
+    stats.suspects += log.suspects;
+    stats.implausible += log.implausible;
 }
 
 #[cfg(test)]
@@ -986,7 +1407,7 @@ mod tests {
         while let Some(f) = s.poll_transmit() {
             dec.push(&f);
         }
-        std::iter::from_fn(|| dec.next_message().map(|(_, m)| m)).collect()
+        std::iter::from_fn(|| dec.next_frame().map(|f| f.message)).collect()
     }
 
     fn command_of(m: &MavMessage) -> Option<MavCmd> {

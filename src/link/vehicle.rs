@@ -1,24 +1,32 @@
 //! A simulated PX4 vehicle that streams a ULog file, sans-IO (bytes and `now` in, frames out),
 //! for `ulog-recv sim`, the demo, the tests and the benchmark.
 //!
-//! It behaves as PX4's logger and `mavlink_ulog` do:
+//! It behaves as PX4's logger and `mavlink_ulog` do in 2026:
 //! - HEARTBEAT every second (a PX4 quadrotor).
 //! - LOGGING_START (param1 0) → ACCEPTED and the stream begins at sequence 0, addressed to the
-//!   sender; param1 ≠ 0 → UNSUPPORTED; while streaming → TEMPORARILY_REJECTED.
-//!   LOGGING_STOP → IN_PROGRESS, then ACCEPTED. [`VehicleConfig::refuse_start`] makes it answer
-//!   DENIED (or anything else) instead, as PX4 does on a slow link.
-//! - Phase 1 (header and definitions) as LOGGING_DATA_ACKED, stop-and-wait: one chunk in
-//!   flight, resent every 50 ms, at most 50 tries; after the last one the stream stops (PX4's
-//!   "Ack timeout"). The vehicle matches acks on the sequence only.
-//! - Phase 2 as LOGGING_DATA, never resent, at most [`VehicleConfig::rate_limit`] bytes/s.
+//!   sender; param1 ≠ 0 → UNSUPPORTED; while streaming → TEMPORARILY_REJECTED; a link
+//!   configured below 5000 B/s → DENIED. [`VehicleConfig::refuse_start`] forces an answer.
+//! - Reliable chunks (the definitions, and in flight each 'A' and 'M' run, see
+//!   [`crate::link::chunker`]) go as LOGGING_DATA_ACKED, stop-and-wait: one chunk in flight,
+//!   resent every 50 ms, at most 50 tries, and nothing else is sent meanwhile; after the last
+//!   try the stream stops (PX4's "Ack timeout"). Acks are matched on the sequence only.
+//! - The rest goes as LOGGING_DATA, never resent. PX4's rate limiter: at most
+//!   `ceil(0.1 s × 70 % × link rate / 267 B)` chunks per 100 ms window (acked ones count),
+//!   spread evenly over the window.
+//! - LOGGING_STOP while streaming → IN_PROGRESS; the message in progress and the post-flight
+//!   perf counters follow reliably; once the last is acked, ACCEPTED and the stream ends.
+//!   LOGGING_STOP when idle → ACCEPTED at once.
 //! - At the end of the file it stays silent but "streaming" (as PX4 would until a STOP).
 //! - Every stream after the first is a new log: its header says when it started.
+//! - With a signing key ([`VehicleConfig::signing`]) it signs every frame and drops every
+//!   incoming frame whose signature does not verify, and unsigned ones but HEARTBEAT,
+//!   RADIO_STATUS, ADSB_VEHICLE and COLLISION, as PX4 does.
 //!
 //! The link in between is impaired with a seeded RNG ([`Impairment`]): loss, duplication and
 //! reordering of what the vehicle sends, loss of what it receives, and outages both ways.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use mavlink::MavHeader;
 use mavlink::dialects::common::{
@@ -27,7 +35,18 @@ use mavlink::dialects::common::{
 };
 
 use crate::link::chunker::{ChunkedLog, LogChunk};
-use crate::link::frames::{FrameDecoder, encode};
+use crate::link::frames::{Frame, FrameDecoder, encode};
+use crate::link::signing::{Check, Signer, SigningKey, timestamp_at};
+
+/// PX4 refuses to stream its log over a link configured below this many bytes per second.
+pub const MIN_LINK_RATE: u64 = 5000;
+
+/// The longest a reordered frame is held back (a link reorders within milliseconds, however
+/// few frames follow, e.g. while the vehicle waits for an ack).
+const MAX_REORDER_DELAY: Duration = Duration::from_millis(20);
+
+/// Wire bytes of a full LOGGING_DATA frame, as PX4's rate limiter counts one.
+const CHUNK_WIRE_BYTES: f64 = 267.0;
 
 /// What the simulated link does to frames. All probabilities in [0, 1].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,16 +89,19 @@ impl Default for Impairment {
 pub struct VehicleConfig {
     pub system_id: u8,
     pub component_id: u8,
-    /// Phase-2 bytes per second on the wire (PX4 caps it at 70 % of the link's rate); `None`:
-    /// as fast as the caller polls, [`VehicleConfig::burst`] chunks per poll.
-    pub rate_limit: Option<u64>,
-    /// Chunks sent per [`SimVehicle::handle_timeout`] without a rate limit.
+    /// The MAVLink link's configured rate in bytes per second (PX4's `MAV_x_RATE`), which
+    /// caps the log stream at 70 % of it; `None`: as fast as the caller polls,
+    /// [`VehicleConfig::burst`] chunks per poll.
+    pub link_rate: Option<u64>,
+    /// Chunks sent per [`SimVehicle::handle_timeout`] without a link rate.
     pub burst: usize,
     pub ack_timeout: Duration,
     pub max_tries: u32,
     pub heartbeat_interval: Duration,
-    /// Answer every LOGGING_START with this instead of streaming (e.g. DENIED).
+    /// Answer every LOGGING_START with this instead of streaming.
     pub refuse_start: Option<MavResult>,
+    /// MAVLink 2 signing with this key.
+    pub signing: Option<SigningKey>,
     pub impairment: Impairment,
     pub seed: u64,
 }
@@ -89,15 +111,25 @@ impl Default for VehicleConfig {
         Self {
             system_id: 1,
             component_id: 1,
-            rate_limit: Some(100_000),
+            link_rate: Some(140_000),
             burst: 64,
             ack_timeout: Duration::from_millis(50),
             max_tries: 50,
             heartbeat_interval: Duration::from_secs(1),
             refuse_start: None,
+            signing: None,
             impairment: Impairment::NONE,
             seed: 1,
         }
+    }
+}
+
+impl VehicleConfig {
+    /// Time between chunks under PX4's rate limiter (`None`: no limit).
+    pub fn chunk_interval(&self) -> Option<Duration> {
+        let rate = self.link_rate? as f64;
+        let per_window = (0.1 * 0.7 * rate / CHUNK_WIRE_BYTES).ceil().max(1.0);
+        Some(Duration::from_secs_f64(0.1 / per_window))
     }
 }
 
@@ -105,14 +137,26 @@ impl Default for VehicleConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VehicleStats {
     pub starts: u64,
+    /// Streams ended by a STOP.
     pub stops: u64,
+    /// STOPs answered ACCEPTED after the post-flight data was acked.
+    pub stops_completed: u64,
     /// Chunks sent for the first time.
     pub chunks_sent: u64,
-    /// Acked-phase chunks sent again after 50 ms without an ack.
+    /// Acked chunks sent again after 50 ms without an ack.
     pub resends: u64,
     pub acks_received: u64,
+    /// Acked chunks whose ack came (each once).
+    pub chunks_acked: u64,
+    /// Post-flight chunks sent after a STOP, and those acked.
+    pub postflight_chunks: u64,
+    pub postflight_acked: u64,
     /// Streams abandoned after the last try of an acked chunk.
     pub ack_timeouts: u64,
+    /// The longest wait for an ack, in milliseconds: PX4's logger thread is blocked that long.
+    pub longest_ack_wait_ms: u64,
+    /// Received frames dropped for their signature (with a key).
+    pub refused_frames: u64,
     pub frames_sent: u64,
     /// Frames the impaired link dropped, both ways.
     pub frames_dropped: u64,
@@ -138,22 +182,31 @@ enum Stream {
 /// See the module docs.
 pub struct SimVehicle {
     config: VehicleConfig,
+    /// The log as loaded: every stream starts from it.
+    original: ChunkedLog,
+    /// The current stream's log (with its own header time, and post-flight after a STOP).
     log: ChunkedLog,
     rng: fastrand::Rng,
     frames: FrameDecoder,
+    signer: Option<Signer>,
     stream: Stream,
+    /// A STOP is being served: the post-flight data goes out, then ACCEPTED.
+    stopping: bool,
+    /// Where the post-flight chunks begin, once a STOP cut the stream.
+    postflight_from: Option<usize>,
     /// Who asked for the stream.
     client: (u8, u8),
     /// Set by [`SimVehicle::reboot`]: silent until then.
     down_until: Option<Instant>,
     epoch: Instant,
-    /// When the current (or last) stream started.
-    last_start: Instant,
+    /// When the rate limiter lets the next chunk go out.
+    next_slot: Instant,
     next_heartbeat: Option<Instant>,
     tx_sequence: u8,
     out: VecDeque<Vec<u8>>,
-    /// Frames held back by the reordering impairment, with the frames still to pass them.
-    delayed: Vec<(usize, Vec<u8>)>,
+    /// Frames held back by the reordering impairment, with the frames still to pass them and
+    /// the latest time they go out anyway.
+    delayed: Vec<(usize, Instant, Vec<u8>)>,
     /// Per chunk of the current stream: it went through the link at least once.
     arrived: Vec<bool>,
     ack_round_trips: Vec<Duration>,
@@ -163,17 +216,25 @@ pub struct SimVehicle {
 impl SimVehicle {
     /// A vehicle powered up at `now`, not streaming.
     pub fn new(log: ChunkedLog, config: VehicleConfig, now: Instant) -> Self {
+        let signer = config
+            .signing
+            .clone()
+            .map(|key| Signer::new(key, 0, timestamp_at(SystemTime::now()), now));
         Self {
             rng: fastrand::Rng::with_seed(config.seed),
             config,
             arrived: vec![false; log.chunks.len()],
+            original: log.clone(),
             log,
             frames: FrameDecoder::new(),
+            signer,
             stream: Stream::Idle,
+            stopping: false,
+            postflight_from: None,
             client: (0, 0),
             down_until: None,
             epoch: now,
-            last_start: now,
+            next_slot: now,
             next_heartbeat: Some(now),
             tx_sequence: 0,
             out: VecDeque::new(),
@@ -187,7 +248,8 @@ impl SimVehicle {
         self.stats
     }
 
-    /// The log being streamed (after a restart, its header carries the new start time).
+    /// The log being streamed (after a restart, its header carries the new start time;
+    /// after a STOP, it ends with the post-flight data).
     pub fn log(&self) -> &ChunkedLog {
         &self.log
     }
@@ -217,6 +279,7 @@ impl SimVehicle {
     /// Reboots: the stream ends and the vehicle says nothing for `downtime`.
     pub fn reboot(&mut self, now: Instant, downtime: Duration) {
         self.stream = Stream::Idle;
+        self.stopping = false;
         self.down_until = Some(now + downtime);
         self.out.clear();
         self.delayed.clear();
@@ -238,6 +301,10 @@ impl SimVehicle {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let t = match (t, self.delayed.iter().map(|d| d.1).min()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (t, self.down_until) {
             (Some(t), Some(d)) => Some(t.max(d)),
             (t, _) => t,
@@ -247,7 +314,7 @@ impl SimVehicle {
     /// Bytes from the receiver.
     pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) {
         self.frames.push(bytes);
-        while let Some((header, message)) = self.frames.next_message() {
+        while let Some(frame) = self.frames.next_frame() {
             if self.is_down(now)
                 || self.in_outage(now)
                 || self.chance(self.config.impairment.uplink_loss)
@@ -255,16 +322,42 @@ impl SimVehicle {
                 self.stats.frames_dropped += 1;
                 continue;
             }
-            self.handle_message(header, &message, now);
+            if !self.authentic(&frame, now) {
+                self.stats.refused_frames += 1;
+                continue;
+            }
+            self.handle_message(frame.header, &frame.message, now);
         }
     }
 
-    /// Sends what is due at `now`: heartbeat, resends, phase-2 chunks.
+    /// PX4's signing policy for what it receives.
+    fn authentic(&mut self, frame: &Frame, now: Instant) -> bool {
+        let Some(signer) = &mut self.signer else {
+            return true;
+        };
+        match frame
+            .raw_v2()
+            .map_or(Check::Unsigned, |r| signer.check(r, now))
+        {
+            Check::Valid => true,
+            Check::Unsigned => matches!(
+                frame.message,
+                MavMessage::HEARTBEAT(_)
+                    | MavMessage::RADIO_STATUS(_)
+                    | MavMessage::ADSB_VEHICLE(_)
+                    | MavMessage::COLLISION(_)
+            ),
+            Check::BadSignature | Check::Replayed | Check::TooOld => false,
+        }
+    }
+
+    /// Sends what is due at `now`: heartbeat, resends, unacked chunks.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.is_down(now) {
             return;
         }
         self.down_until = None;
+        self.release_delayed(Some(now));
         if self.next_heartbeat.is_none_or(|t| t <= now) {
             self.send(self.heartbeat(), now);
             self.next_heartbeat = Some(now + self.config.heartbeat_interval);
@@ -279,7 +372,9 @@ impl SimVehicle {
                 if tries >= self.config.max_tries {
                     tracing::warn!(index, "sim: ack timeout, stopping the stream");
                     self.stats.ack_timeouts += 1;
+                    self.note_ack_wait(now.duration_since(first_sent));
                     self.stream = Stream::Idle;
+                    self.stopping = false;
                 } else {
                     self.stats.resends += 1;
                     self.send_chunk(index, now);
@@ -292,45 +387,47 @@ impl SimVehicle {
                 }
             }
             Stream::Unacked { index, next_send } if now >= next_send => {
-                self.send_unacked(index, next_send, now)
+                self.send_unacked(index, now)
             }
             _ => {}
         }
     }
 
-    fn send_unacked(&mut self, mut index: usize, mut next_send: Instant, now: Instant) {
+    /// Sends unacked chunks from `index` as the rate limiter allows, up to the next acked one.
+    fn send_unacked(&mut self, mut index: usize, now: Instant) {
         // A caller that fell behind does not get a burst beyond 10 ms worth.
         if let Some(earliest) = now.checked_sub(Duration::from_millis(10)) {
-            next_send = next_send.max(earliest);
+            self.next_slot = self.next_slot.max(earliest);
         }
+        let interval = self.config.chunk_interval();
         let mut sent = 0;
-        while index < self.log.chunks.len() {
-            match self.config.rate_limit {
-                Some(rate) => {
-                    if next_send > now {
+        while let Some(chunk) = self.log.chunks.get(index) {
+            if chunk.acked {
+                return self.advance(index, now);
+            }
+            match interval {
+                Some(interval) => {
+                    if self.next_slot > now {
                         break;
                     }
-                    let wire = self.log.chunks[index].data.len() as u64 + 18;
-                    next_send += Duration::from_nanos(wire * 1_000_000_000 / rate.max(1));
+                    self.next_slot += interval;
                 }
-                None => {
-                    if sent == self.config.burst {
-                        break;
-                    }
-                    next_send = now;
-                }
+                None if sent == self.config.burst => break,
+                None => {}
             }
             self.send_chunk(index, now);
             self.stats.chunks_sent += 1;
             index += 1;
             sent += 1;
         }
-        self.stream = if index == self.log.chunks.len() {
-            self.flush_delayed();
-            Stream::Finished
+        if index == self.log.chunks.len() {
+            self.advance(index, now);
         } else {
-            Stream::Unacked { index, next_send }
-        };
+            self.stream = Stream::Unacked {
+                index,
+                next_send: self.next_slot.max(now),
+            };
+        }
     }
 
     fn handle_message(&mut self, header: MavHeader, message: &MavMessage, now: Instant) {
@@ -343,8 +440,11 @@ impl SimVehicle {
                 let client = (header.system_id as u8, header.component_id);
                 match c.command {
                     MavCmd::MAV_CMD_LOGGING_START => {
+                        let slow_link = self.config.link_rate.is_some_and(|r| r < MIN_LINK_RATE);
                         let result = if let Some(r) = self.config.refuse_start {
                             r
+                        } else if slow_link {
+                            MavResult::MAV_RESULT_DENIED
                         } else if c.param1 != 0.0 {
                             MavResult::MAV_RESULT_UNSUPPORTED
                         } else if self.stream != Stream::Idle {
@@ -357,14 +457,7 @@ impl SimVehicle {
                             self.start(client, now);
                         }
                     }
-                    MavCmd::MAV_CMD_LOGGING_STOP => {
-                        self.command_ack(c.command, MavResult::MAV_RESULT_IN_PROGRESS, now);
-                        if self.stream != Stream::Idle {
-                            self.stats.stops += 1;
-                        }
-                        self.stream = Stream::Idle;
-                        self.command_ack(c.command, MavResult::MAV_RESULT_ACCEPTED, now);
-                    }
+                    MavCmd::MAV_CMD_LOGGING_STOP => self.stop(now),
                     _ => {}
                 }
             }
@@ -375,7 +468,13 @@ impl SimVehicle {
                 } = self.stream
                     && self.log.chunks[index].seq == ack.sequence
                 {
-                    self.ack_round_trips.push(now.duration_since(first_sent));
+                    self.stats.chunks_acked += 1;
+                    if self.postflight_from.is_some_and(|p| index >= p) {
+                        self.stats.postflight_acked += 1;
+                    }
+                    let waited = now.duration_since(first_sent);
+                    self.note_ack_wait(waited);
+                    self.ack_round_trips.push(waited);
                     self.advance(index + 1, now);
                 }
             }
@@ -383,28 +482,92 @@ impl SimVehicle {
         }
     }
 
+    fn note_ack_wait(&mut self, waited: Duration) {
+        let ms = waited.as_millis() as u64;
+        self.stats.longest_ack_wait_ms = self.stats.longest_ack_wait_ms.max(ms);
+    }
+
+    /// LOGGING_STOP: at once when idle; else IN_PROGRESS, and the post-flight data goes out
+    /// as soon as no acked chunk is outstanding (the logger is blocked until then).
+    fn stop(&mut self, now: Instant) {
+        if self.stream == Stream::Idle {
+            self.command_ack(
+                MavCmd::MAV_CMD_LOGGING_STOP,
+                MavResult::MAV_RESULT_ACCEPTED,
+                now,
+            );
+            return;
+        }
+        if self.stopping {
+            // Our IN_PROGRESS was lost: say it again.
+            self.command_ack(
+                MavCmd::MAV_CMD_LOGGING_STOP,
+                MavResult::MAV_RESULT_IN_PROGRESS,
+                now,
+            );
+            return;
+        }
+        self.stats.stops += 1;
+        self.stopping = true;
+        self.command_ack(
+            MavCmd::MAV_CMD_LOGGING_STOP,
+            MavResult::MAV_RESULT_IN_PROGRESS,
+            now,
+        );
+        match self.stream {
+            Stream::Unacked { index, .. } => self.write_postflight(index, now),
+            Stream::Finished => self.write_postflight(self.log.chunks.len(), now),
+            // After the outstanding ack (see `advance`).
+            Stream::Acked { .. } | Stream::Idle => {}
+        }
+    }
+
+    /// Cuts the stream after chunk `sent - 1` and sends the post-flight chunks from there.
+    fn write_postflight(&mut self, sent: usize, now: Instant) {
+        let range = self.log.stop_after(sent);
+        self.arrived.resize(self.log.chunks.len(), false);
+        self.postflight_from = Some(range.start);
+        self.advance(range.start, now);
+    }
+
     fn start(&mut self, client: (u8, u8), now: Instant) {
         self.stats.starts += 1;
+        self.log = self.original.clone();
         if self.stats.starts > 1 {
             // A new log: PX4 stamps its header with the time it starts.
             let header = &mut self.log.stream[8..16];
             let t0 = u64::from_le_bytes(header.try_into().expect("8 bytes"));
-            let t = t0 + now.duration_since(self.last_start).as_micros() as u64;
+            let t = t0 + now.duration_since(self.epoch).as_micros() as u64;
             header.copy_from_slice(&t.to_le_bytes());
             self.log.chunks[0].data[8..16].copy_from_slice(&t.to_le_bytes());
         }
-        self.last_start = now;
         self.client = client;
-        self.arrived.iter_mut().for_each(|a| *a = false);
+        self.stopping = false;
+        self.postflight_from = None;
+        self.arrived = vec![false; self.log.chunks.len()];
+        self.next_slot = now;
         self.advance(0, now);
     }
 
-    /// Moves on to chunk `index`: sends it now when acked, else enters phase 2.
+    /// Moves on to chunk `index`: sends it now when acked, else goes on with unacked ones;
+    /// past the last chunk, a STOP being served completes.
     fn advance(&mut self, index: usize, now: Instant) {
+        if self.stopping && self.postflight_from.is_none() {
+            // The STOP came during an acked chunk's wait: the logger writes its post-flight
+            // data now.
+            return self.write_postflight(index, now);
+        }
         match self.log.chunks.get(index) {
             Some(LogChunk { acked: true, .. }) => {
+                // Acked chunks take a slot of the rate limiter too.
+                if let Some(interval) = self.config.chunk_interval() {
+                    self.next_slot = self.next_slot.max(now) + interval;
+                }
                 self.send_chunk(index, now);
                 self.stats.chunks_sent += 1;
+                if self.postflight_from.is_some() {
+                    self.stats.postflight_chunks += 1;
+                }
                 self.stream = Stream::Acked {
                     index,
                     tries: 1,
@@ -412,8 +575,22 @@ impl SimVehicle {
                     next_resend: now + self.config.ack_timeout,
                 };
             }
-            Some(_) => self.send_unacked(index, now, now),
-            None => self.stream = Stream::Finished,
+            Some(_) => self.send_unacked(index, now),
+            None if self.stopping => {
+                self.flush_delayed();
+                self.stopping = false;
+                self.stream = Stream::Idle;
+                self.stats.stops_completed += 1;
+                self.command_ack(
+                    MavCmd::MAV_CMD_LOGGING_STOP,
+                    MavResult::MAV_RESULT_ACCEPTED,
+                    now,
+                );
+            }
+            None => {
+                self.flush_delayed();
+                self.stream = Stream::Finished;
+            }
         }
     }
 
@@ -472,7 +649,10 @@ impl SimVehicle {
         };
         self.tx_sequence = self.tx_sequence.wrapping_add(1);
         let mut frame = Vec::with_capacity(280);
-        encode(header, &message, &mut frame);
+        match &mut self.signer {
+            Some(signer) => signer.sign(header, &message, now, &mut frame),
+            None => encode(header, &message, &mut frame),
+        }
         let imp = self.config.impairment;
         if self.in_outage(now) || self.chance(imp.loss) {
             self.stats.frames_dropped += 1;
@@ -487,7 +667,7 @@ impl SimVehicle {
             };
             if imp.reorder_depth > 0 && self.chance(imp.reorder) {
                 let behind = self.rng.usize(1..=imp.reorder_depth);
-                self.delayed.push((behind, frame));
+                self.delayed.push((behind, now + MAX_REORDER_DELAY, frame));
             } else {
                 self.push_out(frame);
             }
@@ -499,11 +679,19 @@ impl SimVehicle {
     fn push_out(&mut self, frame: Vec<u8>) {
         self.out.push_back(frame);
         self.stats.frames_sent += 1;
+        for d in &mut self.delayed {
+            d.0 = d.0.saturating_sub(1);
+        }
+        self.release_delayed(None);
+    }
+
+    /// Releases the held-back frames that enough frames passed, or whose time is up at `now`.
+    fn release_delayed(&mut self, now: Option<Instant>) {
         let mut i = 0;
         while i < self.delayed.len() {
-            self.delayed[i].0 -= 1;
-            if self.delayed[i].0 == 0 {
-                let (_, f) = self.delayed.swap_remove(i);
+            let (behind, until, _) = &self.delayed[i];
+            if *behind == 0 || now.is_some_and(|n| n >= *until) {
+                let (_, _, f) = self.delayed.swap_remove(i);
                 self.out.push_back(f);
                 self.stats.frames_sent += 1;
             } else {
@@ -513,7 +701,7 @@ impl SimVehicle {
     }
 
     fn flush_delayed(&mut self) {
-        for (_, f) in self.delayed.drain(..) {
+        for (_, _, f) in self.delayed.drain(..) {
             self.out.push_back(f);
             self.stats.frames_sent += 1;
         }
@@ -538,5 +726,30 @@ impl SimVehicle {
             }
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limiter_counts_chunks_per_100_ms_as_px4() {
+        let at = |rate| VehicleConfig {
+            link_rate: Some(rate),
+            ..VehicleConfig::default()
+        };
+        // 57600 baud: 5760 B/s; ceil(0.1 × 0.7 × 5760 / 267) = 2 chunks per 100 ms.
+        assert_eq!(at(5760).chunk_interval(), Some(Duration::from_millis(50)));
+        // A tiny rate still sends one chunk per window.
+        assert_eq!(at(100).chunk_interval(), Some(Duration::from_millis(100)));
+        assert_eq!(
+            VehicleConfig {
+                link_rate: None,
+                ..at(1)
+            }
+            .chunk_interval(),
+            None
+        );
     }
 }

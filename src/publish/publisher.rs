@@ -331,6 +331,10 @@ impl Publisher {
             Event::StartRefused { hint, .. } => {
                 json!({"type": "session", "event": "start_refused", "reason": hint})
             }
+            Event::LinkProblem(problem) => {
+                json!({"type": "session", "event": "link_problem", "problem": problem,
+                       "reason": problem.to_string()})
+            }
             Event::LogOpened { number } => {
                 self.log = Some(LogState {
                     number: *number,
@@ -442,6 +446,9 @@ impl Publisher {
             "reordered": stats.reordered,
             "acks": stats.acks_sent,
             "dropouts": stats.dropouts,
+            "refused_frames": stats.refused_frames(),
+            "implausible_chunks": stats.implausible,
+            "problem": stats.problem.map(|p| p.to_string()),
             "clients": self.clients.len(),
             "lagged_lines": server.lagged_lines,
             "skipped_samples": self.skipped_samples,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use ulog_recv::link::{Impairment, SessionConfig};
+use ulog_recv::link::{Impairment, SessionConfig, SigningSetup};
 use ulog_recv::publish::client::Endpoint;
 use ulog_recv::publish::server::{
     PublishConfig, PublishFeed, PublishServer, ServeError, default_socket_path,
@@ -33,10 +33,11 @@ pub(crate) struct Cli {
 #[derive(Args, Debug, Clone)]
 #[group(required = false, multiple = false)]
 pub(crate) struct LinkArgs {
-    /// Listen for the vehicle on this UDP port (all interfaces); answer where its packets come from.
-    #[arg(long, value_name = "PORT")]
-    pub(crate) udp: Option<u16>,
-    /// Talk UDP to this address (e.g. a MAVLink router's UDP server endpoint).
+    /// Listen for the vehicle on this UDP port, on every interface or on ADDR only; answer
+    /// the vehicle where its authentic frames come from.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_udp_listen)]
+    pub(crate) udp: Option<SocketAddr>,
+    /// Talk UDP to this address only (e.g. a MAVLink router's UDP server endpoint).
     #[arg(long, value_name = "HOST:PORT")]
     pub(crate) udp_connect: Option<String>,
     /// Connect over TCP (reconnects with back-off).
@@ -49,8 +50,8 @@ pub(crate) struct LinkArgs {
 
 impl LinkArgs {
     pub(crate) fn spec(&self, baud: u32) -> Option<LinkSpec> {
-        if let Some(port) = self.udp {
-            return Some(LinkSpec::UdpListen(SocketAddr::from(([0, 0, 0, 0], port))));
+        if let Some(addr) = self.udp {
+            return Some(LinkSpec::UdpListen(addr));
         }
         if let Some(a) = &self.udp_connect {
             return Some(LinkSpec::UdpConnect(a.clone()));
@@ -99,6 +100,11 @@ pub(crate) struct ReceiveArgs {
     /// Take only this system as the vehicle [default: the first autopilot heard].
     #[arg(long)]
     pub(crate) target_system: Option<u8>,
+    /// MAVLink 2 signing with the vehicle's key: FILE holds 64 hex digits or a passphrase
+    /// (whose SHA-256 is the key, as QGroundControl derives it) and must not be readable by
+    /// others [default: $CREDENTIALS_DIRECTORY/signing-key when systemd gives one].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) signing_key: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     #[command(flatten)]
@@ -202,6 +208,16 @@ impl StoreArgs {
     }
 }
 
+/// `14550` (every interface), `192.168.1.5:14550`, `[::1]:14550`.
+pub(crate) fn parse_udp_listen(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    s.parse()
+        .map_err(|_| format!("not a UDP port or ADDR:PORT: {s}"))
+}
+
 /// `123`, `64K`, `10M`, `2G` (powers of 1024).
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -230,11 +246,21 @@ impl ReceiveArgs {
         })
     }
 
-    pub(crate) fn session(&self) -> SessionConfig {
+    /// The signing key file in force: the option's, else systemd's credential if present.
+    pub(crate) fn signing_key_file(&self) -> Option<PathBuf> {
+        self.signing_key.clone().or_else(|| {
+            let cred =
+                PathBuf::from(std::env::var_os("CREDENTIALS_DIRECTORY")?).join("signing-key");
+            cred.is_file().then_some(cred)
+        })
+    }
+
+    pub(crate) fn session(&self, signing: Option<SigningSetup>) -> SessionConfig {
         SessionConfig {
             system_id: self.sysid,
             component_id: self.compid,
             target_system: self.target_system,
+            signing,
             ..SessionConfig::default()
         }
     }
@@ -327,15 +353,18 @@ pub(crate) enum Command {
         link: LinkArgs,
         #[arg(long, default_value_t = 921_600)]
         baud: u32,
-        /// Bytes per second of the unacked phase on the wire; 0: as fast as possible.
-        #[arg(long, default_value_t = 100_000)]
-        rate: u64,
+        /// The link's configured rate in bytes per second (PX4's MAV_x_RATE): the log streams
+        /// at 70 % of it, and below 5000 the vehicle refuses to stream (57600 baud: 5760);
+        /// 0: as fast as possible.
+        #[arg(long, default_value_t = 140_000)]
+        link_rate: u64,
         /// The vehicle's system id.
         #[arg(long, default_value_t = 1)]
         sysid: u8,
-        /// Answer LOGGING_START with DENIED (as PX4 on a link slower than 5000 B/s).
-        #[arg(long)]
-        deny: bool,
+        /// Sign with this key and take only signed frames, as a PX4 with a key on its SD card
+        /// (the same file format as the daemon's --signing-key).
+        #[arg(long, value_name = "FILE")]
+        signing_key: Option<PathBuf>,
         /// Exit once the whole log was sent (and a second has passed).
         #[arg(long)]
         once: bool,
@@ -396,9 +425,10 @@ pub(crate) enum Command {
         /// Seconds of synthetic flight.
         #[arg(long, default_value_t = 60)]
         duration: u32,
-        /// Bytes per second on the wire (PX4's default profile streams 35-50 KB/s).
-        #[arg(long, default_value_t = 60_000)]
-        rate: u64,
+        /// The simulated link's configured rate in bytes per second; the log streams at 70 %
+        /// of it (PX4's default profile streams 35-50 KB/s).
+        #[arg(long, default_value_t = 86_000)]
+        link_rate: u64,
         /// A perfect link instead of the default lossy one.
         #[arg(long)]
         clean: bool,

@@ -5,6 +5,8 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use ulog_recv::keyfile::Reservation;
+use ulog_recv::link::SigningSetup;
 use ulog_recv::publish::server::PublishServer;
 use ulog_recv::receiver::{Control, Notice, ReceiverOptions, Status};
 use ulog_recv::service::{Notifier, StatusText};
@@ -53,9 +55,24 @@ pub(crate) async fn receive(
     argv: Vec<OsString>,
     levels: LogLevels,
 ) -> anyhow::Result<()> {
+    let log_dir = args.log_dir();
+    // The key first: a bad one must stop the start before anything listens.
+    let (signing, signing_reservation) = match args.signing_key_file() {
+        Some(path) => {
+            let key = ulog_recv::keyfile::load_key(&path)?;
+            let (reservation, timestamp) = Reservation::open(&log_dir)?;
+            tracing::info!(key = %path.display(), "MAVLink 2 signing on");
+            let setup = SigningSetup {
+                key,
+                link_id: 0,
+                timestamp,
+            };
+            (Some(setup), Some(reservation))
+        }
+        None => (None, None),
+    };
     let link = Link::open(&spec).await?;
     let (feed, server) = args.publish.start()?.unzip();
-    let log_dir = args.log_dir();
     tracing::info!(
         "ulog-recv {}: {spec}, logs into {}{}",
         env!("CARGO_PKG_VERSION"),
@@ -71,9 +88,10 @@ pub(crate) async fn receive(
     );
     let options = ReceiverOptions {
         store: args.store.options(log_dir.clone()),
-        session: args.session(),
+        session: args.session(signing),
         status_interval: systemd.report_interval(),
         publish: feed,
+        signing_reservation,
     };
     let controls = controls_on_sighup(reloader(args.clone(), argv, levels));
     let clients = server.as_ref().map(|s| s.clients_counter());
@@ -154,6 +172,10 @@ pub(crate) fn reloader(
                     != (running.sysid, running.compid, running.target_system),
             ),
             (
+                "signing-key",
+                new.signing_key_file() != running.signing_key_file(),
+            ),
+            (
                 "publishing",
                 format!("{:?}", new.publish) != format!("{:?}", running.publish),
             ),
@@ -192,7 +214,8 @@ pub(crate) fn print_status(s: &Status) {
     };
     println!(
         "received {} logs, {} bytes: {} chunks ({} acked), {} duplicates, {} late ones put back, \
-         {} lost in {} gaps, {} dropouts written; ack latency p50 {} p99 {}",
+         {} lost in {} gaps, {} dropouts written, {} implausible chunks dropped, {} frames \
+         refused by signing, {} foreign datagrams; ack latency p50 {} p99 {}",
         st.logs,
         st.log_bytes,
         st.chunks,
@@ -202,6 +225,9 @@ pub(crate) fn print_status(s: &Status) {
         st.lost_chunks,
         st.gaps,
         st.dropouts,
+        st.implausible,
+        st.refused_frames(),
+        s.link.foreign_datagrams,
         q(0.5),
         q(0.99)
     );

@@ -44,14 +44,15 @@ pub(crate) async fn sim(
         ..SimOptions::default()
     };
     let report = ulog_recv::simulator::run(link, log, config, options, shutdown_signal()).await?;
-    eprintln!("ulog-recv sim: {:?}", report.stats);
+    // The vehicle's counters, one JSON line, for scripts and tests.
+    println!("{}", serde_json::to_string(&report.stats)?);
     Ok(())
 }
 
 pub(crate) async fn demo(
     log_dir: Option<PathBuf>,
     duration: u32,
-    rate: u64,
+    link_rate: u64,
     clean: bool,
 ) -> anyhow::Result<()> {
     let log_dir = log_dir.unwrap_or_else(|| {
@@ -74,9 +75,9 @@ pub(crate) async fn demo(
         }
     };
     println!(
-        "demo: a simulated PX4 streams a {duration} s synthetic flight at {} KB/s over loopback UDP \
-         ({}), the receiver on {addr} writes into {}",
-        rate / 1000,
+        "demo: a simulated PX4 streams a {duration} s synthetic flight at up to {} KB/s over \
+         loopback UDP ({}), the receiver on {addr} writes into {}",
+        link_rate * 7 / 10_000,
         if clean {
             "a clean link".to_owned()
         } else {
@@ -92,7 +93,7 @@ pub(crate) async fn demo(
     );
     let log = chunk_log(&synthetic_flight(duration), 0)?;
     let config = VehicleConfig {
-        rate_limit: Some(rate),
+        link_rate: Some(link_rate),
         impairment,
         seed: 7,
         ..VehicleConfig::default()
@@ -135,6 +136,7 @@ pub(crate) async fn demo(
         session: SessionConfig::default(),
         status_interval: Duration::from_secs(1),
         publish: Some(feed),
+        signing_reservation: None,
     };
     let receiver = ulog_recv::receiver::run(
         receiver_link,

@@ -17,7 +17,6 @@ use std::ffi::OsString;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use mavlink::dialects::common::MavResult;
 use ulog_recv::link::VehicleConfig;
 use ulog_recv::publish::client::{self, TailOptions};
 use ulog_recv::store::SplitPolicy;
@@ -81,9 +80,9 @@ fn main() -> anyhow::Result<()> {
             duration,
             link,
             baud,
-            rate,
+            link_rate,
             sysid,
-            deny,
+            signing_key,
             once,
             max_write,
             impairment,
@@ -96,10 +95,13 @@ fn main() -> anyhow::Result<()> {
             let Some(spec) = link.spec(baud) else {
                 bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
             };
+            let signing = signing_key
+                .map(|path| ulog_recv::keyfile::load_key(&path))
+                .transpose()?;
             let config = VehicleConfig {
                 system_id: sysid,
-                rate_limit: (rate > 0).then_some(rate),
-                refuse_start: deny.then_some(MavResult::MAV_RESULT_DENIED),
+                link_rate: (link_rate > 0).then_some(link_rate),
+                signing,
                 impairment: impairment.impairment(),
                 seed: impairment.seed,
                 ..VehicleConfig::default()
@@ -141,9 +143,9 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Demo {
             log_dir,
             duration,
-            rate,
+            link_rate,
             clean,
-        }) => runtime()?.block_on(demo(log_dir, duration, rate, clean)),
+        }) => runtime()?.block_on(demo(log_dir, duration, link_rate, clean)),
         None => {
             let args = cli.receive;
             let Some(spec) = args.link.spec(args.baud) else {
