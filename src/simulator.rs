@@ -100,7 +100,10 @@ pub async fn run(
             write.clear();
         }
         if vehicle.finished() && finished_at.is_none() {
-            tracing::info!(stats = ?vehicle.stats(), "sim: the whole log was sent");
+            tracing::info!(
+                chunks = vehicle.stats().chunks_sent,
+                "the whole log was sent; streaming on until a STOP"
+            );
             finished_at = Some(Instant::now());
         }
         let stopped_after_the_end =

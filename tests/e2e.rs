@@ -8,11 +8,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::procs::{Proc, free_udp_port, fresh_dir, ulg_files};
+use common::procs::{Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
 use common::{all_logs, check_with_pyulog, split_messages};
 use ulog_recv::link::chunk_log;
 
-/// Runs the daemon and the simulator with these link arguments; returns the files written.
+/// Runs the daemon and the simulator with these link arguments until the whole log was sent,
+/// then stops the daemon as systemd does (its STOP handshake with the still streaming vehicle
+/// brings the post-flight data); returns the files written.
 fn run_pair(
     name: &str,
     log: &Path,
@@ -27,12 +29,15 @@ fn run_pair(
     let mut args: Vec<String> = vec!["sim".into(), log.display().to_string(), "--once".into()];
     args.extend(sim_link.iter().cloned());
     args.extend(sim_extra.iter().map(|s| s.to_string()));
-    let mut sim = Proc::spawn("the simulator", &args);
-    assert!(sim.wait(Duration::from_secs(120)).success());
+    let (mut sim, lines) = Proc::spawn_watched("the simulator", &args);
+    wait_for_line(&lines, "the whole log was sent", Duration::from_secs(120));
+    // Time for the last chunks to be put in order and handed over.
+    std::thread::sleep(Duration::from_millis(300));
     assert!(
         daemon.terminate().success(),
         "the daemon exits cleanly on SIGTERM"
     );
+    assert!(sim.wait(Duration::from_secs(10)).success());
     ulg_files(&dir)
 }
 
@@ -79,7 +84,8 @@ fn over_a_lossy_udp_link_the_file_holds_only_real_messages_and_dropouts() {
     );
     assert_eq!(files.len(), 1);
     let got = split_messages(&std::fs::read(&files[0]).unwrap());
-    let original = split_messages(&chunk_log(&std::fs::read(log).unwrap(), 0).unwrap().stream);
+    let chunked = chunk_log(&std::fs::read(log).unwrap(), 0).unwrap();
+    let original = split_messages(&[chunked.stream, chunked.postflight].concat());
     // Every message but our dropouts is one of the vehicle's, in order.
     // (An 'O' is the vehicle's only when it is the very next message of its log.)
     let mut rest = original.iter().peekable();
@@ -279,7 +285,8 @@ fn over_tcp_the_daemon_reconnects_after_the_connection_drops() {
         "one reconnect"
     );
     assert!(!files.is_empty());
-    let original = split_messages(&chunk_log(&std::fs::read(log).unwrap(), 0).unwrap().stream);
+    let chunked = chunk_log(&std::fs::read(log).unwrap(), 0).unwrap();
+    let original = split_messages(&[chunked.stream, chunked.postflight].concat());
     let mut total = 0;
     for f in &files {
         let got = split_messages(&std::fs::read(f).unwrap());
@@ -368,7 +375,9 @@ fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
 fn assert_whole_log(log: &Path, files: &[PathBuf]) {
     assert_eq!(files.len(), 1, "{}: {files:?}", log.display());
     let got = std::fs::read(&files[0]).unwrap();
-    let expected = chunk_log(&std::fs::read(log).unwrap(), 0).unwrap().stream;
+    // The stream, then the post-flight data the vehicle sent on our STOP.
+    let chunked = chunk_log(&std::fs::read(log).unwrap(), 0).unwrap();
+    let expected = [chunked.stream, chunked.postflight].concat();
     assert!(
         got == expected,
         "{}: the file differs from the stream",

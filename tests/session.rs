@@ -216,6 +216,18 @@ fn a_clean_link_delivers_every_log_byte_for_byte() {
     }
 }
 
+/// Acked chunks after the first unacked one: what the vehicle sent reliably in flight (an
+/// 'A', a run of 'M', the post-flight data).
+fn acked_in_flight(log: &ChunkedLog) -> usize {
+    let first_unacked = log.chunks.iter().position(|c| !c.acked).unwrap_or(0);
+    log.chunks[first_unacked..]
+        .iter()
+        .filter(|c| c.acked)
+        .count()
+}
+
+/// Runs every log through the impaired link; the output must be what an ideal receiver
+/// rebuilds.
 fn check_impaired(imp: Impairment, seed: u64) {
     let mut resends = 0;
     for path in all_logs() {
@@ -264,10 +276,43 @@ fn check_impaired(imp: Impairment, seed: u64) {
         }
         // Every acked chunk that arrived was acked, duplicates included.
         assert_eq!(s.acks_sent, s.acked_chunks, "{ctx}");
+        // The STOP handshake ran to its end: every post-flight chunk acked, then ACCEPTED.
+        assert_eq!(v.postflight_acked, v.postflight_chunks, "{ctx}: {v:?}");
+        assert!(v.postflight_chunks > 0, "{ctx}: {v:?} {s:?}");
         resends += v.resends;
     }
     if imp.uplink_loss > 0.0 {
         assert!(resends > 0, "{imp:?}: lost acks must have caused resends");
+    }
+}
+
+#[test]
+fn reliable_chunks_in_flight_under_loss_and_lost_acks_lose_only_what_never_arrived() {
+    // As PX4 sends them: an 'A' when a topic instance appears, its perf output, the
+    // post-flight data; each flushed short, the stream paused until its ack.
+    let imp = Impairment {
+        loss: 0.03,
+        duplicate: 0.02,
+        reorder: 0.03,
+        reorder_depth: 8,
+        uplink_loss: 0.20,
+        ..Impairment::NONE
+    };
+    for seed in [5, 6] {
+        check_impaired(imp, seed);
+    }
+    // The logs do hold reliable chunks in flight (before any STOP): the synthetic one an 'A'
+    // and a run of 'M', four of the five real ones some 'A' or 'M'.
+    let in_flight: Vec<usize> = all_logs()
+        .iter()
+        .map(|p| acked_in_flight(&chunk_log(&std::fs::read(p).unwrap(), 0).unwrap()))
+        .collect();
+    assert!(in_flight[0] >= 2, "{in_flight:?}");
+    if in_flight.len() > 1 {
+        assert!(
+            in_flight[1..].iter().filter(|&&n| n > 0).count() >= 4,
+            "{in_flight:?}"
+        );
     }
 }
 
@@ -640,5 +685,309 @@ mod corrupted_chunks {
                 split_messages(l);
             }
         }
+    }
+}
+
+/// A CRC-valid LOGGING_DATA from the vehicle to us, as anyone on the link could send it.
+fn forged_chunk(seq: u16, first_message_offset: u8, bytes: &[u8]) -> Vec<u8> {
+    use mavlink::dialects::common::{LOGGING_DATA_DATA, MavMessage};
+    let mut data = [0u8; 249];
+    data[..bytes.len()].copy_from_slice(bytes);
+    let msg = MavMessage::LOGGING_DATA(LOGGING_DATA_DATA {
+        sequence: seq,
+        target_system: 1,
+        target_component: 155,
+        length: bytes.len() as u8,
+        first_message_offset,
+        data,
+    });
+    let header = mavlink::MavHeader {
+        system_id: 1,
+        component_id: 1,
+        sequence: 0,
+    };
+    let mut frame = Vec::new();
+    ulog_recv::link::frames::encode(header, &msg, &mut frame);
+    frame
+}
+
+#[test]
+fn a_forged_or_stale_chunk_costs_at_most_itself() {
+    let (_, mut h) = synthetic_mid_stream();
+    let sent = h.vehicle.stats().chunks_sent as u16;
+    let now = h.now;
+    // Far ahead (a forgery, or a frame of an older, longer stream), with junk that would
+    // otherwise pass for messages; behind the stream; and another log's first chunk.
+    let junk: Vec<u8> = (0..249u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut header = ulog_recv::ulog::message::FILE_MAGIC.to_vec();
+    header.extend_from_slice(&[1, 0xaa, 0xbb, 0, 0, 0, 0, 0, 0]);
+    for frame in [
+        forged_chunk(sent.wrapping_add(20_000), 0, &junk),
+        forged_chunk(sent.wrapping_sub(3_000), 0, &junk),
+        forged_chunk(0, 0, &header),
+    ] {
+        h.session.handle_bytes(&frame, now);
+    }
+    h.run_to_end(Duration::from_secs(60));
+    assert_eq!(h.logs.len(), 1, "{:?}", h.control_events());
+    let s = h.session.stats();
+    assert!(
+        h.logs[0].bytes == h.vehicle.log().stream,
+        "the log is whole, byte for byte: {s:?}"
+    );
+    assert_eq!((s.lost_chunks, s.dropouts), (0, 0), "{s:?}");
+    assert_eq!(s.implausible, 2, "the far one and the stray chunk 0: {s:?}");
+    assert_eq!(s.too_late, 1, "{s:?}");
+}
+
+#[test]
+fn a_long_outage_jumps_the_stream_once_the_next_chunk_confirms_it() {
+    // Outages of 60 ms at ~7000 chunks/s: gaps of ~400 chunks, beyond the 256 the reorder
+    // buffer covers.
+    let imp = Impairment {
+        outage_every: Some(Duration::from_millis(200)),
+        outage_len: Duration::from_millis(60),
+        ..Impairment::NONE
+    };
+    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+        duration_s: 120,
+        seed: 4,
+        appended_data: false,
+    });
+    let log = chunk_log(&file, 0).unwrap();
+    let mut h = Harness::new(log, fast_vehicle(imp, 1), SessionConfig::default());
+    h.run_to_end(Duration::from_secs(600));
+    let log = h.vehicle.log();
+    let ideal = ideal_messages(
+        &log.stream,
+        &log.message_starts,
+        &log.chunks,
+        h.vehicle.arrived(),
+    );
+    let (ideal, _) = messages_without_dropouts(&ideal.concat());
+    let (got, _) = messages_without_dropouts(&h.logs[0].bytes);
+    let s = h.session.stats();
+    assert!(s.suspects > 0 && s.implausible == 0, "{s:?}");
+    assert!(got == ideal, "the ideal receiver's messages: {s:?}");
+}
+
+#[test]
+fn a_daemon_restart_while_the_vehicle_streams_ends_the_old_stream_and_starts_a_new_log() {
+    let (_, mut h) = synthetic_mid_stream();
+    // The receiver dies without a word (kill -9); a new one starts while the vehicle streams.
+    h.session = Session::new(SessionConfig::default(), h.now);
+    h.logs.clear();
+    h.events.clear();
+    h.run_to_end(Duration::from_secs(60));
+    assert_eq!(h.logs.len(), 1, "{:?}", h.control_events());
+    assert!(
+        h.logs[0].bytes == h.vehicle.log().stream,
+        "a new log, from its header, whole"
+    );
+    let v = h.vehicle.stats();
+    // The old stream ended with its post-flight data acked: the vehicle never waited in vain.
+    assert_eq!(
+        (v.starts, v.stops_completed, v.ack_timeouts),
+        (2, 2, 0),
+        "{v:?}"
+    );
+    assert_eq!(v.postflight_acked, v.postflight_chunks);
+    assert_eq!(
+        h.session.stats().start_requests,
+        1,
+        "no TEMPORARILY_REJECTED: {v:?}"
+    );
+}
+
+#[test]
+fn a_link_below_5000_bytes_per_second_is_refused_and_says_why() {
+    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+    let mut h = Harness::new(
+        chunk_log(&file, 0).unwrap(),
+        VehicleConfig {
+            link_rate: Some(4800),
+            ..VehicleConfig::default()
+        },
+        SessionConfig::default(),
+    );
+    h.run_until(Duration::from_secs(10), |h| {
+        h.elapsed() >= Duration::from_secs(5)
+    });
+    let refused = h.events.iter().find_map(|e| match e {
+        Event::StartRefused { hint, .. } => Some(*hint),
+        _ => None,
+    });
+    assert!(
+        refused.is_some_and(|h| h.contains("5000 B/s")),
+        "{refused:?}"
+    );
+    // 57600 baud (5760 B/s) streams: 2 chunks per 100 ms, as PX4's rate limiter allows.
+    let mut h = Harness::new(
+        chunk_log(&file, 0).unwrap(),
+        VehicleConfig {
+            link_rate: Some(5760),
+            ..VehicleConfig::default()
+        },
+        SessionConfig::default(),
+    );
+    h.run_until(Duration::from_secs(60), |h| {
+        h.logs.first().is_some_and(|l| l.bytes.len() > 30_000)
+    });
+    let started = h.elapsed();
+    let bytes_then = h.logs[0].bytes.len();
+    let ten_s = h.now + Duration::from_secs(10);
+    h.run_until(Duration::from_secs(90), |h| h.now >= ten_s);
+    let rate = (h.logs[0].bytes.len() - bytes_then) as f64 / 10.0;
+    assert!(
+        (4500.0..=5000.0).contains(&rate),
+        "{rate} B/s after {started:?}"
+    );
+}
+
+mod signing {
+    //! MAVLink 2 signing between the session and a vehicle that signs, in memory.
+
+    use super::*;
+    use ulog_recv::link::{LinkProblem, SigningKey, SigningSetup};
+
+    fn key(b: u8) -> SigningKey {
+        SigningKey::from_bytes([b; 32])
+    }
+
+    fn signed_vehicle(k: Option<SigningKey>) -> VehicleConfig {
+        VehicleConfig {
+            signing: k,
+            ..fast_vehicle(Impairment::NONE, 1)
+        }
+    }
+
+    fn signed_session(k: Option<SigningKey>) -> SessionConfig {
+        SessionConfig {
+            signing: k.map(|key| SigningSetup {
+                key,
+                link_id: 1,
+                timestamp: ulog_recv::link::signing::timestamp_at(std::time::SystemTime::now()),
+            }),
+            ..SessionConfig::default()
+        }
+    }
+
+    fn problems(h: &Harness) -> Vec<LinkProblem> {
+        h.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::LinkProblem(p) => Some(*p),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_signed_link_delivers_every_log_byte_for_byte() {
+        for path in all_logs() {
+            let file = std::fs::read(&path).unwrap();
+            let mut h = Harness::new(
+                chunk_log(&file, 0).unwrap(),
+                signed_vehicle(Some(key(3))),
+                signed_session(Some(key(3))),
+            );
+            h.run_to_end(Duration::from_secs(120));
+            assert_eq!(h.logs.len(), 1, "{}", path.display());
+            assert!(
+                h.logs[0].bytes == h.vehicle.log().stream,
+                "{}",
+                path.display()
+            );
+            let s = h.session.stats();
+            assert_eq!(s.refused_frames(), 0, "{s:?}");
+            assert_eq!(
+                s.signing.valid, s.frames.messages,
+                "every frame signed: {s:?}"
+            );
+            assert_eq!(h.vehicle.stats().refused_frames, 0);
+            assert_eq!(h.vehicle.stats().stops_completed, 1);
+        }
+    }
+
+    #[test]
+    fn without_our_key_the_cause_is_named_within_10_s_and_once_a_minute() {
+        let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+        let mut h = Harness::new(
+            chunk_log(&file, 0).unwrap(),
+            signed_vehicle(Some(key(3))),
+            signed_session(None),
+        );
+        h.run_until(Duration::from_secs(11), |h| !problems(h).is_empty());
+        assert!(h.elapsed() < Duration::from_secs(10), "{:?}", h.elapsed());
+        assert_eq!(
+            problems(&h),
+            [LinkProblem::VehicleSignsNoKey { system_id: 1 }]
+        );
+        assert!(problems(&h)[0].to_string().contains("--signing-key"));
+        assert_eq!(h.session.stats().problem, Some(problems(&h)[0]));
+        // Two more minutes of retries: the problem is repeated twice more, not every try.
+        let until = h.now + Duration::from_secs(120);
+        h.run_until(Duration::from_secs(200), |h| h.now >= until);
+        let repeated = problems(&h).len();
+        assert!((2..=3).contains(&repeated), "{:?}", problems(&h));
+        assert!(h.logs.is_empty());
+        // The vehicle dropped every unsigned command.
+        assert!(h.vehicle.stats().refused_frames > 10);
+        assert_eq!(h.vehicle.stats().starts, 0);
+    }
+
+    #[test]
+    fn with_a_wrong_key_nothing_is_accepted_and_the_key_is_blamed() {
+        let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+        let mut h = Harness::new(
+            chunk_log(&file, 0).unwrap(),
+            signed_vehicle(Some(key(3))),
+            signed_session(Some(key(4))),
+        );
+        h.run_until(Duration::from_secs(30), |h| {
+            h.elapsed() >= Duration::from_secs(20)
+        });
+        assert!(h.logs.is_empty());
+        assert_eq!(h.session.vehicle(), None, "not even its signed heartbeats");
+        let s = h.session.stats();
+        assert!(s.signing.bad_signature >= 19, "{s:?}");
+        assert_eq!(s.signing.valid, 0);
+        assert_eq!(problems(&h), [LinkProblem::WrongKey { system_id: 1 }]);
+        assert_eq!(h.vehicle.stats().starts, 0);
+    }
+
+    #[test]
+    fn a_signed_vehicle_and_an_unsigned_receiver_forged_frames_and_replays_are_refused() {
+        // Our key, but replayed: the vehicle's frames seen twice are taken once.
+        let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+        let mut h = Harness::new(
+            chunk_log(&file, 0).unwrap(),
+            signed_vehicle(Some(key(3))),
+            signed_session(Some(key(3))),
+        );
+        let mut replay = Vec::new();
+        h.run_until(Duration::from_secs(30), |h| {
+            h.logs.first().is_some_and(|l| l.bytes.len() > 10_000)
+        });
+        // Capture some of the vehicle's frames and play them again, plus an unsigned forgery.
+        while let Some(f) = h.vehicle.poll_transmit() {
+            h.session.handle_bytes(&f, h.now);
+            replay.push(f);
+        }
+        let now = h.now;
+        for f in &replay {
+            h.session.handle_bytes(f, now);
+        }
+        h.session
+            .handle_bytes(&forged_chunk(60_000, 0, &[1, 2, 3]), now);
+        h.run_to_end(Duration::from_secs(60));
+        let s = h.session.stats();
+        assert!(h.logs[0].bytes == h.vehicle.log().stream, "{s:?}");
+        assert_eq!(s.signing.replayed, replay.len() as u64, "{s:?}");
+        assert_eq!(s.signing.unsigned_refused, 1, "{s:?}");
+        assert_eq!(
+            s.implausible, 0,
+            "the forgery never reached the reorder buffer"
+        );
     }
 }

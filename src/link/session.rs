@@ -66,7 +66,8 @@ pub const FALLBACK_SYSTEM_ID: u8 = 1;
 /// new log even when its bytes equal the first one's.
 const NEW_LOG_AFTER_CHUNKS: u64 = 1024;
 
-/// STOPs sent without any answer before the session goes on without one.
+/// STOPs sent without any answer before a START goes out anyway (at a shutdown, STOP is
+/// sent again until the stop timeout).
 const STOP_TRIES: u32 = 3;
 
 /// A link problem is repeated at most this often while it lasts.
@@ -756,12 +757,23 @@ impl Session {
                 in_progress,
                 then,
             } if now >= deadline => {
-                if !in_progress && tries < STOP_TRIES {
-                    self.send_command(MavCmd::MAV_CMD_LOGGING_STOP, now);
+                let out_of_time = now >= since + self.config.stop_timeout;
+                // Before a START, a vehicle that says nothing is most likely not streaming;
+                // at a shutdown, the STOP is worth the whole wait while the vehicle is heard.
+                let give_up = match then {
+                    AfterStop::Start => out_of_time || (!in_progress && tries >= STOP_TRIES),
+                    AfterStop::Close => out_of_time || !self.vehicle_present(now),
+                };
+                let recheck =
+                    (now + self.config.command_timeout / 2).min(since + self.config.stop_timeout);
+                if !give_up {
+                    if !in_progress {
+                        self.send_command(MavCmd::MAV_CMD_LOGGING_STOP, now);
+                    }
                     self.phase = Phase::Stopping {
-                        deadline: now + self.config.command_timeout / 2,
+                        deadline: recheck,
                         since,
-                        tries: tries + 1,
+                        tries: tries + u32::from(!in_progress),
                         in_progress,
                         then,
                     };
@@ -831,14 +843,22 @@ impl Session {
         })
     }
 
+    /// True while the vehicle was heard within the vehicle timeout (a lossy link may drop a
+    /// few heartbeats in a row).
+    fn vehicle_present(&self, now: Instant) -> bool {
+        self.vehicle
+            .is_some_and(|v| now.duration_since(v.last_heartbeat) < self.config.vehicle_timeout)
+    }
+
     /// The daemon is going away: STOP to the vehicle, then the STOP handshake (what arrives
     /// until the vehicle confirms, or [`SessionConfig::stop_timeout`] runs out, still goes
     /// into the log), then the log is closed and [`is_closed`](Self::is_closed) turns true.
-    /// A vehicle not heard lately is not waited for. Later input is ignored.
+    /// A vehicle not heard within the vehicle timeout is not waited for. Later input is
+    /// ignored.
     pub fn shutdown(&mut self, now: Instant) {
         match self.phase {
             Phase::Closed => {}
-            Phase::Stopping { .. } if !self.vehicle_heard(now) => self.finish(),
+            Phase::Stopping { .. } if !self.vehicle_present(now) => self.finish(),
             Phase::Stopping {
                 deadline,
                 since,
@@ -858,7 +878,7 @@ impl Session {
             _ if self.vehicle.is_none() => self.finish(),
             _ => {
                 self.send_stop(now, AfterStop::Close);
-                if !self.vehicle_heard(now) {
+                if !self.vehicle_present(now) {
                     self.finish();
                 }
             }
@@ -938,7 +958,8 @@ impl Session {
                 if result == MavResult::MAV_RESULT_IN_PROGRESS {
                     // Post-flight data follows (acked chunks); the final answer after it.
                     self.phase = Phase::Stopping {
-                        deadline: since + self.config.stop_timeout,
+                        deadline: (now + self.config.command_timeout / 2)
+                            .min(since + self.config.stop_timeout),
                         since,
                         tries,
                         in_progress: true,
@@ -1048,7 +1069,7 @@ impl Session {
                 .start_sent
                 .is_some_and(|t| now.duration_since(t) < 10 * self.config.command_timeout);
             if !duplicate && (streaming || after_start) {
-                if self.is_logging() && !after_start {
+                if self.is_logging() {
                     // In the middle of a log: a restart of the stream, or a stray frame. The
                     // chunk after it decides.
                     self.stats.suspects += 1;
@@ -1066,7 +1087,12 @@ impl Session {
         } else if let Some(pending) = self.pending_new_log.take() {
             let window = self.config.reorder.max_chunks as u16;
             let expired = now.duration_since(pending.arrived) > self.config.reorder.suspect_wait;
-            if !expired && (1..=window).contains(&d.sequence) {
+            // The chunk after a restart: early in a stream, and behind the open log's.
+            let of_open_log = self
+                .log
+                .as_ref()
+                .is_some_and(|l| d.sequence.wrapping_sub(l.reorder.next_seq()) < 0x8000);
+            if !expired && !of_open_log && (1..=window).contains(&d.sequence) {
                 // Confirmed: the vehicle restarted its stream.
                 self.begin_log(&pending.data, streaming, now);
                 self.take_chunk(0, 0, &pending.data, now);

@@ -14,6 +14,10 @@ impl Proc {
     /// Starts `ulog-recv ARGS`. A daemon gets a runtime directory of its own (as systemd
     /// gives one), so its default live socket never meets another test's.
     pub fn spawn(what: &'static str, args: &[String]) -> Self {
+        Self::spawn_with(what, args, Stdio::inherit())
+    }
+
+    fn spawn_with(what: &'static str, args: &[String], stderr: Stdio) -> Self {
         static SPAWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let runtime_dir = fresh_dir(&format!("run{n}"));
@@ -21,10 +25,32 @@ impl Proc {
             .args(args)
             .env("RUNTIME_DIRECTORY", &runtime_dir)
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         Self(child, what)
+    }
+
+    /// Like [`spawn`](Self::spawn), its stderr lines also sent to the returned channel (and
+    /// still shown).
+    pub fn spawn_watched(
+        what: &'static str,
+        args: &[String],
+    ) -> (Self, std::sync::mpsc::Receiver<String>) {
+        let mut p = Self::spawn_with(what, args, Stdio::piped());
+        let stderr = p.0.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("{line}");
+                let _ = tx.send(line);
+            }
+        });
+        (p, rx)
     }
 
     pub fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {
@@ -85,4 +111,21 @@ pub fn free_udp_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Waits for a line containing `needle` on `lines`; returns it.
+pub fn wait_for_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    needle: &str,
+    limit: Duration,
+) -> String {
+    let t0 = Instant::now();
+    loop {
+        let left = limit.saturating_sub(t0.elapsed());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(_) => panic!("no line with {needle:?} within {limit:?}"),
+        }
+    }
 }

@@ -39,6 +39,8 @@ fn main() -> anyhow::Result<()> {
     }
     let (level, default) = match cli.command {
         None => (cli.receive.log_level.as_deref(), "info"),
+        // The simulator runs as long as a daemon: it tells what it does.
+        Some(Command::Sim { .. }) => (None, "info"),
         Some(_) => (None, "warn"),
     };
     let levels = init_tracing(level, default)?;
