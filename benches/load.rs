@@ -37,6 +37,8 @@ struct Row {
     clients: usize,
     /// Seconds of stream at least (else the command line's).
     min_seconds: f64,
+    /// MAVLink 2 signing on both sides.
+    signed: bool,
 }
 
 impl Row {
@@ -48,6 +50,7 @@ impl Row {
             store_args: &[],
             clients: 0,
             min_seconds: 0.0,
+            signed: false,
         }
     }
 }
@@ -73,6 +76,7 @@ struct Run {
     /// The daemon's storage flags.
     store: String,
     all_acked: bool,
+    signed: bool,
     /// "p50 X µs p99 Y µs", as the daemon prints it.
     daemon_ack: String,
     rate: Option<u64>,
@@ -133,6 +137,15 @@ fn main() {
         live(Some(100_000), 0, 4, 0.0),
         live(Some(200_000), 0, 4, 0.0),
         live(Some(200_000), 1472, 4, 0.0),
+        // MAVLink 2 signing on both sides: every frame signed and checked.
+        Row {
+            signed: true,
+            ..Row::new(Some(100_000), 0)
+        },
+        Row {
+            signed: true,
+            ..Row::new(Some(200_000), 1472)
+        },
     ];
     let rows: Vec<usize> = match std::env::var("LOAD_ROWS") {
         // e.g. LOAD_ROWS=11,12 runs only those rows (0-based), to look at one thing.
@@ -148,15 +161,15 @@ fn main() {
         runs.push(run(plan[i], seconds.max(plan[i].min_seconds)));
     }
     println!(
-        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | publish latency p50 / p99 µs |"
+        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | publish latency p50 / p99 µs | signed |"
     );
     println!(
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|"
     );
     for r in &runs {
         let c = &r.clients;
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             if r.all_acked {
                 "all acked".to_owned()
             } else {
@@ -191,7 +204,8 @@ fn main() {
                 "-"
             } else {
                 &c.latency
-            }
+            },
+            if r.signed { "yes" } else { "no" }
         );
     }
 }
@@ -251,6 +265,7 @@ fn run(row: Row, seconds: f64) -> Run {
         all_acked,
         store_args,
         clients,
+        signed,
         ..
     } = row;
     // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
@@ -272,8 +287,11 @@ fn run(row: Row, seconds: f64) -> Run {
             .map_or(0, |c| c.stream_offset as usize + c.data.len());
         let cut = log.message_starts.partition_point(|&m| m as usize <= end) - 1;
         log.stream.truncate(log.message_starts[cut] as usize);
+        // The stream ends inside a message: no post-flight data after it.
+        log.postflight.clear();
     }
-    let stream = log.stream.clone();
+    // What the file must hold: the stream, then the post-flight data of the STOP handshake.
+    let stream = [log.stream.clone(), log.postflight.clone()].concat();
     let chunks = log.chunks.len();
 
     let port = std::net::UdpSocket::bind("127.0.0.1:0")
@@ -284,6 +302,18 @@ fn run(row: Row, seconds: f64) -> Run {
     let dir = std::env::temp_dir().join(format!("ulog-recv-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = std::env::temp_dir().join(format!("ulog-recv-load-{}.sock", std::process::id()));
+    let key_file = std::env::temp_dir().join(format!("ulog-recv-load-{}.key", std::process::id()));
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&key_file)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"load benchmark passphrase\n").unwrap();
+    }
     // Reaped with wait4 below (for its resource use), which clippy cannot see.
     #[allow(clippy::zombie_processes)]
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
@@ -292,6 +322,12 @@ fn run(row: Row, seconds: f64) -> Run {
         .arg("--socket")
         .arg(&socket)
         .args(store_args)
+        .args(
+            signed
+                .then(|| ["--signing-key".to_owned(), key_file.display().to_string()])
+                .into_iter()
+                .flatten(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -307,46 +343,55 @@ fn run(row: Row, seconds: f64) -> Run {
         // PX4 streams at 70 % of the link's configured rate.
         link_rate: rate.map(|r| (r * FRAME_BYTES * 10).div_ceil(7)),
         impairment: Impairment::NONE,
+        signing: signed.then(|| ulog_recv::keyfile::load_key(&key_file).unwrap()),
         ..VehicleConfig::default()
     };
+    let sent_all = std::sync::Arc::new(tokio::sync::Notify::new());
     let options = SimOptions {
         once: true,
-        linger: Duration::from_millis(500),
+        linger: Duration::from_secs(10),
         max_write,
+        finished: Some(sent_all.clone()),
     };
-    let report = rt.block_on(async {
+    let pid = daemon.id() as i32;
+    let (report, max_rss_kb) = rt.block_on(async {
         let link = Link::open(&LinkSpec::UdpConnect(format!("127.0.0.1:{port}")))
             .await
             .unwrap();
-        ulog_recv::simulator::run(link, log, config, options, std::future::pending::<()>())
-            .await
-            .unwrap()
+        // Once the whole log was sent, and the daemon has read what is still queued in its
+        // socket (what is left unread at SIGTERM would count as loss), stop it as systemd
+        // would, while the vehicle still streams: its STOP handshake ends the run.
+        let stopper = tokio::spawn(async move {
+            sent_all.notified().await;
+            let t0 = std::time::Instant::now();
+            while udp_rx_queue(port) > 0 && t0.elapsed() < Duration::from_secs(30) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            // Peak RSS of the daemon since its exec (wait4's ru_maxrss would count the fork
+            // from this process, which holds the whole log).
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+                .unwrap()
+        });
+        let report =
+            ulog_recv::simulator::run(link, log, config, options, std::future::pending::<()>())
+                .await
+                .unwrap();
+        (report, stopper.await.unwrap())
     });
+
     let elapsed = report.streamed_in.expect("streamed").as_secs_f64();
-    // Let the daemon read what is still queued in its socket before stopping it (what is left
-    // unread at SIGTERM would count as loss).
-    let t0 = std::time::Instant::now();
-    while udp_rx_queue(port) > 0 && t0.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
     let trips = report.ack_round_trips;
     assert_eq!(report.stats.ack_timeouts, 0);
-    // Peak RSS of the daemon since its exec (wait4's ru_maxrss would count the fork from
-    // this process, which holds the whole log).
-    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.id())).unwrap();
-    let max_rss_kb: i64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-
-    // Stop the daemon as systemd would, and collect its resource use.
-    let pid = daemon.id() as i32;
+    // The daemon was stopped above; collect its resource use.
     let mut status = 0;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe {
-        libc::kill(pid, libc::SIGTERM);
         libc::wait4(pid, &mut status, 0, &mut usage);
     }
     assert!(
@@ -382,6 +427,7 @@ fn run(row: Row, seconds: f64) -> Run {
     let sessions: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     let manifest = ulog_recv::store::files::read_manifest(&sessions[0]).unwrap();
@@ -402,6 +448,7 @@ fn run(row: Row, seconds: f64) -> Run {
     let r = Run {
         clients: seen,
         store: store_args.join(" "),
+        signed,
         all_acked,
         daemon_ack,
         rate,

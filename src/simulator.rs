@@ -7,16 +7,19 @@ use crate::link::{ChunkedLog, SimVehicle, VehicleConfig, VehicleStats};
 use crate::transport::{Link, Received};
 
 /// How the simulator runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SimOptions {
-    /// Stop once the stream is over: the whole file was sent and then either the receiver
-    /// stopped the stream (its post-flight data acked) or `linger` passed without a STOP;
-    /// otherwise run until shutdown.
+    /// Stop once the stream is over: the receiver stopped it (its post-flight data acked), or
+    /// the whole file was sent and `linger` passed without a STOP; otherwise run until
+    /// shutdown.
     pub once: bool,
     pub linger: Duration,
     /// Pack frames into writes of up to this many bytes, as PX4 packs its UDP datagrams;
     /// 0: one frame per write.
     pub max_write: usize,
+    /// Told once the whole file was sent (the stream still on, as PX4's would be): when a
+    /// receiver in the same process may stop it.
+    pub finished: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Default for SimOptions {
@@ -25,6 +28,7 @@ impl Default for SimOptions {
             once: false,
             linger: Duration::from_secs(1),
             max_write: 0,
+            finished: None,
         }
     }
 }
@@ -105,12 +109,12 @@ pub async fn run(
                 "the whole log was sent; streaming on until a STOP"
             );
             finished_at = Some(Instant::now());
+            if let Some(n) = &options.finished {
+                n.notify_one();
+            }
         }
-        let stopped_after_the_end =
-            finished_at.is_some() && !vehicle.streaming() && vehicle.stats().stops_completed > 0;
-        if options.once
-            && (stopped_after_the_end || finished_at.is_some_and(|t| t.elapsed() >= options.linger))
-        {
+        let stopped = !vehicle.streaming() && vehicle.stats().stops_completed > 0;
+        if options.once && (stopped || finished_at.is_some_and(|t| t.elapsed() >= options.linger)) {
             break;
         }
     }

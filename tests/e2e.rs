@@ -12,6 +12,23 @@ use common::procs::{Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
 use common::{all_logs, check_with_pyulog, split_messages};
 use ulog_recv::link::chunk_log;
 
+/// Once the simulator (watched through `sim_log`, run with `--once`) has sent the whole log,
+/// stops the daemon as systemd does, while the vehicle still streams; both must exit cleanly.
+fn stop_once_all_was_sent(
+    daemon: &mut Proc,
+    sim: &mut Proc,
+    sim_log: &std::sync::mpsc::Receiver<String>,
+) {
+    wait_for_line(sim_log, "the whole log was sent", Duration::from_secs(120));
+    // Time for the last chunks to be put in order and handed over.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemon.terminate().success(),
+        "the daemon exits cleanly on SIGTERM"
+    );
+    assert!(sim.wait(Duration::from_secs(10)).success());
+}
+
 /// Runs the daemon and the simulator with these link arguments until the whole log was sent,
 /// then stops the daemon as systemd does (its STOP handshake with the still streaming vehicle
 /// brings the post-flight data); returns the files written.
@@ -30,14 +47,7 @@ fn run_pair(
     args.extend(sim_link.iter().cloned());
     args.extend(sim_extra.iter().map(|s| s.to_string()));
     let (mut sim, lines) = Proc::spawn_watched("the simulator", &args);
-    wait_for_line(&lines, "the whole log was sent", Duration::from_secs(120));
-    // Time for the last chunks to be put in order and handed over.
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        daemon.terminate().success(),
-        "the daemon exits cleanly on SIGTERM"
-    );
-    assert!(sim.wait(Duration::from_secs(10)).success());
+    stop_once_all_was_sent(&mut daemon, &mut sim, &lines);
     ulg_files(&dir)
 }
 
@@ -327,7 +337,7 @@ fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
             out.display().to_string(),
         ],
     );
-    let mut sim = Proc::spawn(
+    let (mut sim, sim_log) = Proc::spawn_watched(
         "the simulator",
         &[
             "sim".into(),
@@ -354,11 +364,11 @@ fn over_a_serial_line_the_daemon_reopens_an_unplugged_adapter() {
     std::os::unix::fs::symlink(&a2.path, &name).unwrap();
     relay(a2.master, b.master);
     relay(b.master, a2.master);
-    assert!(sim.wait(Duration::from_secs(60)).success());
-    assert!(daemon.terminate().success());
+    stop_once_all_was_sent(&mut daemon, &mut sim, &sim_log);
     let files = ulg_files(&out);
     assert!(!files.is_empty());
-    let original = split_messages(&chunk_log(&std::fs::read(&log).unwrap(), 0).unwrap().stream);
+    let chunked = chunk_log(&std::fs::read(&log).unwrap(), 0).unwrap();
+    let original = split_messages(&[chunked.stream, chunked.postflight].concat());
     let last = split_messages(&std::fs::read(files.last().unwrap()).unwrap());
     assert_eq!(
         last.last(),
@@ -518,11 +528,10 @@ fn sighup_rolls_to_a_new_standalone_split() {
         "286000".into(),
     ];
     sim_args.extend(tx);
-    let mut sim = Proc::spawn("the simulator", &sim_args);
+    let (mut sim, sim_log) = Proc::spawn_watched("the simulator", &sim_args);
     std::thread::sleep(Duration::from_millis(1200));
     unsafe { libc::kill(daemon.0.id() as i32, libc::SIGHUP) };
-    assert!(sim.wait(Duration::from_secs(60)).success());
-    assert!(daemon.terminate().success());
+    stop_once_all_was_sent(&mut daemon, &mut sim, &sim_log);
     let files = ulg_files(&dir);
     assert_eq!(files.len(), 2, "{files:?}");
     let m = ulog_recv::store::files::read_manifest(files[0].parent().unwrap()).unwrap();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::procs::{BIN, Proc, free_udp_port, fresh_dir, ulg_files};
+use common::procs::{BIN, Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
 use common::{all_logs, expected_for};
 use serde_json::{Value as Json, json};
 
@@ -150,8 +150,9 @@ fn start_daemon(dir: &Path, extra: &[&str]) -> (Proc, PathBuf, u16) {
     (daemon, socket, port)
 }
 
-fn start_sim(log: &Path, port: u16, rate: u64) -> Proc {
-    Proc::spawn(
+/// `ulog-recv sim --once` streaming `log` to `port`, watched (its lines on the channel).
+fn start_sim(log: &Path, port: u16, rate: u64) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    Proc::spawn_watched(
         "the simulator",
         &[
             "sim".into(),
@@ -184,7 +185,7 @@ fn clients_receive_exactly_their_topics_and_a_stuck_one_harms_nobody() {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&socket).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o660);
 
-    let mut sim = start_sim(&log, port, 600_000);
+    let (mut sim, _) = start_sim(&log, port, 600_000);
     // Mid-stream: a client that joins once samples flow.
     let mut late = None;
     let t0 = Instant::now();
@@ -457,7 +458,7 @@ fn tail_and_topics_follow_the_daemon() {
     };
     let json_tail = tail(&["--json", "-n", "20", "vehicle_*"]);
     let text_tail = tail(&["-n", "20", "--fields", "timestamp,q", "vehicle_attitude"]);
-    let mut sim = start_sim(&log, port, 600_000);
+    let (mut sim, sim_log) = start_sim(&log, port, 600_000);
     let json_out = json_tail.wait_with_output().unwrap();
     let text_out = text_tail.wait_with_output().unwrap();
     // While the log streams: the catalogue lists the log's topics.
@@ -466,8 +467,10 @@ fn tail_and_topics_follow_the_daemon() {
         .arg(&socket)
         .output()
         .unwrap();
-    assert!(sim.wait(Duration::from_secs(60)).success());
+    // Stopped while the vehicle still streams, as systemd would.
+    wait_for_line(&sim_log, "the whole log was sent", Duration::from_secs(60));
     assert!(daemon.terminate().success());
+    assert!(sim.wait(Duration::from_secs(10)).success());
 
     assert!(
         json_out.status.success(),

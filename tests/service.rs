@@ -439,13 +439,15 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut sim = synthetic_sim(port, 60, 150000, &["--once"], Stdio::null());
+    let mut sim = synthetic_sim(port, 60, 150000, &["--once"], Stdio::piped());
     std::thread::sleep(Duration::from_millis(800));
     // 64 KB splits from now on.
     std::fs::write(&config, format!("{base}split-size = \"64K\"\n")).unwrap();
     unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
-    assert!(sim.wait().unwrap().success());
+    // The whole log was sent (3 s at 150 KB/s): stop the daemon while the vehicle streams.
+    std::thread::sleep(Duration::from_millis(3500));
     let err = stop_and_read_stderr(daemon);
+    assert!(sim.wait().unwrap().success());
     assert!(err.contains("config reloaded from"), "{err}");
     // The SIGHUP itself makes a second split; the new size makes several more.
     let files = ulg_files(&logs);

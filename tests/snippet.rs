@@ -81,7 +81,7 @@ fn a_snippet_holds_what_pyulog_counts_in_the_window_and_stands_alone() {
                 (p, bytes)
             }),
     );
-    let py = common::pyulog_python();
+    let py = common::venv_python();
     for (path, file) in logs {
         let stream = chunk_log(&file, 0).unwrap().stream;
         let dir = std::env::temp_dir().join(format!(

@@ -152,6 +152,9 @@ fuzz_target!(|input: &[u8]| {
         }
     }
     s.shutdown(now);
+    // The STOP handshake's wait runs out: nothing answers here.
+    s.handle_timeout(now + Duration::from_secs(10));
+    assert!(s.is_closed());
     while let Some(e) = s.poll_event() {
         match e {
             Event::LogBytes(b) => logs.last_mut().unwrap().extend_from_slice(&b),

@@ -371,17 +371,21 @@ pub fn split_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
-/// pyulog in the project's virtualenv. Missing: a loud skip, or a failure under CI.
-pub fn pyulog_python() -> Option<PathBuf> {
+/// The project's virtualenv Python, with pyulog and pymavlink (`.ci/run` makes it). Missing:
+/// a loud skip, or a failure under CI.
+pub fn venv_python() -> Option<PathBuf> {
     let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     if py.exists() {
         return Some(py);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("{} missing: CI must cross-check with pyulog", py.display());
+        panic!(
+            "{} missing: CI must cross-check with pyulog and pymavlink",
+            py.display()
+        );
     }
     eprintln!(
-        "\n!!! SKIPPED pyulog cross-check: no {} (run .ci/run once) !!!\n",
+        "\n!!! SKIPPED cross-check with pyulog/pymavlink: no {} (run .ci/run once) !!!\n",
         py.display()
     );
     None
@@ -389,7 +393,7 @@ pub fn pyulog_python() -> Option<PathBuf> {
 
 /// pyulog reads `file` as we do.
 pub fn check_with_pyulog(file: &std::path::Path) {
-    let Some(py) = pyulog_python() else { return };
+    let Some(py) = venv_python() else { return };
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/pyulog_dump.py");
     let out = std::process::Command::new(py)
         .arg(script)

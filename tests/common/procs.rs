@@ -14,17 +14,17 @@ impl Proc {
     /// Starts `ulog-recv ARGS`. A daemon gets a runtime directory of its own (as systemd
     /// gives one), so its default live socket never meets another test's.
     pub fn spawn(what: &'static str, args: &[String]) -> Self {
-        Self::spawn_with(what, args, Stdio::inherit())
+        Self::spawn_with(what, args, Stdio::null(), Stdio::inherit())
     }
 
-    fn spawn_with(what: &'static str, args: &[String], stderr: Stdio) -> Self {
+    fn spawn_with(what: &'static str, args: &[String], stdout: Stdio, stderr: Stdio) -> Self {
         static SPAWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let runtime_dir = fresh_dir(&format!("run{n}"));
         let child = Command::new(BIN)
             .args(args)
             .env("RUNTIME_DIRECTORY", &runtime_dir)
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
@@ -32,12 +32,12 @@ impl Proc {
     }
 
     /// Like [`spawn`](Self::spawn), its stderr lines also sent to the returned channel (and
-    /// still shown).
+    /// still shown), its stdout kept for [`stdout_text`](Self::stdout_text).
     pub fn spawn_watched(
         what: &'static str,
         args: &[String],
     ) -> (Self, std::sync::mpsc::Receiver<String>) {
-        let mut p = Self::spawn_with(what, args, Stdio::piped());
+        let mut p = Self::spawn_with(what, args, Stdio::piped(), Stdio::piped());
         let stderr = p.0.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -51,6 +51,15 @@ impl Proc {
             }
         });
         (p, rx)
+    }
+
+    /// What a watched process wrote on stdout (read to its end: call it once it has exited).
+    pub fn stdout_text(&mut self) -> String {
+        let mut out = String::new();
+        if let Some(mut stdout) = self.0.stdout.take() {
+            std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
+        }
+        out
     }
 
     pub fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {

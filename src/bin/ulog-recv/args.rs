@@ -365,7 +365,8 @@ pub(crate) enum Command {
         /// (the same file format as the daemon's --signing-key).
         #[arg(long, value_name = "FILE")]
         signing_key: Option<PathBuf>,
-        /// Exit once the whole log was sent (and a second has passed).
+        /// Exit once the stream is over: stopped by the receiver (after the post-flight
+        /// data), or the whole log sent and a second passed without a STOP.
         #[arg(long)]
         once: bool,
         /// Pack frames into writes (UDP datagrams) of up to this many bytes, as PX4 does;

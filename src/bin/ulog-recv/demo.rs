@@ -98,23 +98,25 @@ pub(crate) async fn demo(
         seed: 7,
         ..VehicleConfig::default()
     };
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    // The receiver stops once the vehicle has sent the whole flight, as a user would: its
+    // STOP brings the vehicle's post-flight data, then the vehicle is done.
+    let sent_all = std::sync::Arc::new(tokio::sync::Notify::new());
+    let vehicle_options = SimOptions {
+        once: true,
+        linger: Duration::from_secs(10),
+        finished: Some(sent_all.clone()),
+        ..SimOptions::default()
+    };
     let vehicle = async move {
-        let options = SimOptions {
-            once: true,
-            ..SimOptions::default()
-        };
-        let r = ulog_recv::simulator::run(
+        ulog_recv::simulator::run(
             vehicle_link,
             log,
             config,
-            options,
+            vehicle_options,
             std::future::pending::<()>(),
         )
         .await
-        .map(|r| r.stats);
-        let _ = done_tx.send(());
-        r
+        .map(|r| r.stats)
     };
     let mut policy = SplitPolicy::unlimited();
     policy.max_duration_us = Some(20_000_000);
@@ -141,9 +143,12 @@ pub(crate) async fn demo(
     let receiver = ulog_recv::receiver::run(
         receiver_link,
         options,
-        async {
+        async move {
             tokio::select! {
-                _ = done_rx => {},
+                _ = sent_all.notified() => {
+                    // The last chunks a moment to arrive and be put in order.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
                 _ = shutdown_signal() => {},
             }
         },
