@@ -36,7 +36,10 @@ fn heartbeat() -> Vec<u8> {
 }
 
 fn ack(command: MavCmd, result: MavResult) -> Vec<u8> {
-    frame(MavMessage::COMMAND_ACK(COMMAND_ACK_DATA { command, result }))
+    frame(MavMessage::COMMAND_ACK(COMMAND_ACK_DATA {
+        command,
+        result,
+    }))
 }
 
 /// Checks that `log` is a file header followed by whole messages.
@@ -57,8 +60,17 @@ fuzz_target!(|input: &[u8]| {
     let mut s = Session::new(SessionConfig::default(), now);
     s.handle_timeout(now);
     s.handle_bytes(&heartbeat(), now);
-    s.handle_bytes(&ack(MavCmd::MAV_CMD_LOGGING_STOP, MavResult::MAV_RESULT_ACCEPTED), now);
-    s.handle_bytes(&ack(MavCmd::MAV_CMD_LOGGING_START, MavResult::MAV_RESULT_ACCEPTED), now);
+    s.handle_bytes(
+        &ack(MavCmd::MAV_CMD_LOGGING_STOP, MavResult::MAV_RESULT_ACCEPTED),
+        now,
+    );
+    s.handle_bytes(
+        &ack(
+            MavCmd::MAV_CMD_LOGGING_START,
+            MavResult::MAV_RESULT_ACCEPTED,
+        ),
+        now,
+    );
     let mut logs: Vec<Vec<u8>> = Vec::new();
     let mut open = false;
     let mut rest = input;
