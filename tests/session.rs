@@ -957,6 +957,39 @@ mod signing {
     }
 
     #[test]
+    fn an_unsigned_heartbeat_never_takes_the_signed_vehicles_place() {
+        use mavlink::dialects::common::{HEARTBEAT_DATA, MavAutopilot, MavMessage, MavType};
+        let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+        let mut h = Harness::new(
+            chunk_log(&file, 0).unwrap(),
+            signed_vehicle(Some(key(3))),
+            signed_session(Some(key(3))),
+        );
+        // Before the vehicle is heard: an unsigned heartbeat of an autopilot of the same
+        // system, another component (MAVLink lets unsigned heartbeats through).
+        let mut forged = Vec::new();
+        ulog_recv::link::frames::encode(
+            mavlink::MavHeader {
+                system_id: 1,
+                component_id: 42,
+                sequence: 0,
+            },
+            &MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+                autopilot: MavAutopilot::MAV_AUTOPILOT_PX4,
+                mavtype: MavType::MAV_TYPE_QUADROTOR,
+                ..Default::default()
+            }),
+            &mut forged,
+        );
+        let now = h.now;
+        assert!(!h.session.handle_datagram(&forged, now));
+        assert_eq!(h.session.vehicle(), None);
+        h.run_to_end(Duration::from_secs(60));
+        assert_eq!(h.session.vehicle(), Some((1, 1)));
+        assert!(h.logs[0].bytes == h.vehicle.log().stream);
+    }
+
+    #[test]
     fn a_signed_vehicle_and_an_unsigned_receiver_forged_frames_and_replays_are_refused() {
         // Our key, but replayed: the vehicle's frames seen twice are taken once.
         let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();

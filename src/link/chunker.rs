@@ -246,11 +246,24 @@ fn cut(
     chunks
 }
 
+/// What [`ChunkedLog::stop_after`] replaced, for [`ChunkedLog::undo_stop`]: the lengths kept
+/// and the tails taken away (moved, not copied).
+#[derive(Debug)]
+pub struct StopUndo {
+    stream_len: usize,
+    stream_tail: Vec<u8>,
+    starts_len: usize,
+    starts_tail: Vec<u64>,
+    chunks_len: usize,
+    chunks_tail: Vec<LogChunk>,
+}
+
 impl ChunkedLog {
     /// What the logger sends when stopped after chunk `sent - 1` went out: the rest of the
     /// message in progress, then the post-flight data, all reliably, the last chunk flushed
-    /// short. The unsent chunks after `sent` are replaced by these; returns their indices.
-    pub fn stop_after(&mut self, sent: usize) -> std::ops::Range<usize> {
+    /// short. The unsent chunks after `sent` are replaced by these (their indices are
+    /// `sent..chunks.len()` afterwards); the returned undo puts the log back as it was.
+    pub fn stop_after(&mut self, sent: usize) -> StopUndo {
         let from = self
             .chunks
             .get(sent)
@@ -266,8 +279,14 @@ impl ChunkedLog {
             .message_starts
             .get(keep)
             .map_or(self.stream.len(), |&s| s as usize);
-        self.stream.truncate(message_end);
-        self.message_starts.truncate(keep);
+        let undo = StopUndo {
+            stream_len: message_end,
+            stream_tail: self.stream.split_off(message_end),
+            starts_len: keep,
+            starts_tail: self.message_starts.split_off(keep),
+            chunks_len: sent,
+            chunks_tail: self.chunks.split_off(sent),
+        };
         for m in crate::ulog::message::framed(&self.postflight) {
             self.message_starts.push(self.stream.len() as u64);
             self.stream.extend_from_slice(m);
@@ -280,9 +299,18 @@ impl ChunkedLog {
             from,
             first_seq,
         );
-        self.chunks.truncate(sent);
         self.chunks.extend(tail);
-        sent..self.chunks.len()
+        undo
+    }
+
+    /// Puts the log back as it was before [`stop_after`](Self::stop_after).
+    pub fn undo_stop(&mut self, undo: StopUndo) {
+        self.stream.truncate(undo.stream_len);
+        self.stream.extend_from_slice(&undo.stream_tail);
+        self.message_starts.truncate(undo.starts_len);
+        self.message_starts.extend_from_slice(&undo.starts_tail);
+        self.chunks.truncate(undo.chunks_len);
+        self.chunks.extend(undo.chunks_tail);
     }
 }
 
@@ -335,25 +363,30 @@ mod tests {
     #[test]
     fn a_stop_sends_the_message_in_progress_then_the_postflight_reliably() {
         let mut log = chunk_log(&synthetic(), 0).unwrap();
+        let pristine = log.clone();
         let before = log.chunks.len();
         let sent = before / 2;
         let seq = log.chunks[sent].seq;
-        let range = log.stop_after(sent);
+        let undo = log.stop_after(sent);
         check_cover(&log);
-        assert_eq!(range.start, sent);
         assert_eq!(log.chunks[sent].seq, seq);
-        assert!(log.chunks[range.clone()].iter().all(|c| c.acked));
+        assert!(log.chunks[sent..].iter().all(|c| c.acked));
         // The stream ends with the post-flight messages, whole.
         assert!(log.stream.ends_with(&log.postflight));
         let end = log.stream.len() - log.postflight.len();
         assert!(log.message_starts.contains(&(end as u64)));
+        // Undone, it is the log it was.
+        log.undo_stop(undo);
+        assert_eq!(log.stream, pristine.stream);
+        assert_eq!(log.message_starts, pristine.message_starts);
+        assert_eq!(log.chunks, pristine.chunks);
         // After everything was sent, the continuation is the post-flight alone.
         let mut whole = chunk_log(&synthetic(), 0).unwrap();
         let len = whole.stream.len();
         let n = whole.chunks.len();
         let last_seq = whole.chunks[n - 1].seq;
-        let range = whole.stop_after(n);
-        assert_eq!(whole.chunks[range.start].seq, last_seq.wrapping_add(1));
+        whole.stop_after(n);
+        assert_eq!(whole.chunks[n].seq, last_seq.wrapping_add(1));
         assert_eq!(whole.stream.len(), len + whole.postflight.len());
         check_cover(&whole);
     }

@@ -613,8 +613,8 @@ impl Session {
                 .map_or(Check::Unsigned, |r| signer.check(r, now))
             {
                 Check::Valid => true,
-                // MAVLink lets these pass unsigned (radios insert them; a heartbeat finds
-                // the vehicle, but never steers a reply).
+                // MAVLink lets these pass unsigned (radios insert them); they never find the
+                // vehicle nor steer a reply.
                 Check::Unsigned
                     if matches!(
                         frame.message,
@@ -638,9 +638,21 @@ impl Session {
                 Check::Replayed => return false,
             },
         };
-        self.handle_message(frame.header, &frame.message, now);
-        let from_vehicle = self.is_vehicle(&frame.header);
-        if from_vehicle && verified && self.signer.is_some() {
+        let from_vehicle = if verified {
+            self.handle_message(frame.header, &frame.message, now);
+            self.is_vehicle(&frame.header)
+        } else {
+            // An unsigned heartbeat or radio status with a key: it may show the vehicle is
+            // still there, but never makes one (a forged heartbeat would take its place).
+            if let Some(v) = &mut self.vehicle
+                && v.system_id as u32 == frame.header.system_id
+                && v.component_id == frame.header.component_id
+            {
+                v.last_heartbeat = now;
+            }
+            false
+        };
+        if from_vehicle && self.signer.is_some() {
             self.vehicle_verified = Some(now);
             if matches!(
                 self.stats.problem,
@@ -649,7 +661,7 @@ impl Session {
                 self.stats.problem = None;
             }
         }
-        from_vehicle && verified
+        from_vehicle
     }
 
     /// A frame signed, but refused: a problem when nothing of the vehicle verified lately.

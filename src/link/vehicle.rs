@@ -34,7 +34,7 @@ use mavlink::dialects::common::{
     MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
 };
 
-use crate::link::chunker::{ChunkedLog, LogChunk};
+use crate::link::chunker::{ChunkedLog, LogChunk, StopUndo};
 use crate::link::frames::{Frame, FrameDecoder, encode};
 use crate::link::signing::{Check, Signer, SigningKey, timestamp_at};
 
@@ -182,10 +182,12 @@ enum Stream {
 /// See the module docs.
 pub struct SimVehicle {
     config: VehicleConfig,
-    /// The log as loaded: every stream starts from it.
-    original: ChunkedLog,
     /// The current stream's log (with its own header time, and post-flight after a STOP).
     log: ChunkedLog,
+    /// The header time of the log as loaded (a new stream's is later).
+    first_header_time: u64,
+    /// How to put the log back as loaded after a STOP cut it (for the next stream).
+    stop_undo: Option<StopUndo>,
     rng: fastrand::Rng,
     frames: FrameDecoder,
     signer: Option<Signer>,
@@ -224,7 +226,8 @@ impl SimVehicle {
             rng: fastrand::Rng::with_seed(config.seed),
             config,
             arrived: vec![false; log.chunks.len()],
-            original: log.clone(),
+            first_header_time: u64::from_le_bytes(log.stream[8..16].try_into().expect("8 bytes")),
+            stop_undo: None,
             log,
             frames: FrameDecoder::new(),
             signer,
@@ -524,21 +527,21 @@ impl SimVehicle {
 
     /// Cuts the stream after chunk `sent - 1` and sends the post-flight chunks from there.
     fn write_postflight(&mut self, sent: usize, now: Instant) {
-        let range = self.log.stop_after(sent);
+        self.stop_undo = Some(self.log.stop_after(sent));
         self.arrived.resize(self.log.chunks.len(), false);
-        self.postflight_from = Some(range.start);
-        self.advance(range.start, now);
+        self.postflight_from = Some(sent);
+        self.advance(sent, now);
     }
 
     fn start(&mut self, client: (u8, u8), now: Instant) {
         self.stats.starts += 1;
-        self.log = self.original.clone();
+        if let Some(undo) = self.stop_undo.take() {
+            self.log.undo_stop(undo);
+        }
         if self.stats.starts > 1 {
             // A new log: PX4 stamps its header with the time it starts.
-            let header = &mut self.log.stream[8..16];
-            let t0 = u64::from_le_bytes(header.try_into().expect("8 bytes"));
-            let t = t0 + now.duration_since(self.epoch).as_micros() as u64;
-            header.copy_from_slice(&t.to_le_bytes());
+            let t = self.first_header_time + now.duration_since(self.epoch).as_micros() as u64;
+            self.log.stream[8..16].copy_from_slice(&t.to_le_bytes());
             self.log.chunks[0].data[8..16].copy_from_slice(&t.to_le_bytes());
         }
         self.client = client;
