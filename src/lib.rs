@@ -10,6 +10,7 @@
 //! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
 //!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
+//! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
 //! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
 //! - [`config`]: the daemon's config file, as command-line arguments; [`service`]: sd_notify
 //!   and the status line.
@@ -20,6 +21,7 @@ pub mod config;
 pub mod keyfile;
 pub mod latency;
 pub mod link;
+pub mod os;
 pub mod publish;
 pub mod receiver;
 pub mod service;

@@ -313,17 +313,6 @@ fn handle_events(
 /// The store thread's niceness: below the network loop (acks first).
 const STORE_NICENESS: i32 = 5;
 
-/// Lowers the calling thread's scheduling priority to `niceness` (Linux: per thread), so that
-/// the network loop, at the process's own priority, gets the CPU first when cores are short.
-/// Failure (e.g. a seccomp filter) only leaves the thread where it was.
-pub(crate) fn lower_thread_priority(niceness: i32) {
-    // SAFETY: plain syscalls on this thread's own id.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, niceness);
-    }
-}
-
 /// What the network loop asks of the store thread.
 enum StoreCommand {
     Begin {
@@ -367,7 +356,7 @@ impl StoreThread {
             .spawn(move || {
                 // Below the network thread: when both want the CPU, the acks come first (the
                 // queue absorbs the wait).
-                lower_thread_priority(STORE_NICENESS);
+                crate::os::lower_thread_priority(STORE_NICENESS);
                 loop {
                     match rx.recv_timeout(tick) {
                         Ok(command) => apply(&mut store, command, &report_tx),

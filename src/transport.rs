@@ -397,7 +397,8 @@ fn bind_udp(addr: SocketAddr, peer: Option<SocketAddr>) -> Result<UdpSocket, Lin
         tracing::warn!(error = %e, "cannot enlarge the UDP receive buffer");
     }
     if socket.recv_buffer_size().unwrap_or(0) < UDP_RECV_BUFFER {
-        force_recv_buffer(&socket, UDP_RECV_BUFFER);
+        // Past net.core.rmem_max, when the process may (CAP_NET_ADMIN).
+        let _ = crate::os::force_recv_buffer(&socket, UDP_RECV_BUFFER);
     }
     let got = socket.recv_buffer_size().unwrap_or(0);
     if got < UDP_RECV_BUFFER {
@@ -413,23 +414,6 @@ fn bind_udp(addr: SocketAddr, peer: Option<SocketAddr>) -> Result<UdpSocket, Lin
         socket.connect(&peer.into()).map_err(err)?;
     }
     UdpSocket::from_std(socket.into()).map_err(err)
-}
-
-/// SO_RCVBUFFORCE: past net.core.rmem_max, for a process with CAP_NET_ADMIN (root, or a
-/// systemd unit that grants it). Without the capability it quietly does nothing.
-fn force_recv_buffer(socket: &socket2::Socket, bytes: usize) {
-    use std::os::fd::AsRawFd;
-    let value = bytes.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: a valid socket, a pointer to an int and its size.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
 }
 
 /// Back-off between reconnect attempts: 0.5 s doubling to 5 s.

@@ -235,7 +235,7 @@ impl PublishServer {
             .spawn(move || {
                 // Below the network loop and the store: live clients come after the acks
                 // and the files when the CPU is short.
-                crate::receiver::lower_thread_priority(PUBLISH_NICENESS);
+                crate::os::lower_thread_priority(PUBLISH_NICENESS);
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

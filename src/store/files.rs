@@ -433,7 +433,7 @@ impl LogStore {
         let open = self.session.as_ref().map(|s| s.dir.clone());
         loop {
             let used = dir_size(&self.options.dir)?;
-            let free = free_bytes(&self.options.dir)?;
+            let free = crate::os::free_bytes(&self.options.dir)?;
             let over_total = self.options.max_total.is_some_and(|m| used > m);
             let under_free = self.options.min_free.is_some_and(|m| free < m);
             if !over_total && !under_free {
@@ -458,7 +458,7 @@ impl LogStore {
             sync_dir(&self.options.dir)?;
         }
         if self.is_paused() {
-            let free = free_bytes(&self.options.dir)?;
+            let free = crate::os::free_bytes(&self.options.dir)?;
             // Room for a preamble and some data, beyond the free space the budget keeps.
             let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
             if free >= room
@@ -523,19 +523,6 @@ fn dir_size(dir: &Path) -> io::Result<u64> {
         };
     }
     Ok(total)
-}
-
-/// Bytes an unprivileged process may still write on the filesystem of `dir`.
-fn free_bytes(dir: &Path) -> io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is a valid C string and `st` a writable statvfs.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 fn hex(bytes: &[u8]) -> String {

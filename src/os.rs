@@ -1,0 +1,41 @@
+//! The few operating-system calls the daemon makes beyond std and tokio, in one place, through
+//! `rustix` (no `unsafe`): lowering a thread's priority, the free space of a filesystem, and
+//! forcing a socket's receive buffer past the kernel's cap.
+
+use std::os::fd::AsFd;
+use std::path::Path;
+
+/// Lowers the calling thread's scheduling priority to `niceness` (Linux: per thread), so that
+/// the network loop, at the process's own priority, gets the CPU first when cores are short.
+/// Failure (e.g. a seccomp filter) only leaves the thread where it was.
+pub fn lower_thread_priority(niceness: i32) {
+    let tid = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(tid), niceness) {
+        tracing::debug!(error = %e, niceness, "cannot lower the thread's priority");
+    }
+}
+
+/// Bytes an unprivileged process may still write on the filesystem of `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    let st = rustix::fs::statvfs(path)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// `SO_RCVBUFFORCE`: a receive buffer of `bytes` past `net.core.rmem_max`, for a process with
+/// `CAP_NET_ADMIN` (root, or a unit that grants it). Without the capability it fails, and the
+/// caller keeps what it got.
+pub fn force_recv_buffer(socket: impl AsFd, bytes: usize) -> std::io::Result<()> {
+    rustix::net::sockopt::set_socket_recv_buffer_size_force(socket, bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_space_is_known_and_a_missing_path_is_an_error() {
+        assert!(free_bytes(&std::env::temp_dir()).unwrap() > 0);
+        assert!(free_bytes(Path::new("/no/such/place")).is_err());
+    }
+}
