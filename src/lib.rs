@@ -10,6 +10,7 @@
 //! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
 //!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
+//! - [`values`]: option values (sizes, durations) checked where they enter.
 //! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
 //! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
 //! - [`config`]: the daemon's config file, as command-line arguments; [`service`]: sd_notify
@@ -31,3 +32,4 @@ pub mod summary;
 pub mod synth;
 pub mod transport;
 pub mod ulog;
+pub mod values;

@@ -52,8 +52,8 @@ use crate::link::assembler::Assembler;
 use crate::link::frames::{Frame, FrameDecoder, FrameStats, encode};
 use crate::link::reorder::{Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
 use crate::link::signing::{Check, Signer, SigningKey, SigningStats};
+use crate::ulog::gaps::{Dropout, GapMarker};
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, framed};
-use crate::ulog::{Decoder, FileHeader, Message};
 
 /// MAV_COMP_ID_LOG: the component id MAVLink reserves for an onboard logging component.
 pub const DEFAULT_COMPONENT_ID: u8 = 155;
@@ -396,13 +396,6 @@ struct ChunkFrame<'a> {
     data: &'a [u8; 249],
 }
 
-/// A gap waiting for the first timestamp after it.
-#[derive(Debug, Clone, Copy)]
-struct PendingDropout {
-    before_us: u64,
-    lost_chunks: u64,
-}
-
 /// A chunk 0 with a new header in the middle of a log, waiting for the chunk after it.
 #[derive(Debug)]
 struct PendingNewLog {
@@ -415,7 +408,8 @@ struct Log {
     number: u32,
     reorder: ReorderBuffer,
     assembler: Assembler,
-    decoder: Decoder,
+    /// Marks the gaps with dropouts (and follows formats and subscriptions for the times).
+    gaps: GapMarker,
     /// Chunk 0 as received, to tell its duplicates from a new log's first chunk.
     first_chunk: Vec<u8>,
     /// Chunks taken into the reorder buffer.
@@ -423,9 +417,6 @@ struct Log {
     /// The file header has been handed out.
     opened: bool,
     bytes: u64,
-    pending: Option<PendingDropout>,
-    /// Messages after a gap, held until `pending` is resolved.
-    held: Vec<u8>,
     /// Assembler output of the chunk in hand.
     scratch: Vec<u8>,
 }
@@ -1140,13 +1131,11 @@ impl Session {
             number: self.logs_opened,
             reorder: ReorderBuffer::new(0, self.config.reorder),
             assembler: Assembler::new(),
-            decoder: Decoder::new(),
+            gaps: GapMarker::new(self.config.max_held_bytes),
             first_chunk: first_chunk.to_vec(),
             chunks: 0,
             opened: false,
             bytes: 0,
-            pending: None,
-            held: Vec::new(),
             scratch: Vec::new(),
         });
         if !streaming {
@@ -1185,10 +1174,11 @@ impl Session {
         let Some(mut log) = self.log.take() else {
             return;
         };
-        if log.pending.is_some() {
-            // Nothing timestamped came after the last gap.
-            self.resolve_dropout(&mut log, None);
-        }
+        // Nothing timestamped came after the last gap, if one is pending.
+        let before = self.out.len();
+        let dropout = log.gaps.finish(&mut self.out);
+        self.count_out(&mut log, before);
+        self.dropout_event(dropout);
         add_reorder_stats(&mut self.stats, &log.reorder.stats());
         let a = log.assembler.stats();
         self.stats.discarded_bytes += a.discarded_bytes;
@@ -1227,15 +1217,7 @@ impl Session {
                 Delivery::Gap { lost } => {
                     log.assembler.gap();
                     if log.opened {
-                        match &mut log.pending {
-                            Some(p) => p.lost_chunks += lost,
-                            None => {
-                                log.pending = Some(PendingDropout {
-                                    before_us: log.decoder.last_timestamp(),
-                                    lost_chunks: lost,
-                                })
-                            }
-                        }
+                        log.gaps.gap(lost);
                     }
                 }
             }
@@ -1248,63 +1230,43 @@ impl Session {
         if !log.opened && bytes.len() >= FILE_HEADER_LEN {
             let header: &[u8; FILE_HEADER_LEN] =
                 bytes[..FILE_HEADER_LEN].try_into().expect("16 bytes");
-            if let Some(h) = FileHeader::parse(header) {
-                let _ = log.decoder.handle(&Message::Header(h));
-            }
+            log.gaps.header(header);
             log.opened = true;
             self.flush_out();
             tracing::info!(number = log.number, "log opened");
             self.events
                 .push_back(Event::LogOpened { number: log.number });
-            self.emit(log, &bytes[..FILE_HEADER_LEN]);
+            let before = self.out.len();
+            self.out.extend_from_slice(header);
+            self.count_out(log, before);
             bytes = &bytes[FILE_HEADER_LEN..];
         }
         // The assembler hands out whole messages only.
+        let before = self.out.len();
         for message in framed(bytes) {
-            let timestamp = log
-                .decoder
-                .timestamp_of(Message::parse_framed(message).as_ref());
-            match (log.pending, timestamp) {
-                (None, _) => self.emit(log, message),
-                (Some(_), Some(after)) => {
-                    self.resolve_dropout(log, Some(after));
-                    self.emit(log, message);
-                }
-                (Some(_), None) => {
-                    log.held.extend_from_slice(message);
-                    if log.held.len() > self.config.max_held_bytes {
-                        self.resolve_dropout(log, None);
-                    }
-                }
+            if let Some(dropout) = log.gaps.message(message, &mut self.out) {
+                self.dropout_event(Some(dropout));
             }
         }
+        self.count_out(log, before);
     }
 
-    /// Writes the dropout for the pending gap, then the messages held behind it.
-    fn resolve_dropout(&mut self, log: &mut Log, after_us: Option<u64>) {
-        let Some(p) = log.pending.take() else { return };
-        let duration_ms = after_us.map(|a| a.saturating_sub(p.before_us) / 1000);
+    /// Counts the log bytes appended to `out` since it was `before` long.
+    fn count_out(&mut self, log: &mut Log, before: usize) {
+        let n = (self.out.len() - before) as u64;
+        log.bytes += n;
+        self.stats.log_bytes += n;
+    }
+
+    /// A dropout was written: counted, told.
+    fn dropout_event(&mut self, dropout: Option<Dropout>) {
+        let Some(d) = dropout else { return };
         self.stats.dropouts += 1;
-        tracing::info!(lost_chunks = p.lost_chunks, ?duration_ms, "dropout");
-        // 'O' carries a u16 of milliseconds. One is enough: a log closes after
-        // `stream_timeout` without chunks, so a longer span between the timestamps around a
-        // gap is a jump of the vehicle's clock (or corrupt data), not more loss.
-        let d = (duration_ms.unwrap_or(0).min(u16::MAX as u64) as u16).to_le_bytes();
-        self.emit(log, &[2, 0, b'O', d[0], d[1]]);
-        let held = std::mem::take(&mut log.held);
-        self.emit(log, &held);
-        log.held = held;
-        log.held.clear();
+        tracing::info!(lost_chunks = d.lost, duration_ms = ?d.duration_ms, "dropout");
         self.events.push_back(Event::Dropout {
-            lost_chunks: p.lost_chunks,
-            duration_ms,
+            lost_chunks: d.lost,
+            duration_ms: d.duration_ms,
         });
-    }
-
-    fn emit(&mut self, log: &mut Log, bytes: &[u8]) {
-        self.out.extend_from_slice(bytes);
-        log.bytes += bytes.len() as u64;
-        self.stats.log_bytes += bytes.len() as u64;
     }
 
     /// Hands the log bytes collected so far out as one event.

@@ -13,6 +13,7 @@ use ulog_recv::publish::server::{
 };
 use ulog_recv::store::{SplitPolicy, StoreOptions};
 use ulog_recv::transport::LinkSpec;
+use ulog_recv::values::{self, ValueError};
 
 #[derive(Parser)]
 #[command(
@@ -124,8 +125,8 @@ pub(crate) struct PublishArgs {
     /// Also publish on this TCP address (for containers), e.g. 127.0.0.1:14600.
     #[arg(long, value_name = "ADDR")]
     pub(crate) publish_tcp: Option<SocketAddr>,
-    /// Bytes a client may fall behind before its oldest lines are dropped (K, M, G).
-    #[arg(long, value_parser = parse_size, default_value = "4M")]
+    /// Bytes a client may fall behind before its oldest lines are dropped (64K to 4G).
+    #[arg(long, value_parser = queue_size, default_value = "4M")]
     pub(crate) client_queue: u64,
 }
 
@@ -168,40 +169,45 @@ impl PublishArgs {
 /// How logs are stored.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct StoreArgs {
-    /// Start a new split at this size (bytes; K, M, G suffixes).
-    #[arg(long, value_parser = parse_size)]
-    pub(crate) split_size: Option<u64>,
-    /// Start a new split after this many seconds of log time.
-    #[arg(long)]
-    pub(crate) split_duration: Option<f64>,
+    /// Start a new split at this size (1M to 1T; the unit is required: K, M, G, T).
+    #[arg(long, value_parser = split_size, default_value = "64M")]
+    pub(crate) split_size: u64,
+    /// Start a new split after this many seconds of log time (1 to 604800).
+    #[arg(long, value_parser = split_duration, value_name = "SECONDS")]
+    pub(crate) split_duration: Option<Duration>,
     /// Topics whose last sample starts every split (comma-separated)
     /// [default: vehicle_status, vehicle_control_mode, home_position, vehicle_land_detected,
     /// battery_status, vehicle_gps_position, mission].
     #[arg(long, value_delimiter = ',')]
     pub(crate) latched: Option<Vec<String>>,
-    /// Seconds between syncs of the open split and the manifest to disk.
-    #[arg(long, default_value_t = 1.0)]
-    pub(crate) fsync_interval: f64,
-    /// Most bytes all log sessions may take (K, M, G); the oldest closed sessions are deleted.
-    #[arg(long, value_parser = parse_size)]
+    /// Seconds between syncs of the open split to disk (0.01 to 3600): what a power cut may
+    /// cost at most.
+    #[arg(long, value_parser = fsync_interval, default_value = "1", value_name = "SECONDS")]
+    pub(crate) fsync_interval: Duration,
+    /// Most bytes all log sessions may take (M, G, T); the oldest closed sessions are deleted.
+    #[arg(long, value_parser = budget_size)]
     pub(crate) max_total: Option<u64>,
-    /// Least free space to leave on the disk (K, M, G); the oldest closed sessions are deleted.
-    #[arg(long, value_parser = parse_size)]
+    /// Least free space to leave on the disk (M, G, T); the oldest closed sessions are deleted.
+    #[arg(long, value_parser = budget_size)]
     pub(crate) min_free: Option<u64>,
+    /// Log bytes that may wait for a slow disk (64K to 4G); beyond, samples are dropped and
+    /// the log says so with a dropout, and receiving goes on.
+    #[arg(long, value_parser = queue_size, default_value = "32M")]
+    pub(crate) store_queue: u64,
 }
 
 impl StoreArgs {
     pub(crate) fn options(&self, dir: PathBuf) -> StoreOptions {
         let mut policy = SplitPolicy::unlimited();
-        policy.max_bytes = self.split_size;
-        policy.max_duration_us = self.split_duration.map(|s| (s * 1e6) as u64);
+        policy.max_bytes = Some(self.split_size);
+        policy.max_duration_us = self.split_duration.map(|d| d.as_micros() as u64);
         if let Some(l) = &self.latched {
             policy.latched = l.iter().filter(|s| !s.is_empty()).cloned().collect();
         }
         StoreOptions {
             dir,
             policy,
-            fsync_interval: Duration::from_secs_f64(self.fsync_interval.max(0.001)),
+            fsync_interval: self.fsync_interval,
             max_total: self.max_total,
             min_free: self.min_free,
         }
@@ -218,20 +224,25 @@ pub(crate) fn parse_udp_listen(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("not a UDP port or ADDR:PORT: {s}"))
 }
 
-/// `123`, `64K`, `10M`, `2G` (powers of 1024).
-pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let n: f64 = num.trim().parse().map_err(|_| format!("not a size: {s}"))?;
-    if n <= 0.0 {
-        return Err(format!("a size must be positive: {s}"));
-    }
-    Ok((n * mult as f64) as u64)
+/// Option values, checked by [`ulog_recv::values`] (clap names the option in its error).
+fn split_size(s: &str) -> Result<u64, ValueError> {
+    values::parse_size(s, values::SPLIT_SIZE)
+}
+
+fn budget_size(s: &str) -> Result<u64, ValueError> {
+    values::parse_size(s, values::BUDGET)
+}
+
+fn queue_size(s: &str) -> Result<u64, ValueError> {
+    values::parse_size(s, values::QUEUE)
+}
+
+fn split_duration(s: &str) -> Result<Duration, ValueError> {
+    values::parse_seconds(s, values::SPLIT_DURATION)
+}
+
+fn fsync_interval(s: &str) -> Result<Duration, ValueError> {
+    values::parse_seconds(s, values::FSYNC_INTERVAL)
 }
 
 impl ReceiveArgs {

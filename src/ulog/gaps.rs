@@ -1,0 +1,206 @@
+//! Marks where a ULog message stream lost something with a dropout ('O') whose duration the
+//! samples around the gap tell, sans-IO. The link session marks chunks lost on the link; the
+//! store marks samples it had to drop when the disk could not keep up.
+//!
+//! After a gap the messages are held until the first timestamped sample: the dropout then
+//! says the time from the last sample before the gap to that one, and goes out before the
+//! held messages. A gap at the end of the log, or one followed by more than `max_held` bytes
+//! without a timestamp, is written with a duration of 0 (the event says it is unknown).
+
+use bytes::BytesMut;
+
+use crate::ulog::message::FILE_HEADER_LEN;
+use crate::ulog::{Decoder, FileHeader, Message};
+
+/// A dropout written into the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dropout {
+    /// What the caller said was lost (chunks, samples), all gaps before it summed.
+    pub lost: u64,
+    /// From the last sample before the gap to the first after it; `None` when no sample
+    /// came after it.
+    pub duration_ms: Option<u64>,
+}
+
+/// A gap waiting for the first timestamp after it.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    before_us: u64,
+    lost: u64,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct GapMarker {
+    decoder: Decoder,
+    pending: Option<Pending>,
+    /// Messages after a gap, until it is resolved.
+    held: Vec<u8>,
+    max_held: usize,
+}
+
+impl GapMarker {
+    /// A marker for one log; past `max_held` bytes held after a gap, the dropout goes out
+    /// without a duration.
+    pub fn new(max_held: usize) -> Self {
+        Self {
+            decoder: Decoder::new(),
+            pending: None,
+            held: Vec::new(),
+            max_held,
+        }
+    }
+
+    /// The log's file header (before any message).
+    pub fn header(&mut self, header: &[u8; FILE_HEADER_LEN]) {
+        if let Some(h) = FileHeader::parse(header) {
+            let _ = self.decoder.handle(&Message::Header(h));
+        }
+    }
+
+    /// `lost` (chunks, samples) went missing before the next message.
+    pub fn gap(&mut self, lost: u64) {
+        match &mut self.pending {
+            Some(p) => p.lost += lost,
+            None => {
+                self.pending = Some(Pending {
+                    before_us: self.decoder.last_timestamp(),
+                    lost,
+                })
+            }
+        }
+    }
+
+    /// True while a gap waits for its duration.
+    pub fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Takes one whole message; appends what goes out now to `out`. Returns the dropout this
+    /// message resolved, if any.
+    pub fn message(&mut self, message: &[u8], out: &mut BytesMut) -> Option<Dropout> {
+        let timestamp = self
+            .decoder
+            .timestamp_of(Message::parse_framed(message).as_ref());
+        if self.pending.is_none() {
+            out.extend_from_slice(message);
+            return None;
+        }
+        match timestamp {
+            Some(after) => {
+                let dropout = self.resolve(Some(after), out);
+                out.extend_from_slice(message);
+                dropout
+            }
+            None => {
+                self.held.extend_from_slice(message);
+                if self.held.len() > self.max_held {
+                    self.resolve(None, out)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// The log ends: a pending gap goes out with an unknown duration, then what it held.
+    pub fn finish(&mut self, out: &mut BytesMut) -> Option<Dropout> {
+        self.resolve(None, out)
+    }
+
+    /// Writes the dropout for the pending gap, then the messages held behind it.
+    fn resolve(&mut self, after_us: Option<u64>, out: &mut BytesMut) -> Option<Dropout> {
+        let p = self.pending.take()?;
+        let duration_ms = after_us.map(|a| a.saturating_sub(p.before_us) / 1000);
+        // 'O' carries a u16 of milliseconds. One is enough: a longer span between the
+        // timestamps around a gap is a jump of the vehicle's clock (or corrupt data): a log
+        // ends after seconds without data.
+        let d = (duration_ms.unwrap_or(0).min(u16::MAX as u64) as u16).to_le_bytes();
+        out.extend_from_slice(&[2, 0, b'O', d[0], d[1]]);
+        out.extend_from_slice(&self.held);
+        self.held.clear();
+        Some(Dropout {
+            lost: p.lost,
+            duration_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ulog::Writer;
+
+    /// A header, a format and subscription, then samples at the given times (µs).
+    fn messages(times: &[u64]) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let mut w = Writer::new();
+        w.header(1, 0);
+        let header = w.take();
+        w.write(&Message::Format("t:uint64_t timestamp;")).unwrap();
+        let mut out = vec![w.take()];
+        w.write(&Message::AddLogged {
+            multi_id: 0,
+            msg_id: 0,
+            name: "t",
+        })
+        .unwrap();
+        out.push(w.take());
+        for t in times {
+            w.write(&Message::Data {
+                msg_id: 0,
+                data: &t.to_le_bytes(),
+            })
+            .unwrap();
+            out.push(w.take());
+        }
+        (header, out)
+    }
+
+    #[test]
+    fn a_gap_becomes_a_dropout_as_long_as_the_samples_around_it_say() {
+        let (header, msgs) = messages(&[1_000_000, 1_250_000, 1_900_000]);
+        let mut m = GapMarker::new(1 << 20);
+        m.header(header[..16].try_into().unwrap());
+        let mut out = BytesMut::new();
+        for msg in &msgs[..4] {
+            assert_eq!(m.message(msg, &mut out), None);
+        }
+        m.gap(3);
+        m.gap(2);
+        // A logged string after the gap has a timestamp of its own but is no sample: held.
+        let mut w = Writer::new();
+        w.write(&Message::Logging {
+            level: b'6',
+            timestamp: 1_500_000,
+            text: b"held",
+        })
+        .unwrap();
+        let text = w.take();
+        assert_eq!(m.message(&text, &mut out), None);
+        let before = out.len();
+        assert_eq!(
+            m.message(&msgs[4], &mut out),
+            Some(Dropout {
+                lost: 5,
+                duration_ms: Some(650)
+            })
+        );
+        // The dropout, then the held string, then the sample.
+        let tail = &out[before..];
+        assert_eq!(tail[..5], [2, 0, b'O', 0x8a, 0x02]);
+        assert_eq!(&tail[5..5 + text.len()], &text[..]);
+        assert_eq!(&tail[5 + text.len()..], &msgs[4][..]);
+        // A gap at the end: duration unknown, written as 0.
+        m.gap(1);
+        let before = out.len();
+        assert_eq!(
+            m.finish(&mut out),
+            Some(Dropout {
+                lost: 1,
+                duration_ms: None
+            })
+        );
+        assert_eq!(out[before..], [2, 0, b'O', 0, 0]);
+        assert_eq!(m.finish(&mut out), None);
+    }
+}
