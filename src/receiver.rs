@@ -17,7 +17,8 @@ use crate::keyfile::Reservation;
 use crate::latency::LatencyHistogram;
 use crate::link::{Event, Session, SessionConfig, SessionStats};
 use crate::publish::server::PublishFeed;
-use crate::store::{LogStore, StoreOptions};
+use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
+use crate::store::{LogStore, StoreError, StoreOptions};
 use crate::transport::{Link, LinkStats, Received};
 
 /// How the receiver runs.
@@ -33,6 +34,18 @@ pub struct ReceiverOptions {
     pub publish: Option<PublishFeed>,
     /// With MAVLink signing: the signing clock's reservation on disk, renewed as it is used.
     pub signing_reservation: Option<Reservation>,
+    /// Log bytes that may wait for the store thread (see [`StoreThread`]).
+    pub store_queue_bytes: usize,
+}
+
+/// Why the receiver stopped other than by its shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The link failed for good (a closed socket).
+    #[error("the link failed: {0}")]
+    Link(#[from] io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// What the receiver reports to its caller, as it happens.
@@ -55,6 +68,8 @@ pub struct Status {
     pub ack_latency: LatencyHistogram,
     /// Bytes that could not be written (disk full, I/O error).
     pub write_errors: u64,
+    /// The store thread: what waits, what was dropped, a stall.
+    pub storage: StorageStats,
     /// The log session directories of the run.
     pub sessions: Vec<PathBuf>,
 }
@@ -76,8 +91,11 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
     mut control: tokio::sync::mpsc::UnboundedReceiver<Control>,
     mut notify: impl FnMut(Notice<'_>),
-) -> io::Result<Status> {
-    let store = StoreThread::spawn(LogStore::open(options.store.clone())?, &options.store);
+) -> Result<Status, RunError> {
+    let mut store = StoreThread::spawn(
+        LogStore::open(options.store.clone())?,
+        options.store_queue_bytes,
+    );
     let mut session = Session::new(options.session.clone(), Instant::now());
     let mut status = Status::default();
     let mut buf = Vec::with_capacity(crate::transport::MAX_READ);
@@ -85,8 +103,7 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut hand_over = tokio::time::interval(HAND_OVER_INTERVAL);
     hand_over.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Log bytes gathered for the store thread (one hand-over per batch, not per datagram).
-    let mut batch = bytes::BytesMut::new();
+    let mut batch = Batch::default();
     let mut publish = options.publish;
     let mut publish_tick = tokio::time::interval(PUBLISH_STATS_INTERVAL);
     publish_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -134,35 +151,36 @@ pub async fn run(
                 transmit(&mut session, &mut link).await;
             }
             Some(c) = control.recv() => {
-                store.hand_over(&mut batch);
+                batch.hand_over(&mut store);
                 match c {
                     Control::Roll => {
                         tracing::info!("rolling to a new split");
-                        store.send(StoreCommand::Roll);
+                        store.roll();
                     }
                     Control::Reconfigure(options) => {
                         tracing::info!(?options, "storage options reloaded");
-                        store.send(StoreCommand::Reconfigure(options));
+                        store.reconfigure(options);
                     }
                 }
             }
-            _ = hand_over.tick() => store.hand_over(&mut batch),
+            _ = hand_over.tick() => batch.hand_over(&mut store),
             _ = tick.tick() => {
                 status.session = session.stats();
                 status.link = link.stats();
+                status.storage = store.stats();
                 notify(Notice::Status(&status));
                 reservation.tick(&session).await;
             }
             _ = publish_tick.tick(), if publish.is_some() => {
                 if let Some(p) = publish.as_mut() {
-                    p.stats(session.stats());
+                    p.stats(session.stats(), store.stats());
                 }
             }
         }
         let arrived = turn_arrived.unwrap_or_else(Instant::now);
         handle_events(
             &mut session,
-            &store,
+            &mut store,
             &mut batch,
             publish.as_mut(),
             arrived,
@@ -171,24 +189,29 @@ pub async fn run(
         if let Some(p) = publish.as_mut() {
             p.flush();
         }
-        store.reports(&mut status, &mut notify);
+        for r in store.reports() {
+            report(r, &mut status, &mut notify);
+        }
         if session.is_closed() {
             break;
         }
     }
     handle_events(
         &mut session,
-        &store,
+        &mut store,
         &mut batch,
         publish.as_mut(),
         Instant::now(),
         &mut notify,
     );
     if let Some(mut p) = publish.take() {
-        p.stats(session.stats());
+        p.stats(session.stats(), store.stats());
     }
-    store.hand_over(&mut batch);
-    store.finish(&mut status, &mut notify);
+    batch.hand_over(&mut store);
+    status.storage = store.stats();
+    for r in store.finish() {
+        report(r, &mut status, &mut notify);
+    }
     status.session = session.stats();
     status.link = link.stats();
     reservation.finish().await;
@@ -261,10 +284,9 @@ async fn transmit(session: &mut Session, link: &mut Link) {
     }
 }
 
-/// Log bytes wait at most this long before they go to the store thread.
+/// Log bytes wait at most this long before they go to the store thread (or until a batch is
+/// full).
 const HAND_OVER_INTERVAL: Duration = Duration::from_millis(50);
-/// ... or until this many have gathered.
-const HAND_OVER_BYTES: usize = 256 << 10;
 
 /// How often the live socket's clients get the session's counters.
 const PUBLISH_STATS_INTERVAL: Duration = Duration::from_secs(1);
@@ -273,8 +295,8 @@ const PUBLISH_STATS_INTERVAL: Duration = Duration::from_secs(1);
 /// live socket (log bytes taken as arrived at `arrived`); reports them all.
 fn handle_events(
     session: &mut Session,
-    store: &StoreThread,
-    batch: &mut bytes::BytesMut,
+    store: &mut StoreThread,
+    batch: &mut Batch,
     mut publish: Option<&mut PublishFeed>,
     arrived: Instant,
     notify: &mut impl FnMut(Notice<'_>),
@@ -288,21 +310,17 @@ fn handle_events(
         }
         match &event {
             Event::LogOpened { .. } => {
-                store.hand_over(batch);
-                store.send(StoreCommand::Begin {
-                    vehicle: session.vehicle().unwrap_or((0, 0)),
-                    started: SystemTime::now(),
-                })
+                batch.hand_over(store);
+                store.begin(session.vehicle().unwrap_or((0, 0)), SystemTime::now());
             }
             Event::LogBytes(bytes) => {
-                batch.extend_from_slice(bytes);
-                if batch.len() >= HAND_OVER_BYTES {
-                    store.hand_over(batch);
+                if batch.push(bytes) {
+                    batch.hand_over(store);
                 }
             }
             Event::LogClosed { .. } => {
-                store.hand_over(batch);
-                store.send(StoreCommand::End)
+                batch.hand_over(store);
+                store.end();
             }
             _ => {}
         }
@@ -310,142 +328,14 @@ fn handle_events(
     }
 }
 
-/// The store thread's niceness: below the network loop (acks first).
-const STORE_NICENESS: i32 = 5;
-
-/// What the network loop asks of the store thread.
-enum StoreCommand {
-    Begin {
-        vehicle: (u8, u8),
-        started: SystemTime,
-    },
-    Bytes(bytes::Bytes),
-    End,
-    Roll,
-    Reconfigure(StoreOptions),
-}
-
-/// What the store thread tells the network loop.
-enum StoreReport {
-    Opened(PathBuf),
-    Closed(PathBuf),
-    WriteError { bytes: u64 },
-}
-
-/// The [`LogStore`] on a thread of its own, so that writing and fsync (which can take tens
-/// of milliseconds on an SD card) never hold up the acks. Commands queue up to
-/// [`STORE_QUEUE`] deep; beyond that the network loop waits (the kernel's socket buffer
-/// then takes the strain, and any loss becomes an honest dropout in the session).
-struct StoreThread {
-    tx: Option<std::sync::mpsc::SyncSender<StoreCommand>>,
-    reports: std::sync::mpsc::Receiver<StoreReport>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Commands the store thread may lag behind (a batch of log bytes each, at most 256 KB
-/// beyond the size of one datagram's worth).
-pub const STORE_QUEUE: usize = 64;
-
-impl StoreThread {
-    fn spawn(mut store: LogStore, options: &StoreOptions) -> Self {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<StoreCommand>(STORE_QUEUE);
-        let (report_tx, reports) = std::sync::mpsc::channel();
-        let tick = (options.fsync_interval / 2).max(Duration::from_millis(1));
-        let handle = std::thread::Builder::new()
-            .name("ulog-recv-store".into())
-            .spawn(move || {
-                // Below the network thread: when both want the CPU, the acks come first (the
-                // queue absorbs the wait).
-                crate::os::lower_thread_priority(STORE_NICENESS);
-                loop {
-                    match rx.recv_timeout(tick) {
-                        Ok(command) => apply(&mut store, command, &report_tx),
-                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                    }
-                    if let Err(e) = store.tick(Instant::now()) {
-                        tracing::error!(error = %e, "cannot sync the log");
-                    }
-                }
-                if let Ok(Some(dir)) = store.end_log() {
-                    let _ = report_tx.send(StoreReport::Closed(dir));
-                }
-            })
-            .expect("spawn the store thread");
-        Self {
-            tx: Some(tx),
-            reports,
-            handle: Some(handle),
+/// Tells what the store thread did.
+fn report(r: StoreReport, status: &mut Status, notify: &mut impl FnMut(Notice<'_>)) {
+    match r {
+        StoreReport::Opened(dir) => {
+            notify(Notice::SessionOpened(&dir));
+            status.sessions.push(dir);
         }
-    }
-
-    /// Sends the gathered log bytes, if any.
-    fn hand_over(&self, batch: &mut bytes::BytesMut) {
-        if !batch.is_empty() {
-            self.send(StoreCommand::Bytes(batch.split().freeze()));
-        }
-    }
-
-    fn send(&self, command: StoreCommand) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(command);
-        }
-    }
-
-    /// Reports what the store thread did since the last call.
-    fn reports(&self, status: &mut Status, notify: &mut impl FnMut(Notice<'_>)) {
-        while let Ok(r) = self.reports.try_recv() {
-            match r {
-                StoreReport::Opened(dir) => {
-                    notify(Notice::SessionOpened(&dir));
-                    status.sessions.push(dir);
-                }
-                StoreReport::Closed(dir) => notify(Notice::SessionClosed(&dir)),
-                StoreReport::WriteError { bytes } => status.write_errors += bytes,
-            }
-        }
-    }
-
-    /// Lets the thread write everything queued, close the log, and stop.
-    fn finish(mut self, status: &mut Status, notify: &mut impl FnMut(Notice<'_>)) {
-        self.tx = None;
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-        self.reports(status, notify);
-    }
-}
-
-fn apply(
-    store: &mut LogStore,
-    command: StoreCommand,
-    reports: &std::sync::mpsc::Sender<StoreReport>,
-) {
-    match command {
-        StoreCommand::Begin { vehicle, started } => match store.begin_log(vehicle, started) {
-            Ok(dir) => {
-                tracing::info!(dir = %dir.display(), "log session opened");
-                let _ = reports.send(StoreReport::Opened(dir));
-            }
-            Err(e) => tracing::error!(error = %e, "cannot create a log session"),
-        },
-        StoreCommand::Bytes(bytes) => {
-            if let Err(e) = store.write(&bytes) {
-                tracing::error!(error = %e, bytes = bytes.len(), "cannot write the log");
-                let _ = reports.send(StoreReport::WriteError {
-                    bytes: bytes.len() as u64,
-                });
-            }
-        }
-        StoreCommand::End => match store.end_log() {
-            Ok(Some(dir)) => {
-                tracing::info!(dir = %dir.display(), "log session closed");
-                let _ = reports.send(StoreReport::Closed(dir));
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
-        },
-        StoreCommand::Roll => store.roll(),
-        StoreCommand::Reconfigure(options) => store.reconfigure(options),
+        StoreReport::Closed(dir) => notify(Notice::SessionClosed(&dir)),
+        StoreReport::WriteError { bytes } => status.write_errors += bytes,
     }
 }

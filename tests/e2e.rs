@@ -472,8 +472,8 @@ fn after_kill_9_at_random_moments_every_file_parses_and_the_manifests_agree() {
             port.to_string(),
             "--log-dir".into(),
             dir.display().to_string(),
-            "--split-size".into(),
-            "48K".into(),
+            "--split-duration".into(),
+            "5".into(),
             "--fsync-interval".into(),
             "0.2".into(),
         ]

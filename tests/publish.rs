@@ -384,7 +384,7 @@ fn bad_requests_are_answered_and_change_nothing() {
     p.handle_event(&Event::LogOpened { number: 0 }, now);
     p.handle_log_bytes(&bytes, now);
     let stats = ulog_recv::link::SessionStats::default();
-    p.handle_stats(&stats, ServerStats::default(), now);
+    p.handle_stats(&stats, &Default::default(), ServerStats::default(), now);
     drain(&mut p, &mut inbox);
     let lines = &inbox[&a];
     let errors: Vec<&str> = lines

@@ -293,6 +293,7 @@ fn sample_value(key: &str) -> &'static str {
         "no-socket" => "true",
         "publish-tcp" => "\"127.0.0.1:14600\"",
         "client-queue" => "\"1M\"",
+        "store-queue" => "\"16M\"",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         other => panic!("no sample value for option '{other}': add one here"),
     }
@@ -441,8 +442,8 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
         .unwrap();
     let mut sim = synthetic_sim(port, 60, 150000, &["--once"], Stdio::piped());
     std::thread::sleep(Duration::from_millis(800));
-    // 64 KB splits from now on.
-    std::fs::write(&config, format!("{base}split-size = \"64K\"\n")).unwrap();
+    // A split every 5 s of log time from now on.
+    std::fs::write(&config, format!("{base}split-duration = 5\n")).unwrap();
     unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
     // The whole log was sent (3 s at 150 KB/s): stop the daemon while the vehicle streams.
     std::thread::sleep(Duration::from_millis(3500));

@@ -58,7 +58,7 @@ fuzz_target!(|input: &[u8]| {
             ),
             _ => {
                 now += Duration::from_millis(op as u64 * 10);
-                p.handle_stats(&SessionStats::default(), ServerStats::default(), now);
+                p.handle_stats(&SessionStats::default(), &Default::default(), ServerStats::default(), now);
             }
         }
         while let Some(out) = p.poll_transmit() {

@@ -21,6 +21,7 @@ use crate::publish::JsonShape;
 use crate::publish::glob;
 use crate::publish::outbox::Keep;
 use crate::publish::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
+use crate::store::thread::StorageStats;
 use crate::ulog::message::{FILE_HEADER_LEN, Message, framed};
 use crate::ulog::{Decoder, FileHeader, InfoValue};
 
@@ -421,7 +422,13 @@ impl Publisher {
 
     /// The session's counters, once a second: a `stats` line to every client (after the
     /// catalogue, if it changed).
-    pub fn handle_stats(&mut self, stats: &SessionStats, server: ServerStats, now: Instant) {
+    pub fn handle_stats(
+        &mut self,
+        stats: &SessionStats,
+        storage: &StorageStats,
+        server: ServerStats,
+        now: Instant,
+    ) {
         if std::mem::take(&mut self.catalogue_dirty) {
             let catalogue = self.catalogue();
             self.broadcast(catalogue, Keep::Latest);
@@ -449,6 +456,11 @@ impl Publisher {
             "refused_frames": stats.refused_frames(),
             "implausible_chunks": stats.implausible,
             "problem": stats.problem.map(|p| p.to_string()),
+            "storage": {
+                "queued_bytes": storage.queued_bytes,
+                "lost_samples": storage.lost_samples,
+                "stalled_ms": storage.stalled_ms,
+            },
             "clients": self.clients.len(),
             "lagged_lines": server.lagged_lines,
             "skipped_samples": self.skipped_samples,

@@ -25,7 +25,8 @@ use crate::latency::LatencyHistogram;
 use crate::link::{Event, SessionStats};
 use crate::publish::protocol::{Line, LineReader};
 use crate::publish::{ClientId, Outbox, Publisher, ServerStats};
-use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
+use crate::store::thread::StorageStats;
+use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
 
 /// File name of the socket in the default directories.
 pub const SOCKET_NAME: &str = "ulog-recv.sock";
@@ -103,7 +104,7 @@ enum Feed {
     Log { bytes: Bytes, arrived: Instant },
     Skipped(u64),
     Event(Event),
-    Stats(SessionStats),
+    Stats(SessionStats, StorageStats),
 }
 
 /// The network loop's end of the server: hands over log bytes, events and counters without
@@ -147,10 +148,10 @@ impl PublishFeed {
         let _ = self.tx.send(Feed::Event(event.clone()));
     }
 
-    /// The session's counters (once a second).
-    pub fn stats(&mut self, stats: SessionStats) {
+    /// The session's and the store's counters (once a second).
+    pub fn stats(&mut self, stats: SessionStats, storage: StorageStats) {
         self.flush();
-        let _ = self.tx.send(Feed::Stats(stats));
+        let _ = self.tx.send(Feed::Stats(stats, storage));
     }
 
     /// Hands the gathered log bytes over (stripped of samples when the server is behind).
@@ -171,25 +172,6 @@ impl PublishFeed {
         self.backlog.fetch_add(bytes.len(), Ordering::Relaxed);
         let _ = self.tx.send(Feed::Log { bytes, arrived });
     }
-}
-
-/// `bytes` less its data messages (after `header_left` bytes of file header), and how many
-/// were taken out.
-fn strip_samples(bytes: &Bytes, header_left: usize) -> (Bytes, u64) {
-    let head = header_left.min(bytes.len());
-    let mut kept = BytesMut::with_capacity(bytes.len() / 8);
-    kept.extend_from_slice(&bytes[..head]);
-    let mut messages = framed(&bytes[head..]);
-    let mut skipped = 0;
-    for m in messages.by_ref() {
-        if m[2] == msg_type::DATA {
-            skipped += 1;
-        } else {
-            kept.extend_from_slice(m);
-        }
-    }
-    kept.extend_from_slice(messages.rest());
-    (kept.freeze(), skipped)
 }
 
 /// The running server; [`join`](Self::join) it after dropping its [`PublishFeed`].
@@ -411,7 +393,7 @@ async fn serve(
                 }
                 Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
                 Some(Feed::Event(e)) => publisher.handle_event(&e, Instant::now()),
-                Some(Feed::Stats(s)) => {
+                Some(Feed::Stats(s, storage)) => {
                     let lat = latency.lock().expect("latency lock");
                     let lagged: u64 = lagged_departed
                         + slots
@@ -424,7 +406,7 @@ async fn serve(
                         lagged_lines: lagged,
                     };
                     drop(lat);
-                    publisher.handle_stats(&s, server, Instant::now());
+                    publisher.handle_stats(&s, &storage, server, Instant::now());
                 }
             },
             Some(m) = conn_rx.recv() => match m {
@@ -575,34 +557,5 @@ fn spawn_client(
         slot,
         reader,
         writer,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stripping_keeps_the_header_and_every_message_but_the_samples() {
-        let mut stream = vec![b'U'; FILE_HEADER_LEN];
-        let msg = |ty: u8, payload: &[u8]| {
-            let mut m = (payload.len() as u16).to_le_bytes().to_vec();
-            m.push(ty);
-            m.extend_from_slice(payload);
-            m
-        };
-        stream.extend(msg(b'F', b"t:uint64_t timestamp;"));
-        stream.extend(msg(b'D', &[1, 0, 9, 9, 9, 9, 9, 9, 9, 9]));
-        stream.extend(msg(b'O', &[5, 0]));
-        stream.extend(msg(b'D', &[1, 0, 8, 8, 8, 8, 8, 8, 8, 8]));
-        let (kept, skipped) = strip_samples(&Bytes::from(stream.clone()), FILE_HEADER_LEN);
-        assert_eq!(skipped, 2);
-        let mut expect = vec![b'U'; FILE_HEADER_LEN];
-        expect.extend(msg(b'F', b"t:uint64_t timestamp;"));
-        expect.extend(msg(b'O', &[5, 0]));
-        assert_eq!(&kept[..], &expect[..]);
-        // Mid-log: no header.
-        let (kept, skipped) = strip_samples(&Bytes::from(stream[FILE_HEADER_LEN..].to_vec()), 0);
-        assert_eq!((kept.len(), skipped), (expect.len() - FILE_HEADER_LEN, 2));
     }
 }

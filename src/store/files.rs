@@ -17,19 +17,27 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
+use std::ops::ControlFlow;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use sha2::{Digest, Sha256};
 
+use bytes::BytesMut;
+
 use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
-use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, min_payload_len};
+use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::gaps::GapMarker;
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, plausible_header};
 
 /// The manifest's file name in a session directory.
 pub const MANIFEST: &str = "manifest.json";
 /// Identifies the manifest's format.
 pub const MANIFEST_FORMAT: &str = "ulog-recv-manifest/1";
+
+/// Messages held after dropped samples while waiting for the next sample's time.
+const MAX_HELD_AFTER_DROP: usize = 1 << 20;
 
 /// Free bytes needed (beyond `min_free`) before paused writing resumes.
 pub const RESUME_ROOM: u64 = 256 << 10;
@@ -89,6 +97,10 @@ pub struct SplitEntry {
 struct OpenSession {
     dir: PathBuf,
     manifest: Manifest,
+    /// Cuts the bytes written, in any pieces, into whole messages.
+    framer: Framer,
+    /// Marks samples dropped before the store (its queue was full) with a dropout.
+    gaps: GapMarker,
     splitter: Splitter,
     sink: FileSink,
 }
@@ -170,7 +182,7 @@ impl SplitSink for FileSink {
             }) {
                 Ok(f) => {
                     drop(f);
-                    if let Err(e) = make_read_only(&path) {
+                    if let Err(e) = make_closed(&path) {
                         self.fail(e);
                     }
                 }
@@ -191,24 +203,46 @@ pub struct LogStore {
     session: Option<OpenSession>,
     last_sync: Instant,
     last_manifest: Instant,
+    /// Over the budget with nothing left to delete: said once until it changes.
+    budget_blocked: bool,
 }
 
 /// Longest time the manifest goes without the open split's latest summary.
 pub const MANIFEST_REFRESH: Duration = Duration::from_secs(10);
 
+/// Why the log directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use the log directory {dir}: {source}")]
+pub struct StoreError {
+    pub dir: PathBuf,
+    pub source: io::Error,
+}
+
 impl LogStore {
-    /// Opens the log directory (created if missing) and repairs what a crash left in it.
-    pub fn open(options: StoreOptions) -> io::Result<Self> {
-        std::fs::create_dir_all(&options.dir)?;
-        for repaired in recover(&options.dir)? {
-            tracing::warn!(session = %repaired.display(), "repaired a session left open by a crash");
-        }
+    /// Opens the log directory (created if missing; it must be writable). What a crash left
+    /// in it is repaired by [`recover`](Self::recover).
+    pub fn open(options: StoreOptions) -> Result<Self, StoreError> {
+        let err = |source| StoreError {
+            dir: options.dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&options.dir).map_err(err)?;
+        let probe = options.dir.join(".ulog-recv-write-test");
+        File::create(&probe).map_err(err)?;
+        let _ = std::fs::remove_file(&probe);
         Ok(Self {
             options,
             session: None,
             last_sync: Instant::now(),
             last_manifest: Instant::now(),
+            budget_blocked: false,
         })
+    }
+
+    /// Repairs what a crash left in the log directory (see [`recover`]); never fails: a
+    /// session it cannot repair is set aside and reported.
+    pub fn recover(&mut self) {
+        recover(&self.options.dir);
     }
 
     /// The open session's directory.
@@ -239,6 +273,8 @@ impl LogStore {
         };
         write_manifest(&dir, &manifest)?;
         self.session = Some(OpenSession {
+            framer: Framer::file(),
+            gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
             sink: FileSink {
                 dir: dir.clone(),
                 file: None,
@@ -256,17 +292,29 @@ impl LogStore {
         Ok(dir)
     }
 
-    /// The log's next bytes (whole messages, the file header first).
+    /// The log's next bytes (the file header first, then messages, in pieces of any size).
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let Some(s) = &mut self.session else {
             return Err(io::Error::other("no log session open"));
         };
-        s.splitter.push(bytes, &mut s.sink);
-        if s.manifest.log_start_us.is_none() && bytes.len() >= FILE_HEADER_LEN {
-            s.manifest.log_start_us = Some(u64::from_le_bytes(
-                bytes[8..16].try_into().expect("8 bytes"),
-            ));
-        }
+        let mut out = BytesMut::with_capacity(bytes.len() + 16);
+        let (gaps, manifest) = (&mut s.gaps, &mut s.manifest);
+        let _ = s.framer.push(bytes, |unit| {
+            match unit {
+                Unit::Header(header) => {
+                    gaps.header(header);
+                    manifest.log_start_us = Some(u64::from_le_bytes(
+                        header[8..16].try_into().expect("8 bytes"),
+                    ));
+                    out.extend_from_slice(header);
+                }
+                Unit::Message(message) => {
+                    gaps.message(message, &mut out);
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        s.splitter.push(&out, &mut s.sink);
         let changed = !s.sink.ended.is_empty() || !s.sink.begun.is_empty();
         self.absorb()?;
         if changed && let Err(e) = self.save_manifest() {
@@ -333,11 +381,22 @@ impl LogStore {
         Ok(())
     }
 
+    /// `samples` were dropped before the store (its queue was full): a dropout goes where
+    /// they were, as long as the samples around the gap tell.
+    pub fn lost(&mut self, samples: u64) {
+        if let Some(s) = &mut self.session {
+            s.gaps.gap(samples);
+        }
+    }
+
     /// Ends the open log session: its last split is closed, the manifest says so.
     pub fn end_log(&mut self) -> io::Result<Option<PathBuf>> {
         let Some(s) = &mut self.session else {
             return Ok(None);
         };
+        let mut out = BytesMut::new();
+        s.gaps.finish(&mut out);
+        s.splitter.push(&out, &mut s.sink);
         s.splitter.finish(&mut s.sink);
         self.absorb()?;
         let Some(mut s) = self.session.take() else {
@@ -428,34 +487,10 @@ impl LogStore {
     }
 
     /// Deletes the oldest closed sessions while the budget is exceeded; resumes paused writing
-    /// when there is room again.
+    /// when there is room again. Without a budget no directory is walked.
     pub fn enforce_budget(&mut self) -> io::Result<()> {
-        let open = self.session.as_ref().map(|s| s.dir.clone());
-        loop {
-            let used = dir_size(&self.options.dir)?;
-            let free = crate::os::free_bytes(&self.options.dir)?;
-            let over_total = self.options.max_total.is_some_and(|m| used > m);
-            let under_free = self.options.min_free.is_some_and(|m| free < m);
-            if !over_total && !under_free {
-                break;
-            }
-            let mut sessions: Vec<PathBuf> = std::fs::read_dir(&self.options.dir)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir() && Some(p) != open.as_ref())
-                .filter(|p| read_manifest(p).is_ok_and(|m| m.closed))
-                .collect();
-            sessions.sort();
-            let Some(oldest) = sessions.first() else {
-                tracing::warn!(
-                    used,
-                    free,
-                    "over the disk budget, and only the open session is left"
-                );
-                break;
-            };
-            tracing::warn!(session = %oldest.display(), used, free, "deleting the oldest session to stay within the disk budget");
-            std::fs::remove_dir_all(oldest)?;
-            sync_dir(&self.options.dir)?;
+        if self.options.max_total.is_some() || self.options.min_free.is_some() {
+            self.keep_budget()?;
         }
         if self.is_paused() {
             let free = crate::os::free_bytes(&self.options.dir)?;
@@ -470,6 +505,46 @@ impl LogStore {
             }
         }
         Ok(())
+    }
+
+    fn keep_budget(&mut self) -> io::Result<()> {
+        let open = self.session.as_ref().map(|s| s.dir.clone());
+        loop {
+            let used = dir_size(&self.options.dir)?;
+            let free = crate::os::free_bytes(&self.options.dir)?;
+            let over_total = self.options.max_total.filter(|&m| used > m);
+            let under_free = self.options.min_free.filter(|&m| free < m);
+            if over_total.is_none() && under_free.is_none() {
+                self.budget_blocked = false;
+                return Ok(());
+            }
+            // Closed sessions, and those recovery set aside, oldest (by name: UTC) first.
+            let mut sessions: Vec<PathBuf> = std::fs::read_dir(&self.options.dir)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir() && Some(p) != open.as_ref())
+                .filter(|p| is_set_aside(p) || read_manifest(p).is_ok_and(|m| m.closed))
+                .collect();
+            sessions.sort();
+            let Some(oldest) = sessions.first() else {
+                if !self.budget_blocked {
+                    tracing::warn!(
+                        used,
+                        free,
+                        "over the disk budget, and only the open session is left"
+                    );
+                    self.budget_blocked = true;
+                }
+                return Ok(());
+            };
+            let why = match (over_total, under_free) {
+                (Some(max), _) => format!("the sessions take {used} bytes, over max-total {max}"),
+                (None, Some(min)) => format!("{free} bytes free, under min-free {min}"),
+                (None, None) => unreachable!("checked above"),
+            };
+            let size = dir_size(oldest).unwrap_or(0);
+            tracing::warn!(session = %oldest.display(), bytes = size, "deleting the oldest session: {why}");
+            delete_session(oldest)?;
+        }
     }
 
     fn save_manifest(&mut self) -> io::Result<()> {
@@ -533,127 +608,311 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-fn make_read_only(path: &Path) -> io::Result<()> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444))
+/// A closed split: its write bits go, the rest of its mode (the umask's group bits) stays.
+fn make_closed(path: &Path) -> io::Result<()> {
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o222))
+}
+
+/// Finds where the whole, plausible messages of a split end, fed in blocks (a crash can
+/// leave a torn message, zeros or garbage where data was not yet written).
+#[derive(Debug)]
+struct PrefixScan {
+    framer: Framer,
+    /// Bytes of the file header and whole plausible messages so far.
+    good: u64,
+    messages: u64,
+    /// The file does not start with the ULog magic.
+    no_magic: bool,
+    stopped: bool,
+}
+
+impl Default for PrefixScan {
+    fn default() -> Self {
+        Self {
+            framer: Framer::file(),
+            good: 0,
+            messages: 0,
+            no_magic: false,
+            stopped: false,
+        }
+    }
+}
+
+impl PrefixScan {
+    /// Takes the next block; false once the end of the good part was found.
+    fn push(&mut self, block: &[u8]) -> bool {
+        let (good, messages, no_magic) = (&mut self.good, &mut self.messages, &mut self.no_magic);
+        let flow = self.framer.push(block, |unit| match unit {
+            Unit::Header(h) if h[..FILE_MAGIC.len()] != FILE_MAGIC => {
+                *no_magic = true;
+                ControlFlow::Break(())
+            }
+            Unit::Header(_) => {
+                *good += FILE_HEADER_LEN as u64;
+                ControlFlow::Continue(())
+            }
+            Unit::Message(m) => {
+                let size = m.len() - MSG_HEADER_LEN;
+                if !plausible_header(m[2], size, *messages == 0) {
+                    return ControlFlow::Break(());
+                }
+                *messages += 1;
+                *good += m.len() as u64;
+                ControlFlow::Continue(())
+            }
+        });
+        self.stopped |= flow.is_break();
+        !self.stopped
+    }
+
+    /// Where the file must end: 0 without a file header.
+    fn complete_prefix(&self) -> u64 {
+        if self.no_magic { 0 } else { self.good }
+    }
 }
 
 /// Length of the longest prefix of `bytes` that is a file header and whole, plausible
 /// messages: where a file cut by a crash must end.
 pub fn complete_prefix(bytes: &[u8]) -> usize {
-    if bytes.len() < FILE_HEADER_LEN || bytes[..7] != FILE_MAGIC {
-        return 0;
-    }
-    let mut at = FILE_HEADER_LEN;
-    while at + MSG_HEADER_LEN <= bytes.len() {
-        let size = u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-        let ty = bytes[at + 2];
-        // A crash can leave zeros (or garbage) where data was not yet written: stop at the
-        // first message that cannot be one.
-        let plausible = match min_payload_len(ty) {
-            Some(min) => size >= min,
-            // Types this crate does not know are legal ULog (readers skip them); they are
-            // letters like the others.
-            None => ty.is_ascii_alphabetic() && size > 0,
-        };
-        if !plausible || at + MSG_HEADER_LEN + size > bytes.len() {
-            break;
-        }
-        at += MSG_HEADER_LEN + size;
-    }
-    at
+    let mut scan = PrefixScan::default();
+    scan.push(bytes);
+    scan.complete_prefix() as usize
 }
 
-/// Repairs every session under `dir` that a crash left open; returns their directories.
-pub fn recover(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut repaired = Vec::new();
-    let mut sessions: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join(MANIFEST).exists())
-        .collect();
-    sessions.sort();
-    for session in sessions {
-        let mut manifest = match read_manifest(&session) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(session = %session.display(), error = %e, "unreadable manifest; left alone");
-                continue;
+/// Suffix of a session recovery could not repair, renamed aside so that it is looked at by a
+/// person and not again at every start.
+pub const SET_ASIDE_SUFFIX: &str = ".unrecoverable";
+
+/// Suffix of a session being deleted: renamed first, so that a power cut in the middle of a
+/// deletion leaves a name that says so (the next start finishes the deletion), never half a
+/// session counted as whole.
+pub const DELETING_SUFFIX: &str = ".deleting";
+
+fn is_set_aside(dir: &Path) -> bool {
+    dir.file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with(SET_ASIDE_SUFFIX))
+}
+
+/// Deletes a session directory, crash-safe: renamed to `NAME.deleting`, then removed.
+fn delete_session(session: &Path) -> io::Result<()> {
+    let parent = session.parent().unwrap_or(Path::new("."));
+    let mut doomed = session.as_os_str().to_owned();
+    doomed.push(DELETING_SUFFIX);
+    let doomed = PathBuf::from(doomed);
+    std::fs::rename(session, &doomed)?;
+    sync_dir(parent)?;
+    std::fs::remove_dir_all(&doomed)?;
+    sync_dir(parent)
+}
+
+/// What recovery did with one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    /// Its open splits were cut back to whole messages and closed; the manifest says so.
+    Repaired(PathBuf),
+    /// It held no data: removed.
+    Removed(PathBuf),
+    /// It could not be repaired: renamed to `to`.
+    SetAside {
+        from: PathBuf,
+        to: PathBuf,
+        cause: String,
+    },
+    /// A deletion a power cut interrupted was finished.
+    DeletionFinished(PathBuf),
+}
+
+/// Repairs every session under `dir` that a crash left open, and finishes deletions a power
+/// cut interrupted. It never stops at a session it cannot repair (an I/O error, a split that
+/// is not a regular file or cannot be read, a manifest it cannot read): that one is renamed to
+/// `NAME.unrecoverable`, reported once with its path and the cause, and skipped. Memory stays
+/// bounded whatever the size of the splits. Returns what it did.
+pub fn recover(dir: &Path) -> Vec<Recovered> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::error!(dir = %dir.display(), error = %e, "cannot look for sessions to repair");
+            return Vec::new();
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    let mut done = Vec::new();
+    for path in paths {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.ends_with(DELETING_SUFFIX) {
+            match std::fs::remove_dir_all(&path).and_then(|()| sync_dir(dir)) {
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), "finished a deletion a power cut interrupted");
+                    done.push(Recovered::DeletionFinished(path));
+                }
+                Err(e) => {
+                    tracing::error!(dir = %path.display(), error = %e, "cannot finish deleting")
+                }
             }
-        };
-        if manifest.closed {
             continue;
         }
-        // Splits on disk that the manifest does not know as closed.
-        let mut files: Vec<String> = std::fs::read_dir(&session)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
-            .collect();
-        files.sort();
-        for name in files {
-            let known_closed = manifest.splits.iter().any(|e| e.file == name && e.closed);
-            if known_closed {
-                continue;
-            }
-            let path = session.join(&name);
-            match repair_split(&path, &manifest, &name)? {
-                Some(entry) => match manifest.splits.iter_mut().find(|e| e.file == name) {
-                    Some(e) => *e = entry,
-                    None => manifest.splits.push(entry),
-                },
-                None => {
-                    // Nothing of it reached the disk: no empty files.
-                    std::fs::remove_file(&path)?;
-                    manifest.splits.retain(|e| e.file != name);
+        if name.ends_with(SET_ASIDE_SUFFIX) || !path.join(MANIFEST).exists() {
+            continue;
+        }
+        match recover_session(dir, &path) {
+            Ok(Some(r)) => done.push(r),
+            Ok(None) => {}
+            Err(cause) => {
+                let cause = cause.to_string();
+                let mut to = path.as_os_str().to_owned();
+                to.push(SET_ASIDE_SUFFIX);
+                let to = PathBuf::from(to);
+                match std::fs::rename(&path, &to).and_then(|()| sync_dir(dir)) {
+                    Ok(()) => {
+                        tracing::error!(
+                            session = %path.display(),
+                            set_aside = %to.display(),
+                            "cannot repair a session a crash left: {cause}; set aside, logging goes on"
+                        );
+                        done.push(Recovered::SetAside {
+                            from: path,
+                            to,
+                            cause,
+                        });
+                    }
+                    Err(e) => tracing::error!(
+                        session = %path.display(),
+                        "cannot repair a session a crash left ({cause}), nor set it aside ({e}); \
+                         logging goes on"
+                    ),
                 }
             }
         }
-        manifest.splits.retain(|e| session.join(&e.file).exists());
-        manifest.splits.sort_by_key(|e| e.summary.index);
-        manifest.closed = true;
-        if manifest.splits.is_empty() {
-            tracing::warn!(session = %session.display(), "a session with no data; removed");
-            std::fs::remove_dir_all(&session)?;
-            sync_dir(dir)?;
-        } else {
-            write_manifest(&session, &manifest)?;
-        }
-        repaired.push(session);
     }
-    Ok(repaired)
+    done
 }
 
-/// Cuts a split back to its last complete message, closes it, and summarises it; `None` when
-/// not even one message after the header survived.
-fn repair_split(path: &Path, manifest: &Manifest, name: &str) -> io::Result<Option<SplitEntry>> {
-    let mut bytes = std::fs::read(path)?;
-    let keep = complete_prefix(&bytes);
-    if keep <= FILE_HEADER_LEN {
+/// Repairs one session if it was left open; `Ok(None)` when it was closed.
+fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> {
+    let mut manifest = read_manifest(session)
+        .map_err(|e| io::Error::new(e.kind(), format!("its manifest cannot be read: {e}")))?;
+    if manifest.closed {
         return Ok(None);
     }
-    if keep < bytes.len() {
-        tracing::warn!(file = %path.display(), cut = bytes.len() - keep, "cutting a torn end");
-        let f = OpenOptions::new().write(true).open(path)?;
-        f.set_len(keep as u64)?;
-        f.sync_all()?;
-        bytes.truncate(keep);
+    // Splits on disk that the manifest does not know as closed.
+    let mut files: Vec<String> = std::fs::read_dir(session)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
+        .collect();
+    files.sort();
+    for name in files {
+        let known_closed = manifest.splits.iter().any(|e| e.file == name && e.closed);
+        if known_closed {
+            continue;
+        }
+        let path = session.join(&name);
+        let entry = repair_split(&path, &manifest, &name)
+            .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
+        match entry {
+            Some(entry) => match manifest.splits.iter_mut().find(|e| e.file == name) {
+                Some(e) => *e = entry,
+                None => manifest.splits.push(entry),
+            },
+            None => {
+                // Nothing of it reached the disk: no empty files.
+                std::fs::remove_file(&path)?;
+                manifest.splits.retain(|e| e.file != name);
+            }
+        }
     }
+    manifest.splits.retain(|e| session.join(&e.file).exists());
+    manifest.splits.sort_by_key(|e| e.summary.index);
+    manifest.closed = true;
+    if manifest.splits.is_empty() {
+        tracing::warn!(session = %session.display(), "a session with no data; removed");
+        std::fs::remove_dir_all(session)?;
+        sync_dir(dir)?;
+        return Ok(Some(Recovered::Removed(session.to_owned())));
+    }
+    write_manifest(session, &manifest)?;
+    tracing::warn!(session = %session.display(), "repaired a session left open by a crash");
+    Ok(Some(Recovered::Repaired(session.to_owned())))
+}
+
+/// Blocks read at a time when a split is repaired.
+const REPAIR_BLOCK: usize = 64 << 10;
+
+/// Cuts a split back to its last complete message, closes it, and summarises it; `None` when
+/// not even one message after the header survived. Reads the file in blocks, twice: once to
+/// find where the whole messages end, once to summarise and hash what stays.
+fn repair_split(path: &Path, manifest: &Manifest, name: &str) -> io::Result<Option<SplitEntry>> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    let mut file = File::open(path)?;
+    let mut block = vec![0u8; REPAIR_BLOCK];
+    let mut scan = PrefixScan::default();
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 || !scan.push(&block[..n]) {
+            break;
+        }
+    }
+    let keep = scan.complete_prefix();
+    if keep <= FILE_HEADER_LEN as u64 {
+        return Ok(None);
+    }
+    if keep < meta.len() {
+        tracing::warn!(file = %path.display(), cut = meta.len() - keep, "cutting a torn end");
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.set_len(keep)?;
+        f.sync_all()?;
+    }
+    // The summary and the hash of what stays.
+    struct Last(Option<SplitSummary>);
+    impl SplitSink for Last {
+        fn begin(&mut self, _: u32) {}
+        fn write(&mut self, _: &[u8]) {}
+        fn end(&mut self, s: &SplitSummary) {
+            self.0 = Some(s.clone());
+        }
+    }
+    let mut splitter = Splitter::new(SplitPolicy::unlimited());
+    let mut last = Last(None);
+    let mut hash = Sha256::new();
+    let mut file = File::open(path)?.take(keep);
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&block[..n]);
+        splitter.push(&block[..n], &mut last);
+    }
+    splitter.finish(&mut last);
     let index: u32 = name
         .trim_start_matches("split_")
         .trim_end_matches(".ulg")
         .parse()
         .unwrap_or(0);
+    let mut summary = last.0.unwrap_or_default();
+    summary.index = index;
     // What only the writer knew (the preamble's extent) comes from the manifest's last word.
-    let known = manifest.splits.iter().find(|e| e.file == name);
-    let mut summary = summarize_split(&bytes, index);
-    if let Some(k) = known {
-        summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
+    if let Some(k) = manifest.splits.iter().find(|e| e.file == name) {
+        summary.preamble_bytes = k.summary.preamble_bytes.min(keep);
         summary.latched_samples = k.summary.latched_samples;
     }
-    make_read_only(path)?;
+    make_closed(path)?;
     Ok(Some(SplitEntry {
         file: name.to_owned(),
         closed: true,
-        sha256: Some(hex(&Sha256::digest(&bytes))),
+        sha256: Some(hex(&hash.finalize())),
         summary,
     }))
 }
@@ -693,7 +952,7 @@ mod tests {
     #[test]
     fn a_torn_or_zero_filled_end_is_cut_at_the_last_whole_message() {
         let dropout: &[u8] = &[2, 0, b'O', 5, 0];
-        let unknown: &[u8] = &[1, 0, b'z', 9];
+        let unknown: &[u8] = &[1, 0, b'Z', 9];
         let whole = log_with(&[dropout, unknown, dropout]);
         assert_eq!(complete_prefix(&whole), whole.len());
         // Torn inside the last message.

@@ -60,6 +60,36 @@ pub fn min_payload_len(ty: u8) -> Option<usize> {
     })
 }
 
+/// Unknown message types larger than this are taken as corruption rather than a future
+/// message type (the threshold pyulog uses too).
+pub const MAX_UNKNOWN_MESSAGE_LEN: usize = 10_000;
+/// Largest plausible 'A' payload: multi id, message id and a topic name under 256 bytes.
+const MAX_ADD_LOGGED_LEN: usize = 3 + 255;
+/// Largest plausible 'P' payload: key length, key, an 8-byte value at most.
+const MAX_PARAMETER_LEN: usize = 1 + 255 + 8;
+
+/// Whether a message header could be real: what the reader resynchronises on and crash
+/// recovery cuts at. Types are upper-case letters; flag bits come only first; fixed-size
+/// types have their size; variable ones their minimum (and a maximum where the content
+/// bounds it); unknown types up to [`MAX_UNKNOWN_MESSAGE_LEN`] bytes.
+pub fn plausible_header(ty: u8, size: usize, first_message: bool) -> bool {
+    if !ty.is_ascii_uppercase() {
+        return false;
+    }
+    match ty {
+        msg_type::FLAG_BITS => first_message && size >= FLAG_BITS_LEN,
+        msg_type::REMOVE_LOGGED | msg_type::DROPOUT => size == 2,
+        msg_type::SYNC => size == SYNC_MAGIC.len(),
+        msg_type::ADD_LOGGED => (4..=MAX_ADD_LOGGED_LEN).contains(&size),
+        msg_type::PARAMETER => (2..=MAX_PARAMETER_LEN).contains(&size),
+        msg_type::PARAMETER_DEFAULT => (3..=MAX_PARAMETER_LEN + 1).contains(&size),
+        _ => match min_payload_len(ty) {
+            Some(min) => size >= min,
+            None => size > 0 && size <= MAX_UNKNOWN_MESSAGE_LEN,
+        },
+    }
+}
+
 /// Whole messages (3-byte header, then the payload) back to back in `bytes`, as a framing
 /// layer hands them out. Iteration stops before an incomplete message, which
 /// [`Framed::rest`] then holds.
@@ -89,6 +119,26 @@ impl<'a> Iterator for Framed<'a> {
         self.rest = rest;
         Some(message)
     }
+}
+
+/// `bytes` (whole messages, after `header_left` bytes of file header) less its data
+/// messages, and how many were taken out: what a consumer that cannot keep up still needs
+/// (definitions, parameters, logged strings, dropouts).
+pub fn strip_samples(bytes: &bytes::Bytes, header_left: usize) -> (bytes::Bytes, u64) {
+    let head = header_left.min(bytes.len());
+    let mut kept = bytes::BytesMut::with_capacity(bytes.len() / 8);
+    kept.extend_from_slice(&bytes[..head]);
+    let mut messages = framed(&bytes[head..]);
+    let mut skipped = 0;
+    for m in messages.by_ref() {
+        if m[2] == msg_type::DATA {
+            skipped += 1;
+        } else {
+            kept.extend_from_slice(m);
+        }
+    }
+    kept.extend_from_slice(messages.rest());
+    (kept.freeze(), skipped)
 }
 
 /// The 16-byte file header.
@@ -395,6 +445,31 @@ impl<'a> Message<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stripping_keeps_the_header_and_every_message_but_the_samples() {
+        let mut stream = vec![b'U'; FILE_HEADER_LEN];
+        let msg = |ty: u8, payload: &[u8]| {
+            let mut m = (payload.len() as u16).to_le_bytes().to_vec();
+            m.push(ty);
+            m.extend_from_slice(payload);
+            m
+        };
+        stream.extend(msg(b'F', b"t:uint64_t timestamp;"));
+        stream.extend(msg(b'D', &[1, 0, 9, 9, 9, 9, 9, 9, 9, 9]));
+        stream.extend(msg(b'O', &[5, 0]));
+        stream.extend(msg(b'D', &[1, 0, 8, 8, 8, 8, 8, 8, 8, 8]));
+        let (kept, skipped) = strip_samples(&bytes::Bytes::from(stream.clone()), FILE_HEADER_LEN);
+        assert_eq!(skipped, 2);
+        let mut expect = vec![b'U'; FILE_HEADER_LEN];
+        expect.extend(msg(b'F', b"t:uint64_t timestamp;"));
+        expect.extend(msg(b'O', &[5, 0]));
+        assert_eq!(&kept[..], &expect[..]);
+        // Mid-log: no header.
+        let (kept, skipped) =
+            strip_samples(&bytes::Bytes::from(stream[FILE_HEADER_LEN..].to_vec()), 0);
+        assert_eq!((kept.len(), skipped), (expect.len() - FILE_HEADER_LEN, 2));
+    }
 
     #[test]
     fn info_values_are_typed_by_their_key() {

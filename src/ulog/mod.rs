@@ -1,10 +1,12 @@
 //! The ULog engine: an incremental reader ([`Reader`]), a format compiler and sample decoder
-//! ([`Decoder`], [`Layout`], [`Sample`]), a writer ([`Writer`]), and the marking of gaps in a
-//! stream with dropouts ([`gaps::GapMarker`]). All sans-IO: bytes in,
+//! ([`Decoder`], [`Layout`], [`Sample`]), a writer ([`Writer`]), the one incremental framer
+//! ([`framer::Framer`]) and the marking of gaps in a stream with dropouts
+//! ([`gaps::GapMarker`]). All sans-IO: bytes in,
 //! messages and samples out.
 
 pub mod decoder;
 pub mod format;
+pub mod framer;
 pub mod gaps;
 pub mod layout;
 pub mod message;

@@ -20,19 +20,12 @@ use crate::ulog::format::FormatDef;
 use crate::ulog::layout::Layout;
 
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FLAG_BITS_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError,
-    SUPPORTED_VERSION, SYNC_MAGIC, min_payload_len, msg_type,
+    FILE_HEADER_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError, SUPPORTED_VERSION,
+    SYNC_MAGIC, msg_type, plausible_header,
 };
 
-/// Unknown message types larger than this are taken as corruption rather than a future
-/// message type (the threshold pyulog uses too).
-pub const MAX_UNKNOWN_MESSAGE_LEN: usize = 10_000;
 /// Bytes before the read position a resync searches for a sync magic.
 const LOOKBACK: usize = SYNC_MAGIC.len() - 1;
-/// Largest plausible 'A' payload: multi id, message id and a topic name under 256 bytes.
-const MAX_ADD_LOGGED_LEN: usize = 3 + 255;
-/// Largest plausible 'P' payload: key length, key, an 8-byte value at most.
-const MAX_PARAMETER_LEN: usize = 1 + 255 + 8;
 /// Headers checked ahead before a data message of a doubtful id or size is trusted.
 const LOOKAHEAD_HEADERS: usize = 4;
 
@@ -384,7 +377,7 @@ impl Reader {
                     let size = u16::from_le_bytes([b[0], b[1]]) as usize;
                     let ty = b[2];
                     let total = MSG_HEADER_LEN + size;
-                    if !plausible(ty, size, self.stats.messages == 1) {
+                    if !plausible_header(ty, size, self.stats.messages == 1) {
                         self.start_resync();
                         continue;
                     }
@@ -596,7 +589,7 @@ impl Reader {
             };
             let size = u16::from_le_bytes([b[0], b[1]]) as usize;
             let ty = b[2];
-            if !plausible(ty, size, false) {
+            if !plausible_header(ty, size, false) {
                 return Some(false);
             }
             if ty == msg_type::DATA {
@@ -672,27 +665,6 @@ impl Reader {
             section: self.section,
             message,
         }
-    }
-}
-
-/// Whether a message header could be real. Types are upper-case letters; flag bits come
-/// only first; fixed-size types have their size; variable ones their minimum (and a maximum
-/// where the content bounds it); unknown types up to [`MAX_UNKNOWN_MESSAGE_LEN`] bytes.
-fn plausible(ty: u8, size: usize, first_message: bool) -> bool {
-    if !ty.is_ascii_uppercase() {
-        return false;
-    }
-    match ty {
-        msg_type::FLAG_BITS => first_message && size >= FLAG_BITS_LEN,
-        msg_type::REMOVE_LOGGED | msg_type::DROPOUT => size == 2,
-        msg_type::SYNC => size == SYNC_MAGIC.len(),
-        msg_type::ADD_LOGGED => (4..=MAX_ADD_LOGGED_LEN).contains(&size),
-        msg_type::PARAMETER => (2..=MAX_PARAMETER_LEN).contains(&size),
-        msg_type::PARAMETER_DEFAULT => (3..=MAX_PARAMETER_LEN + 1).contains(&size),
-        _ => match min_payload_len(ty) {
-            Some(min) => size >= min,
-            None => size > 0 && size <= MAX_UNKNOWN_MESSAGE_LEN,
-        },
     }
 }
 

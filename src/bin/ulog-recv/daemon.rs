@@ -4,11 +4,10 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use ulog_recv::keyfile::Reservation;
 use ulog_recv::link::SigningSetup;
 use ulog_recv::publish::server::PublishServer;
-use ulog_recv::receiver::{Control, Notice, ReceiverOptions, Status};
+use ulog_recv::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
 use ulog_recv::service::{Notifier, StatusText};
 use ulog_recv::transport::{Link, LinkSpec};
 
@@ -92,6 +91,7 @@ pub(crate) async fn receive(
         status_interval: systemd.report_interval(),
         publish: feed,
         signing_reservation,
+        store_queue_bytes: args.store.store_queue as usize,
     };
     let controls = controls_on_sighup(reloader(args.clone(), argv, levels));
     let clients = server.as_ref().map(|s| s.clients_counter());
@@ -126,7 +126,10 @@ pub(crate) async fn receive(
         _ => {}
     })
     .await
-    .with_context(|| format!("link {spec} failed"));
+    .map_err(|e| match e {
+        RunError::Link(e) => anyhow::Error::new(e).context(format!("link {spec} failed")),
+        RunError::Store(e) => anyhow::Error::new(e),
+    });
     if let Some(server) = server {
         server.join();
     }
@@ -174,6 +177,10 @@ pub(crate) fn reloader(
             (
                 "signing-key",
                 new.signing_key_file() != running.signing_key_file(),
+            ),
+            (
+                "store-queue",
+                new.store.store_queue != running.store.store_queue,
             ),
             (
                 "publishing",

@@ -139,6 +139,7 @@ pub(crate) async fn demo(
         status_interval: Duration::from_secs(1),
         publish: Some(feed),
         signing_reservation: None,
+        store_queue_bytes: 32 << 20,
     };
     let receiver = ulog_recv::receiver::run(
         receiver_link,

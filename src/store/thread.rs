@@ -1,0 +1,336 @@
+//! The [`LogStore`] on a thread of its own (blocking I/O), fed by the network loop through a
+//! queue bounded in bytes that never makes the network loop wait.
+//!
+//! - Group commit: the thread writes everything queued, then syncs once per
+//!   `fsync_interval`: a slow fsync (an SD card under load) delays durability, never
+//!   throughput.
+//! - The bound: when the log bytes waiting would pass [`StoreThread::spawn`]'s limit, the
+//!   network loop strips the samples from what it hands over (definitions, parameters, logged
+//!   strings go on) and marks the loss; the store writes a dropout there whose duration the
+//!   samples around it tell ([`crate::ulog::gaps`]). Memory stays bounded whatever the card
+//!   does, and acks and heartbeats go on.
+//! - Start-up recovery of what a crash left runs first on the thread, so the network loop
+//!   (and the watchdog) start at once; what arrives meanwhile waits in the queue.
+//! - [`StoreThread::stats`] tells what waits, what was dropped, and how long the current step
+//!   (a write, a sync) has taken: a stalled card shows in the status line, not as a restart.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::store::{LogStore, StoreOptions};
+use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
+
+/// The store thread's niceness: below the network loop (acks first).
+const STORE_NICENESS: i32 = 5;
+
+/// How often the thread wakes up when nothing comes, to sync and keep the budget.
+const WAKE_UP: Duration = Duration::from_millis(100);
+
+/// Warnings about dropped samples come at most this often.
+const DROP_WARNING_REPEAT: Duration = Duration::from_secs(60);
+
+/// What the network loop asks of the store thread.
+enum Command {
+    Begin {
+        vehicle: (u8, u8),
+        started: SystemTime,
+    },
+    Bytes(Bytes),
+    /// Samples were dropped before the next bytes.
+    Lost(u64),
+    End,
+    Roll,
+    Reconfigure(StoreOptions),
+}
+
+/// What the store thread did, for the network loop to tell.
+#[derive(Debug)]
+pub enum StoreReport {
+    /// A log session directory was created.
+    Opened(PathBuf),
+    /// A log session was completed and synced.
+    Closed(PathBuf),
+    /// Bytes that could not be written (disk full, I/O error).
+    WriteError { bytes: u64 },
+}
+
+/// The store's counters and state, for the status line and the live socket's `stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StorageStats {
+    /// Log bytes waiting for the store thread.
+    pub queued_bytes: u64,
+    /// Samples dropped because the queue was full (the disk could not keep up).
+    pub lost_samples: u64,
+    /// Runs of such drops (each a dropout in the log).
+    pub drop_runs: u64,
+    /// How long the store thread has been on one step (a write, a sync), when over a second.
+    pub stalled_ms: Option<u64>,
+    /// Start-up recovery is running.
+    pub recovering: bool,
+}
+
+/// Shared between the threads: what the store thread is doing.
+#[derive(Debug)]
+struct Health {
+    epoch: Instant,
+    /// Microseconds after `epoch` at which the current step began, plus one; 0 when idle.
+    busy_since: AtomicU64,
+    queued: AtomicUsize,
+    recovering: AtomicBool,
+}
+
+impl Health {
+    fn busy(&self) {
+        let us = self.epoch.elapsed().as_micros() as u64 + 1;
+        self.busy_since.store(us, Ordering::Relaxed);
+    }
+
+    fn idle(&self) {
+        self.busy_since.store(0, Ordering::Relaxed);
+    }
+}
+
+/// See the module docs.
+pub struct StoreThread {
+    tx: Option<mpsc::Sender<Command>>,
+    reports: mpsc::Receiver<StoreReport>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    health: Arc<Health>,
+    limit: usize,
+    /// File header bytes of the open log still to come (never stripped).
+    header_left: usize,
+    /// The last hand-over was stripped: a run of drops is going on.
+    dropping: bool,
+    last_drop_warning: Option<Instant>,
+    lost_samples: u64,
+    drop_runs: u64,
+}
+
+impl StoreThread {
+    /// Starts the thread: it recovers what a crash left in the log directory, then writes
+    /// what it is handed. At most `queue_limit` bytes of samples wait for it.
+    pub fn spawn(mut store: LogStore, queue_limit: usize) -> Self {
+        let (tx, rx) = mpsc::channel::<Command>();
+        let (report_tx, reports) = mpsc::channel();
+        let health = Arc::new(Health {
+            epoch: Instant::now(),
+            busy_since: AtomicU64::new(0),
+            queued: AtomicUsize::new(0),
+            recovering: AtomicBool::new(true),
+        });
+        let shared = health.clone();
+        let handle = std::thread::Builder::new()
+            .name("ulog-recv-store".into())
+            .spawn(move || {
+                // Below the network thread: when both want the CPU, the acks come first (the
+                // queue absorbs the wait).
+                crate::os::lower_thread_priority(STORE_NICENESS);
+                store.recover();
+                shared.recovering.store(false, Ordering::Relaxed);
+                loop {
+                    match rx.recv_timeout(WAKE_UP) {
+                        Ok(command) => apply(&mut store, command, &report_tx, &shared),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    // Group commit: everything queued is written before the next sync.
+                    while let Ok(command) = rx.try_recv() {
+                        apply(&mut store, command, &report_tx, &shared);
+                    }
+                    shared.busy();
+                    if let Err(e) = store.tick(Instant::now()) {
+                        tracing::error!(error = %e, "cannot sync the log");
+                    }
+                    shared.idle();
+                }
+                shared.busy();
+                if let Ok(Some(dir)) = store.end_log() {
+                    let _ = report_tx.send(StoreReport::Closed(dir));
+                }
+                shared.idle();
+            })
+            .expect("spawn the store thread");
+        Self {
+            tx: Some(tx),
+            reports,
+            handle: Some(handle),
+            health,
+            limit: queue_limit,
+            header_left: 0,
+            dropping: false,
+            last_drop_warning: None,
+            lost_samples: 0,
+            drop_runs: 0,
+        }
+    }
+
+    /// A new log session for `vehicle`.
+    pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime) {
+        self.header_left = FILE_HEADER_LEN;
+        self.dropping = false;
+        self.send(Command::Begin { vehicle, started });
+    }
+
+    /// The log's next bytes (whole messages; the file header first). Never waits: past the
+    /// queue's bound, the samples are stripped and the loss marked.
+    pub fn write(&mut self, mut bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        let queued = self.health.queued.load(Ordering::Relaxed);
+        if queued + bytes.len() > self.limit {
+            let (kept, stripped) = strip_samples(&bytes, self.header_left);
+            if stripped > 0 {
+                self.lost_samples += stripped;
+                if !self.dropping {
+                    self.drop_runs += 1;
+                    self.dropping = true;
+                    if self
+                        .last_drop_warning
+                        .is_none_or(|t| t.elapsed() >= DROP_WARNING_REPEAT)
+                    {
+                        self.last_drop_warning = Some(Instant::now());
+                        tracing::warn!(
+                            waiting = queued,
+                            "the storage cannot keep up: samples are dropped (a dropout in the \
+                             log says how long); receiving goes on"
+                        );
+                    }
+                }
+                self.send(Command::Lost(stripped));
+            }
+            bytes = kept;
+        } else if self.dropping {
+            self.dropping = false;
+            tracing::info!(
+                lost_samples = self.lost_samples,
+                "the storage keeps up again"
+            );
+        }
+        self.header_left = self.header_left.saturating_sub(bytes.len());
+        self.health.queued.fetch_add(bytes.len(), Ordering::Relaxed);
+        self.send(Command::Bytes(bytes));
+    }
+
+    /// The open log ends.
+    pub fn end(&mut self) {
+        self.send(Command::End);
+    }
+
+    /// A new split before the next sample.
+    pub fn roll(&mut self) {
+        self.send(Command::Roll);
+    }
+
+    /// New storage options (not the directory).
+    pub fn reconfigure(&mut self, options: StoreOptions) {
+        self.send(Command::Reconfigure(options));
+    }
+
+    fn send(&self, command: Command) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(command);
+        }
+    }
+
+    /// What the store thread did since the last call.
+    pub fn reports(&self) -> impl Iterator<Item = StoreReport> + '_ {
+        self.reports.try_iter()
+    }
+
+    /// The counters and state now.
+    pub fn stats(&self) -> StorageStats {
+        let busy = self.health.busy_since.load(Ordering::Relaxed);
+        let stalled_ms = (busy > 0)
+            .then(|| {
+                let since = self.health.epoch + Duration::from_micros(busy - 1);
+                since.elapsed().as_millis() as u64
+            })
+            .filter(|&ms| ms >= 1000);
+        StorageStats {
+            queued_bytes: self.health.queued.load(Ordering::Relaxed) as u64,
+            lost_samples: self.lost_samples,
+            drop_runs: self.drop_runs,
+            stalled_ms,
+            recovering: self.health.recovering.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Lets the thread write everything queued, close the log, and stop; returns its last
+    /// reports.
+    pub fn finish(mut self) -> Vec<StoreReport> {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.reports.try_iter().collect()
+    }
+}
+
+fn apply(
+    store: &mut LogStore,
+    command: Command,
+    reports: &mpsc::Sender<StoreReport>,
+    health: &Health,
+) {
+    health.busy();
+    match command {
+        Command::Begin { vehicle, started } => match store.begin_log(vehicle, started) {
+            Ok(dir) => {
+                tracing::info!(dir = %dir.display(), "log session opened");
+                let _ = reports.send(StoreReport::Opened(dir));
+            }
+            Err(e) => tracing::error!(error = %e, "cannot create a log session"),
+        },
+        Command::Bytes(bytes) => {
+            if let Err(e) = store.write(&bytes) {
+                tracing::error!(error = %e, bytes = bytes.len(), "cannot write the log");
+                let _ = reports.send(StoreReport::WriteError {
+                    bytes: bytes.len() as u64,
+                });
+            }
+            health.queued.fetch_sub(bytes.len(), Ordering::Relaxed);
+        }
+        Command::Lost(samples) => store.lost(samples),
+        Command::End => match store.end_log() {
+            Ok(Some(dir)) => {
+                tracing::info!(dir = %dir.display(), "log session closed");
+                let _ = reports.send(StoreReport::Closed(dir));
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
+        },
+        Command::Roll => store.roll(),
+        Command::Reconfigure(options) => store.reconfigure(options),
+    }
+    health.idle();
+}
+
+/// Gathers log bytes for the store thread: one hand-over per batch, not per datagram.
+#[derive(Debug, Default)]
+pub struct Batch {
+    bytes: BytesMut,
+}
+
+impl Batch {
+    /// Appends the log's next bytes; true once the batch is worth handing over.
+    pub fn push(&mut self, bytes: &[u8]) -> bool {
+        self.bytes.extend_from_slice(bytes);
+        self.bytes.len() >= BATCH_BYTES
+    }
+
+    /// Hands what was gathered to `store`.
+    pub fn hand_over(&mut self, store: &mut StoreThread) {
+        if !self.bytes.is_empty() {
+            store.write(self.bytes.split().freeze());
+        }
+    }
+}
+
+/// A batch is handed over once this big (or when the network loop's timer says).
+pub const BATCH_BYTES: usize = 256 << 10;
