@@ -313,11 +313,7 @@ fn handle_events(
                 batch.hand_over(store);
                 store.begin(session.vehicle().unwrap_or((0, 0)), SystemTime::now());
             }
-            Event::LogBytes(bytes) => {
-                if batch.push(bytes) {
-                    batch.hand_over(store);
-                }
-            }
+            Event::LogBytes(bytes) => batch.push(bytes, store),
             Event::LogClosed { .. } => {
                 batch.hand_over(store);
                 store.end();

@@ -104,7 +104,7 @@ enum Feed {
     Log { bytes: Bytes, arrived: Instant },
     Skipped(u64),
     Event(Event),
-    Stats(SessionStats, StorageStats),
+    Stats(Box<(SessionStats, StorageStats)>),
 }
 
 /// The network loop's end of the server: hands over log bytes, events and counters without
@@ -151,7 +151,7 @@ impl PublishFeed {
     /// The session's and the store's counters (once a second).
     pub fn stats(&mut self, stats: SessionStats, storage: StorageStats) {
         self.flush();
-        let _ = self.tx.send(Feed::Stats(stats, storage));
+        let _ = self.tx.send(Feed::Stats(Box::new((stats, storage))));
     }
 
     /// Hands the gathered log bytes over (stripped of samples when the server is behind).
@@ -393,7 +393,8 @@ async fn serve(
                 }
                 Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
                 Some(Feed::Event(e)) => publisher.handle_event(&e, Instant::now()),
-                Some(Feed::Stats(s, storage)) => {
+                Some(Feed::Stats(stats)) => {
+                    let (s, storage) = *stats;
                     let lat = latency.lock().expect("latency lock");
                     let lagged: u64 = lagged_departed
                         + slots

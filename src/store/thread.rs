@@ -318,10 +318,12 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Appends the log's next bytes; true once the batch is worth handing over.
-    pub fn push(&mut self, bytes: &[u8]) -> bool {
+    /// Appends the log's next bytes; hands the batch to `store` once it is worth it.
+    pub fn push(&mut self, bytes: &[u8], store: &mut StoreThread) {
         self.bytes.extend_from_slice(bytes);
-        self.bytes.len() >= BATCH_BYTES
+        if self.bytes.len() >= BATCH_BYTES {
+            self.hand_over(store);
+        }
     }
 
     /// Hands what was gathered to `store`.
