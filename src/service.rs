@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use sd_notify::NotifyState;
 
 use crate::link::{Event, SessionStats};
+use crate::store::thread::StorageStats;
 
 /// Sends sd_notify messages; see the module docs.
 #[derive(Debug, Clone)]
@@ -92,10 +93,12 @@ impl StatusText {
     }
 
     /// The line for the counters at `now` (rates over the time since the previous call);
-    /// `clients` of the live socket, if it runs; `waiting_on` names the link.
+    /// `clients` of the live socket, if it runs; `waiting_on` names the link. A link problem,
+    /// start-up repairs, a stalled store and samples the disk could not take follow it.
     pub fn line(
         &mut self,
         stats: &SessionStats,
+        storage: &StorageStats,
         clients: Option<usize>,
         waiting_on: &str,
         now: Instant,
@@ -120,10 +123,27 @@ impl StatusText {
                 rates.loss_percent
             ),
         };
-        match stats.problem {
-            Some(problem) => format!("{line}; {problem}"),
-            None => line,
+        let mut line = line;
+        if let Some(problem) = stats.problem {
+            line.push_str(&format!("; {problem}"));
         }
+        if storage.recovering {
+            line.push_str("; repairing what a crash left in the log directory");
+        }
+        if let Some(ms) = storage.stalled_ms {
+            line.push_str(&format!(
+                "; storage stalled for {} s ({} waiting)",
+                ms / 1000,
+                crate::values::show_size(storage.queued_bytes)
+            ));
+        }
+        if storage.lost_samples > 0 {
+            line.push_str(&format!(
+                "; {} samples not stored (the disk was too slow)",
+                storage.lost_samples
+            ));
+        }
+        line
     }
 }
 
@@ -136,8 +156,9 @@ mod tests {
         let mut s = StatusText::default();
         let t0 = Instant::now();
         let mut stats = SessionStats::default();
+        let none = StorageStats::default();
         assert_eq!(
-            s.line(&stats, Some(0), "udp 0.0.0.0:14550", t0),
+            s.line(&stats, &none, Some(0), "udp 0.0.0.0:14550", t0),
             "waiting for a vehicle on udp 0.0.0.0:14550, 0 clients"
         );
         s.event(&Event::VehicleFound {
@@ -145,7 +166,7 @@ mod tests {
             component_id: 1,
         });
         assert_eq!(
-            s.line(&stats, None, "x", t0),
+            s.line(&stats, &none, None, "x", t0),
             "vehicle sysid 1 found, not streaming"
         );
         s.event(&Event::LogOpened { number: 0 });
@@ -153,17 +174,36 @@ mod tests {
         stats.chunks = 998;
         stats.lost_chunks = 2;
         assert_eq!(
-            s.line(&stats, Some(3), "x", t0 + Duration::from_secs(1)),
+            s.line(&stats, &none, Some(3), "x", t0 + Duration::from_secs(1)),
             "streaming from sysid 1: 96.3 KB/s, 0.2 % lost, 3 clients"
         );
         s.event(&Event::VehicleLost);
-        assert!(s.line(&stats, Some(1), "x", t0).starts_with("waiting"));
+        assert!(
+            s.line(&stats, &none, Some(1), "x", t0)
+                .starts_with("waiting")
+        );
         // A link problem in force is said after the state.
         stats.problem = Some(crate::link::LinkProblem::VehicleSignsNoKey { system_id: 1 });
-        let line = s.line(&stats, None, "x", t0);
+        let line = s.line(&stats, &none, None, "x", t0);
         assert!(
             line.starts_with("waiting for a vehicle on x; vehicle 1 signs its MAVLink frames")
                 && line.contains("--signing-key"),
+            "{line}"
+        );
+        // A stalled store and samples it could not take.
+        let slow = StorageStats {
+            queued_bytes: 12 << 20,
+            lost_samples: 4321,
+            stalled_ms: Some(7_400),
+            ..StorageStats::default()
+        };
+        stats.problem = None;
+        let line = s.line(&stats, &slow, None, "x", t0);
+        assert!(
+            line.ends_with(
+                "; storage stalled for 7 s (12M waiting); 4321 samples not stored (the disk \
+                 was too slow)"
+            ),
             "{line}"
         );
     }

@@ -90,6 +90,8 @@ pub enum ServeError {
     Directory { path: PathBuf, source: io::Error },
     #[error("another ulog-recv already serves {0}")]
     InUse(PathBuf),
+    #[error("{0} exists and is not a socket: left as it is; give another --socket PATH")]
+    NotASocket(PathBuf),
     #[error("cannot listen on {path}: {source}")]
     Bind { path: String, source: io::Error },
     #[error("cannot start the publishing thread: {0}")]
@@ -261,28 +263,59 @@ impl PublishServer {
 }
 
 /// Creates the socket: the directory if needed, a stale file replaced, mode 0660.
-fn bind_unix(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeError> {
-    use std::os::unix::fs::PermissionsExt;
+/// The Unix socket bound at `path`, mode 0660. Only a stale socket (one nothing answers on)
+/// is replaced; anything else at the path is left alone and is an error.
+fn bind_unix(path: &Path) -> Result<BoundSocket, ServeError> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| ServeError::Directory {
             path: dir.to_owned(),
             source,
         })?;
     }
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(ServeError::InUse(path.to_owned()));
-        }
-        let _ = std::fs::remove_file(path);
-    }
     let bind_err = |source| ServeError::Bind {
         path: path.display().to_string(),
         source,
     };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ServeError::InUse(path.to_owned()));
+            }
+            std::fs::remove_file(path).map_err(bind_err)?;
+        }
+        Ok(_) => return Err(ServeError::NotASocket(path.to_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_err(e)),
+    }
     let listener = std::os::unix::net::UnixListener::bind(path).map_err(bind_err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
     listener.set_nonblocking(true).map_err(bind_err)?;
-    Ok(listener)
+    let meta = std::fs::symlink_metadata(path).map_err(bind_err)?;
+    Ok(BoundSocket {
+        listener,
+        path: path.to_owned(),
+        identity: (meta.dev(), meta.ino()),
+    })
+}
+
+/// The Unix listener and how to tell its file from another one put at the same path later.
+#[derive(Debug)]
+struct BoundSocket {
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
+    /// (device, inode) of the socket file.
+    identity: (u64, u64),
+}
+
+impl BoundSocket {
+    /// Removes the socket file, if it is still ours.
+    fn remove(path: &Path, identity: (u64, u64)) {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == identity) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// A client's two halves, whatever the socket.
@@ -362,17 +395,14 @@ const WRITE_BATCH: usize = 64 << 10;
 async fn serve(
     mut feed: mpsc::UnboundedReceiver<Feed>,
     backlog: Arc<AtomicUsize>,
-    unix: Option<std::os::unix::net::UnixListener>,
+    unix: Option<BoundSocket>,
     tcp: Option<std::net::TcpListener>,
     queue_bytes: usize,
     client_count: Arc<AtomicUsize>,
 ) {
     let (conn_tx, mut conn_rx) = mpsc::channel::<ClientMsg>(256);
-    let unix_path = unix
-        .as_ref()
-        .and_then(|l| l.local_addr().ok())
-        .and_then(|a| a.as_pathname().map(Path::to_owned));
-    if let Some(l) = unix.and_then(|l| tokio::net::UnixListener::from_std(l).ok()) {
+    let unix_file = unix.as_ref().map(|b| (b.path.clone(), b.identity));
+    if let Some(l) = unix.and_then(|b| tokio::net::UnixListener::from_std(b.listener).ok()) {
         tokio::spawn(accept_clients(Listener::Unix(l), conn_tx.clone()));
     }
     if let Some(l) = tcp.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
@@ -478,8 +508,8 @@ async fn serve(
             client.writer.abort();
         }
     }
-    if let Some(p) = unix_path {
-        let _ = std::fs::remove_file(p);
+    if let Some((path, identity)) = unix_file {
+        BoundSocket::remove(&path, identity);
     }
 }
 

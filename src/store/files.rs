@@ -115,6 +115,8 @@ struct FileSink {
     /// Summaries of splits that ended, for the manifest.
     ended: Vec<(SplitSummary, String)>,
     begun: Vec<u32>,
+    /// Splits closed (written out) but not synced yet.
+    closed: Vec<File>,
     error: Option<io::Error>,
     /// Writing failed (a full disk): everything is dropped until [`LogStore`] resumes.
     paused: bool,
@@ -146,10 +148,8 @@ impl SplitSink for FileSink {
         let path = self.split_path(index);
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(f) => {
+                // (Its directory entry is synced with the next sync round.)
                 self.file = Some((index, BufWriter::with_capacity(1 << 16, f), Sha256::new()));
-                if let Err(e) = sync_dir(&self.dir) {
-                    self.fail(e);
-                }
             }
             Err(e) => {
                 self.failed = Some(index);
@@ -176,12 +176,10 @@ impl SplitSink for FileSink {
         let path = self.split_path(summary.index);
         if let Some((_, w, hash)) = self.file.take() {
             let sha = hex(&hash.finalize());
-            match w.into_inner().map_err(|e| e.into_error()).and_then(|f| {
-                f.sync_all()?;
-                Ok(f)
-            }) {
+            // Written out now, synced before the manifest says it is closed.
+            match w.into_inner().map_err(|e| e.into_error()) {
                 Ok(f) => {
-                    drop(f);
+                    self.closed.push(f);
                     if let Err(e) = make_closed(&path) {
                         self.fail(e);
                     }
@@ -197,10 +195,29 @@ impl SplitSink for FileSink {
     }
 }
 
+/// What has not reached the disk yet. The store syncs it one fsync at a time
+/// ([`LogStore::tick`]), in an order that keeps the disk consistent at every step: new
+/// directory entries, then closed splits, then the open split's data, then the manifest
+/// (which may only claim what is durable), then the session directory that holds it.
+#[derive(Debug, Default)]
+struct Unsynced {
+    /// Directories whose new entries (a session, a split, a manifest) are not durable yet.
+    dirs: Vec<PathBuf>,
+    /// Closed splits whose data is not durable yet.
+    closed: Vec<File>,
+    /// The open split holds data not synced yet.
+    data: bool,
+    /// The manifest on disk is older than the one in memory.
+    manifest: bool,
+    /// A sync round is under way.
+    round: bool,
+}
+
 /// See the module docs.
 pub struct LogStore {
     options: StoreOptions,
     session: Option<OpenSession>,
+    unsynced: Unsynced,
     last_sync: Instant,
     last_manifest: Instant,
     /// Over the budget with nothing left to delete: said once until it changes.
@@ -233,6 +250,7 @@ impl LogStore {
         Ok(Self {
             options,
             session: None,
+            unsynced: Unsynced::default(),
             last_sync: Instant::now(),
             last_manifest: Instant::now(),
             budget_blocked: false,
@@ -263,7 +281,6 @@ impl LogStore {
             k += 1;
         }
         std::fs::create_dir(&dir)?;
-        sync_dir(&self.options.dir)?;
         let manifest = Manifest {
             format: MANIFEST_FORMAT.into(),
             system_id: vehicle.0,
@@ -271,7 +288,11 @@ impl LogStore {
             started_utc: stamp,
             ..Manifest::default()
         };
-        write_manifest(&dir, &manifest)?;
+        // On disk at once, whole (recovery finds the session by it); its directory entries
+        // are made durable by the next sync round.
+        replace_manifest(&dir, &manifest)?;
+        self.unsynced.dirs.push(self.options.dir.clone());
+        self.unsynced.dirs.push(dir.clone());
         self.session = Some(OpenSession {
             framer: Framer::file(),
             gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
@@ -280,6 +301,7 @@ impl LogStore {
                 file: None,
                 ended: Vec::new(),
                 begun: Vec::new(),
+                closed: Vec::new(),
                 error: None,
                 failed: None,
                 paused: false,
@@ -315,13 +337,8 @@ impl LogStore {
             ControlFlow::Continue(())
         });
         s.splitter.push(&out, &mut s.sink);
-        let changed = !s.sink.ended.is_empty() || !s.sink.begun.is_empty();
-        self.absorb()?;
-        if changed && let Err(e) = self.save_manifest() {
-            self.pause_writing();
-            return Err(e);
-        }
-        Ok(())
+        self.unsynced.data |= !out.is_empty();
+        self.absorb()
     }
 
     /// Takes new options (a config reload): the split policy from the next message on, the
@@ -344,40 +361,108 @@ impl LogStore {
         }
     }
 
-    /// Syncs the open split and the manifest when `fsync_interval` has passed, and keeps the
-    /// disk budget.
+    /// Group commit: every `fsync_interval` a sync round makes what was written durable, one
+    /// fsync per call (see [`Unsynced`]), so that a caller calling between writes never waits
+    /// for more than one fsync; when the round is over, the disk budget is kept.
     pub fn tick(&mut self, now: Instant) -> io::Result<()> {
-        if now.duration_since(self.last_sync) < self.options.fsync_interval {
-            return Ok(());
+        if !self.unsynced.round {
+            if now.duration_since(self.last_sync) < self.options.fsync_interval {
+                return Ok(());
+            }
+            self.unsynced.round = true;
+            self.last_sync = now;
+            // The open split's growing summary goes in at most every MANIFEST_REFRESH
+            // (recovery redoes it from the file anyway).
+            if self.last_manifest.elapsed() >= MANIFEST_REFRESH && self.session.is_some() {
+                self.unsynced.manifest = true;
+            }
         }
-        self.last_sync = now;
-        let synced = if self.is_paused() {
-            Ok(())
-        } else {
-            self.sync()
-        };
-        if let Err(e) = synced {
-            self.pause_writing();
-            return Err(e);
+        if self.is_paused() {
+            self.unsynced.round = false;
+            return self.enforce_budget();
         }
-        self.enforce_budget()
+        match self.sync_step() {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.unsynced.round = false;
+                self.enforce_budget()
+            }
+            Err(e) => {
+                self.unsynced.round = false;
+                self.pause_writing();
+                Err(e)
+            }
+        }
     }
 
-    /// Syncs the open split and the manifest now.
-    pub fn sync(&mut self) -> io::Result<()> {
-        let Some(s) = &mut self.session else {
-            return Ok(());
-        };
-        if let Some((_, w, _)) = &mut s.sink.file {
-            w.flush()?;
-            w.get_ref().sync_data()?;
+    /// One fsync of what is pending, in order; false when nothing was left.
+    fn sync_step(&mut self) -> io::Result<bool> {
+        let session_dir = self.session.as_ref().map(|s| s.dir.clone());
+        let u = &mut self.unsynced;
+        // Directories first, but the session's own after its manifest (one sync for both).
+        let other_dir = u.dirs.iter().position(|d| Some(d) != session_dir.as_ref());
+        if let Some(i) = other_dir {
+            sync_dir(&u.dirs[i])?;
+            u.dirs.remove(i);
+            return Ok(true);
         }
-        // The manifest changes when splits begin and end (written then); the open split's
-        // growing summary goes in at most every MANIFEST_REFRESH, and recovery redoes it
-        // from the file anyway.
-        if self.last_manifest.elapsed() >= MANIFEST_REFRESH {
+        if let Some(f) = u.closed.pop() {
+            f.sync_all()?;
+            return Ok(true);
+        }
+        if u.data {
+            u.data = false;
+            if let Some(OpenSession {
+                sink:
+                    FileSink {
+                        file: Some((_, w, _)),
+                        ..
+                    },
+                ..
+            }) = &mut self.session
+            {
+                w.flush()?;
+                w.get_ref().sync_data()?;
+                return Ok(true);
+            }
+        }
+        if u.manifest {
+            u.manifest = false;
             self.save_manifest()?;
+            return Ok(true);
         }
+        if let Some(dir) = self.unsynced.dirs.pop() {
+            sync_dir(&dir)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Hands what is buffered to the OS, without a sync: a crash of the process then loses
+    /// nothing written (a power cut, at most what the next sync would have made durable).
+    pub fn flush(&mut self) -> io::Result<()> {
+        let result = match &mut self.session {
+            Some(OpenSession {
+                sink:
+                    FileSink {
+                        file: Some((_, w, _)),
+                        ..
+                    },
+                ..
+            }) => w.flush(),
+            _ => Ok(()),
+        };
+        if result.is_err() {
+            self.pause_writing();
+        }
+        result
+    }
+
+    /// Makes everything written so far durable now.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.unsynced.data = true;
+        self.unsynced.manifest |= self.session.is_some();
+        while self.sync_step()? {}
         Ok(())
     }
 
@@ -399,12 +484,16 @@ impl LogStore {
         s.splitter.push(&out, &mut s.sink);
         s.splitter.finish(&mut s.sink);
         self.absorb()?;
-        let Some(mut s) = self.session.take() else {
+        let Some(s) = &mut self.session else {
             return Ok(None);
         };
         s.manifest.closed = true;
-        write_manifest(&s.dir, &s.manifest)?;
-        Ok(Some(s.dir))
+        // Everything durable: the last split, then the manifest that says the session is
+        // over, then its directory.
+        self.unsynced.manifest = true;
+        while self.sync_step()? {}
+        self.unsynced.round = false;
+        Ok(self.session.take().map(|s| s.dir))
     }
 
     /// Moves what the sink did into the manifest; hands out its first error.
@@ -412,6 +501,14 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Ok(());
         };
+        if !s.sink.begun.is_empty() || !s.sink.ended.is_empty() {
+            // New split files in the directory, splits that ended: for the next round.
+            if !s.sink.begun.is_empty() && !self.unsynced.dirs.contains(&s.dir) {
+                self.unsynced.dirs.push(s.dir.clone());
+            }
+            self.unsynced.manifest = true;
+        }
+        self.unsynced.closed.append(&mut s.sink.closed);
         for index in s.sink.begun.drain(..) {
             s.manifest.splits.push(SplitEntry {
                 file: split_name(index),
@@ -563,20 +660,32 @@ impl LogStore {
             e.summary = current.clone();
         }
         self.last_manifest = Instant::now();
-        write_manifest(&s.dir, &s.manifest)
+        replace_manifest(&s.dir, &s.manifest)?;
+        // Its new entry: with the directory's sync.
+        if !self.unsynced.dirs.contains(&s.dir) {
+            self.unsynced.dirs.push(s.dir.clone());
+        }
+        Ok(())
     }
 }
 
-/// Writes `manifest.json` atomically: a temporary file, synced, renamed over the old one, and
-/// the directory synced.
+/// Writes `manifest.json` atomically and durably: a temporary file, synced, renamed over the
+/// old one, and the directory synced.
 pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
+    replace_manifest(dir, manifest)?;
+    sync_dir(dir)
+}
+
+/// Writes `manifest.json` atomically: a temporary file, synced (so that the name never points
+/// at a file a power cut emptied), renamed over the old one. The directory is the caller's to
+/// sync.
+fn replace_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
     let tmp = dir.join(format!("{MANIFEST}.tmp"));
     let mut f = File::create(&tmp)?;
     serde_json::to_writer_pretty(&mut f, manifest).map_err(io::Error::other)?;
     f.write_all(b"\n")?;
     f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(MANIFEST))?;
-    sync_dir(dir)
+    std::fs::rename(&tmp, dir.join(MANIFEST))
 }
 
 /// Reads a session's manifest.

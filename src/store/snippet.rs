@@ -26,6 +26,11 @@ pub enum SnippetError {
     EmptyWindow { from_us: u64, to_us: u64 },
     #[error("no sample of the session lies in the window")]
     NoData,
+    #[error(
+        "the session has no closed split yet (a split closes at its size or duration, on \
+         SIGHUP, or when the log ends)"
+    )]
+    NoClosedSplit,
 }
 
 /// What a snippet holds.
@@ -50,7 +55,11 @@ pub fn snippet(
         return Err(SnippetError::EmptyWindow { from_us, to_us });
     }
     let manifest = read_manifest(session_dir)?;
-    let splits = &manifest.splits;
+    // The open split is still being written: closed splits only.
+    let splits: Vec<_> = manifest.splits.iter().filter(|s| s.closed).collect();
+    if splits.is_empty() {
+        return Err(SnippetError::NoClosedSplit);
+    }
     // Split start times are log time (the largest sample time so far), so a sample stamped
     // inside the window cannot sit in a split before the last one starting before the window.
     // Samples come a little late at times: read on until a split starts well after it.

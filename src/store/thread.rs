@@ -1,9 +1,9 @@
 //! The [`LogStore`] on a thread of its own (blocking I/O), fed by the network loop through a
 //! queue bounded in bytes that never makes the network loop wait.
 //!
-//! - Group commit: the thread writes everything queued, then syncs once per
-//!   `fsync_interval`: a slow fsync (an SD card under load) delays durability, never
-//!   throughput.
+//! - Group commit: the thread writes everything queued and hands it to the OS (a crash of the
+//!   process then loses nothing written), then syncs once per `fsync_interval`: a slow fsync
+//!   (an SD card under load) delays durability, never throughput.
 //! - The bound: when the log bytes waiting would pass [`StoreThread::spawn`]'s limit, the
 //!   network loop strips the samples from what it hands over (definitions, parameters, logged
 //!   strings go on) and marks the loss; the store writes a dropout there whose duration the
@@ -143,6 +143,11 @@ impl StoreThread {
                         apply(&mut store, command, &report_tx, &shared);
                     }
                     shared.busy();
+                    // To the OS at once (a crash of the process loses nothing written), to the
+                    // disk once per fsync interval.
+                    if let Err(e) = store.flush() {
+                        tracing::error!(error = %e, "cannot write the log");
+                    }
                     if let Err(e) = store.tick(Instant::now()) {
                         tracing::error!(error = %e, "cannot sync the log");
                     }

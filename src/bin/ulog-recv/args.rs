@@ -152,7 +152,10 @@ impl PublishArgs {
         match PublishServer::start(config(unix.clone())) {
             Ok(started) => Ok(Some(started)),
             Err(
-                e @ (ServeError::Directory { .. } | ServeError::Bind { .. } | ServeError::InUse(_)),
+                e @ (ServeError::Directory { .. }
+                | ServeError::Bind { .. }
+                | ServeError::InUse(_)
+                | ServeError::NotASocket(_)),
             ) if self.socket.is_none() && unix.is_some() => {
                 tracing::warn!("no live socket: {e}; give --socket PATH to publish");
                 eprintln!("ulog-recv: no live socket ({e}); give --socket PATH to publish");

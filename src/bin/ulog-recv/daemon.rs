@@ -16,16 +16,14 @@ use crate::config_file::with_config;
 use crate::logging::{LogLevels, log_filter};
 
 /// Sends [`Control::Roll`] on every SIGHUP; with `reload`, also what it returns (the config
-/// file read again).
+/// file read again). SIGHUP is handled from the moment this returns (before READY=1: a
+/// reload right after it must not kill the daemon).
 pub(crate) fn controls_on_sighup(
     mut reload: impl FnMut() -> Option<Control> + Send + 'static,
-) -> tokio::sync::mpsc::UnboundedReceiver<Control> {
+) -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Control>> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            return;
-        };
         while hup.recv().await.is_some() {
             if let Some(c) = reload() {
                 let _ = tx.send(c);
@@ -35,17 +33,21 @@ pub(crate) fn controls_on_sighup(
             }
         }
     });
-    rx
+    Ok(rx)
 }
 
-/// Completes on Ctrl-C or SIGTERM (systemd's stop).
-pub(crate) async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
+/// Completes on Ctrl-C (SIGINT) or SIGTERM (systemd's stop). Both are handled from the moment
+/// this returns, not from the first poll: a stop right after READY=1 still completes the log.
+pub(crate) fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {},
+            _ = term.recv() => {},
+        }
+    })
 }
 
 pub(crate) async fn receive(
@@ -93,17 +95,24 @@ pub(crate) async fn receive(
         signing_reservation,
         store_queue_bytes: args.store.store_queue as usize,
     };
-    let controls = controls_on_sighup(reloader(args.clone(), argv, levels));
+    let controls = controls_on_sighup(reloader(args.clone(), argv, levels))?;
+    let stop_signal = shutdown_signal()?;
     let clients = server.as_ref().map(|s| s.clients_counter());
     let mut text = StatusText::default();
     let waiting_on = spec.to_string();
-    systemd.ready(&text.line(&Default::default(), None, &waiting_on, Instant::now()));
+    systemd.ready(&text.line(
+        &Default::default(),
+        &Default::default(),
+        None,
+        &waiting_on,
+        Instant::now(),
+    ));
     let started = Instant::now();
     let stall_after = args.debug_stall_after.map(Duration::from_secs_f64);
     let mut reports = 0u64;
     let stopping = systemd.clone();
     let shutdown = async move {
-        shutdown_signal().await;
+        stop_signal.await;
         stopping.stopping();
     };
     let status = ulog_recv::receiver::run(link, options, shutdown, controls, |n| match n {
@@ -112,7 +121,7 @@ pub(crate) async fn receive(
             let clients = clients
                 .as_ref()
                 .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
-            let line = text.line(&s.session, clients, &waiting_on, Instant::now());
+            let line = text.line(&s.session, &s.storage, clients, &waiting_on, Instant::now());
             systemd.alive(&line);
             reports += 1;
             if reports.is_multiple_of(10) {

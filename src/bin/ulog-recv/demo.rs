@@ -43,7 +43,7 @@ pub(crate) async fn sim(
         max_write,
         ..SimOptions::default()
     };
-    let report = ulog_recv::simulator::run(link, log, config, options, shutdown_signal()).await?;
+    let report = ulog_recv::simulator::run(link, log, config, options, shutdown_signal()?).await?;
     // The vehicle's counters, one JSON line, for scripts and tests.
     println!("{}", serde_json::to_string(&report.stats)?);
     Ok(())
@@ -141,6 +141,7 @@ pub(crate) async fn demo(
         signing_reservation: None,
         store_queue_bytes: 32 << 20,
     };
+    let stop = shutdown_signal()?;
     let receiver = ulog_recv::receiver::run(
         receiver_link,
         options,
@@ -150,10 +151,10 @@ pub(crate) async fn demo(
                     // The last chunks a moment to arrive and be put in order.
                     tokio::time::sleep(Duration::from_millis(300)).await;
                 }
-                _ = shutdown_signal() => {},
+                _ = stop => {},
             }
         },
-        controls_on_sighup(|| None),
+        controls_on_sighup(|| None)?,
         |n| match n {
             Notice::Event(Event::LogBytes(_)) => {}
             Notice::Event(e) => println!("  {e}"),

@@ -126,11 +126,12 @@ fn main() -> anyhow::Result<()> {
                 count,
             };
             let result = runtime()?.block_on(async {
+                let stop = shutdown_signal().map_err(client::ClientError::from)?;
                 let conn = client::connect(endpoint.endpoint()).await?;
                 let mut out = std::io::stdout().lock();
                 tokio::select! {
                     r = client::run_tail(conn, &options, &mut out) => r,
-                    _ = shutdown_signal() => Ok(()),
+                    _ = stop => Ok(()),
                 }
             });
             quiet_on_closed_output(result)

@@ -1,0 +1,482 @@
+//! Faults cost time, never data, tried for real on the daemon as a process:
+//! - a slow SD card: every fsync delayed 2 s by `strace --inject` (Debian's strace), during a
+//!   12 MB flight at 20,000 chunks/s: all of it on disk, exit 0 within 10 s of SIGTERM, acks
+//!   fast throughout;
+//! - a disk that stalls for good (a 10 s fsync): memory stays at the queue's bound, the log
+//!   gets a dropout for what did not fit, receiving and acking go on;
+//! - leftovers of a crash (an open split replaced by a directory, a truncated manifest, an
+//!   empty split, an unreadable split): the daemon starts, says one line per broken session,
+//!   records the next flight whole;
+//! - kill -9 every 2 s through a 60 s flight: every file parses in pyulog, and each kill
+//!   loses at most the last second;
+//! - nonsense values for every size, duration and interval option, at start and on SIGHUP;
+//! - `--socket` at a regular file, a directory, a live socket: nothing removed.
+
+mod common;
+
+use std::io::{BufRead, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::procs::{BIN, Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
+use ulog_recv::link::chunk_log;
+use ulog_recv::synth::{SynthOptions, generate};
+
+/// The tests that load the machine (a flight at 20,000 chunks/s) run one at a time: their
+/// timings are the point.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Debian's strace, or a loud skip (a failure under CI).
+fn strace() -> Option<&'static str> {
+    let path = "/usr/bin/strace";
+    if Path::new(path).exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must slow the disk down for real: install strace (`.ci/run` does)"
+    );
+    eprintln!("\n!!! SKIPPED: no {path}; the slow-disk tests did not run !!!\n");
+    None
+}
+
+/// The daemon under strace with every fsync and fdatasync delayed by `delay` (`when` picks
+/// which calls, strace's syntax). Returns strace (whose exit status is the daemon's), the
+/// daemon's pid, and its stderr lines.
+fn daemon_with_slow_syncs(
+    args: &[String],
+    delay: &str,
+    when: Option<&str>,
+) -> (Child, i32, Receiver<String>) {
+    let strace = strace().expect("checked by the caller");
+    let inject = match when {
+        Some(w) => format!("inject=fsync,fdatasync:delay_enter={delay}:when={w}"),
+        None => format!("inject=fsync,fdatasync:delay_enter={delay}"),
+    };
+    let mut child = Command::new(strace)
+        .args([
+            "-f",
+            "-qq",
+            "--seccomp-bpf",
+            "-e",
+            "trace=fsync,fdatasync",
+            "-e",
+        ])
+        .arg(&inject)
+        .args(["-o", "/dev/null", BIN])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = forward_lines(child.stderr.take().unwrap());
+    // strace's child is the daemon.
+    let children = format!("/proc/{0}/task/{0}/children", child.id());
+    let t0 = Instant::now();
+    let pid = loop {
+        let text = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next() {
+            break pid.parse().unwrap();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "strace started no daemon"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (child, pid, lines)
+}
+
+/// Lines of `stream`, shown and sent to the channel.
+fn forward_lines(stream: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            eprintln!("{line}");
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// `ulog-recv sim` streaming a synthetic flight of `seconds` to `port` at `chunks_per_s`.
+fn sim(port: u16, seconds: u32, chunks_per_s: u64, once: bool) -> (Proc, Receiver<String>) {
+    // PX4 streams at 70 % of the link's configured rate; a full chunk is 267 bytes on the wire.
+    let link_rate = (chunks_per_s * 267 * 10).div_ceil(7);
+    let mut args = vec![
+        "sim".to_string(),
+        "--synthetic".into(),
+        "--duration".into(),
+        seconds.to_string(),
+        "--link-rate".into(),
+        link_rate.to_string(),
+        "--udp-connect".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    if once {
+        args.push("--once".into());
+    }
+    Proc::spawn_watched("the simulator", &args)
+}
+
+/// What the simulator streams for a synthetic flight of `seconds`, post-flight data included.
+fn streamed(seconds: u32) -> Vec<u8> {
+    let log = chunk_log(
+        &generate(SynthOptions {
+            duration_s: seconds,
+            seed: 1,
+            appended_data: false,
+        }),
+        0,
+    )
+    .unwrap();
+    [log.stream, log.postflight].concat()
+}
+
+/// The daemon's ack latency p99 in µs, from its summary line.
+fn ack_p99_us(summary: &str) -> u64 {
+    let p99 = summary
+        .split("ack latency")
+        .nth(1)
+        .and_then(|s| s.split("p99 ").nth(1))
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no ack latency in {summary:?}"));
+    p99.parse().unwrap()
+}
+
+fn terminate(pid: i32) {
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
+#[test]
+fn a_slow_card_costs_time_never_data() {
+    if strace().is_none() {
+        return;
+    }
+    let _heavy = one_at_a_time();
+    let dir = fresh_dir("slow-card");
+    let port = free_udp_port();
+    let args = vec![
+        "--udp".to_string(),
+        port.to_string(),
+        "--no-socket".into(),
+        "--log-dir".into(),
+        dir.display().to_string(),
+    ];
+    let (mut strace, daemon, log) = daemon_with_slow_syncs(&args, "2s", None);
+    // About 12 MB of log at 20,000 chunks/s: 2.5 s of stream.
+    let seconds = 1600;
+    let (mut vehicle, vehicle_log) = sim(port, seconds, 20_000, true);
+    wait_for_line(
+        &vehicle_log,
+        "the whole log was sent",
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    terminate(daemon);
+    let status = strace.wait().unwrap();
+    let took = t0.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(10), "exit took {took:?}");
+    assert!(vehicle.wait(Duration::from_secs(10)).success());
+    let mut summary = String::new();
+    strace
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut summary)
+        .unwrap();
+    let p99 = ack_p99_us(&summary);
+    eprintln!("slow card: exit {took:?} after SIGTERM, acks p99 {p99} µs");
+    assert!(p99 < 1000, "acks p99 {p99} µs while every sync took 2 s");
+    // All of it on disk, byte for byte: the stream and the post-flight data.
+    let files = ulg_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let expected = streamed(seconds);
+    assert!(expected.len() > 12_000_000, "{} bytes", expected.len());
+    assert!(
+        std::fs::read(&files[0]).unwrap() == expected,
+        "the file is not the flight"
+    );
+    let m = ulog_recv::store::files::read_manifest(files[0].parent().unwrap()).unwrap();
+    assert!(m.closed && m.splits[0].closed);
+    let lines: Vec<String> = log.try_iter().collect();
+    assert!(
+        !lines.iter().any(|l| l.contains("cannot keep up")),
+        "{lines:#?}"
+    );
+}
+
+/// Peak resident memory of a process, KB.
+fn peak_rss_kb(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The live socket's next `stats` line.
+fn stats_line(socket: &Path) -> serde_json::Value {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.write_all(b"{\"subscribe\": []}\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut r = std::io::BufReader::new(s);
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["type"] == "stats" {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
+    if strace().is_none() {
+        return;
+    }
+    let _heavy = one_at_a_time();
+    let dir = fresh_dir("stall");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_udp_port();
+    let socket = dir.join("live.sock");
+    let bound: u64 = 4 << 20;
+    let args = vec![
+        "--udp".to_string(),
+        port.to_string(),
+        "--socket".into(),
+        socket.display().to_string(),
+        "--log-dir".into(),
+        dir.join("logs").display().to_string(),
+        "--store-queue".into(),
+        "4M".into(),
+    ];
+    // The second sync (the new session's manifest) blocks the store for 10 s.
+    let (mut strace, daemon, log) = daemon_with_slow_syncs(&args, "10s", Some("2"));
+    // About 30 MB of log at 20,000 chunks/s: 6 s, all while the store is stuck.
+    let (mut vehicle, vehicle_log) = sim(port, 3600, 20_000, true);
+    wait_for_line(&log, "log session opened", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_secs(3));
+    // The status says so while it lasts.
+    let stats = stats_line(&socket);
+    assert!(
+        stats["storage"]["stalled_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms >= 1000),
+        "{stats}"
+    );
+    assert!(
+        stats["storage"]["lost_samples"].as_u64().unwrap() > 0,
+        "{stats}"
+    );
+    wait_for_line(
+        &vehicle_log,
+        "the whole log was sent",
+        Duration::from_secs(60),
+    );
+    let peak = peak_rss_kb(daemon) << 10;
+    // The store comes back and writes what waited; then the daemon stops.
+    let t0 = Instant::now();
+    loop {
+        let stats = stats_line(&socket);
+        if stats["storage"]["queued_bytes"] == 0 && stats["storage"]["stalled_ms"].is_null() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{stats}");
+    }
+    terminate(daemon);
+    assert!(strace.wait().unwrap().success());
+    assert!(vehicle.wait(Duration::from_secs(10)).success());
+    let v: serde_json::Value = serde_json::from_str(vehicle.stdout_text().trim()).unwrap();
+    assert_eq!(v["ack_timeouts"], 0, "acks went on: {v}");
+    assert!(v["longest_ack_wait_ms"].as_u64().unwrap() < 500, "{v}");
+    eprintln!(
+        "stalled disk: peak RSS {:.1} MB with a {} MB queue; vehicle {v}",
+        peak as f64 / (1 << 20) as f64,
+        bound >> 20
+    );
+    assert!(
+        peak < bound + (16 << 20),
+        "peak RSS {} MB with a {} MB queue",
+        peak >> 20,
+        bound >> 20
+    );
+    // The file: whole messages, a dropout of ours where samples did not fit, and pyulog
+    // reads it.
+    let files = ulg_files(&dir.join("logs"));
+    assert!(!files.is_empty());
+    let bytes: Vec<u8> = files
+        .iter()
+        .flat_map(|f| std::fs::read(f).unwrap())
+        .collect();
+    let summary = ulog_recv::summary::summarize(&std::fs::read(&files[0]).unwrap()).unwrap();
+    // The synthetic flight has one dropout of its own (30 ms, four seconds in).
+    assert!(summary.dropouts.len() >= 2, "{:?}", summary.dropouts);
+    assert!(summary.dropouts.iter().any(|d| d.duration_ms > 1000));
+    for f in &files {
+        common::check_with_pyulog(f);
+    }
+    assert!(bytes.len() > 4 << 20);
+}
+
+/// A session written by the store and left open, as a crash leaves it.
+fn crashed_session(log_dir: &Path, second: u64) -> PathBuf {
+    use ulog_recv::store::{LogStore, StoreOptions};
+    let mut store = LogStore::open(StoreOptions::new(log_dir.to_owned())).unwrap();
+    let t = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + second);
+    let dir = store.begin_log((1, 1), t).unwrap();
+    store
+        .write(&generate(SynthOptions {
+            duration_s: 5,
+            seed: 2,
+            appended_data: false,
+        }))
+        .unwrap();
+    store.sync().unwrap();
+    std::mem::forget(store); // no end: the session stays open
+    dir
+}
+
+#[test]
+fn leftovers_of_a_crash_never_stop_a_start() {
+    let dir = fresh_dir("leftovers");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    // An open split replaced by a directory.
+    let a = crashed_session(&logs, 1);
+    std::fs::remove_file(a.join("split_0000.ulg")).unwrap();
+    std::fs::create_dir(a.join("split_0000.ulg")).unwrap();
+    // A truncated manifest.
+    let b = crashed_session(&logs, 2);
+    let manifest = std::fs::read(b.join("manifest.json")).unwrap();
+    std::fs::write(b.join("manifest.json"), &manifest[..manifest.len() / 2]).unwrap();
+    // A zero-length split.
+    let c = crashed_session(&logs, 3);
+    std::fs::File::options()
+        .write(true)
+        .open(c.join("split_0000.ulg"))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    // A split the daemon cannot read: root's and private while it runs as nobody, or no
+    // permission at all when the test is not root.
+    let d = crashed_session(&logs, 4);
+    let root = unsafe { libc::geteuid() } == 0;
+    let unreadable = d.join("split_0000.ulg");
+    std::fs::set_permissions(
+        &unreadable,
+        std::fs::Permissions::from_mode(if root { 0o600 } else { 0o000 }),
+    )
+    .unwrap();
+    let port = free_udp_port();
+    let daemon_args = [
+        "--udp".to_string(),
+        port.to_string(),
+        "--no-socket".into(),
+        "--log-dir".into(),
+        logs.display().to_string(),
+    ];
+    let mut command = if root {
+        // Everything but the unreadable split belongs to nobody.
+        for entry in walk(&logs) {
+            if entry != unreadable {
+                std::os::unix::fs::chown(&entry, Some(65534), Some(65534)).unwrap();
+            }
+        }
+        std::os::unix::fs::chown(&logs, Some(65534), Some(65534)).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let mut daemon = command
+        .args(daemon_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = forward_lines(daemon.stderr.take().unwrap());
+    let (mut vehicle, vehicle_log) = sim(port, 20, 2000, true);
+    wait_for_line(
+        &vehicle_log,
+        "the whole log was sent",
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    terminate(daemon.id() as i32);
+    assert!(daemon.wait().unwrap().success());
+    assert!(vehicle.wait(Duration::from_secs(10)).success());
+    let lines: Vec<String> = log.try_iter().collect();
+    // One line per broken session, naming it and the cause.
+    for (session, cause) in [
+        (&a, "not a regular file"),
+        (&b, "manifest cannot be read"),
+        (&d, "ermission denied"),
+    ] {
+        let name = session.file_name().unwrap().to_string_lossy().into_owned();
+        let said: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains(&name) && l.contains("ERROR"))
+            .collect();
+        assert_eq!(said.len(), 1, "{name}: {lines:#?}");
+        assert!(said[0].contains(cause), "{}", said[0]);
+        let aside = PathBuf::from(format!("{}.unrecoverable", session.display()));
+        assert!(aside.is_dir() && !session.exists(), "{name} set aside");
+    }
+    // The empty one held nothing: gone.
+    assert!(!c.exists());
+    // The next flight, whole.
+    let new: Vec<PathBuf> = ulg_files(&logs)
+        .into_iter()
+        .filter(|f| !f.to_string_lossy().contains(".unrecoverable"))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert!(std::fs::read(&new[0]).unwrap() == streamed(20));
+    // A second start meets the set-aside sessions and leaves them alone, quietly.
+    let out = Command::new(BIN)
+        .args([
+            "--udp",
+            &free_udp_port().to_string(),
+            "--no-socket",
+            "--log-dir",
+        ])
+        .arg(&logs)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    terminate(out.id() as i32);
+    let out = out.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("ERROR"), "{err}");
+}
+
+/// Every path under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
