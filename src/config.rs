@@ -70,6 +70,8 @@ pub fn parse(text: &str, options: &[OptionSpec]) -> Result<Vec<ConfigArg>, Confi
             expected,
         };
         let flag = OsString::from(format!("--{key}"));
+        // `--key=value`, one argument: a value that starts with '-' stays a value.
+        let with_value = |v: String| vec![OsString::from(format!("--{key}={v}"))];
         let scalar = |v: &toml::Value| match v {
             toml::Value::String(s) => Some(s.clone()),
             toml::Value::Integer(i) => Some(i.to_string()),
@@ -81,18 +83,18 @@ pub fn parse(text: &str, options: &[OptionSpec]) -> Result<Vec<ConfigArg>, Confi
             (OptionKind::Flag, toml::Value::Boolean(false)) => vec![],
             (OptionKind::Flag, _) => return Err(bad("must be true or false")),
             (OptionKind::Value, v) => match scalar(v) {
-                Some(s) => vec![flag, s.into()],
+                Some(s) => with_value(s),
                 None => return Err(bad("must be a string or a number")),
             },
             (OptionKind::List, toml::Value::Array(items)) => {
                 let items: Option<Vec<String>> = items.iter().map(scalar).collect();
                 match items {
-                    Some(items) => vec![flag, items.join(",").into()],
+                    Some(items) => with_value(items.join(",")),
                     None => return Err(bad("must be a list of strings")),
                 }
             }
             (OptionKind::List, v) => match scalar(v) {
-                Some(s) => vec![flag, s.into()],
+                Some(s) => with_value(s),
                 None => return Err(bad("must be a list of strings")),
             },
         };
@@ -146,15 +148,20 @@ mod tests {
         assert_eq!(
             got,
             [
-                vec!["--fsync-interval", "0.5"],
-                vec!["--latched", "a,b"],
-                vec!["--log-dir", "/var/lib/x"],
+                vec!["--fsync-interval=0.5"],
+                vec!["--latched=a,b"],
+                vec!["--log-dir=/var/lib/x"],
                 vec!["--no-socket"],
-                vec!["--udp", "14550"],
+                vec!["--udp=14550"],
             ]
         );
         assert_eq!(args("no-socket = false").unwrap(), [Vec::<String>::new()]);
-        assert_eq!(args("latched = \"a\"").unwrap(), [vec!["--latched", "a"]]);
+        assert_eq!(args("latched = \"a\"").unwrap(), [vec!["--latched=a"]]);
+        // A value that looks like an option stays the option's value.
+        assert_eq!(
+            args("fsync-interval = \"-5\"").unwrap(),
+            [vec!["--fsync-interval=-5"]]
+        );
     }
 
     #[test]

@@ -480,3 +480,256 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Follows a daemon's live socket: the largest sample timestamp seen so far (µs), until the
+/// daemon goes.
+fn follow_samples(socket: PathBuf) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let seen = std::sync::Arc::new(AtomicU64::new(0));
+    let out = seen.clone();
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let stream = loop {
+            match std::os::unix::net::UnixStream::connect(&socket) {
+                Ok(s) => break s,
+                Err(_) if t0.elapsed() < Duration::from_secs(3) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(_) => return,
+            }
+        };
+        let mut w = stream.try_clone().unwrap();
+        w.write_all(b"{\"subscribe\": [\"*\"]}\n").unwrap();
+        for line in std::io::BufReader::new(stream)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("{\"type\":\"data\"")
+                && let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && let Some(t) = v["timestamp"].as_u64()
+            {
+                out.fetch_max(t, Ordering::Relaxed);
+            }
+        }
+    });
+    seen
+}
+
+#[test]
+fn kill_9_every_2_s_through_a_60_s_flight_loses_at_most_the_last_second() {
+    use std::sync::atomic::Ordering;
+    let _heavy = one_at_a_time();
+    let dir = fresh_dir("kill-every-2s");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_udp_port();
+    // The vehicle streams at the pace it logs, so that a second of stream is a second of log.
+    let minute = generate(SynthOptions {
+        duration_s: 60,
+        seed: 1,
+        appended_data: false,
+    });
+    let chunks_per_s = (minute.len() as u64 / 60).div_ceil(249);
+    let (mut vehicle, _) = sim(port, 600, chunks_per_s, false);
+    let mut runs = Vec::new();
+    for run in 0..30 {
+        let socket = dir.join(format!("live{run}.sock"));
+        let mut daemon = Proc::spawn(
+            "the daemon",
+            &[
+                "--udp".into(),
+                port.to_string(),
+                "--socket".into(),
+                socket.display().to_string(),
+                "--log-dir".into(),
+                logs.display().to_string(),
+            ],
+        );
+        let seen = follow_samples(socket);
+        std::thread::sleep(Duration::from_secs(2));
+        daemon.0.kill().unwrap(); // SIGKILL: no STOP, no flush, nothing
+        daemon.0.wait().unwrap();
+        runs.push(seen.load(Ordering::Relaxed));
+    }
+    // A last start repairs what the last kill left.
+    let mut daemon = Proc::spawn(
+        "the daemon",
+        &[
+            "--udp".into(),
+            free_udp_port().to_string(),
+            "--no-socket".into(),
+            "--log-dir".into(),
+            logs.display().to_string(),
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(daemon.terminate().success());
+    let _ = vehicle.0.kill();
+    // One session per run that received samples, in order; each holds all but (at most) the
+    // last second of what its daemon had received.
+    let mut sessions: Vec<PathBuf> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    sessions.sort();
+    let received: Vec<u64> = runs.into_iter().filter(|&t| t > 0).collect();
+    assert!(
+        received.len() >= 25,
+        "{} runs received samples",
+        received.len()
+    );
+    assert_eq!(sessions.len(), received.len(), "{sessions:?}");
+    let mut worst = 0;
+    for (session, &seen) in sessions.iter().zip(&received) {
+        let m = ulog_recv::store::files::read_manifest(session).unwrap();
+        assert!(m.closed, "{} repaired and closed", session.display());
+        let last = m
+            .splits
+            .iter()
+            .filter_map(|s| s.summary.last_timestamp)
+            .max()
+            .unwrap_or(0);
+        let lost = seen.saturating_sub(last);
+        worst = worst.max(lost);
+        assert!(
+            lost <= 1_000_000,
+            "{}: samples up to {seen} µs received, up to {last} µs kept",
+            session.display()
+        );
+        for f in ulg_files(session) {
+            common::check_with_pyulog(&f);
+        }
+    }
+    eprintln!(
+        "kill -9 every 2 s: {} sessions, at most {} ms of log lost per kill",
+        sessions.len(),
+        worst / 1000
+    );
+}
+
+/// The daemon's stderr when started with `args` (it must fail at once).
+fn refused_at_start(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(["--udp", &free_udp_port().to_string(), "--log-dir"])
+        .arg(fresh_dir("bad-values"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} was taken");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn nonsense_values_are_refused_at_start_and_on_reload_naming_the_option() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "split-size",
+            &["64", "512K", "0M", "-5M", "nanM", "2T", "big"],
+        ),
+        ("split-duration", &["nan", "-5", "inf", "0", "1e20"]),
+        (
+            "fsync-interval",
+            &["nan", "-1", "1e20", "0", "inf", "0.001"],
+        ),
+        ("max-total", &["20", "0G", "nanG"]),
+        ("min-free", &["1", "-1G"]),
+        ("client-queue", &["4096", "1K", "100G"]),
+        ("store-queue", &["32", "10G"]),
+    ];
+    let dir = fresh_dir("bad-config");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (option, values) in cases {
+        for value in *values {
+            // On the command line: clap names the option and the value.
+            let err = refused_at_start(&[&format!("--{option}={value}")]);
+            assert!(
+                err.contains(&format!("--{option}")) && err.contains(value),
+                "--{option} {value}: {err}"
+            );
+            // In the config file: the error names the key.
+            let config = dir.join("bad.toml");
+            std::fs::write(&config, format!("{option} = \"{value}\"\n")).unwrap();
+            let out = Command::new(BIN)
+                .arg("--config")
+                .arg(&config)
+                .arg("--check-config")
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{option} = {value} was taken");
+            assert!(err.contains(option) && err.contains(value), "{err}");
+        }
+    }
+    // On SIGHUP: each bad value is refused, the running configuration stays, the daemon
+    // runs on; then a good one applies.
+    let port = free_udp_port();
+    let config = dir.join("ulog-recv.toml");
+    let base = format!(
+        "udp = {port}\nno-socket = true\nlog-dir = \"{}\"\n",
+        dir.join("logs").display()
+    );
+    std::fs::write(&config, &base).unwrap();
+    let mut daemon = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = forward_lines(daemon.stderr.take().unwrap());
+    wait_for_line(&log, "ulog-recv", Duration::from_secs(5));
+    for (option, values) in cases {
+        let value = values[0];
+        std::fs::write(&config, format!("{base}{option} = \"{value}\"\n")).unwrap();
+        unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+        let said = wait_for_line(&log, "config not reloaded", Duration::from_secs(5));
+        assert!(said.contains(option) && said.contains(value), "{said}");
+        assert!(daemon.try_wait().unwrap().is_none(), "the daemon runs on");
+    }
+    std::fs::write(&config, format!("{base}fsync-interval = 0.5\n")).unwrap();
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    wait_for_line(&log, "config reloaded from", Duration::from_secs(5));
+    terminate(daemon.id() as i32);
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn the_socket_path_never_loses_what_is_there() {
+    let dir = fresh_dir("socket-path");
+    std::fs::create_dir_all(dir.join("a directory")).unwrap();
+    std::fs::write(dir.join("a file"), "precious").unwrap();
+    for what in ["a file", "a directory"] {
+        let path = dir.join(what);
+        let err = refused_at_start(&["--socket", path.to_str().unwrap()]);
+        assert!(err.contains("is not a socket"), "{err}");
+        assert!(path.exists());
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a file")).unwrap(),
+        "precious"
+    );
+    // A live socket of another daemon: its own, untouched.
+    let socket = dir.join("live.sock");
+    let mut first = Proc::spawn(
+        "the first daemon",
+        &[
+            "--udp".into(),
+            free_udp_port().to_string(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--log-dir".into(),
+            dir.join("logs").display().to_string(),
+        ],
+    );
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = refused_at_start(&["--socket", socket.to_str().unwrap()]);
+    assert!(err.contains("already serves"), "{err}");
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    assert!(first.terminate().success());
+    assert!(!socket.exists(), "the first daemon removed its own socket");
+}

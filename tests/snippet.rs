@@ -137,3 +137,24 @@ fn a_snippet_holds_what_pyulog_counts_in_the_window_and_stands_alone() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[test]
+fn a_session_with_no_closed_split_says_so() {
+    let dir = std::env::temp_dir().join(format!("ulog-recv-snippet-open-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
+    let session = store.begin_log((1, 1), SystemTime::now()).unwrap();
+    let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
+    store.write(&chunk_log(&file, 0).unwrap().stream).unwrap();
+    store.sync().unwrap();
+    // The session is still being written: its only split is open.
+    let e = snippet(&session, 0, u64::MAX, &SplitPolicy::unlimited()).unwrap_err();
+    assert!(
+        matches!(e, ulog_recv::store::snippet::SnippetError::NoClosedSplit),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no closed split"), "{e}");
+    store.end_log().unwrap();
+    assert!(snippet(&session, 0, u64::MAX, &SplitPolicy::unlimited()).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
