@@ -11,6 +11,7 @@
 //! gets the same bytes.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -22,7 +23,8 @@ use crate::publish::glob;
 use crate::publish::outbox::Keep;
 use crate::publish::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
 use crate::store::thread::StorageStats;
-use crate::ulog::message::{FILE_HEADER_LEN, Message, framed};
+use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::message::Message;
 use crate::ulog::{Decoder, FileHeader, InfoValue};
 
 /// A connected client, as the publisher knows it.
@@ -75,11 +77,9 @@ pub struct Publisher {
 #[derive(Debug)]
 struct LogState {
     number: u32,
-    /// File header bytes so far (the first 16 bytes of the log).
-    header: Vec<u8>,
     start_us: Option<u64>,
-    /// An incomplete message (never expected: the session hands out whole messages).
-    carry: Vec<u8>,
+    /// Cuts the log's bytes (the session hands out whole messages, but in any pieces).
+    framer: Framer,
     decoder: Decoder,
     /// By message id.
     topics: Vec<Option<Topic>>,
@@ -339,9 +339,8 @@ impl Publisher {
             Event::LogOpened { number } => {
                 self.log = Some(LogState {
                     number: *number,
-                    header: Vec::with_capacity(FILE_HEADER_LEN),
                     start_us: None,
-                    carry: Vec::new(),
+                    framer: Framer::file(),
                     decoder: Decoder::new(),
                     topics: Vec::new(),
                     in_data: false,
@@ -369,44 +368,25 @@ impl Publisher {
     }
 
     /// The next bytes of the open log (whole messages), which arrived at `arrived`.
-    pub fn handle_log_bytes(&mut self, mut bytes: &[u8], arrived: Instant) {
+    pub fn handle_log_bytes(&mut self, bytes: &[u8], arrived: Instant) {
         let Some(log) = self.log.as_mut() else {
             return;
         };
-        if log.header.len() < FILE_HEADER_LEN {
-            let take = (FILE_HEADER_LEN - log.header.len()).min(bytes.len());
-            log.header.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if let Ok(h) = <&[u8; FILE_HEADER_LEN]>::try_from(log.header.as_slice()) {
-                log.start_us = FileHeader::parse(h).map(|h| h.timestamp);
-                if let Some(h) = FileHeader::parse(h) {
-                    let _ = log.decoder.handle(&Message::Header(h));
+        let mut framer = std::mem::take(&mut log.framer);
+        let _ = framer.push(bytes, |unit| {
+            match unit {
+                Unit::Header(header) => {
+                    if let (Some(h), Some(log)) = (FileHeader::parse(header), self.log.as_mut()) {
+                        log.start_us = Some(h.timestamp);
+                        let _ = log.decoder.handle(&Message::Header(h));
+                    }
                 }
+                Unit::Message(m) => self.message(m, arrived),
             }
-        }
-        if log.carry.is_empty() {
-            let mut messages = framed(bytes);
-            for m in messages.by_ref() {
-                self.message(m, arrived);
-            }
-            let rest = messages.rest();
-            if let Some(log) = self.log.as_mut() {
-                log.carry.extend_from_slice(rest);
-            }
-        } else {
-            // Completes the message in progress (moved out while `self` handles what it holds,
-            // then put back with what remains: no copy of a long message per piece).
-            let mut carry = std::mem::take(&mut log.carry);
-            carry.extend_from_slice(bytes);
-            let mut messages = framed(&carry);
-            for m in messages.by_ref() {
-                self.message(m, arrived);
-            }
-            let consumed = carry.len() - messages.rest().len();
-            carry.drain(..consumed);
-            if let Some(log) = self.log.as_mut() {
-                log.carry = carry;
-            }
+            ControlFlow::Continue(())
+        });
+        if let Some(log) = self.log.as_mut() {
+            log.framer = framer;
         }
     }
 

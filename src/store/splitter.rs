@@ -17,10 +17,12 @@
 //! message boundary).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::ControlFlow;
 
 use crate::ulog::Decoder;
+use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, framed, msg_type,
+    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, msg_type,
 };
 
 /// When a split is full. Both limits may be set; the first reached wins.
@@ -104,8 +106,8 @@ pub trait SplitSink {
 pub struct Splitter {
     policy: SplitPolicy,
     decoder: Decoder,
-    /// Bytes of a message not yet complete (input need not be message-aligned).
-    pending: Vec<u8>,
+    /// Cuts the input (in pieces of any size) into the header and whole messages.
+    framer: Framer,
     header: Option<[u8; FILE_HEADER_LEN]>,
     flag_bits: Option<Vec<u8>>,
     formats: Vec<Vec<u8>>,
@@ -133,7 +135,7 @@ impl Splitter {
         Self {
             policy,
             decoder: Decoder::new(),
-            pending: Vec::new(),
+            framer: Framer::file(),
             header: None,
             flag_bits: None,
             formats: Vec::new(),
@@ -169,56 +171,23 @@ impl Splitter {
     }
 
     /// Takes bytes of the log: the file header first, then messages, in pieces of any size.
-    pub fn push(&mut self, mut bytes: &[u8], sink: &mut impl SplitSink) {
-        if self.header.is_none() {
-            let need = FILE_HEADER_LEN - self.pending.len();
-            let take = need.min(bytes.len());
-            self.pending.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.pending.len() < FILE_HEADER_LEN {
-                return;
-            }
-            let header: [u8; FILE_HEADER_LEN] = self.pending[..].try_into().expect("16 bytes");
-            self.pending.clear();
-            if let Some(h) = FileHeader::parse(&header) {
-                let _ = self.decoder.handle(&Message::Header(h));
-            }
-            self.header = Some(header);
-            self.begin_split(sink);
-            self.write(sink, &header);
-        }
-        if !self.pending.is_empty() {
-            // Complete the message in progress first.
-            let have = self.pending.len();
-            let need = if have >= 2 {
-                MSG_HEADER_LEN + u16::from_le_bytes([self.pending[0], self.pending[1]]) as usize
-            } else {
-                MSG_HEADER_LEN
-            };
-            let take = need.saturating_sub(have).min(bytes.len());
-            self.pending.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.pending.len() < MSG_HEADER_LEN {
-                return;
-            }
-            let need =
-                MSG_HEADER_LEN + u16::from_le_bytes([self.pending[0], self.pending[1]]) as usize;
-            if self.pending.len() < need {
-                let more = (need - self.pending.len()).min(bytes.len());
-                self.pending.extend_from_slice(&bytes[..more]);
-                bytes = &bytes[more..];
-                if self.pending.len() < need {
-                    return;
+    pub fn push(&mut self, bytes: &[u8], sink: &mut impl SplitSink) {
+        let mut framer = std::mem::take(&mut self.framer);
+        let _ = framer.push(bytes, |unit| {
+            match unit {
+                Unit::Header(header) => {
+                    if let Some(h) = FileHeader::parse(header) {
+                        let _ = self.decoder.handle(&Message::Header(h));
+                    }
+                    self.header = Some(*header);
+                    self.begin_split(sink);
+                    self.write(sink, header);
                 }
+                Unit::Message(message) => self.message(message, sink),
             }
-            let message = std::mem::take(&mut self.pending);
-            self.message(&message, sink);
-        }
-        let mut messages = framed(bytes);
-        for message in messages.by_ref() {
-            self.message(message, sink);
-        }
-        self.pending.extend_from_slice(messages.rest());
+            ControlFlow::Continue(())
+        });
+        self.framer = framer;
     }
 
     /// The log ended: the current split is complete.

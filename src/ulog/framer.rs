@@ -1,8 +1,11 @@
 //! Incremental ULog framing, sans-IO: a byte stream pushed in pieces of any size, cut into
 //! whole units: the 16-byte file header (when the stream is a file's), then messages (a
 //! 3-byte header, `size` and `type`, then `size` bytes). The one mechanism behind every
-//! place that frames a ULog stream as it comes: the link's assembler, the store's splitter
-//! and its crash recovery, the live socket's publisher, and the reader.
+//! place that frames a ULog stream as it comes: the link's assembler, the store's writes, its
+//! splitter and its crash recovery, the live socket's publisher. The reader, a validating
+//! parser that looks ahead and behind on a buffer of its own to resynchronise, shares the
+//! framing rule ([`message_len`]) and the plausibility check
+//! ([`crate::ulog::message::plausible_header`]).
 //!
 //! Units that lie whole in a pushed piece are handed out borrowed from it (no copy); only an
 //! incomplete unit at the end of a piece is carried over (at most one message: 65 538 bytes).

@@ -17,6 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::ulog::format::FormatDef;
+use crate::ulog::framer::message_len;
 use crate::ulog::layout::Layout;
 
 use crate::ulog::message::{
@@ -261,7 +262,7 @@ impl Reader {
             let here = self.position();
             let b = &self.buf[self.pos..];
             if b.len() >= MSG_HEADER_LEN + 2 && b[2] == msg_type::DATA {
-                let total = MSG_HEADER_LEN + u16::from_le_bytes([b[0], b[1]]) as usize;
+                let total = message_len(b).expect("a whole message header");
                 let msg_id = u16::from_le_bytes([b[3], b[4]]);
                 let fits = total >= MSG_HEADER_LEN + 2
                     && match self.data_size(msg_id) {
