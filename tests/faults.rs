@@ -1,8 +1,8 @@
 //! Faults cost time, never data, tried for real on the daemon as a process:
 //! - a slow SD card: every fsync delayed 2 s by `strace --inject` (Debian's strace), during a
 //!   12 MB flight at 20,000 chunks/s: all of it on disk, exit 0 within 10 s of SIGTERM, acks
-//!   fast throughout;
-//! - a disk that stalls for good (a 10 s fsync): memory stays at the queue's bound, the log
+//!   never waiting for a sync;
+//! - a disk that stalls (a 5 s fsync): memory stays at the queue's bound, the log
 //!   gets a dropout for what did not fit, receiving and acking go on;
 //! - leftovers of a crash (an open split replaced by a directory, a truncated manifest, an
 //!   empty split, an unreadable split): the daemon starts, says one line per broken session,
@@ -47,14 +47,44 @@ fn strace() -> Option<&'static str> {
     None
 }
 
+/// The daemon under strace: both are killed if the test fails.
+struct Traced {
+    strace: Child,
+    daemon: i32,
+}
+
+impl Traced {
+    /// Waits for strace (whose exit status is the daemon's), at most `limit`.
+    fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.strace.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "the daemon did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.daemon, libc::SIGKILL) };
+        let _ = self.strace.kill();
+        let _ = self.strace.wait();
+    }
+}
+
 /// The daemon under strace with every fsync and fdatasync delayed by `delay` (`when` picks
-/// which calls, strace's syntax). Returns strace (whose exit status is the daemon's), the
-/// daemon's pid, and its stderr lines.
+/// which calls, strace's syntax), and its stderr lines.
 fn daemon_with_slow_syncs(
     args: &[String],
     delay: &str,
     when: Option<&str>,
-) -> (Child, i32, Receiver<String>) {
+) -> (Traced, Receiver<String>) {
     let strace = strace().expect("checked by the caller");
     let inject = match when {
         Some(w) => format!("inject=fsync,fdatasync:delay_enter={delay}:when={w}"),
@@ -77,12 +107,21 @@ fn daemon_with_slow_syncs(
         .spawn()
         .unwrap();
     let lines = forward_lines(child.stderr.take().unwrap());
-    // strace's child is the daemon.
+    // The daemon: strace's child that runs (strace may leave a helper child behind).
     let children = format!("/proc/{0}/task/{0}/children", child.id());
     let t0 = Instant::now();
-    let pid = loop {
+    let daemon = loop {
         let text = std::fs::read_to_string(&children).unwrap_or_default();
-        if let Some(pid) = text.split_whitespace().next() {
+        let running = text.split_whitespace().find(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let state = status
+                .lines()
+                .find_map(|l| l.strip_prefix("State:"))
+                .unwrap_or("");
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            !state.trim_start().starts_with('Z') && exe == Path::new(BIN)
+        });
+        if let Some(pid) = running {
             break pid.parse().unwrap();
         }
         assert!(
@@ -91,7 +130,13 @@ fn daemon_with_slow_syncs(
         );
         std::thread::sleep(Duration::from_millis(10));
     };
-    (child, pid, lines)
+    (
+        Traced {
+            strace: child,
+            daemon,
+        },
+        lines,
+    )
 }
 
 /// Lines of `stream`, shown and sent to the channel.
@@ -173,7 +218,7 @@ fn a_slow_card_costs_time_never_data() {
         "--log-dir".into(),
         dir.display().to_string(),
     ];
-    let (mut strace, daemon, log) = daemon_with_slow_syncs(&args, "2s", None);
+    let (mut traced, log) = daemon_with_slow_syncs(&args, "2s", None);
     // About 12 MB of log at 20,000 chunks/s: 2.5 s of stream.
     let seconds = 1600;
     let (mut vehicle, vehicle_log) = sim(port, seconds, 20_000, true);
@@ -184,22 +229,28 @@ fn a_slow_card_costs_time_never_data() {
     );
     std::thread::sleep(Duration::from_millis(300));
     let t0 = Instant::now();
-    terminate(daemon);
-    let status = strace.wait().unwrap();
+    terminate(traced.daemon);
+    let status = traced.wait(Duration::from_secs(30));
     let took = t0.elapsed();
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(10), "exit took {took:?}");
     assert!(vehicle.wait(Duration::from_secs(10)).success());
     let mut summary = String::new();
-    strace
+    traced
+        .strace
         .stdout
         .take()
         .unwrap()
         .read_to_string(&mut summary)
         .unwrap();
     let p99 = ack_p99_us(&summary);
-    eprintln!("slow card: exit {took:?} after SIGTERM, acks p99 {p99} µs");
-    assert!(p99 < 1000, "acks p99 {p99} µs while every sync took 2 s");
+    let v: serde_json::Value = serde_json::from_str(vehicle.stdout_text().trim()).unwrap();
+    eprintln!("slow card: exit {took:?} after SIGTERM, acks p99 {p99} µs; vehicle {v}");
+    // Acks never wait for a sync: a blocked loop would show seconds here, a busy two-core
+    // machine shows a millisecond or two.
+    assert!(p99 < 50_000, "acks p99 {p99} µs while every sync took 2 s");
+    assert_eq!(v["ack_timeouts"], 0, "{v}");
+    assert!(v["longest_ack_wait_ms"].as_u64().unwrap() < 500, "{v}");
     // All of it on disk, byte for byte: the stream and the post-flight data.
     let files = ulg_files(&dir);
     assert_eq!(files.len(), 1, "{files:?}");
@@ -265,12 +316,14 @@ fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
         "--store-queue".into(),
         "4M".into(),
     ];
-    // The second sync (the new session's manifest) blocks the store for 10 s.
-    let (mut strace, daemon, log) = daemon_with_slow_syncs(&args, "10s", Some("2"));
-    // About 30 MB of log at 20,000 chunks/s: 6 s, all while the store is stuck.
-    let (mut vehicle, vehicle_log) = sim(port, 3600, 20_000, true);
+    // The second sync (the new session's manifest) blocks the store for 5 s.
+    let (mut traced, log) = daemon_with_slow_syncs(&args, "5s", Some("2"));
+    let daemon = traced.daemon;
+    // About 60 MB of log at 20,000 chunks/s: 11 s, the first 5 while the store is stuck, so
+    // that samples after the stall tell the dropout's length.
+    let (mut vehicle, vehicle_log) = sim(port, 7200, 20_000, true);
     wait_for_line(&log, "log session opened", Duration::from_secs(20));
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(2));
     // The status says so while it lasts.
     let stats = stats_line(&socket);
     assert!(
@@ -299,7 +352,7 @@ fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
         assert!(t0.elapsed() < Duration::from_secs(30), "{stats}");
     }
     terminate(daemon);
-    assert!(strace.wait().unwrap().success());
+    assert!(traced.wait(Duration::from_secs(60)).success());
     assert!(vehicle.wait(Duration::from_secs(10)).success());
     let v: serde_json::Value = serde_json::from_str(vehicle.stdout_text().trim()).unwrap();
     assert_eq!(v["ack_timeouts"], 0, "acks went on: {v}");
@@ -326,6 +379,7 @@ fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
     let summary = ulog_recv::summary::summarize(&std::fs::read(&files[0]).unwrap()).unwrap();
     // The synthetic flight has one dropout of its own (30 ms, four seconds in).
     assert!(summary.dropouts.len() >= 2, "{:?}", summary.dropouts);
+    eprintln!("stalled disk: dropouts in the log {:?}", summary.dropouts);
     assert!(summary.dropouts.iter().any(|d| d.duration_ms > 1000));
     for f in &files {
         common::check_with_pyulog(f);
@@ -404,13 +458,16 @@ fn leftovers_of_a_crash_never_stop_a_start() {
     } else {
         Command::new(BIN)
     };
-    let mut daemon = command
-        .args(daemon_args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = forward_lines(daemon.stderr.take().unwrap());
+    let mut daemon = Proc(
+        command
+            .args(daemon_args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        "the daemon",
+    );
+    let log = forward_lines(daemon.0.stderr.take().unwrap());
     let (mut vehicle, vehicle_log) = sim(port, 20, 2000, true);
     wait_for_line(
         &vehicle_log,
@@ -418,8 +475,7 @@ fn leftovers_of_a_crash_never_stop_a_start() {
         Duration::from_secs(60),
     );
     std::thread::sleep(Duration::from_millis(300));
-    terminate(daemon.id() as i32);
-    assert!(daemon.wait().unwrap().success());
+    assert!(daemon.terminate().success());
     assert!(vehicle.wait(Duration::from_secs(10)).success());
     let lines: Vec<String> = log.try_iter().collect();
     // One line per broken session, naming it and the cause.
@@ -670,28 +726,30 @@ fn nonsense_values_are_refused_at_start_and_on_reload_naming_the_option() {
         dir.join("logs").display()
     );
     std::fs::write(&config, &base).unwrap();
-    let mut daemon = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = forward_lines(daemon.stderr.take().unwrap());
+    let mut daemon = Proc(
+        Command::new(BIN)
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        "the daemon",
+    );
+    let log = forward_lines(daemon.0.stderr.take().unwrap());
     wait_for_line(&log, "ulog-recv", Duration::from_secs(5));
     for (option, values) in cases {
         let value = values[0];
         std::fs::write(&config, format!("{base}{option} = \"{value}\"\n")).unwrap();
-        unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+        unsafe { libc::kill(daemon.0.id() as i32, libc::SIGHUP) };
         let said = wait_for_line(&log, "config not reloaded", Duration::from_secs(5));
         assert!(said.contains(option) && said.contains(value), "{said}");
-        assert!(daemon.try_wait().unwrap().is_none(), "the daemon runs on");
+        assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon runs on");
     }
     std::fs::write(&config, format!("{base}fsync-interval = 0.5\n")).unwrap();
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    unsafe { libc::kill(daemon.0.id() as i32, libc::SIGHUP) };
     wait_for_line(&log, "config reloaded from", Duration::from_secs(5));
-    terminate(daemon.id() as i32);
-    assert!(daemon.wait().unwrap().success());
+    assert!(daemon.terminate().success());
 }
 
 #[test]
