@@ -128,23 +128,22 @@ pub async fn run(
                 transmit(&mut session, &mut link).await;
             }
             r = link.recv(&mut buf) => {
-                let r = r?;
-                let arrived = Instant::now();
-                let acks_before = session.acks_sent();
-                receive(&mut session, &mut link, &buf, r, arrived);
-                turn_arrived = Some(arrived);
-                // Drain what else is waiting without going back to the runtime.
-                for _ in 0..64 {
-                    match link.try_recv(&mut buf) {
-                        Some(r) => receive(&mut session, &mut link, &buf, r, Instant::now()),
-                        None => break,
+                let mut read = Some(r?);
+                // Take what else is waiting without going back to the runtime; an ack goes
+                // out as soon as the read that asked for it is handled.
+                for _ in 0..65 {
+                    let Some(r) = read.take() else { break };
+                    let arrived = Instant::now();
+                    turn_arrived.get_or_insert(arrived);
+                    let acks_before = session.acks_sent();
+                    receive(&mut session, &mut link, &buf, r, arrived);
+                    if session.acks_sent() > acks_before {
+                        transmit(&mut session, &mut link).await;
+                        status.ack_latency.record(arrived.elapsed());
                     }
+                    read = link.try_recv(&mut buf);
                 }
-                let acked = session.acks_sent() > acks_before;
                 transmit(&mut session, &mut link).await;
-                if acked {
-                    status.ack_latency.record(arrived.elapsed());
-                }
             }
             _ = tokio::time::sleep_until(wake) => {
                 session.handle_timeout(Instant::now());
