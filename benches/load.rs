@@ -400,10 +400,6 @@ fn run(row: Row, seconds: f64) -> Run {
 
     let elapsed = report.streamed_in.expect("streamed").as_secs_f64();
     let trips = report.ack_round_trips;
-    eprintln!(
-        "TRIPS {:?}",
-        trips.iter().map(|d| d.as_micros()).collect::<Vec<_>>()
-    );
     assert_eq!(report.stats.ack_timeouts, 0);
     // The daemon was stopped above; collect its resource use.
     let mut status = 0;

@@ -128,20 +128,25 @@ pub async fn run(
                 transmit(&mut session, &mut link).await;
             }
             r = link.recv(&mut buf) => {
-                let mut read = Some(r?);
-                // Take what else is waiting without going back to the runtime; an ack goes
-                // out as soon as the read that asked for it is handled.
-                for _ in 0..65 {
-                    let Some(r) = read.take() else { break };
+                let mut read = r?;
+                // Take what else is waiting (up to 64 more reads) without going back to the
+                // runtime; an ack goes out as soon as the read that asked for it is handled.
+                for more in (0..=64).rev() {
                     let arrived = Instant::now();
                     turn_arrived.get_or_insert(arrived);
                     let acks_before = session.acks_sent();
-                    receive(&mut session, &mut link, &buf, r, arrived);
+                    receive(&mut session, &mut link, &buf, read, arrived);
                     if session.acks_sent() > acks_before {
                         transmit(&mut session, &mut link).await;
                         status.ack_latency.record(arrived.elapsed());
                     }
-                    read = link.try_recv(&mut buf);
+                    if more == 0 {
+                        break;
+                    }
+                    match link.try_recv(&mut buf) {
+                        Some(r) => read = r,
+                        None => break,
+                    }
                 }
                 transmit(&mut session, &mut link).await;
             }
