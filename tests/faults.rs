@@ -9,6 +9,8 @@
 //!   records the next flight whole;
 //! - kill -9 every 2 s through a 60 s flight: every file parses in pyulog, and each kill
 //!   loses at most the last second;
+//! - a daemon held up (SIGSTOP for 60 ms, ten times) while the vehicle streams: the backlog
+//!   in its socket is read whole;
 //! - nonsense values for every size, duration and interval option, at start and on SIGHUP;
 //! - `--socket` at a regular file, a directory, a live socket: nothing removed.
 
@@ -790,4 +792,54 @@ fn the_socket_path_never_loses_what_is_there() {
     assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
     assert!(first.terminate().success());
     assert!(!socket.exists(), "the first daemon removed its own socket");
+}
+
+#[test]
+fn a_daemon_held_up_reads_its_backlog_whole() {
+    // A companion computer busy elsewhere: the daemon is stopped (SIGSTOP) for 60 ms at a
+    // time while the vehicle streams, so that a hundred or more datagrams wait in its socket
+    // each time, far under the socket's buffer. Every one of them must reach the file.
+    let _heavy = one_at_a_time();
+    let dir = fresh_dir("held-up");
+    let port = free_udp_port();
+    let (mut daemon, log) = Proc::spawn_watched(
+        "the daemon",
+        &[
+            "--udp".to_string(),
+            port.to_string(),
+            "--no-socket".into(),
+            "--log-dir".into(),
+            dir.display().to_string(),
+        ],
+    );
+    let pid = daemon.0.id() as i32;
+    let seconds = 900;
+    let (mut vehicle, vehicle_log) = sim(port, seconds, 2000, true);
+    wait_for_line(&log, "log session opened", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..10 {
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(60));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    wait_for_line(
+        &vehicle_log,
+        "the whole log was sent",
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(daemon.terminate().success());
+    assert!(vehicle.wait(Duration::from_secs(10)).success());
+    let files = ulg_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let got = std::fs::read(&files[0]).unwrap();
+    let expected = streamed(seconds);
+    assert!(
+        got == expected,
+        "the file is not the flight: {} bytes of {}, dropouts {:?}",
+        got.len(),
+        expected.len(),
+        ulog_recv::summary::summarize(&got).map(|s| s.dropouts)
+    );
 }
