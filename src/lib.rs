@@ -10,6 +10,7 @@
 //! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
 //!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
+//! - [`ros2msg`]: ULog formats as ROS 2 message types: `ros2msg` schemas and CDR samples.
 //! - [`values`]: option values (sizes, durations) checked where they enter.
 //! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
 //! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
@@ -25,6 +26,7 @@ pub mod link;
 pub mod os;
 pub mod publish;
 pub mod receiver;
+pub mod ros2msg;
 pub mod service;
 pub mod simulator;
 pub mod store;
