@@ -9,6 +9,11 @@
 //! received, what they missed (`lagged`: the client's queue overflowed; `server_busy`: the
 //! daemon skipped samples to keep up) and the daemon's own publishing latency (a datagram's
 //! arrival to its samples' lines written to the socket, p50 / p99, from its `stats` line).
+//! Rows with Foxglove clients connect them (threads, `tungstenite`) to the daemon's Foxglove
+//! server, subscribed to every channel as it is advertised, reading as fast as they can; they
+//! report the messages they received and the ones the server told them it dropped. A live
+//! socket client subscribed to nothing reads the daemon's publishing latency (Foxglove
+//! messages, arrival to the write into the socket) from its `stats` lines.
 //!
 //! Run: `cargo bench --bench load` (optionally `-- SECONDS` per rate, default 3).
 
@@ -35,6 +40,8 @@ struct Row {
     store_args: &'static [&'static str],
     /// Live-socket clients subscribed to everything.
     clients: usize,
+    /// Foxglove clients subscribed to everything.
+    foxglove: usize,
     /// Seconds of stream at least (else the command line's).
     min_seconds: f64,
     /// MAVLink 2 signing on both sides.
@@ -49,6 +56,7 @@ impl Row {
             all_acked: false,
             store_args: &[],
             clients: 0,
+            foxglove: 0,
             min_seconds: 0.0,
             signed: false,
         }
@@ -67,6 +75,11 @@ struct ClientsSeen {
     skipped: u64,
     /// The daemon's publishing latency, "p50 / p99 µs".
     latency: String,
+    /// Foxglove clients, the messages the one that got fewest received, and the messages the
+    /// server dropped for them (all clients).
+    foxglove: usize,
+    foxglove_messages: u64,
+    foxglove_dropped: u64,
 }
 
 struct Run {
@@ -137,6 +150,21 @@ fn main() {
         live(Some(100_000), 0, 4, 0.0),
         live(Some(200_000), 0, 4, 0.0),
         live(Some(200_000), 1472, 4, 0.0),
+        // Foxglove: 100 KB/s of log to one client for the latency; then 4 clients at
+        // 200,000 chunks/s.
+        Row {
+            foxglove: 1,
+            min_seconds: 10.0,
+            ..Row::new(Some(402), 0)
+        },
+        Row {
+            foxglove: 4,
+            ..Row::new(Some(200_000), 0)
+        },
+        Row {
+            foxglove: 4,
+            ..Row::new(Some(200_000), 1472)
+        },
         // MAVLink 2 signing on both sides: every frame signed and checked.
         Row {
             signed: true,
@@ -167,15 +195,15 @@ fn main() {
         runs.push(run(plan[i], seconds.max(plan[i].min_seconds)));
     }
     println!(
-        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | publish latency p50 / p99 µs | signed |"
+        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | Foxglove clients | Foxglove messages per client | Foxglove dropped | publish latency p50 / p99 µs | signed |"
     );
     println!(
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|---|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
     );
     for r in &runs {
         let c = &r.clients;
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             if r.all_acked {
                 "all acked".to_owned()
             } else {
@@ -206,6 +234,9 @@ fn main() {
             c.data_lines,
             c.lagged,
             c.skipped,
+            c.foxglove,
+            c.foxglove_messages,
+            c.foxglove_dropped,
             if c.latency.is_empty() {
                 "-"
             } else {
@@ -216,9 +247,74 @@ fn main() {
     }
 }
 
-/// A live-socket client that subscribes to everything and reads as fast as it can, counting
-/// lines by a cheap look at their start (no JSON parsing of data lines).
-fn live_client(socket: &std::path::Path) -> std::thread::JoinHandle<(u64, u64, u64, String)> {
+/// A Foxglove client that subscribes to every channel as it is advertised and reads as fast
+/// as it can; returns the message-data frames it got and the drops the server reported.
+fn foxglove_client(port: u16) -> std::thread::JoinHandle<(u64, u64)> {
+    use tungstenite::Message;
+    use tungstenite::client::IntoClientRequest;
+    let mut request = format!("ws://127.0.0.1:{port}")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "foxglove.websocket.v1".parse().unwrap(),
+    );
+    let t0 = std::time::Instant::now();
+    let mut ws = loop {
+        match tungstenite::connect(request.clone()) {
+            Ok((ws, _)) => break ws,
+            Err(_) if t0.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("cannot connect to the daemon's Foxglove server: {e}"),
+        }
+    };
+    std::thread::spawn(move || {
+        let (mut messages, mut dropped, mut next) = (0u64, 0u64, 0u32);
+        loop {
+            match ws.read() {
+                Ok(Message::Binary(b)) if b.first() == Some(&1) => messages += 1,
+                Ok(Message::Text(t)) => {
+                    let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                    match v["op"].as_str() {
+                        Some("advertise") => {
+                            let subs: Vec<serde_json::Value> = v["channels"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .map(|ch| {
+                                    next += 1;
+                                    serde_json::json!({"id": next, "channelId": ch["id"]})
+                                })
+                                .collect();
+                            let request =
+                                serde_json::json!({"op": "subscribe", "subscriptions": subs});
+                            let _ = ws.send(Message::text(request.to_string()));
+                        }
+                        Some("status") => {
+                            dropped += v["message"]
+                                .as_str()
+                                .and_then(|m| m.split(' ').next()?.parse::<u64>().ok())
+                                .unwrap_or(0)
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        (messages, dropped)
+    })
+}
+
+/// A live-socket client that subscribes to everything (or, `all` false, to nothing: it only
+/// reads the `stats` lines) and reads as fast as it can, counting lines by a cheap look at
+/// their start (no JSON parsing of data lines).
+fn live_client(
+    socket: &std::path::Path,
+    all: bool,
+) -> std::thread::JoinHandle<(u64, u64, u64, String)> {
     use std::io::{BufRead, Write};
     let t0 = std::time::Instant::now();
     let mut s = loop {
@@ -230,7 +326,12 @@ fn live_client(socket: &std::path::Path) -> std::thread::JoinHandle<(u64, u64, u
             Err(e) => panic!("cannot connect to the daemon's socket: {e}"),
         }
     };
-    s.write_all(b"{\"subscribe\":[\"*\"]}\n").unwrap();
+    let request: &[u8] = if all {
+        b"{\"subscribe\":[\"*\"]}\n"
+    } else {
+        b"{\"subscribe\":[]}\n"
+    };
+    s.write_all(request).unwrap();
     std::thread::spawn(move || {
         let mut reader = std::io::BufReader::with_capacity(1 << 20, s);
         let (mut data, mut lagged, mut skipped) = (0u64, 0u64, 0u64);
@@ -271,6 +372,7 @@ fn run(row: Row, seconds: f64) -> Run {
         all_acked,
         store_args,
         clients,
+        foxglove,
         signed,
         ..
     } = row;
@@ -312,6 +414,11 @@ fn run(row: Row, seconds: f64) -> Run {
         .local_addr()
         .unwrap()
         .port();
+    let foxglove_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = std::env::temp_dir().join(format!("ulog-recv-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = std::env::temp_dir().join(format!("ulog-recv-load-{}.sock", std::process::id()));
@@ -336,6 +443,12 @@ fn run(row: Row, seconds: f64) -> Run {
         .arg(&socket)
         .args(store_args)
         .args(
+            (foxglove > 0)
+                .then(|| ["--foxglove".to_owned(), foxglove_port.to_string()])
+                .into_iter()
+                .flatten(),
+        )
+        .args(
             signed
                 .then(|| ["--signing-key".to_owned(), key_file.display().to_string()])
                 .into_iter()
@@ -346,7 +459,14 @@ fn run(row: Row, seconds: f64) -> Run {
         .spawn()
         .expect("start the daemon");
     std::thread::sleep(Duration::from_millis(200));
-    let followers: Vec<_> = (0..clients).map(|_| live_client(&socket)).collect();
+    let mut followers: Vec<_> = (0..clients).map(|_| live_client(&socket, true)).collect();
+    if foxglove > 0 {
+        // For the latency in its stats lines.
+        followers.push(live_client(&socket, false));
+    }
+    let foxgloves: Vec<_> = (0..foxglove)
+        .map(|_| foxglove_client(foxglove_port))
+        .collect();
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -425,6 +545,13 @@ fn run(row: Row, seconds: f64) -> Run {
     }
     if clients == 0 {
         seen.data_lines = 0;
+    }
+    seen.foxglove = foxglove;
+    seen.foxglove_messages = if foxglove == 0 { 0 } else { u64::MAX };
+    for f in foxgloves {
+        let (messages, dropped) = f.join().unwrap();
+        seen.foxglove_messages = seen.foxglove_messages.min(messages);
+        seen.foxglove_dropped += dropped;
     }
     // The daemon's own measure: datagram arrival → ack sent.
     let mut out = String::new();

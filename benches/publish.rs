@@ -1,19 +1,24 @@
-//! Cost of the live socket's core, in memory (no sockets): the [`Publisher`] fed a whole log
-//! as the session hands it out, its lines drained, with 0, 1 and 4 clients subscribed to every
-//! topic, against decoding the same log with the reader and decoder alone (every visible
-//! field read), in the same run.
+//! Cost of the live publishing cores, in memory (no sockets): the NDJSON [`Publisher`] and the
+//! [`FoxglovePublisher`] fed a whole log as the session hands it out, their output drained,
+//! with 0, 1 and 4 clients subscribed to every topic, against decoding the same log with the
+//! reader and decoder alone (every visible field read), in the same run. Then, per sample:
+//! encoding it as CDR (the Foxglove channels, the export) against rendering it as the NDJSON
+//! socket's JSON fields.
 //!
-//! Prints a table: MB/s of log, samples/s, JSON bytes written per byte of log, and the time
-//! relative to decoding alone. Best of 5 runs per row.
+//! Prints two tables: MB/s of log, samples/s, bytes written per byte of log, and the time
+//! relative to decoding alone; ns per sample for CDR and JSON. Best of 5 runs per row.
 //! Run: `cargo bench --bench publish`.
 
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ulog_recv::foxglove::FoxglovePublisher;
 use ulog_recv::link::Event;
 use ulog_recv::publish::Publisher;
 use ulog_recv::publish::protocol::Line;
+use ulog_recv::publish::sample_json::JsonShape;
+use ulog_recv::ros2msg::Ros2Type;
 use ulog_recv::ulog::{Decoder, Reader};
 
 fn logs() -> Vec<PathBuf> {
@@ -85,9 +90,112 @@ fn publish(bytes: &[u8], clients: usize) -> u64 {
     out
 }
 
+/// The Foxglove core with `clients` subscribed to every channel as it is advertised, fed in
+/// 1 KB pieces; returns the bytes of messages produced.
+fn foxglove(bytes: &[u8], clients: usize) -> u64 {
+    let now = Instant::now();
+    let mut p = FoxglovePublisher::new("bench", "1");
+    let ids: Vec<u64> = (0..clients).map(|_| p.connect().unwrap()).collect();
+    p.handle_event(&Event::LogOpened { number: 0 }, now);
+    let mut out = 0u64;
+    let mut next_sub = 0u32;
+    let mut requests = Vec::new();
+    for piece in bytes.chunks(1024) {
+        p.handle_log_bytes(piece, now);
+        while let Some(o) = p.poll_transmit() {
+            out += o.message.len() as u64;
+            if o.message.starts_with(br#"{"op":"advertise""#) {
+                let m: serde_json::Value = serde_json::from_slice(&o.message).unwrap();
+                for ch in m["channels"].as_array().unwrap() {
+                    next_sub += 1;
+                    requests.push((
+                        o.client,
+                        format!(
+                            r#"{{"op":"subscribe","subscriptions":[{{"id":{next_sub},"channelId":{}}}]}}"#,
+                            ch["id"]
+                        ),
+                    ));
+                }
+            }
+        }
+        for (client, request) in requests.drain(..) {
+            p.handle_text(client, &request, now);
+        }
+    }
+    black_box(ids);
+    out
+}
+
+/// Writes one sample's rendering into the buffer.
+type Render<'a> = dyn FnMut(&ulog_recv::ulog::Sample<'_>, &mut Vec<u8>) + 'a;
+
+/// ns per sample to encode every sample of the log as CDR, and to render it as the NDJSON
+/// socket's fields object; both from the decoder's view of the sample (the parse and decode
+/// included in both), types and shapes compiled beforehand, buffers reused.
+fn per_sample(bytes: &[u8]) -> (f64, f64, u64) {
+    let mut reader = Reader::new();
+    let mut decoder = Decoder::new();
+    reader.push(bytes);
+    let mut messages = Vec::new();
+    let mut cdr_types = std::collections::HashMap::new();
+    let mut shapes = std::collections::HashMap::new();
+    let mut names = std::collections::HashMap::new();
+    let mut n = 0u64;
+    while let Some(item) = reader.next_record() {
+        let Ok(record) = item else { continue };
+        messages.push(record.raw.to_vec());
+        if let Ok(Some(sample)) = decoder.handle(&record.message) {
+            n += 1;
+            names.insert(sample.msg_id, sample.name().to_owned());
+            shapes
+                .entry(sample.msg_id)
+                .or_insert_with(|| JsonShape::new(sample.layout));
+        }
+    }
+    for (id, name) in names {
+        cdr_types.insert(id, Ros2Type::compile(&name, decoder.formats()).unwrap());
+    }
+    let run = |mut render: Box<Render>| {
+        best(5, || {
+            let mut decoder = Decoder::new();
+            let mut out = Vec::new();
+            let mut total = 0u64;
+            for raw in &messages {
+                let Some(message) = ulog_recv::ulog::Message::parse_framed(raw) else {
+                    // The file header.
+                    if let Some(h) = raw
+                        .get(..16)
+                        .and_then(|b| ulog_recv::ulog::FileHeader::parse(b.try_into().ok()?))
+                    {
+                        let _ = decoder.handle(&ulog_recv::ulog::Message::Header(h));
+                    }
+                    continue;
+                };
+                if let Ok(Some(sample)) = decoder.handle(&message) {
+                    out.clear();
+                    render(&sample, &mut out);
+                    total += out.len() as u64;
+                }
+            }
+            total
+        })
+    };
+    let (cdr, cdr_bytes) = run(Box::new(|sample, out| {
+        cdr_types[&sample.msg_id].encode(sample.data, out).unwrap()
+    }));
+    let (json, _) = run(Box::new(|sample, out| {
+        shapes[&sample.msg_id].write(sample, out)
+    }));
+    (
+        cdr.as_nanos() as f64 / n as f64,
+        json.as_nanos() as f64 / n as f64,
+        cdr_bytes,
+    )
+}
+
 fn main() {
     println!(
-        "| log | what | MB/s of log | samples/s | JSON bytes per log byte | time vs decoding |"
+        "| log | what | MB/s of log | samples/s | bytes out per log byte | time vs decoding |"
     );
     println!("|---|---|---:|---:|---:|---:|");
     for path in logs() {
@@ -110,5 +218,30 @@ fn main() {
                 t.as_secs_f64() / base.as_secs_f64()
             );
         }
+        for clients in [0, 1, 4] {
+            let (t, out) = best(5, || foxglove(&bytes, clients));
+            println!(
+                "| {name} | Foxglove to {clients} clients | {:.0} | {:.0} | {:.2} | {:.2} |",
+                mb / t.as_secs_f64(),
+                samples as f64 / t.as_secs_f64(),
+                out as f64 / bytes.len() as f64 / clients.max(1) as f64,
+                t.as_secs_f64() / base.as_secs_f64()
+            );
+        }
+    }
+    println!();
+    println!(
+        "| log | CDR ns per sample | JSON fields ns per sample | JSON / CDR | CDR bytes per log byte |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for path in logs() {
+        let bytes = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let (cdr, json, cdr_bytes) = per_sample(&bytes);
+        println!(
+            "| {name} | {cdr:.0} | {json:.0} | {:.1} | {:.2} |",
+            json / cdr,
+            cdr_bytes as f64 / bytes.len() as f64
+        );
     }
 }

@@ -10,6 +10,7 @@
 //! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
 //!   publisher, a server on its own thread, and the `tail` / `topics` clients).
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
+//! - [`foxglove`]: the Foxglove WebSocket server's protocol and sans-IO core.
 //! - [`ros2msg`]: ULog formats as ROS 2 message types: `ros2msg` schemas and CDR samples.
 //! - [`values`]: option values (sizes, durations) checked where they enter.
 //! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
@@ -20,6 +21,7 @@
 //!   and log files, the simulated vehicle's loop); [`latency`]: a latency histogram.
 
 pub mod config;
+pub mod foxglove;
 pub mod keyfile;
 pub mod latency;
 pub mod link;

@@ -1,6 +1,6 @@
 //! The few operating-system calls the daemon makes beyond std and tokio, in one place, through
-//! `rustix` (no `unsafe`): lowering a thread's priority, the free space of a filesystem, and
-//! forcing a socket's receive buffer past the kernel's cap.
+//! `rustix` (no `unsafe`): lowering a thread's priority, the free space of a filesystem,
+//! forcing a socket's receive buffer past the kernel's cap, and capping a send buffer.
 
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -26,6 +26,14 @@ pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
 /// caller keeps what it got.
 pub fn force_recv_buffer(socket: impl AsFd, bytes: usize) -> std::io::Result<()> {
     rustix::net::sockopt::set_socket_recv_buffer_size_force(socket, bytes)?;
+    Ok(())
+}
+
+/// `SO_SNDBUF`: a send buffer of `bytes` (the kernel doubles it for its bookkeeping), which
+/// also turns its growth off. What a client does not read then waits in the server's own
+/// queue, where the oldest goes first, instead of seconds of it in the kernel.
+pub fn cap_send_buffer(socket: impl AsFd, bytes: usize) -> std::io::Result<()> {
+    rustix::net::sockopt::set_socket_send_buffer_size(socket, bytes)?;
     Ok(())
 }
 

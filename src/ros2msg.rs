@@ -11,8 +11,10 @@
 //!   `bool` → `bool`, one `char` → `uint8`, `char[n]` → `string` (up to the first NUL; bytes
 //!   that are not UTF-8 become `?`), `T[n]` → `T[n]`; `_padding…` fields are left out; a format
 //!   with no other field gets ROS 2's `uint8 structure_needs_at_least_one_member`;
-//! - field names as the format has them; a character ROS 2 names cannot hold becomes `_`, and a
-//!   name that does not begin with a letter gets `f_` in front.
+//! - field names as ROS 2 allows them ([`field_name`]: lower case letters, digits and single
+//!   inner underscores, a letter first): most PX4 names are already so; `voltage5V_v` becomes
+//!   `voltage5v_v`, `2d` becomes `f_2d`; a name that would repeat one before it in the same
+//!   type gets `_2`, `_3`, … appended.
 //!
 //! Logged strings ('L', tagged 'C') become `rcl_interfaces/msg/Log` ([`LOG_SCHEMA`],
 //! [`encode_log`]).
@@ -173,20 +175,28 @@ fn camel_case(format: &str) -> String {
     out
 }
 
-/// A field name ROS 2 can hold.
-fn field_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if !out.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        out.insert_str(0, "f_");
+/// The ROS 2 field name for a ULog field `name`: what ROS 2's grammar allows
+/// (`[a-z](_?[a-z0-9]+)*`): letters lowered, any other character an underscore, runs of
+/// underscores made one, none at either end, `f` in front of a name that does not begin with
+/// a letter (`f_2d`), `f` alone for a name with nothing left.
+pub fn field_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() {
+            c.to_ascii_lowercase()
+        } else {
+            '_'
+        };
+        if c == '_' && (out.is_empty() || out.ends_with('_')) {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.ends_with('_') {
+        out.pop();
+    }
+    if !out.starts_with(|c: char| c.is_ascii_lowercase()) {
+        out.insert_str(0, if out.is_empty() { "f" } else { "f_" });
     }
     out
 }
@@ -247,6 +257,7 @@ fn nested_of(def: &FormatDef) -> Vec<&str> {
 /// One type's lines.
 fn definition(def: &FormatDef, text: &mut String) {
     let mut any = false;
+    let mut names: Vec<String> = Vec::new();
     for field in def.fields.iter().filter(|f| !f.is_padding()) {
         any = true;
         let ty = match (&field.ty, field.array_len) {
@@ -258,7 +269,15 @@ fn definition(def: &FormatDef, text: &mut String) {
             }
             (FieldType::Nested(inner), None) => format!("{PACKAGE}/{}", camel_case(inner)),
         };
-        text.push_str(&format!("{ty} {}\n", field_name(&field.name)));
+        let base = field_name(&field.name);
+        let mut name = base.clone();
+        let mut n = 1;
+        while names.contains(&name) {
+            n += 1;
+            name = format!("{base}_{n}");
+        }
+        text.push_str(&format!("{ty} {name}\n"));
+        names.push(name);
     }
     if !any {
         text.push_str("uint8 structure_needs_at_least_one_member\n");
@@ -504,6 +523,26 @@ mod tests {
         t.encode(&[0, 0, 0, 0, 0x80, 0x3f], &mut out).unwrap();
         // The empty member, then the float aligned to 4.
         assert_eq!(out, [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f]);
+    }
+
+    #[test]
+    fn field_names_follow_ros2s_grammar_and_stay_distinct() {
+        for (ulog, ros2) in [
+            ("timestamp", "timestamp"),
+            ("voltage5V_v", "voltage5v_v"),
+            ("2d", "f_2d"),
+            ("_x__y_", "x_y"),
+            ("__", "f"),
+            ("a.b", "a_b"),
+        ] {
+            assert_eq!(field_name(ulog), ros2);
+        }
+        let f = formats(&["t:float aB;float ab;float a_b;float a__b;"]);
+        let t = Ros2Type::compile("t", &f).unwrap();
+        assert_eq!(
+            t.schema,
+            "float32 ab\nfloat32 ab_2\nfloat32 a_b\nfloat32 a_b_2\n"
+        );
     }
 
     #[test]

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value as Json, json};
@@ -102,44 +101,6 @@ fn pyulog_first<'e>(expected: &'e Json, name: &str, multi_id: u8) -> &'e Json {
         .unwrap_or_else(|| panic!("pyulog has no {name}/{multi_id}"))
 }
 
-/// Compares rosbags' message with pyulog's flattened first sample: every field pyulog names
-/// has rosbags' value; a `char[n]` field (a string to rosbags) equals pyulog's characters up
-/// to the first NUL.
-fn compare_sample(what: &str, decoded: &Json, first: &Json, diffs: &mut Vec<String>) {
-    let mut flat = BTreeMap::new();
-    common::flatten_fields("", decoded, &mut flat);
-    for (key, want) in first.as_object().unwrap() {
-        // Padding is left out of the types (pyulog keeps nested padding).
-        if key.contains("_padding") {
-            continue;
-        }
-        if let Some(got) = flat.get(key) {
-            if got != want {
-                diffs.push(format!("{what}.{key}: rosbags {got} vs pyulog {want}"));
-            }
-            continue;
-        }
-        // `name[i]` of a string field.
-        let (base, index) = key
-            .rsplit_once('[')
-            .map(|(b, i)| (b, i.trim_end_matches(']').parse::<usize>().unwrap()))
-            .unwrap_or_else(|| panic!("{what}: rosbags lacks {key}"));
-        let Some(Json::String(text)) = flat.get(base) else {
-            diffs.push(format!("{what}: rosbags lacks {key}"));
-            continue;
-        };
-        let bytes = text.as_bytes();
-        let want = want.as_u64().unwrap() as u8;
-        match bytes.get(index) {
-            Some(&b) if b != want => diffs.push(format!("{what}.{key}: {b} vs pyulog {want}")),
-            None if index == bytes.len() && want != 0 => {
-                diffs.push(format!("{what}.{key}: string ends, pyulog has {want}"))
-            }
-            _ => {}
-        }
-    }
-}
-
 fn check(log: &Path, expected: &Json, py: &Path) {
     let name = log.file_stem().unwrap().to_string_lossy().into_owned();
     let encoded = encode_log_file(&std::fs::read(log).unwrap());
@@ -163,7 +124,7 @@ fn check(log: &Path, expected: &Json, py: &Path) {
         }
         let (topic, multi_id) = topics.next().unwrap();
         let first = pyulog_first(expected, topic, *multi_id);
-        compare_sample(
+        common::compare_ros2_sample(
             &format!("{name}/{topic}/{multi_id}"),
             got,
             first,

@@ -1,6 +1,7 @@
 //! The live socket's shell: a thread of its own with a small tokio runtime that owns the
 //! [`Publisher`], the listeners (a Unix socket, optionally TCP) and one reader and one writer
-//! task per client.
+//! task per client; and, when asked for, the Foxglove WebSocket server
+//! ([`crate::foxglove::server`]), fed from the same hand-over.
 //!
 //! The network loop hands log bytes over through a [`PublishFeed`] and never waits for it:
 //! the feed is an unbounded channel whose backlog (bytes handed over, not yet published) is
@@ -21,6 +22,10 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
 
+use crate::foxglove::{
+    self,
+    server::{FoxMsg, FoxgloveClients},
+};
 use crate::latency::LatencyHistogram;
 use crate::link::{Event, SessionStats};
 use crate::publish::protocol::{Line, LineReader};
@@ -66,6 +71,8 @@ pub struct PublishConfig {
     pub unix: Option<PathBuf>,
     /// A TCP address (for containers), e.g. `127.0.0.1:14600`.
     pub tcp: Option<SocketAddr>,
+    /// The Foxglove WebSocket server's address, e.g. `127.0.0.1:8765`.
+    pub foxglove: Option<SocketAddr>,
     /// Bytes each client's queue may hold before its oldest lines are dropped.
     pub client_queue_bytes: usize,
     /// Log bytes handed over and not yet published beyond which samples are skipped.
@@ -77,6 +84,7 @@ impl Default for PublishConfig {
         Self {
             unix: None,
             tcp: None,
+            foxglove: None,
             client_queue_bytes: 4 << 20,
             backlog_bytes: 8 << 20,
         }
@@ -183,24 +191,27 @@ pub struct PublishServer {
     clients: Arc<AtomicUsize>,
     unix: Option<PathBuf>,
     tcp: Option<SocketAddr>,
+    foxglove: Option<SocketAddr>,
+}
+
+/// A TCP listener bound at `addr`, non-blocking for tokio.
+fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
+    std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|_| l))
+        .map_err(|source| ServeError::Bind {
+            path: addr.to_string(),
+            source,
+        })
 }
 
 impl PublishServer {
     /// Binds the listeners (errors come here, before anything runs) and starts the thread.
     pub fn start(config: PublishConfig) -> Result<(PublishFeed, PublishServer), ServeError> {
         let unix = config.unix.as_deref().map(bind_unix).transpose()?;
-        let tcp = config
-            .tcp
-            .map(|addr| {
-                std::net::TcpListener::bind(addr)
-                    .and_then(|l| l.set_nonblocking(true).map(|_| l))
-                    .map_err(|source| ServeError::Bind {
-                        path: addr.to_string(),
-                        source,
-                    })
-            })
-            .transpose()?;
+        let tcp = config.tcp.map(bind_tcp).transpose()?;
         let tcp_addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+        let foxglove = config.foxglove.map(bind_tcp).transpose()?;
+        let foxglove_addr = foxglove.as_ref().and_then(|l| l.local_addr().ok());
         let (tx, rx) = mpsc::unbounded_channel();
         let backlog = Arc::new(AtomicUsize::new(0));
         let feed = PublishFeed {
@@ -224,7 +235,12 @@ impl PublishServer {
                     .enable_all()
                     .build()
                     .expect("a current-thread runtime");
-                rt.block_on(serve(rx, backlog, unix, tcp, queue, count));
+                let listeners = Listeners {
+                    unix,
+                    tcp,
+                    foxglove,
+                };
+                rt.block_on(serve(rx, backlog, listeners, queue, count));
             })
             .map_err(ServeError::Thread)?;
         Ok((
@@ -234,6 +250,7 @@ impl PublishServer {
                 clients,
                 unix: config.unix,
                 tcp: tcp_addr,
+                foxglove: foxglove_addr,
             },
         ))
     }
@@ -251,6 +268,11 @@ impl PublishServer {
     /// The TCP address actually bound (port 0 resolved).
     pub fn tcp_addr(&self) -> Option<SocketAddr> {
         self.tcp
+    }
+
+    /// The Foxglove server's address actually bound (port 0 resolved).
+    pub fn foxglove_addr(&self) -> Option<SocketAddr> {
+        self.foxglove
     }
 
     /// Waits for the thread: it ends once the feed is dropped and the clients have been given
@@ -392,14 +414,25 @@ const FINAL_FLUSH: Duration = Duration::from_millis(500);
 /// The most a writer takes from its outbox for one write.
 const WRITE_BATCH: usize = 64 << 10;
 
+/// What the server listens on, bound before the thread starts.
+struct Listeners {
+    unix: Option<BoundSocket>,
+    tcp: Option<std::net::TcpListener>,
+    foxglove: Option<std::net::TcpListener>,
+}
+
 async fn serve(
     mut feed: mpsc::UnboundedReceiver<Feed>,
     backlog: Arc<AtomicUsize>,
-    unix: Option<BoundSocket>,
-    tcp: Option<std::net::TcpListener>,
+    listeners: Listeners,
     queue_bytes: usize,
     client_count: Arc<AtomicUsize>,
 ) {
+    let Listeners {
+        unix,
+        tcp,
+        foxglove,
+    } = listeners;
     let (conn_tx, mut conn_rx) = mpsc::channel::<ClientMsg>(256);
     let unix_file = unix.as_ref().map(|b| (b.path.clone(), b.identity));
     if let Some(l) = unix.and_then(|b| tokio::net::UnixListener::from_std(b.listener).ok()) {
@@ -411,6 +444,14 @@ async fn serve(
     let mut publisher = Publisher::new(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
     let mut slots: HashMap<ClientId, ClientTasks> = HashMap::new();
     let latency = Arc::new(Mutex::new(LatencyHistogram::default()));
+    let (fox_tx, mut fox_rx) = mpsc::channel::<FoxMsg>(256);
+    let mut fox = match foxglove.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
+        Some(l) => {
+            tokio::spawn(foxglove::server::accept_clients(l, fox_tx.clone()));
+            Some(FoxgloveClients::new(queue_bytes, fox_tx, latency.clone()))
+        }
+        None => None,
+    };
     // Lines dropped from the queues of clients that have left.
     let mut lagged_departed = 0u64;
     loop {
@@ -420,13 +461,22 @@ async fn serve(
                 Some(Feed::Log { bytes, arrived }) => {
                     backlog.fetch_sub(bytes.len(), Ordering::Relaxed);
                     publisher.handle_log_bytes(&bytes, arrived);
+                    if let Some(fox) = fox.as_mut() {
+                        fox.handle_log_bytes(&bytes, arrived);
+                    }
                 }
                 Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
-                Some(Feed::Event(e)) => publisher.handle_event(&e, Instant::now()),
+                Some(Feed::Event(e)) => {
+                    publisher.handle_event(&e, Instant::now());
+                    if let Some(fox) = fox.as_mut() {
+                        fox.handle_event(&e, Instant::now());
+                    }
+                }
                 Some(Feed::Stats(stats)) => {
                     let (s, storage) = *stats;
                     let lat = latency.lock().expect("latency lock");
                     let lagged: u64 = lagged_departed
+                        + fox.as_ref().map_or(0, FoxgloveClients::dropped_total)
                         + slots
                             .values()
                             .map(|c| c.slot.outbox.lock().expect("outbox lock").dropped_total())
@@ -473,8 +523,17 @@ async fn serve(
                     }
                 }
             },
+            Some(m) = fox_rx.recv(), if fox.is_some() => {
+                if let Some(fox) = fox.as_mut() {
+                    fox.handle(m);
+                }
+            }
         }
-        client_count.store(publisher.client_count(), Ordering::Relaxed);
+        let foxglove_clients = fox.as_ref().map_or(0, FoxgloveClients::client_count);
+        client_count.store(
+            publisher.client_count() + foxglove_clients,
+            Ordering::Relaxed,
+        );
         // Everything the publisher made goes to the outboxes; each writer is woken once.
         let mut woken: Vec<ClientId> = Vec::new();
         while let Some(out) = publisher.poll_transmit() {
@@ -507,6 +566,9 @@ async fn serve(
         {
             client.writer.abort();
         }
+    }
+    if let Some(fox) = fox {
+        fox.close(deadline).await;
     }
     if let Some((path, identity)) = unix_file {
         BoundSocket::remove(&path, identity);

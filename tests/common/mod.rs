@@ -428,6 +428,75 @@ pub fn check_with_pyulog(file: &std::path::Path) {
     );
 }
 
+/// Compares a ROS 2 message as another implementation decoded it from our CDR (nested objects,
+/// arrays, strings) with pyulog's flattened sample: every field pyulog names has the same
+/// value (numbers compared as numbers: `0` equals `0.0`); a `char[n]` field (a string in
+/// ROS 2) equals pyulog's characters up to the first NUL. pyulog's field names are taken
+/// through [`ulog_recv::ros2msg::field_name`], the names ROS 2 allows.
+pub fn compare_ros2_sample(what: &str, decoded: &Json, first: &Json, diffs: &mut Vec<String>) {
+    let mut flat = BTreeMap::new();
+    flatten_fields("", decoded, &mut flat);
+    for (key, want) in first.as_object().unwrap() {
+        // Padding is left out of the types (pyulog keeps nested padding).
+        if key.contains("_padding") {
+            continue;
+        }
+        let key = &ros2_key(key);
+        if let Some(got) = flat.get(key) {
+            if !same_value(got, want) {
+                diffs.push(format!("{what}.{key}: decoded {got} vs pyulog {want}"));
+            }
+            continue;
+        }
+        // `name[i]` of a string field.
+        let (base, index) = key
+            .rsplit_once('[')
+            .map(|(b, i)| (b, i.trim_end_matches(']').parse::<usize>().unwrap()))
+            .unwrap_or_else(|| panic!("{what}: the decoded message lacks {key}"));
+        let Some(Json::String(text)) = flat.get(base) else {
+            diffs.push(format!("{what}: the decoded message lacks {key}"));
+            continue;
+        };
+        let bytes = text.as_bytes();
+        let want = want.as_u64().unwrap() as u8;
+        match bytes.get(index) {
+            Some(&b) if b != want => diffs.push(format!("{what}.{key}: {b} vs pyulog {want}")),
+            None if index == bytes.len() && want != 0 => {
+                diffs.push(format!("{what}.{key}: string ends, pyulog has {want}"))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// pyulog's flattened field name (`a.b[2].c`) with each field as ROS 2 names it.
+fn ros2_key(key: &str) -> String {
+    key.split('.')
+        .map(|part| match part.split_once('[') {
+            Some((name, index)) => format!("{}[{index}", ulog_recv::ros2msg::field_name(name)),
+            None => ulog_recv::ros2msg::field_name(part),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// Equal JSON values, numbers by value whatever their representation (`1` and `1.0`; a
+/// 64-bit integer written as a decimal string by a JavaScript decoder).
+pub fn same_value(a: &Json, b: &Json) -> bool {
+    let as_int = |v: &Json| match v {
+        Json::Number(n) => n.as_i64().map(i128::from).or(n.as_u64().map(i128::from)),
+        Json::String(s) => s.parse::<i128>().ok(),
+        _ => None,
+    };
+    if let (Some(x), Some(y)) = (as_int(a), as_int(b)) {
+        return x == y;
+    }
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 /// Our nested JSON fields flattened to pyulog's names (`q[2]`, `esc[1].esc_rpm`); strings
 /// (`char[n]` fields) are left whole.
 pub fn flatten_fields(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {

@@ -125,6 +125,11 @@ pub(crate) struct PublishArgs {
     /// Also publish on this TCP address (for containers), e.g. 127.0.0.1:14600.
     #[arg(long, value_name = "ADDR")]
     pub(crate) publish_tcp: Option<SocketAddr>,
+    /// Serve Foxglove, Lichtblick and PlotJuggler live on this WebSocket port (ws://), on
+    /// 127.0.0.1 unless ADDR is given (e.g. 0.0.0.0:8765 for the whole network): every topic
+    /// as ROS 2 messages (ros2msg, CDR).
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_foxglove)]
+    pub(crate) foxglove: Option<SocketAddr>,
     /// Bytes a client may fall behind before its oldest lines are dropped (64K to 4G).
     #[arg(long, value_parser = queue_size, default_value = "4M")]
     pub(crate) client_queue: u64,
@@ -140,12 +145,13 @@ impl PublishArgs {
             (Some(p), _) => Some(p.clone()),
             (None, false) => Some(default_socket_path()),
         };
-        if unix.is_none() && self.publish_tcp.is_none() {
+        if unix.is_none() && self.publish_tcp.is_none() && self.foxglove.is_none() {
             return Ok(None);
         }
         let config = |unix| PublishConfig {
             unix,
             tcp: self.publish_tcp,
+            foxglove: self.foxglove,
             client_queue_bytes: self.client_queue as usize,
             ..PublishConfig::default()
         };
@@ -159,7 +165,7 @@ impl PublishArgs {
             ) if self.socket.is_none() && unix.is_some() => {
                 tracing::warn!("no live socket: {e}; give --socket PATH to publish");
                 eprintln!("ulog-recv: no live socket ({e}); give --socket PATH to publish");
-                if self.publish_tcp.is_none() {
+                if self.publish_tcp.is_none() && self.foxglove.is_none() {
                     return Ok(None);
                 }
                 Ok(Some(PublishServer::start(config(None))?))
@@ -225,6 +231,17 @@ pub(crate) fn parse_udp_listen(s: &str) -> Result<SocketAddr, String> {
     }
     s.parse()
         .map_err(|_| format!("not a UDP port or ADDR:PORT: {s}"))
+}
+
+/// `--foxglove`: a port alone binds loopback only (the vehicle's data is not offered to the
+/// network unless the user names an address).
+pub(crate) fn parse_foxglove(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse()
+        .map_err(|_| format!("not a TCP port or ADDR:PORT: {s}"))
 }
 
 /// Option values, checked by [`ulog_recv::values`] (clap names the option in its error).
@@ -447,5 +464,9 @@ pub(crate) enum Command {
         /// A perfect link instead of the default lossy one.
         #[arg(long)]
         clean: bool,
+        /// The Foxglove WebSocket server's port (127.0.0.1 unless ADDR is given; another
+        /// free port if this one is taken).
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_foxglove, default_value = "8765")]
+        foxglove: SocketAddr,
     },
 }

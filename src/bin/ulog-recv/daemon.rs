@@ -218,6 +218,9 @@ pub(crate) fn publishing_note(server: Option<&PublishServer>) -> String {
     if let Some(a) = server.tcp_addr() {
         places.push(format!("tcp:{a}"));
     }
+    if let Some(a) = server.foxglove_addr() {
+        places.push(format!("Foxglove ws://{a}"));
+    }
     format!(", live topics on {}", places.join(" and "))
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
-use ulog_recv::publish::server::{PublishConfig, PublishServer};
+use ulog_recv::publish::server::{PublishConfig, PublishServer, ServeError};
 use ulog_recv::receiver::{Notice, ReceiverOptions};
 use ulog_recv::simulator::SimOptions;
 use ulog_recv::store::{SplitPolicy, StoreOptions};
@@ -54,6 +54,7 @@ pub(crate) async fn demo(
     duration: u32,
     link_rate: u64,
     clean: bool,
+    foxglove: SocketAddr,
 ) -> anyhow::Result<()> {
     let log_dir = log_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("ulog-recv-demo-{}", std::process::id()))
@@ -122,14 +123,28 @@ pub(crate) async fn demo(
     policy.max_duration_us = Some(20_000_000);
     // The demo publishes too: `ulog-recv tail` in another terminal follows it.
     let socket = std::env::temp_dir().join(format!("ulog-recv-demo-{}.sock", std::process::id()));
-    let (feed, server) = PublishServer::start(PublishConfig {
+    let config = |foxglove| PublishConfig {
         unix: Some(socket.clone()),
+        foxglove: Some(foxglove),
         ..PublishConfig::default()
-    })?;
+    };
+    let (feed, server) = match PublishServer::start(config(foxglove)) {
+        Ok(started) => started,
+        // Another demo has the port: any free one will do.
+        Err(ServeError::Bind { .. }) => {
+            PublishServer::start(config(SocketAddr::new(foxglove.ip(), 0)))?
+        }
+        Err(e) => return Err(e.into()),
+    };
     println!(
         "  follow it live in another terminal: ulog-recv tail --socket {} 'vehicle_*'",
         socket.display()
     );
+    if let Some(addr) = server.foxglove_addr() {
+        println!(
+            "  or in Foxglove or PlotJuggler: open a Foxglove WebSocket connection to ws://{addr}"
+        );
+    }
     let options = ReceiverOptions {
         store: StoreOptions {
             policy,

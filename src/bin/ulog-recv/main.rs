@@ -148,7 +148,8 @@ fn main() -> anyhow::Result<()> {
             duration,
             link_rate,
             clean,
-        }) => runtime()?.block_on(demo(log_dir, duration, link_rate, clean)),
+            foxglove,
+        }) => runtime()?.block_on(demo(log_dir, duration, link_rate, clean, foxglove)),
         None => {
             let args = cli.receive;
             let Some(spec) = args.link.spec(args.baud) else {
