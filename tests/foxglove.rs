@@ -26,6 +26,10 @@ const SUBPROTOCOLS: [&str; 2] = ["foxglove.sdk.v1", "foxglove.websocket.v1"];
 const DROPPED_SUFFIX: &str =
     " messages dropped: this connection reads slower than the vehicle logs";
 
+/// The tests here run one at a time: each has a daemon, a simulator and Node clients decoding
+/// everything, and a client starved of CPU by the other test would fall behind by itself.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The client's folder, with Foxglove's npm packages installed (`.ci/run` does it). Missing:
 /// a loud skip, or a failure under CI.
 fn client_dir() -> Option<PathBuf> {
@@ -268,6 +272,7 @@ fn check_report(what: &str, report: &Json, expected: &Json) {
 
 #[test]
 fn foxgloves_libraries_read_every_topic_of_every_log_under_both_subprotocols() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(client) = client_dir() else { return };
     for log in all_logs() {
         let name = log.file_stem().unwrap().to_string_lossy().into_owned();
@@ -325,6 +330,7 @@ fn handshake_status(url: &str, offered: Option<&str>) -> String {
 
 #[test]
 fn a_client_without_a_foxglove_subprotocol_is_refused_and_a_stuck_one_harms_nobody() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(client) = client_dir() else { return };
     let log = all_logs()
         .into_iter()
@@ -349,10 +355,17 @@ fn a_client_without_a_foxglove_subprotocol_is_refused_and_a_stuck_one_harms_nobo
     for c in [&stuck, &reader] {
         wait_for_line(&c.lines, "ready", Duration::from_secs(20));
     }
-    let mut sim = start_sim(&log, port, 1_500_000);
+    // A rate the reader keeps up with on a busy machine: the point is what the stuck client
+    // costs it (nothing), not how fast Node decodes.
+    let mut sim = start_sim(&log, port, 700_000);
     wait_for_line(&stuck.lines, "stalled", Duration::from_secs(20));
     assert!(sim.wait(Duration::from_secs(60)).success());
     let report = reader.report(Duration::from_secs(60));
+    assert_eq!(
+        report["statuses"],
+        serde_json::json!([]),
+        "the reader lost nothing"
+    );
     check_report("reader beside a stuck client", &report, &expected);
     stuck.resume();
     let stuck_report = stuck.report(Duration::from_secs(60));

@@ -701,6 +701,51 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_connects_mid_flight_gets_every_current_channel() {
+        let log = crate::synth::generate(crate::synth::SynthOptions {
+            duration_s: 10,
+            seed: 1,
+            appended_data: false,
+        });
+        let now = Instant::now();
+        let mut p = FoxglovePublisher::new("test", "s1");
+        p.handle_event(&Event::LogOpened { number: 1 }, now);
+        // Past the topic added in flight (sensor_accel/1, half a second in).
+        let half = log.len() / 2;
+        p.handle_log_bytes(&log[..half], now);
+        let c = p.connect().unwrap();
+        let hello = drain(&mut p);
+        assert_eq!(json_of(&hello[0])["op"], "serverInfo");
+        let mut topics: Vec<String> = json_of(&hello[1])["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ch| ch["topic"].as_str().unwrap().to_owned())
+            .collect();
+        topics.sort();
+        let summary = crate::summary::summarize(&log).unwrap();
+        let mut want: Vec<String> = summary
+            .datasets
+            .iter()
+            .map(|d| match d.multi_id {
+                0 => format!("/{}", d.name),
+                n => format!("/{}/{n}", d.name),
+            })
+            .chain(["/log".to_owned()])
+            .collect();
+        want.sort();
+        assert_eq!(topics, want);
+        // Subscribed now, it gets the samples from here on.
+        let channel = json_of(&hello[1])["channels"][1]["id"].as_u64().unwrap();
+        assert_eq!(
+            subscribe_late(&mut p, c, channel, now + HOLD_NEW_CHANNEL),
+            0
+        );
+        p.handle_log_bytes(&log[half..], now + HOLD_NEW_CHANNEL);
+        assert!(drain(&mut p).iter().any(|o| !is_text(&o.message)));
+    }
+
+    #[test]
     fn bad_requests_get_a_status_and_nothing_else_changes() {
         let mut p = FoxglovePublisher::new("test", "s1");
         let c = p.connect().unwrap();

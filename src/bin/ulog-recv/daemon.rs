@@ -74,6 +74,9 @@ pub(crate) async fn receive(
     };
     let link = Link::open(&spec).await?;
     let (feed, server) = args.publish.start()?.unzip();
+    // The handlers before the start line: a SIGHUP or SIGTERM from then on is taken as meant.
+    let controls = controls_on_sighup(reloader(args.clone(), argv, levels))?;
+    let stop_signal = shutdown_signal()?;
     tracing::info!(
         "ulog-recv {}: {spec}, logs into {}{}",
         env!("CARGO_PKG_VERSION"),
@@ -95,8 +98,6 @@ pub(crate) async fn receive(
         signing_reservation,
         store_queue_bytes: args.store.store_queue as usize,
     };
-    let controls = controls_on_sighup(reloader(args.clone(), argv, levels))?;
-    let stop_signal = shutdown_signal()?;
     let clients = server.as_ref().map(|s| s.clients_counter());
     let mut text = StatusText::default();
     let waiting_on = spec.to_string();
