@@ -12,6 +12,7 @@
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
 //! - [`foxglove`]: the Foxglove WebSocket server's protocol and sans-IO core.
 //! - [`ros2msg`]: ULog formats as ROS 2 message types: `ros2msg` schemas and CDR samples.
+//! - [`export`]: a flight (a file or a session) to MCAP.
 //! - [`values`]: option values (sizes, durations) checked where they enter.
 //! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
 //! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
@@ -21,6 +22,7 @@
 //!   and log files, the simulated vehicle's loop); [`latency`]: a latency histogram.
 
 pub mod config;
+pub mod export;
 pub mod foxglove;
 pub mod keyfile;
 pub mod latency;

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -157,119 +156,6 @@ fn start_sim(log: &Path, port: u16, rate: u64) -> Proc {
     )
 }
 
-/// `/NAME` or `/NAME/N` of each pyulog dataset, with the dataset.
-fn pyulog_topics(expected: &Json) -> BTreeMap<String, &Json> {
-    expected["datasets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            let name = d["name"].as_str().unwrap();
-            let topic = match d["multi_id"].as_u64().unwrap() {
-                0 => format!("/{name}"),
-                n => format!("/{name}/{n}"),
-            };
-            (topic, d)
-        })
-        .collect()
-}
-
-/// What a client reported against pyulog's reading of the log.
-fn check_report(what: &str, report: &Json, expected: &Json) {
-    let mut diffs = Vec::new();
-    let channels = report["channels"].as_array().unwrap();
-    let pyulog = pyulog_topics(expected);
-    let mut seen = BTreeMap::new();
-    for ch in channels {
-        let topic = ch["topic"].as_str().unwrap();
-        assert_eq!(
-            ch["timeMismatches"], 0,
-            "{what} {topic}: log time is not the timestamp"
-        );
-        assert_eq!(
-            ch["trailing"], 0,
-            "{what} {topic}: bytes left after a message"
-        );
-        if topic == "/log" {
-            continue;
-        }
-        assert!(
-            ch["schemaName"]
-                .as_str()
-                .unwrap()
-                .starts_with("px4_ulog/msg/"),
-            "{what} {topic}: {}",
-            ch["schemaName"]
-        );
-        // A subscription without samples is a channel too, not a dataset to pyulog.
-        if ch["count"] != 0 {
-            seen.insert(topic.to_owned(), ch);
-        }
-    }
-    let ours: Vec<&String> = seen.keys().collect();
-    let theirs: Vec<&String> = pyulog.keys().collect();
-    assert_eq!(
-        ours, theirs,
-        "{what}: the channels with samples are pyulog's datasets"
-    );
-    for (topic, d) in &pyulog {
-        let ch = seen[topic];
-        if ch["count"] != d["count"] {
-            diffs.push(format!(
-                "{topic}: {} samples, pyulog {}",
-                ch["count"], d["count"]
-            ));
-            continue;
-        }
-        for (end, time) in [("first", "firstLogTime"), ("last", "lastLogTime")] {
-            common::compare_ros2_sample(&format!("{topic} {end}"), &ch[end], &d[end], &mut diffs);
-            let ns: u64 = ch[time].as_str().unwrap().parse().unwrap();
-            let us = d[end]["timestamp"].as_u64().unwrap();
-            if ns != us * 1000 {
-                diffs.push(format!("{topic}: {end} log time {ns} ns, pyulog {us} µs"));
-            }
-        }
-    }
-    assert!(
-        diffs.is_empty(),
-        "{what}: {:#?}",
-        &diffs[..diffs.len().min(20)]
-    );
-    // `/log`: the logged strings, plain and tagged, with their times.
-    let mut ours: Vec<(u64, String)> = report["logs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            let stamp = &m["stamp"];
-            let us = stamp["sec"].as_u64().unwrap() * 1_000_000
-                + stamp["nanosec"].as_u64().unwrap() / 1000;
-            (us, m["msg"].as_str().unwrap().to_owned())
-        })
-        .collect();
-    // pyulog: [timestamp, level, text] lists, the tagged ones by tag.
-    let mut theirs: Vec<&Json> = expected["logged_messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .collect();
-    if let Some(tagged) = expected["logged_messages_tagged"].as_object() {
-        theirs.extend(tagged.values().flat_map(|l| l.as_array().unwrap()));
-    }
-    let mut theirs: Vec<(u64, String)> = theirs
-        .iter()
-        .map(|m| (m[0].as_u64().unwrap(), m[2].as_str().unwrap().to_owned()))
-        .collect();
-    ours.sort();
-    theirs.sort();
-    assert_eq!(ours, theirs, "{what}: /log holds pyulog's logged strings");
-    eprintln!(
-        "{what}: {} topic instances as pyulog reads them, {} logged strings",
-        seen.len(),
-        ours.len()
-    );
-}
-
 #[test]
 fn foxgloves_libraries_read_every_topic_of_every_log_under_both_subprotocols() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -303,7 +189,7 @@ fn foxgloves_libraries_read_every_topic_of_every_log_under_both_subprotocols() {
                 0,
                 "{report:.200}"
             );
-            check_report(&format!("{name} ({p})"), &report, &expected);
+            common::check_ros2_report(&format!("{name} ({p})"), &report, &expected);
         }
         assert!(daemon.terminate().success());
     }
@@ -366,7 +252,7 @@ fn a_client_without_a_foxglove_subprotocol_is_refused_and_a_stuck_one_harms_nobo
         serde_json::json!([]),
         "the reader lost nothing"
     );
-    check_report("reader beside a stuck client", &report, &expected);
+    common::check_ros2_report("reader beside a stuck client", &report, &expected);
     stuck.resume();
     let stuck_report = stuck.report(Duration::from_secs(60));
     // It is told how many of its messages went: those and the ones it got are all the

@@ -293,6 +293,7 @@ fn sample_value(key: &str) -> &'static str {
         "no-socket" => "true",
         "publish-tcp" => "\"127.0.0.1:14600\"",
         "client-queue" => "\"1M\"",
+        "foxglove" => "8765",
         "store-queue" => "\"16M\"",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         other => panic!("no sample value for option '{other}': add one here"),

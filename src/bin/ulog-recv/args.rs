@@ -420,6 +420,25 @@ pub(crate) enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Export a flight (a .ulg, or a session directory: its splits joined) to MCAP (ROS 2
+    /// types, CDR; for Foxglove, PlotJuggler, ros2 bag); the format follows OUTPUT's extension.
+    Export {
+        /// A .ulg file or a session directory (holding manifest.json).
+        input: PathBuf,
+        /// The file to write: NAME.mcap.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Start of the window, seconds of log time (as `info` prints them).
+        #[arg(long)]
+        from: Option<f64>,
+        /// End of the window, seconds of log time.
+        #[arg(long)]
+        to: Option<f64>,
+        /// Only topics matching these patterns (`*`, `?`; `log` for the logged strings)
+        /// [default: all].
+        #[arg(long, num_args = 1..)]
+        topics: Vec<String>,
+    },
     /// Follow the vehicle's topics live from a running daemon: one sample per line, aligned,
     /// with a status line (rate, loss) on stderr.
     Tail {

@@ -76,6 +76,13 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Some(Command::Export {
+            input,
+            output,
+            from,
+            to,
+            topics,
+        }) => export(&input, &output, from, to, topics),
         Some(Command::Sim {
             file,
             synthetic,
@@ -179,4 +186,41 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+/// `ulog-recv export`.
+fn export(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    from: Option<f64>,
+    to: Option<f64>,
+    topics: Vec<String>,
+) -> anyhow::Result<()> {
+    let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
+    let options = ulog_recv::export::ExportOptions {
+        from_us: from.map(us),
+        to_us: to.map(us),
+        topics,
+    };
+    let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if extension != "mcap" {
+        bail!(
+            "cannot tell the format from {}: name the output NAME.mcap",
+            output.display()
+        );
+    }
+    let flight = ulog_recv::export::flight::load(input, &options)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let file = std::fs::File::create(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    let stats = ulog_recv::export::mcap::write(&flight, &options, std::io::BufWriter::new(file))
+        .with_context(|| format!("cannot export to {}", output.display()))?;
+    println!(
+        "{}: {} channels, {} samples, {} logged strings",
+        output.display(),
+        stats.channels,
+        stats.samples,
+        stats.log_messages
+    );
+    Ok(())
 }

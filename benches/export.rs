@@ -1,0 +1,82 @@
+//! Export throughput: each real log (and the synthetic one) exported in memory to each format
+//! `ulog-recv export` writes, in MB/s of ULog, next to pyulog reading the same file (its
+//! `ULog(path)`, parse only) in the same run: the ratio says how our export compares with the
+//! time a Python user already spends just opening the log.
+//!
+//! Prints a table. Best of 5 runs for ours, of 3 for pyulog (from the project's `.venv`; without
+//! it the column says so).
+//! Run: `cargo bench --bench export`.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ulog_recv::export::ExportOptions;
+
+fn logs() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(root.join("../shared/testdata/ulog"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
+                .collect()
+        })
+        .unwrap_or_else(|_| {
+            eprintln!("WARNING: ../shared/testdata/ulog is missing: only the synthetic log");
+            Vec::new()
+        });
+    logs.sort_by_key(|p| std::cmp::Reverse(std::fs::metadata(p).map_or(0, |m| m.len())));
+    logs.push(root.join("testdata/synthetic.ulg"));
+    logs
+}
+
+fn best(runs: usize, mut f: impl FnMut() -> u64) -> (Duration, u64) {
+    let mut best = Duration::MAX;
+    let mut out = 0;
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        out = black_box(f());
+        best = best.min(t0.elapsed());
+    }
+    (best, out)
+}
+
+/// pyulog's best time to read `path`, if the project's virtualenv is there.
+fn pyulog_seconds(path: &Path) -> Option<f64> {
+    let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = "import sys, time, pyulog\n\
+                  best = min((lambda t: (pyulog.ULog(sys.argv[1]), time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(3))\n\
+                  print(best)";
+    let out = std::process::Command::new(py)
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .ok()?;
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+}
+
+fn main() {
+    println!(
+        "| log | MB | format | MB/s of ULog | output MB | pyulog read s | export time / pyulog read |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|");
+    for path in logs() {
+        let bytes = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let mb = bytes.len() as f64 / 1e6;
+        let pyulog = pyulog_seconds(&path);
+        let (t, size) = best(5, || {
+            let mut out = std::io::Cursor::new(Vec::new());
+            ulog_recv::export::mcap::write(&bytes, &ExportOptions::default(), &mut out).unwrap();
+            out.into_inner().len() as u64
+        });
+        println!(
+            "| {name} | {mb:.2} | MCAP | {:.0} | {:.2} | {} | {} |",
+            mb / t.as_secs_f64(),
+            size as f64 / 1e6,
+            pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
+            pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
+        );
+    }
+}
