@@ -66,17 +66,32 @@ fn main() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let mb = bytes.len() as f64 / 1e6;
         let pyulog = pyulog_seconds(&path);
-        let (t, size) = best(5, || {
-            let mut out = std::io::Cursor::new(Vec::new());
-            ulog_recv::export::mcap::write(&bytes, &ExportOptions::default(), &mut out).unwrap();
-            out.into_inner().len() as u64
-        });
-        println!(
-            "| {name} | {mb:.2} | MCAP | {:.0} | {:.2} | {} | {} |",
-            mb / t.as_secs_f64(),
-            size as f64 / 1e6,
-            pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
-            pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
-        );
+        type Writer = fn(
+            &[u8],
+            &ExportOptions,
+            &mut std::io::Cursor<Vec<u8>>,
+        )
+            -> Result<ulog_recv::export::ExportStats, ulog_recv::export::ExportError>;
+        let formats: [(&str, Writer); 3] = [
+            ("MCAP", |b, o, w| ulog_recv::export::mcap::write(b, o, w)),
+            ("bag 2.0", |b, o, w| ulog_recv::export::bag::write(b, o, w)),
+            ("bag 1.2", |b, o, w| {
+                ulog_recv::export::bag::write_v12(b, o, w)
+            }),
+        ];
+        for (format, write) in formats {
+            let (t, size) = best(5, || {
+                let mut out = std::io::Cursor::new(Vec::new());
+                write(&bytes, &ExportOptions::default(), &mut out).unwrap();
+                out.into_inner().len() as u64
+            });
+            println!(
+                "| {name} | {mb:.2} | {format} | {:.0} | {:.2} | {} | {} |",
+                mb / t.as_secs_f64(),
+                size as f64 / 1e6,
+                pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
+                pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
+            );
+        }
     }
 }

@@ -12,7 +12,8 @@
 //! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
 //! - [`foxglove`]: the Foxglove WebSocket server's protocol and sans-IO core.
 //! - [`ros2msg`]: ULog formats as ROS 2 message types: `ros2msg` schemas and CDR samples.
-//! - [`export`]: a flight (a file or a session) to MCAP.
+//! - [`ros1msg`]: the same types for ROS 1 (definitions, MD5 sums, `rosgraph_msgs/Log`).
+//! - [`export`]: a flight (a file or a session) to MCAP and ROS bags.
 //! - [`values`]: option values (sizes, durations) checked where they enter.
 //! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
 //! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
@@ -30,6 +31,7 @@ pub mod link;
 pub mod os;
 pub mod publish;
 pub mod receiver;
+pub mod ros1msg;
 pub mod ros2msg;
 pub mod service;
 pub mod simulator;

@@ -153,6 +153,45 @@ impl Ros2Type {
     }
 }
 
+impl Ros2Type {
+    /// The ROS 1 name of the type (`px4_ulog/VehicleAttitude`).
+    pub fn ros1_name(&self) -> String {
+        self.name.replacen("/msg/", "/", 1)
+    }
+
+    /// Writes the ROS 1 serialisation of one sample's data into `out` (cleared first): the
+    /// same values, packed without alignment and without an encapsulation header, strings
+    /// as their length and bytes (no NUL), nothing for a type without fields.
+    pub fn encode_ros1(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), ShortSample> {
+        if data.len() < self.needed {
+            return Err(ShortSample {
+                got: data.len(),
+                needed: self.needed,
+            });
+        }
+        out.clear();
+        for op in &self.ops {
+            match *op {
+                Op::Copy {
+                    offset,
+                    size,
+                    count,
+                } => out.extend_from_slice(&data[offset..offset + size * count]),
+                Op::Bool { offset, count } => {
+                    out.extend(data[offset..offset + count].iter().map(|&b| (b != 0) as u8))
+                }
+                Op::Str { offset, len } => {
+                    let bytes = &data[offset..offset + len];
+                    let text = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(len)];
+                    crate::ros1msg::write_string(out, text);
+                }
+                Op::Empty => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `px4_ulog/msg/` and `format` in CamelCase.
 pub fn type_name(format: &str) -> String {
     format!("{PACKAGE}/msg/{}", camel_case(format))

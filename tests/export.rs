@@ -1,11 +1,13 @@
-//! `ulog-recv export` to MCAP, read back by an independent reader: the Python `mcap` and
-//! `mcap-ros2-support` packages (`tests/mcap_read.py`). Every real log and the synthetic one,
-//! and a session of several splits recorded from the simulator by the daemon: profile `ros2`,
-//! zstd chunks with message indexes, each topic instance with pyulog's sample count, first
-//! and last values and log times (a session's latched replays counted once), `/log` with the
-//! logged strings, the info and parameters as metadata; a 10 s window of a long (synthetic)
-//! flight read through the index touches under a tenth of its chunks; `--from/--to` and
-//! `--topics` cut.
+//! `ulog-recv export`, read back by independent readers: MCAP by the Python `mcap` and
+//! `mcap-ros2-support` packages (`tests/mcap_read.py`), ROS 1 bags (format 2.0) by rosbags
+//! (`tests/bag_read.py`, which also recomputes every connection's MD5 sum), bags in format 1.2
+//! by ROS's own `rosbag` library (`tests/bag12_read.py`, through the topics' index). Every real log and
+//! the synthetic one, and a session of several splits recorded from the simulator by the
+//! daemon: each topic instance with pyulog's sample count, first and last values and log
+//! times (a session's latched replays counted once), `/log` with the logged strings; MCAP with
+//! profile `ros2`, zstd chunks with message indexes, the info and parameters as metadata; a
+//! 10 s window of a long (synthetic) flight read through the index touches under a tenth of
+//! its chunks; `--from/--to` and `--topics` cut.
 
 mod common;
 
@@ -34,12 +36,20 @@ fn export(input: &Path, output: &Path, extra: &[&str]) {
     );
 }
 
-/// The independent reader's report of `mcap` (with a window, `START_NS:END_NS`).
-fn read(py: &Path, mcap: &Path, window: Option<(u64, u64)>) -> Json {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcap_read.py");
+/// The independent reader's report of an export (an MCAP with a window: `START_NS:END_NS`).
+fn read(py: &Path, file: &Path, window: Option<(u64, u64)>) -> Json {
+    let name = file.to_string_lossy();
+    let reader = if name.ends_with(".v12.bag") {
+        "tests/bag12_read.py"
+    } else if name.ends_with(".bag") {
+        "tests/bag_read.py"
+    } else {
+        "tests/mcap_read.py"
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(reader);
     let out = Command::new(py)
         .arg(script)
-        .arg(mcap)
+        .arg(file)
         .args(window.map(|(a, b)| format!("{a}:{b}")))
         .output()
         .unwrap();
@@ -49,6 +59,13 @@ fn read(py: &Path, mcap: &Path, window: Option<(u64, u64)>) -> Json {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A bag's shape against pyulog's reading of the log.
+fn check_bag(what: &str, report: &Json, expected: &Json) {
+    assert_eq!(report["md5_mismatches"], serde_json::json!([]), "{what}");
+    assert!(report["chunks"].as_u64().unwrap() > 0, "{what}");
+    common::check_ros2_report(what, report, expected);
 }
 
 /// The file's shape and metadata against pyulog's reading of the log.
@@ -75,7 +92,7 @@ fn check_file(what: &str, report: &Json, expected: &Json) {
 }
 
 #[test]
-fn every_log_exports_to_an_mcap_that_an_independent_reader_reads_as_pyulog() {
+fn every_log_exports_to_mcap_and_bags_that_independent_readers_read_as_pyulog() {
     let Some(py) = common::venv_python() else {
         return;
     };
@@ -85,8 +102,18 @@ fn every_log_exports_to_an_mcap_that_an_independent_reader_reads_as_pyulog() {
         let name = log.file_stem().unwrap().to_string_lossy().into_owned();
         let mcap = dir.join(format!("{name}.mcap"));
         export(&log, &mcap, &[]);
-        let report = read(&py, &mcap, None);
-        check_file(&name, &report, &expected_for(&log));
+        let expected = expected_for(&log);
+        check_file(&name, &read(&py, &mcap, None), &expected);
+        let bag = dir.join(format!("{name}.bag"));
+        export(&log, &bag, &[]);
+        check_bag(&format!("{name}.bag"), &read(&py, &bag, None), &expected);
+        let old = dir.join(format!("{name}.v12.bag"));
+        export(&log, &old, &["--bag-version", "1.2"]);
+        common::check_ros2_report(
+            &format!("{name}.v12.bag"),
+            &read(&py, &old, None),
+            &expected,
+        );
     }
 }
 
@@ -206,10 +233,12 @@ fn a_session_of_several_splits_exports_as_one_flight() {
     assert!(splits >= 3, "{splits} splits");
     let mcap = dir.join("session.mcap");
     export(&sessions[0], &mcap, &[]);
-    let report = read(&py, &mcap, None);
-    check_file(
-        &format!("a session of {splits} splits"),
-        &report,
-        &expected_for(log),
-    );
+    let what = format!("a session of {splits} splits");
+    check_file(&what, &read(&py, &mcap, None), &expected_for(log));
+    let bag = dir.join("session.bag");
+    export(&sessions[0], &bag, &[]);
+    check_bag(&what, &read(&py, &bag, None), &expected_for(log));
+    let old = dir.join("session.v12.bag");
+    export(&sessions[0], &old, &["--bag-version", "1.2"]);
+    common::check_ros2_report(&what, &read(&py, &old, None), &expected_for(log));
 }

@@ -11,19 +11,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Seek, Write};
 
-use crate::export::{ExportError, ExportOptions, ExportStats};
+use crate::export::{ExportError, ExportOptions, ExportStats, Sink, walk};
 use crate::ros2msg::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
-use crate::summary::OwnedValue;
-use crate::ulog::{Decoder, Message, Reader};
 
 /// The MCAP profile: ROS 2 types, CDR.
 pub const PROFILE: &str = "ros2";
-
-/// A topic instance's channel, made at its first exported sample.
-struct Channel {
-    id: u16,
-    sequence: u32,
-}
 
 /// Writes the ULog stream `ulog` to `out` as MCAP.
 pub fn write<W: Write + Seek>(
@@ -32,7 +24,7 @@ pub fn write<W: Write + Seek>(
     out: W,
 ) -> Result<ExportStats, ExportError> {
     let chunk_size = (ulog.len() as u64 / 200).clamp(16 << 10, 1 << 20);
-    let mut writer = ::mcap::WriteOptions::new()
+    let writer = ::mcap::WriteOptions::new()
         .profile(PROFILE)
         .library(concat!("ulog-recv ", env!("CARGO_PKG_VERSION")))
         .compression(Some(::mcap::Compression::Zstd))
@@ -40,161 +32,105 @@ pub fn write<W: Write + Seek>(
         .compression_threads(0)
         .chunk_size(Some(chunk_size))
         .create(out)?;
-    let mut reader = Reader::new();
-    let mut decoder = Decoder::new();
-    reader.push(ulog);
-    reader.finish();
-    let mut stats = ExportStats::default();
-    // (message id, its subscription's name and multi id) → channel; types by format name.
-    let mut channels: HashMap<(u16, String, u8), Channel> = HashMap::new();
-    // Types by format name, compiled as subscriptions appear; schema ids once written.
-    let mut types: HashMap<String, (Ros2Type, Option<u16>)> = HashMap::new();
-    let mut log_channel: Option<Channel> = None;
-    let mut info = BTreeMap::new();
-    let mut initial_parameters = BTreeMap::new();
-    let mut changed_parameters = BTreeMap::new();
-    let mut in_data = false;
-    let mut cdr = Vec::new();
-    let wants_log = options.wants("log");
-    while let Some(item) = reader.next_record() {
-        let record = item?;
-        match &record.message {
-            Message::Info(kv) => {
-                info.insert(kv.name.to_owned(), text(&kv.value().into()));
-            }
-            Message::Parameter(kv) => {
-                let value = text(&kv.value().into());
-                if in_data {
-                    // Changes in flight, keyed `NAME@TIME_US` (a name may change often).
-                    let time = decoder.last_timestamp();
-                    changed_parameters.insert(format!("{}@{time}", kv.name), value);
-                } else {
-                    initial_parameters.insert(kv.name.to_owned(), value);
-                }
-            }
-            Message::AddLogged { name, .. } => {
-                in_data = true;
-                if !types.contains_key(*name)
-                    && let Ok(ty) = Ros2Type::compile(name, decoder.formats())
-                {
-                    types.insert((*name).to_owned(), (ty, None));
-                }
-            }
-            Message::Logging {
-                level,
-                timestamp,
-                text,
-            } if wants_log && options.in_window(*timestamp) => {
-                let channel = log_channel_of(&mut writer, &mut log_channel, &mut stats)?;
-                encode_log(*timestamp, *level, "px4", text, &mut cdr);
-                write_message(&mut writer, channel, *timestamp, &cdr)?;
-                stats.log_messages += 1;
-            }
-            Message::LoggingTagged {
-                level,
-                tag,
-                timestamp,
-                text,
-            } if wants_log && options.in_window(*timestamp) => {
-                let channel = log_channel_of(&mut writer, &mut log_channel, &mut stats)?;
-                encode_log(*timestamp, *level, &format!("px4/{tag}"), text, &mut cdr);
-                write_message(&mut writer, channel, *timestamp, &cdr)?;
-                stats.log_messages += 1;
-            }
-            _ => {}
-        }
-        let latest = decoder.last_timestamp();
-        let Ok(Some(sample)) = decoder.handle(&record.message) else {
-            continue;
-        };
-        let timestamp = sample.timestamp.unwrap_or(latest);
-        let name = sample.name();
-        if !options.in_window(timestamp) || !options.wants(name) {
-            continue;
-        }
-        let key = (sample.msg_id, name.to_owned(), sample.multi_id);
-        // A format ROS 2 types cannot express (never in PX4's logs) is left out.
-        let Some((ty, schema)) = types.get_mut(name) else {
-            continue;
-        };
-        if !channels.contains_key(&key) {
-            let schema = match *schema {
-                Some(id) => id,
-                None => {
-                    *schema.insert(writer.add_schema(&ty.name, "ros2msg", ty.schema.as_bytes())?)
-                }
-            };
-            let topic = match sample.multi_id {
-                0 => format!("/{name}"),
-                n => format!("/{name}/{n}"),
-            };
-            let id = writer.add_channel(schema, &topic, "cdr", &BTreeMap::new())?;
-            channels.insert(key.clone(), Channel { id, sequence: 0 });
-            stats.channels += 1;
-        }
-        if ty.encode(sample.data, &mut cdr).is_err() {
-            continue;
-        }
-        let channel = channels.get_mut(&key).expect("made above");
-        write_message(&mut writer, channel, timestamp, &cdr)?;
-        stats.samples += 1;
-    }
+    let mut sink = McapSink {
+        writer,
+        schemas: HashMap::new(),
+        sequences: HashMap::new(),
+        log_channel: None,
+        buffer: Vec::new(),
+    };
+    let (stats, metadata) = walk(ulog, options, &mut sink)?;
     for (name, map) in [
-        ("ulog_info", info),
-        ("ulog_initial_parameters", initial_parameters),
-        ("ulog_changed_parameters", changed_parameters),
+        ("ulog_info", metadata.info),
+        ("ulog_initial_parameters", metadata.initial_parameters),
+        ("ulog_changed_parameters", metadata.changed_parameters),
     ] {
-        writer.write_metadata(&::mcap::records::Metadata {
+        sink.writer.write_metadata(&::mcap::records::Metadata {
             name: name.to_owned(),
             metadata: map,
         })?;
     }
-    writer.finish()?;
+    sink.writer.finish()?;
     Ok(stats)
 }
 
-fn log_channel_of<'c, W: Write + Seek>(
-    writer: &mut ::mcap::Writer<W>,
-    slot: &'c mut Option<Channel>,
-    stats: &mut ExportStats,
-) -> Result<&'c mut Channel, ExportError> {
-    if slot.is_none() {
-        let schema = writer.add_schema(LOG_TYPE, "ros2msg", LOG_SCHEMA.as_bytes())?;
-        let id = writer.add_channel(schema, "/log", "cdr", &BTreeMap::new())?;
-        stats.channels += 1;
-        *slot = Some(Channel { id, sequence: 0 });
+struct McapSink<W: Write + Seek> {
+    writer: ::mcap::Writer<W>,
+    /// Schema id of each type name.
+    schemas: HashMap<String, u16>,
+    /// Next sequence number of each channel.
+    sequences: HashMap<u16, u32>,
+    log_channel: Option<u16>,
+    buffer: Vec<u8>,
+}
+
+impl<W: Write + Seek> McapSink<W> {
+    fn schema(&mut self, name: &str, text: &str) -> Result<u16, ExportError> {
+        if let Some(&id) = self.schemas.get(name) {
+            return Ok(id);
+        }
+        let id = self.writer.add_schema(name, "ros2msg", text.as_bytes())?;
+        self.schemas.insert(name.to_owned(), id);
+        Ok(id)
     }
-    Ok(slot.as_mut().expect("made above"))
+
+    fn put(&mut self, channel: u16, timestamp_us: u64) -> Result<(), ExportError> {
+        let sequence = self.sequences.entry(channel).or_insert(0);
+        let ns = timestamp_us.saturating_mul(1000);
+        self.writer.write_to_known_channel(
+            &::mcap::records::MessageHeader {
+                channel_id: channel,
+                sequence: *sequence,
+                log_time: ns,
+                publish_time: ns,
+            },
+            &self.buffer,
+        )?;
+        *sequence = sequence.wrapping_add(1);
+        Ok(())
+    }
 }
 
-fn write_message<W: Write + Seek>(
-    writer: &mut ::mcap::Writer<W>,
-    channel: &mut Channel,
-    timestamp_us: u64,
-    data: &[u8],
-) -> Result<(), ExportError> {
-    let ns = timestamp_us.saturating_mul(1000);
-    writer.write_to_known_channel(
-        &::mcap::records::MessageHeader {
-            channel_id: channel.id,
-            sequence: channel.sequence,
-            log_time: ns,
-            publish_time: ns,
-        },
-        data,
-    )?;
-    channel.sequence = channel.sequence.wrapping_add(1);
-    Ok(())
-}
+impl<W: Write + Seek> Sink for McapSink<W> {
+    fn channel(&mut self, topic: &str, ty: &Ros2Type) -> Result<u32, ExportError> {
+        let schema = self.schema(&ty.name, &ty.schema)?;
+        Ok(self
+            .writer
+            .add_channel(schema, topic, "cdr", &BTreeMap::new())?
+            .into())
+    }
 
-/// An info or parameter value as metadata text: numbers as Rust prints them, strings as
-/// they are, bytes as hex.
-fn text(value: &OwnedValue) -> String {
-    match value {
-        OwnedValue::Str(s) => s.clone(),
-        OwnedValue::Int(i) => i.to_string(),
-        OwnedValue::UInt(u) => u.to_string(),
-        OwnedValue::Float(f) => f.to_string(),
-        OwnedValue::Bytes(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+    fn sample(
+        &mut self,
+        channel: u32,
+        ty: &Ros2Type,
+        timestamp_us: u64,
+        data: &[u8],
+    ) -> Result<(), ExportError> {
+        if ty.encode(data, &mut self.buffer).is_err() {
+            return Ok(());
+        }
+        self.put(channel as u16, timestamp_us)
+    }
+
+    fn log(
+        &mut self,
+        timestamp_us: u64,
+        ulog_level: u8,
+        name: &str,
+        text: &[u8],
+    ) -> Result<(), ExportError> {
+        let channel = match self.log_channel {
+            Some(id) => id,
+            None => {
+                let schema = self.schema(LOG_TYPE, LOG_SCHEMA)?;
+                let id = self
+                    .writer
+                    .add_channel(schema, "/log", "cdr", &BTreeMap::new())?;
+                *self.log_channel.insert(id)
+            }
+        };
+        encode_log(timestamp_us, ulog_level, name, text, &mut self.buffer);
+        self.put(channel, timestamp_us)
     }
 }

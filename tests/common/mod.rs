@@ -510,10 +510,7 @@ pub fn check_ros2_report(what: &str, report: &Json, expected: &Json) {
             continue;
         }
         assert!(
-            ch["schemaName"]
-                .as_str()
-                .unwrap()
-                .starts_with("px4_ulog/msg/"),
+            ch["schemaName"].as_str().unwrap().starts_with("px4_ulog/"),
             "{what} {topic}: {}",
             ch["schemaName"]
         );

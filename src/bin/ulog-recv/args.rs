@@ -421,11 +421,12 @@ pub(crate) enum Command {
         output: PathBuf,
     },
     /// Export a flight (a .ulg, or a session directory: its splits joined) to MCAP (ROS 2
-    /// types, CDR; for Foxglove, PlotJuggler, ros2 bag); the format follows OUTPUT's extension.
+    /// types, CDR; for Foxglove, PlotJuggler, ros2 bag) or a ROS 1 bag (format 2.0; for ROS 1
+    /// tools, Foxglove, PlotJuggler); the format follows OUTPUT's extension.
     Export {
         /// A .ulg file or a session directory (holding manifest.json).
         input: PathBuf,
-        /// The file to write: NAME.mcap.
+        /// The file to write: NAME.mcap or NAME.bag.
         #[arg(short, long)]
         output: PathBuf,
         /// Start of the window, seconds of log time (as `info` prints them).
@@ -438,6 +439,9 @@ pub(crate) enum Command {
         /// [default: all].
         #[arg(long, num_args = 1..)]
         topics: Vec<String>,
+        /// The ROS bag format of a .bag: 2.0 (ROS 1 since 1.1) or 1.2 (ROS 0.5 to 1.0).
+        #[arg(long, value_name = "VERSION", default_value = "2.0", value_parser = ["2.0", "1.2"])]
+        bag_version: String,
     },
     /// Follow the vehicle's topics live from a running daemon: one sample per line, aligned,
     /// with a status line (rate, loss) on stderr.

@@ -82,7 +82,8 @@ fn main() -> anyhow::Result<()> {
             from,
             to,
             topics,
-        }) => export(&input, &output, from, to, topics),
+            bag_version,
+        }) => export(&input, &output, from, to, topics, &bag_version),
         Some(Command::Sim {
             file,
             synthetic,
@@ -195,6 +196,7 @@ fn export(
     from: Option<f64>,
     to: Option<f64>,
     topics: Vec<String>,
+    bag_version: &str,
 ) -> anyhow::Result<()> {
     let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
     let options = ulog_recv::export::ExportOptions {
@@ -203,9 +205,9 @@ fn export(
         topics,
     };
     let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if extension != "mcap" {
+    if extension != "mcap" && extension != "bag" {
         bail!(
-            "cannot tell the format from {}: name the output NAME.mcap",
+            "cannot tell the format from {}: name the output NAME.mcap or NAME.bag",
             output.display()
         );
     }
@@ -213,8 +215,13 @@ fn export(
         .with_context(|| format!("cannot read {}", input.display()))?;
     let file = std::fs::File::create(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    let stats = ulog_recv::export::mcap::write(&flight, &options, std::io::BufWriter::new(file))
-        .with_context(|| format!("cannot export to {}", output.display()))?;
+    let out = std::io::BufWriter::new(file);
+    let stats = match (extension, bag_version) {
+        ("mcap", _) => ulog_recv::export::mcap::write(&flight, &options, out),
+        (_, "1.2") => ulog_recv::export::bag::write_v12(&flight, &options, out),
+        _ => ulog_recv::export::bag::write(&flight, &options, out),
+    }
+    .with_context(|| format!("cannot export to {}", output.display()))?;
     println!(
         "{}: {} channels, {} samples, {} logged strings",
         output.display(),
