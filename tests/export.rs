@@ -241,4 +241,36 @@ fn a_session_of_several_splits_exports_as_one_flight() {
     let old = dir.join("session.v12.bag");
     export(&sessions[0], &old, &["--bag-version", "1.2"]);
     common::check_ros2_report(&what, &read(&py, &old, None), &expected_for(log));
+    // A window of the session, cut through its manifest: only samples stamped inside it.
+    let expected = expected_for(log);
+    let (start, end) = (
+        expected["start_timestamp"].as_u64().unwrap(),
+        expected["last_timestamp"].as_u64().unwrap(),
+    );
+    let (from_us, to_us) = (start + (end - start) / 3, start + (end - start) / 2);
+    let cut = dir.join("window.mcap");
+    export(
+        &sessions[0],
+        &cut,
+        &[
+            "--from",
+            &format!("{}", from_us as f64 / 1e6),
+            "--to",
+            &format!("{}", to_us as f64 / 1e6),
+        ],
+    );
+    let report = read(&py, &cut, None);
+    let mut samples = 0;
+    for ch in report["channels"].as_array().unwrap() {
+        samples += ch["count"].as_u64().unwrap();
+        for key in ["firstLogTime", "lastLogTime"] {
+            let ns: u64 = ch[key].as_str().unwrap().parse().unwrap();
+            assert!(
+                ns >= from_us * 1000 && ns <= to_us * 1000,
+                "{} {key} {ns}",
+                ch["topic"]
+            );
+        }
+    }
+    assert!(samples > 0);
 }
