@@ -12,31 +12,11 @@ Usage: bag12_read.py FILE.bag
 """
 
 import json
-import math
 import sys
 
 import rosbag
 
-
-def plain(value):
-    if hasattr(value, "secs") and hasattr(value, "nsecs") and not hasattr(value, "__slots__"):
-        return {"sec": value.secs, "nanosec": value.nsecs}
-    if hasattr(value, "__slots__") and hasattr(value, "_type"):
-        return {name: plain(getattr(value, name)) for name in value.__slots__}
-    if hasattr(value, "secs") and hasattr(value, "nsecs"):
-        return {"sec": value.secs, "nanosec": value.nsecs}
-    if isinstance(value, (bytes, bytearray)):
-        return list(value)
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-    if isinstance(value, bool):
-        return int(value)
-    return value
+from ros_values import plain
 
 
 def main():

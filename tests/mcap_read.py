@@ -15,30 +15,12 @@ Usage: mcap_read.py FILE.mcap [START_NS:END_NS]
 """
 
 import json
-import math
 import sys
 
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
-
-def plain(value):
-    if hasattr(value, "__slots__") and not isinstance(value, (int, float, str, bytes)):
-        return {name: plain(getattr(value, name)) for name in value.__slots__}
-    if isinstance(value, (bytes, bytearray)):
-        return list(value)
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-    if isinstance(value, bool):
-        return int(value)
-    return value
+from ros_values import plain
 
 
 def main():

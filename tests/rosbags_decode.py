@@ -7,31 +7,11 @@ strings, NaN and infinities as "nan" / "inf" / "-inf" (as tests/pyulog_dump.py w
 """
 
 import json
-import math
 import sys
 
 from rosbags.typesys import Stores, get_typestore, get_types_from_msg
 
-
-def plain(value):
-    if hasattr(value, "__dataclass_fields__"):
-        return {
-            name: plain(getattr(value, name))
-            for name in value.__dataclass_fields__
-            if name != "__msgtype__"
-        }
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-    if isinstance(value, bool):
-        return int(value)
-    return value
+from ros_values import plain
 
 
 def main():

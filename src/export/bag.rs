@@ -54,17 +54,15 @@ pub fn write<W: Write + Seek>(
 ) -> Result<ExportStats, ExportError> {
     out.write_all(VERSION_LINE)?;
     out.write_all(&bag_header(0, 0, 0))?;
-    let mut sink = BagSink {
+    let mut sink = RosSink::new(V20Writer {
         position: (VERSION_LINE.len() + BAG_HEADER_LEN) as u64,
         out,
         connections: Vec::new(),
         chunk: Chunk::default(),
         chunk_infos: Vec::new(),
-        log_connection: None,
-        log_sequence: 0,
-        buffer: Vec::new(),
-    };
+    });
     let (stats, _) = walk(ulog, options, &mut sink)?;
+    let mut sink = sink.records;
     sink.close_chunk()?;
     let index_pos = sink.position;
     let mut tail = Vec::new();
@@ -110,16 +108,14 @@ pub fn write_v12<W: Write + Seek>(
 ) -> Result<ExportStats, ExportError> {
     out.write_all(VERSION_LINE_V12)?;
     out.write_all(&file_header_v12(0))?;
-    let mut sink = V12Sink {
+    let mut sink = RosSink::new(V12Writer {
         position: (VERSION_LINE_V12.len() + BAG_HEADER_LEN) as u64,
         out,
         topics: Vec::new(),
-        log_topic: None,
-        log_sequence: 0,
-        buffer: Vec::new(),
         record: Vec::new(),
-    };
+    });
     let (stats, _) = walk(ulog, options, &mut sink)?;
+    let sink = sink.records;
     let index_pos = sink.position;
     let mut tail = Vec::new();
     for topic in &sink.topics {
@@ -154,19 +150,16 @@ struct V12Topic {
     index: Vec<(u64, u64)>,
 }
 
-struct V12Sink<W: Write + Seek> {
+struct V12Writer<W: Write + Seek> {
     out: W,
     position: u64,
     topics: Vec<V12Topic>,
-    log_topic: Option<u32>,
-    log_sequence: u32,
-    buffer: Vec<u8>,
     /// The record being written, reused.
     record: Vec<u8>,
 }
 
-impl<W: Write + Seek> V12Sink<W> {
-    fn add_topic(&mut self, connection: Connection) -> u32 {
+impl<W: Write + Seek> Records for V12Writer<W> {
+    fn add(&mut self, connection: Connection) -> u32 {
         self.topics.push(V12Topic {
             connection,
             index: Vec::new(),
@@ -174,9 +167,8 @@ impl<W: Write + Seek> V12Sink<W> {
         (self.topics.len() - 1) as u32
     }
 
-    /// The message in `buffer` on topic `n` at `timestamp_us`; its definition first if it is
-    /// the topic's first.
-    fn put(&mut self, n: u32, timestamp_us: u64) -> Result<(), ExportError> {
+    /// Its definition first if it is the topic's first message.
+    fn put(&mut self, n: u32, timestamp_us: u64, message: &[u8]) -> Result<(), ExportError> {
         let topic = &mut self.topics[n as usize];
         let c = &topic.connection;
         self.record.clear();
@@ -206,7 +198,7 @@ impl<W: Write + Seek> V12Sink<W> {
                 ("sec", &sec.to_le_bytes()),
                 ("nsec", &nsec.to_le_bytes()),
             ],
-            &self.buffer,
+            message,
         );
         // The first entry points at the definition, the others at their message.
         topic.index.push((
@@ -219,9 +211,37 @@ impl<W: Write + Seek> V12Sink<W> {
     }
 }
 
-impl<W: Write + Seek> Sink for V12Sink<W> {
+/// What a bag format does with connections and messages.
+trait Records {
+    /// A new connection (a topic with its type): its number.
+    fn add(&mut self, connection: Connection) -> u32;
+    /// A message (ROS 1 serialised) on connection `conn` at `timestamp_us`.
+    fn put(&mut self, conn: u32, timestamp_us: u64, message: &[u8]) -> Result<(), ExportError>;
+}
+
+/// The export's [`Sink`] for either bag format: samples and logged strings serialised for
+/// ROS 1, `/log` made at its first string.
+struct RosSink<R: Records> {
+    records: R,
+    log_connection: Option<u32>,
+    log_sequence: u32,
+    buffer: Vec<u8>,
+}
+
+impl<R: Records> RosSink<R> {
+    fn new(records: R) -> Self {
+        Self {
+            records,
+            log_connection: None,
+            log_sequence: 0,
+            buffer: Vec::new(),
+        }
+    }
+}
+
+impl<R: Records> Sink for RosSink<R> {
     fn channel(&mut self, topic: &str, ty: &Ros2Type) -> Result<u32, ExportError> {
-        Ok(self.add_topic(Connection::of(topic, ty)))
+        Ok(self.records.add(Connection::of(topic, ty)))
     }
 
     fn sample(
@@ -234,7 +254,7 @@ impl<W: Write + Seek> Sink for V12Sink<W> {
         if ty.encode_ros1(data, &mut self.buffer).is_err() {
             return Ok(());
         }
-        self.put(channel, timestamp_us)
+        self.records.put(channel, timestamp_us, &self.buffer)
     }
 
     fn log(
@@ -244,12 +264,11 @@ impl<W: Write + Seek> Sink for V12Sink<W> {
         name: &str,
         text: &[u8],
     ) -> Result<(), ExportError> {
-        let n = match self.log_topic {
-            Some(n) => n,
-            None => {
-                let n = self.add_topic(Connection::log());
-                *self.log_topic.insert(n)
-            }
+        let conn = match self.log_connection {
+            Some(conn) => conn,
+            None => *self
+                .log_connection
+                .insert(self.records.add(Connection::log())),
         };
         ros1msg::encode_log(
             timestamp_us,
@@ -260,7 +279,7 @@ impl<W: Write + Seek> Sink for V12Sink<W> {
             &mut self.buffer,
         );
         self.log_sequence = self.log_sequence.wrapping_add(1);
-        self.put(n, timestamp_us)
+        self.records.put(conn, timestamp_us, &self.buffer)
     }
 }
 
@@ -315,20 +334,17 @@ struct ChunkInfo {
     counts: Vec<(u32, u32)>,
 }
 
-struct BagSink<W: Write + Seek> {
+struct V20Writer<W: Write + Seek> {
     out: W,
     /// Bytes written so far.
     position: u64,
     connections: Vec<Connection>,
     chunk: Chunk,
     chunk_infos: Vec<ChunkInfo>,
-    log_connection: Option<u32>,
-    log_sequence: u32,
-    buffer: Vec<u8>,
 }
 
-impl<W: Write + Seek> BagSink<W> {
-    fn add_connection(&mut self, connection: Connection) -> u32 {
+impl<W: Write + Seek> Records for V20Writer<W> {
+    fn add(&mut self, connection: Connection) -> u32 {
         let conn = self.connections.len() as u32;
         // Into the chunk where it is first used, as rosbag writes it.
         connection_record(&mut self.chunk.data, conn, &connection);
@@ -336,8 +352,7 @@ impl<W: Write + Seek> BagSink<W> {
         conn
     }
 
-    /// The message in `buffer` on `conn` at `timestamp_us`.
-    fn put(&mut self, conn: u32, timestamp_us: u64) -> Result<(), ExportError> {
+    fn put(&mut self, conn: u32, timestamp_us: u64, message: &[u8]) -> Result<(), ExportError> {
         let chunk = &mut self.chunk;
         if chunk.index.is_empty() {
             chunk.start_us = timestamp_us;
@@ -353,7 +368,7 @@ impl<W: Write + Seek> BagSink<W> {
                 ("conn", &conn.to_le_bytes()),
                 ("time", &time_bytes(timestamp_us)),
             ],
-            &self.buffer,
+            message,
         );
         chunk
             .index
@@ -365,7 +380,9 @@ impl<W: Write + Seek> BagSink<W> {
         }
         Ok(())
     }
+}
 
+impl<W: Write + Seek> V20Writer<W> {
     /// Writes the chunk and its index data records.
     fn close_chunk(&mut self) -> Result<(), ExportError> {
         let chunk = std::mem::take(&mut self.chunk);
@@ -410,51 +427,6 @@ impl<W: Write + Seek> BagSink<W> {
         self.out.write_all(&bytes)?;
         self.position += bytes.len() as u64;
         Ok(())
-    }
-}
-
-impl<W: Write + Seek> Sink for BagSink<W> {
-    fn channel(&mut self, topic: &str, ty: &Ros2Type) -> Result<u32, ExportError> {
-        Ok(self.add_connection(Connection::of(topic, ty)))
-    }
-
-    fn sample(
-        &mut self,
-        channel: u32,
-        ty: &Ros2Type,
-        timestamp_us: u64,
-        data: &[u8],
-    ) -> Result<(), ExportError> {
-        if ty.encode_ros1(data, &mut self.buffer).is_err() {
-            return Ok(());
-        }
-        self.put(channel, timestamp_us)
-    }
-
-    fn log(
-        &mut self,
-        timestamp_us: u64,
-        ulog_level: u8,
-        name: &str,
-        text: &[u8],
-    ) -> Result<(), ExportError> {
-        let conn = match self.log_connection {
-            Some(conn) => conn,
-            None => {
-                let conn = self.add_connection(Connection::log());
-                *self.log_connection.insert(conn)
-            }
-        };
-        ros1msg::encode_log(
-            timestamp_us,
-            ulog_level,
-            name,
-            text,
-            self.log_sequence,
-            &mut self.buffer,
-        );
-        self.log_sequence = self.log_sequence.wrapping_add(1);
-        self.put(conn, timestamp_us)
     }
 }
 
