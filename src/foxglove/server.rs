@@ -28,6 +28,7 @@ use crate::foxglove::publisher::{ClientId, FoxglovePublisher, is_text};
 use crate::latency::LatencyHistogram;
 use crate::link::Event;
 use crate::publish::Outbox;
+use crate::publish::server::{ClientTasks, Slot};
 
 /// Handshakes in progress at once; more connections are closed at once.
 const MAX_HANDSHAKES: usize = 8;
@@ -135,20 +136,6 @@ async fn handshake(
             tokio_tungstenite::tungstenite::error::ProtocolError::HandshakeIncomplete,
         )),
     }
-}
-
-/// A client's queue, filled by the serving loop and drained by the client's writer task.
-struct Slot {
-    outbox: Mutex<Outbox>,
-    wake: Notify,
-    /// The server stops: send what is queued, then close.
-    closed: AtomicBool,
-}
-
-struct ClientTasks {
-    slot: Arc<Slot>,
-    reader: tokio::task::JoinHandle<()>,
-    writer: tokio::task::JoinHandle<()>,
 }
 
 /// The Foxglove side of the serving loop: the sans-IO core and its clients' tasks.

@@ -394,19 +394,19 @@ enum ClientMsg {
 }
 
 /// A client's queue, shared by the serving loop (which fills it) and the client's writer
-/// task (which drains it).
-struct Slot {
-    outbox: Mutex<Outbox>,
-    wake: Notify,
+/// task (which drains it); the Foxglove server's clients have the same.
+pub(crate) struct Slot {
+    pub(crate) outbox: Mutex<Outbox>,
+    pub(crate) wake: Notify,
     /// The server stops: write what is queued, then close.
-    closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
 }
 
 /// A connected client: its queue and its two tasks.
-struct ClientTasks {
-    slot: Arc<Slot>,
-    reader: tokio::task::JoinHandle<()>,
-    writer: tokio::task::JoinHandle<()>,
+pub(crate) struct ClientTasks {
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) reader: tokio::task::JoinHandle<()>,
+    pub(crate) writer: tokio::task::JoinHandle<()>,
 }
 
 /// How long the clients get to receive the last lines when the daemon stops.
