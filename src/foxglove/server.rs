@@ -28,7 +28,7 @@ use crate::foxglove::publisher::{ClientId, FoxglovePublisher, is_text};
 use crate::latency::LatencyHistogram;
 use crate::link::Event;
 use crate::publish::Outbox;
-use crate::publish::server::{ClientTasks, Slot};
+use crate::publish::server::{ClientTasks, Slot, deliver};
 
 /// Handshakes in progress at once; more connections are closed at once.
 const MAX_HANDSHAKES: usize = 8;
@@ -246,22 +246,12 @@ impl FoxgloveClients {
 
     /// Moves what the core made into the clients' outboxes and wakes their writers.
     fn dispatch(&mut self) {
-        let mut woken: Vec<ClientId> = Vec::new();
-        while let Some(out) = self.publisher.poll_transmit() {
-            if let Some(client) = self.clients.get(&out.client) {
-                client.slot.outbox.lock().expect("outbox lock").push(
-                    out.message,
-                    out.arrived,
-                    out.keep,
-                );
-                if !woken.contains(&out.client) {
-                    woken.push(out.client);
-                }
-            }
-        }
-        for id in woken {
-            self.clients[&id].slot.wake.notify_one();
-        }
+        let publisher = &mut self.publisher;
+        deliver(
+            &self.clients,
+            std::iter::from_fn(|| publisher.poll_transmit())
+                .map(|out| (out.client, out.message, out.arrived, out.keep)),
+        );
     }
 
     /// The server stops: the writers send what is queued until `deadline`, then close.

@@ -1,4 +1,5 @@
-//! Live publication of the decoded log on a local socket (issue 5).
+//! Live publication of the decoded log on a local socket (JSON lines), for scripts and
+//! `ulog-recv tail`.
 //!
 //! - [`sample_json`]: samples as JSON objects; [`glob`]: topic patterns.
 //! - [`protocol`]: the newline-delimited JSON protocol (requests, line framing, version).

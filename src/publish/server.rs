@@ -28,6 +28,7 @@ use crate::foxglove::{
 };
 use crate::latency::LatencyHistogram;
 use crate::link::{Event, SessionStats};
+use crate::publish::outbox::Keep;
 use crate::publish::protocol::{Line, LineReader};
 use crate::publish::{ClientId, Outbox, Publisher, ServerStats};
 use crate::store::thread::StorageStats;
@@ -409,6 +410,31 @@ pub(crate) struct ClientTasks {
     pub(crate) writer: tokio::task::JoinHandle<()>,
 }
 
+/// Puts each `(client, line or message, arrival, keep)` into its client's outbox (a client
+/// gone already is skipped) and wakes each writer once.
+pub(crate) fn deliver(
+    clients: &HashMap<ClientId, ClientTasks>,
+    items: impl Iterator<Item = (ClientId, Bytes, Option<Instant>, Keep)>,
+) {
+    let mut woken: Vec<ClientId> = Vec::new();
+    for (id, bytes, arrived, keep) in items {
+        if let Some(client) = clients.get(&id) {
+            client
+                .slot
+                .outbox
+                .lock()
+                .expect("outbox lock")
+                .push(bytes, arrived, keep);
+            if !woken.contains(&id) {
+                woken.push(id);
+            }
+        }
+    }
+    for id in woken {
+        clients[&id].slot.wake.notify_one();
+    }
+}
+
 /// How long the clients get to receive the last lines when the daemon stops.
 const FINAL_FLUSH: Duration = Duration::from_millis(500);
 /// The most a writer takes from its outbox for one write.
@@ -534,23 +560,12 @@ async fn serve(
             publisher.client_count() + foxglove_clients,
             Ordering::Relaxed,
         );
-        // Everything the publisher made goes to the outboxes; each writer is woken once.
-        let mut woken: Vec<ClientId> = Vec::new();
-        while let Some(out) = publisher.poll_transmit() {
-            if let Some(client) = slots.get(&out.client) {
-                client.slot.outbox.lock().expect("outbox lock").push(
-                    out.line,
-                    out.arrived,
-                    out.keep,
-                );
-                if !woken.contains(&out.client) {
-                    woken.push(out.client);
-                }
-            }
-        }
-        for id in woken {
-            slots[&id].slot.wake.notify_one();
-        }
+        // Everything the publisher made goes to the outboxes.
+        deliver(
+            &slots,
+            std::iter::from_fn(|| publisher.poll_transmit())
+                .map(|out| (out.client, out.line, out.arrived, out.keep)),
+        );
     }
     // The daemon stops: the writers send what is queued, for a moment at most.
     let deadline = tokio::time::Instant::now() + FINAL_FLUSH;
