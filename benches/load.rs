@@ -21,9 +21,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ulog_recv::link::{Impairment, VehicleConfig, chunk_log};
-use ulog_recv::simulator::SimOptions;
-use ulog_recv::transport::{Link, LinkSpec};
+use ulog_recv::shell::simulator::SimOptions;
+use ulog_recv::shell::transport::{Link, LinkSpec};
+use ulog_recv::sim::{Impairment, VehicleConfig, chunk_log};
 
 /// Wire bytes of a full LOGGING_DATA frame (MAVLink 2, unsigned).
 const FRAME_BYTES: u64 = 267;
@@ -379,7 +379,7 @@ fn run(row: Row, seconds: f64) -> Run {
     // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
     let chunks_wanted = rate.unwrap_or(300_000) as f64 * seconds;
     let duration_s = (chunks_wanted * 249.0 / 7_600.0).ceil() as u32;
-    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s,
         seed: 1,
         appended_data: false,
@@ -476,7 +476,7 @@ fn run(row: Row, seconds: f64) -> Run {
         // PX4 streams at 70 % of the link's configured rate.
         link_rate: rate.map(|r| (r * FRAME_BYTES * 10).div_ceil(7)),
         impairment: Impairment::NONE,
-        signing: signed.then(|| ulog_recv::keyfile::load_key(&key_file).unwrap()),
+        signing: signed.then(|| ulog_recv::shell::keyfile::load_key(&key_file).unwrap()),
         ..VehicleConfig::default()
     };
     let sent_all = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -511,10 +511,15 @@ fn run(row: Row, seconds: f64) -> Run {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
                 .unwrap()
         });
-        let report =
-            ulog_recv::simulator::run(link, log, config, options, std::future::pending::<()>())
-                .await
-                .unwrap();
+        let report = ulog_recv::shell::simulator::run(
+            link,
+            log,
+            config,
+            options,
+            std::future::pending::<()>(),
+        )
+        .await
+        .unwrap();
         (report, stopper.await.unwrap())
     });
 

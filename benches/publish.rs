@@ -13,12 +13,12 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ulog_recv::foxglove::FoxglovePublisher;
 use ulog_recv::link::Event;
-use ulog_recv::publish::Publisher;
-use ulog_recv::publish::protocol::Line;
-use ulog_recv::publish::sample_json::JsonShape;
-use ulog_recv::ros2msg::Ros2Type;
+use ulog_recv::live::foxglove::FoxglovePublisher;
+use ulog_recv::live::ndjson::Publisher;
+use ulog_recv::live::ndjson::protocol::Line;
+use ulog_recv::live::ndjson::sample_json::JsonShape;
+use ulog_recv::ros::ros2::Ros2Type;
 use ulog_recv::ulog::{Decoder, Reader};
 
 fn logs() -> Vec<PathBuf> {

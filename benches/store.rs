@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use ulog_recv::link::chunk_log;
+use ulog_recv::sim::chunk_log;
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 
 fn main() {
@@ -19,7 +19,7 @@ fn main() {
         .unwrap_or(200);
     // About 7.6 KB of synthetic log per second of log time.
     let duration_s = (megabytes as f64 * 1e6 / 7_600.0) as u32;
-    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s,
         seed: 1,
         appended_data: false,

@@ -1,43 +1,113 @@
-//! `ulog-recv`: receives a PX4 flight log streamed over MAVLink, writes it to disk and
-//! publishes its topics live.
+//! `ulog-recv`: receives the flight log a PX4 autopilot streams over MAVLink ("ULog
+//! streaming"), writes it to disk as rolling standalone `.ulg` splits, publishes its topics
+//! live (a local socket, Foxglove) and exports flights (MCAP, ROS bags). This page is the map
+//! of the crate for the engineer who works on it; the README is the user's.
 //!
-//! The protocol logic is sans-IO (bytes and time in, events and bytes out); the binary is a
-//! thin shell around it. Modules:
-//! - [`ulog`]: the ULog engine (incremental reader, decoder, writer).
-//! - [`summary`]: what a whole log holds (the `info` command), built from the engine.
-//! - [`synth`]: a deterministic synthetic flight log, for tests and the demo.
-//! - [`link`]: the log-streaming session over MAVLink and a simulated PX4 (sans-IO).
-//! - [`publish`]: the live socket: decoded topics as JSON lines to local clients (a sans-IO
-//!   publisher, a server on its own thread, and the `tail` / `topics` clients).
-//! - [`store`]: a log cut into standalone, rolling splits (sans-IO).
-//! - [`foxglove`]: the Foxglove WebSocket server's protocol and sans-IO core.
-//! - [`ros2msg`]: ULog formats as ROS 2 message types: `ros2msg` schemas and CDR samples.
-//! - [`ros1msg`]: the same types for ROS 1 (definitions, MD5 sums, `rosgraph_msgs/Log`).
-//! - [`export`]: a flight (a file or a session) to MCAP and ROS bags.
-//! - [`values`]: option values (sizes, durations) checked where they enter.
-//! - [`os`]: the few raw OS calls (thread priority, free space, socket buffer).
-//! - [`keyfile`]: the MAVLink signing key file and the signing clock's reservation on disk.
-//! - [`config`]: the daemon's config file, as command-line arguments; [`service`]: sd_notify
-//!   and the status line.
-//! - [`transport`], [`receiver`], [`simulator`]: the tokio shell (links, the daemon's loop
-//!   and log files, the simulated vehicle's loop); [`latency`]: a latency histogram.
+//! # Parts
+//!
+//! One folder per part. Sans-IO parts take bytes and `now: Instant` in and hand events and
+//! bytes back; they never touch a socket, a file, a thread or the clock. A part uses only the
+//! parts its row names (lower ones), never one above it. `tests/layering.rs` reads this table
+//! and fails on any `use` that breaks it, on an import circle between two files, and on I/O in
+//! a sans-IO part.
+//!
+//! <!-- parts -->
+//! | part | sans-IO | what it is | may use |
+//! |---|---|---|---|
+//! | [`sys`] | no | the few raw OS calls (thread priority, free space, socket buffers) and a latency histogram | — |
+//! | [`ulog`] | yes | the ULog engine: reader, framer, decoder, writer, dropouts, summaries, topic patterns | — |
+//! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation | `ulog` |
+//! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
+//! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
+//! | [`store`] | no | splits (sans-IO), session directories, manifests, power-safe files, recovery, snippets; the store's thread | `ulog`, `sys` |
+//! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `sys` |
+//! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
+//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `store`, `live`, `export` |
+//! <!-- /parts -->
+//!
+//! The binary (`src/bin/ulog-recv/`) parses the command line and runs the shell; it is the
+//! only place where `anyhow` turns the library's typed errors into messages.
+//!
+//! # From datagram to file, socket and WebSocket
+//!
+//! ```text
+//!  vehicle ──UDP/TCP/serial──▶ shell::transport ──bytes──▶ link::Session (sans-IO)
+//!     ▲                                                     │  frames::FrameDecoder, signing
+//!     └──── acks, START/STOP, HEARTBEAT ◀── poll_transmit ──┤  reorder::ReorderBuffer
+//!                                                           │  assembler::Assembler
+//!                                                           ▼  ulog::gaps::GapMarker
+//!                                 Event::{LogOpened, LogBytes, Dropout, LogClosed, ...}
+//!                         shell::receiver (the network loop) hands each event, never waiting, to
+//!                 ┌─────────────────────────────────────┴──────────────────────────┐
+//!                 ▼                                                                ▼
+//!   store::thread (queue bounded in bytes)                  live::thread (PublishFeed, backlog-bounded)
+//!   store::files::LogStore                                    ├─ live::ndjson::Publisher ──▶ Unix/TCP socket
+//!     └─ store::splitter::Splitter (sans-IO)                  │     (JSON lines: `tail`, scripts)
+//!          split_NNNN.ulg + manifest.json                     └─ live::foxglove::FoxglovePublisher ──▶ WebSocket
+//!          (group commit: one sync per interval)                    (ros::Ros2Type schemas, CDR)
+//! ```
+//!
+//! Afterwards, `export` reads a `.ulg` or a session's splits back as one ULog stream
+//! ([`export::flight`]) and writes MCAP or ROS bags through the same ROS types the live
+//! Foxglove server uses.
+//!
+//! # Threads
+//!
+//! The daemon runs three: the network loop (a current-thread tokio runtime: acks, the
+//! session, timers; it never waits for the other two), the store ([`store::thread`], at a
+//! lower priority, fed through a queue bounded in bytes: past the bound samples are stripped
+//! and the log gets a dropout) and the publishing thread ([`live::thread`], lower still, fed
+//! through a feed that strips samples when it falls behind). A slow card or a slow client
+//! costs samples to the files or to that client, never acks on the link.
+//!
+//! # Rules the code keeps
+//!
+//! - One mechanism per job: one framer ([`ulog::framer::Framer`]) cuts every ULog stream
+//!   (assembler, splitter, publishers, recovery); one dropout writer ([`ulog::gaps`]) for the
+//!   link's lost chunks and the store's dropped samples; one ROS type ([`ros::Ros2Type`]) for
+//!   the live server and every export; MAVLink framing and signatures are the `mavlink`
+//!   crate's.
+//! - Errors are typed enums (`thiserror`) in the library; wire data never panics (the fuzz
+//!   targets in `fuzz/` drive the engine, the session, signing, the publisher and the ROS
+//!   encoder with arbitrary bytes).
+//! - Power safety by group commit: writes reach the OS as they come, one sync per interval
+//!   makes them durable in an order that keeps every file reachable and whole.
+//! - A server that hands out the vehicle's data binds loopback unless told an address; key
+//!   files and sockets are not world-readable.
+//!
+//! # Where each part is proven
+//!
+//! - `tests/engine.rs`, `tests/reassembly.rs`, `tests/robustness.rs`: the engine against
+//!   pyulog's reading of the real PX4 logs in `../shared/testdata/ulog/` and of our synthetic
+//!   one, every piece size, corrupt and truncated input.
+//! - `tests/session.rs`: the session against the simulated vehicle in memory with a fake
+//!   clock on every log (loss and lost acks up to 20 %, duplication, reordering, outages,
+//!   reliable chunks in flight, reboots, restarts at sequence 0, forged and stale chunks,
+//!   signing with the right, no or a wrong key, a double sequence wrap), judged against an
+//!   ideal receiver computed from the chunks that got through.
+//! - `tests/signing.rs`: our signatures against pymavlink's both ways, and the daemon and the
+//!   simulator signed as processes. `tests/hostile.rs`: junk, spoofed heartbeats and forged
+//!   chunks from a second socket; a restart while the vehicle streams.
+//! - `tests/e2e.rs`: the daemon and `ulog-recv sim` as processes over UDP, a pty pair (an
+//!   unplugged adapter) and TCP; kill -9 at random moments; every file read by pyulog.
+//! - `tests/store.rs`, `tests/snippet.rs`, `tests/disk.rs`, `tests/faults.rs`: splits are the
+//!   stream byte for byte without their preambles and open alone in pyulog; the budget and a
+//!   real full tmpfs; a slow card (`strace --inject`), a stalled disk, kill -9 every 2 s,
+//!   crash leftovers, bad settings.
+//! - `tests/publish.rs`, `tests/live.rs`: the live socket in memory and over the real socket
+//!   (slow, vanishing and flooding clients, `tail`, `topics`). `tests/ros2msg.rs`: rosbags
+//!   decodes our ROS 2 types. `tests/foxglove.rs`: Foxglove's own npm libraries as the
+//!   client. `tests/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
+//!   `rosbag`, all against pyulog.
+//! - `tests/service.rs`, `tests/cli.rs`: the systemd units, sd_notify, the config file, the
+//!   command line. `tests/layering.rs`: this page's table.
 
-pub mod config;
 pub mod export;
-pub mod foxglove;
-pub mod keyfile;
-pub mod latency;
 pub mod link;
-pub mod os;
-pub mod publish;
-pub mod receiver;
-pub mod ros1msg;
-pub mod ros2msg;
-pub mod service;
-pub mod simulator;
+pub mod live;
+pub mod ros;
+pub mod shell;
+pub mod sim;
 pub mod store;
-pub mod summary;
-pub mod synth;
-pub mod transport;
+pub mod sys;
 pub mod ulog;
-pub mod values;

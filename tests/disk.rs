@@ -8,12 +8,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use ulog_recv::link::chunk_log;
+use ulog_recv::sim::chunk_log;
 use ulog_recv::store::files::{complete_prefix, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 
 fn stream(duration_s: u32) -> Vec<u8> {
-    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s,
         seed: 3,
         appended_data: false,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::procs::{Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
 use common::{all_logs, check_with_pyulog, split_messages};
-use ulog_recv::link::chunk_log;
+use ulog_recv::sim::chunk_log;
 
 /// Once the simulator (watched through `sim_log`, run with `--once`) has sent the whole log,
 /// stops the daemon as systemd does, while the vehicle still streams; both must exit cleanly.

@@ -125,7 +125,7 @@ proptest! {
 #[test]
 fn synthetic_testdata_is_what_the_generator_writes_now() {
     let path = &synthetic_logs()[0];
-    let now = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions::default());
+    let now = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions::default());
     if std::env::var_os("UPDATE_TESTDATA").is_some() {
         std::fs::write(path, &now).unwrap();
     }

@@ -126,13 +126,13 @@ fn a_window_of_a_long_flight_touches_few_chunks_and_options_cut() {
     let dir = fresh_dir("export-window");
     std::fs::create_dir_all(&dir).unwrap();
     let log = &dir.join("long.ulg");
-    let bytes = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let bytes = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s: 600,
         seed: 3,
         appended_data: false,
     });
     std::fs::write(log, &bytes).unwrap();
-    let summary = ulog_recv::summary::summarize(&bytes).unwrap();
+    let summary = ulog_recv::ulog::summary::summarize(&bytes).unwrap();
     let mcap = dir.join("whole.mcap");
     export(log, &mcap, &[]);
     let (start, end) = (summary.start_timestamp, summary.last_timestamp);

@@ -24,8 +24,8 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use common::procs::{BIN, Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
-use ulog_recv::link::chunk_log;
-use ulog_recv::synth::{SynthOptions, generate};
+use ulog_recv::sim::chunk_log;
+use ulog_recv::sim::synth::{SynthOptions, generate};
 
 /// The tests that load the machine (a flight at 20,000 chunks/s) run one at a time: their
 /// timings are the point.
@@ -378,7 +378,7 @@ fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
         .iter()
         .flat_map(|f| std::fs::read(f).unwrap())
         .collect();
-    let summary = ulog_recv::summary::summarize(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let summary = ulog_recv::ulog::summary::summarize(&std::fs::read(&files[0]).unwrap()).unwrap();
     // The synthetic flight has one dropout of its own (30 ms, four seconds in).
     assert!(summary.dropouts.len() >= 2, "{:?}", summary.dropouts);
     eprintln!("stalled disk: dropouts in the log {:?}", summary.dropouts);
@@ -840,6 +840,6 @@ fn a_daemon_held_up_reads_its_backlog_whole() {
         "the file is not the flight: {} bytes of {}, dropouts {:?}",
         got.len(),
         expected.len(),
-        ulog_recv::summary::summarize(&got).map(|s| s.dropouts)
+        ulog_recv::ulog::summary::summarize(&got).map(|s| s.dropouts)
     );
 }

@@ -20,8 +20,8 @@ use mavlink::MavHeader;
 use mavlink::dialects::common::{
     HEARTBEAT_DATA, LOGGING_DATA_DATA, MavAutopilot, MavMessage, MavType,
 };
-use ulog_recv::link::chunk_log;
 use ulog_recv::link::frames::encode;
+use ulog_recv::sim::chunk_log;
 
 /// A frame as if from the vehicle (system 1, component 1).
 fn as_vehicle(message: MavMessage) -> Vec<u8> {
@@ -145,7 +145,7 @@ fn junk_spoofed_heartbeats_and_a_forged_chunk_from_another_host_change_nothing()
     // The file: what the vehicle sent, byte for byte (the forged chunk cost nothing).
     let files = ulg_files(&dir);
     assert_eq!(files.len(), 1);
-    let flight = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let flight = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s: 60,
         seed: 1,
         appended_data: false,

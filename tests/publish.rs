@@ -14,8 +14,8 @@ use std::time::Instant;
 use common::{all_logs, compare, expected_for, synthetic_logs};
 use serde_json::{Map, Value as Json, json};
 use ulog_recv::link::Event;
-use ulog_recv::publish::protocol::Line;
-use ulog_recv::publish::{JsonShape, Publisher, ServerStats};
+use ulog_recv::live::ndjson::protocol::Line;
+use ulog_recv::live::ndjson::{JsonShape, Publisher, ServerStats};
 use ulog_recv::ulog::{BasicType, Decoder, Reader};
 
 /// Flattens our nested JSON into pyulog's field names. Strings become character codes,

@@ -11,9 +11,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::{all_logs, ideal_messages, split_messages};
-use ulog_recv::link::{
-    Assembler, Chunk, Delivery, LogChunk, ReorderBuffer, ReorderConfig, chunk_log,
-};
+use ulog_recv::link::{Assembler, Chunk, Delivery, ReorderBuffer, ReorderConfig};
+use ulog_recv::sim::{LogChunk, chunk_log};
 
 /// How the simulated link mistreats the unacked chunks (acked ones are retried until they
 /// arrive, so all of them arrive, possibly several times).

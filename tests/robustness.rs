@@ -7,7 +7,7 @@ mod common;
 
 use common::all_logs;
 use proptest::prelude::*;
-use ulog_recv::summary::SummaryBuilder;
+use ulog_recv::ulog::summary::SummaryBuilder;
 use ulog_recv::ulog::{Decoder, Message, Reader, message::SYNC_MAGIC};
 
 /// Runs the whole engine over `bytes`; returns the (offset, raw) of every record.

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value as Json, json};
-use ulog_recv::ros2msg::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, log_level};
+use ulog_recv::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, log_level};
 use ulog_recv::ulog::{Decoder, Message, Reader};
 
 /// What one log gives rosbags: per topic instance, its type, schema and first sample's CDR;

@@ -260,7 +260,7 @@ fn sigterm_while_streaming_runs_the_stop_handshake_and_leaves_whole_files_within
     }
     // The post-flight perf counters are in the last file, whole.
     let last = std::fs::read(files.last().unwrap()).unwrap();
-    let summary = ulog_recv::summary::summarize(&last).unwrap();
+    let summary = ulog_recv::ulog::summary::summarize(&last).unwrap();
     let postflight = &summary.info_multiple["perf_counter_postflight"];
     assert_eq!(postflight.len(), 1, "one value");
     assert_eq!(postflight[0].len(), 30, "every line of it");

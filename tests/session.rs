@@ -12,10 +12,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{all_logs, ideal_messages, split_messages};
-use ulog_recv::link::{
-    ChunkedLog, CloseReason, Event, Impairment, Session, SessionConfig, SimVehicle, VehicleConfig,
-    chunk_log,
-};
+use ulog_recv::link::{CloseReason, Event, Session, SessionConfig};
+use ulog_recv::sim::{ChunkedLog, Impairment, SimVehicle, VehicleConfig, chunk_log};
 
 /// One log as the session handed it out.
 #[derive(Debug, Default)]
@@ -41,7 +39,7 @@ impl Harness {
     fn new(log: ChunkedLog, vehicle: VehicleConfig, session: SessionConfig) -> Self {
         let now = Instant::now();
         Self {
-            vehicle: SimVehicle::new(log, vehicle, now),
+            vehicle: SimVehicle::new(log, vehicle, now, std::time::SystemTime::now()),
             session: Session::new(session, now),
             now,
             t0: now,
@@ -343,7 +341,7 @@ fn loss_duplication_reordering_lost_acks_and_outages_lose_only_what_never_arrive
 
 /// A synthetic log long enough to wrap the 16-bit sequence number twice.
 fn long_log() -> ChunkedLog {
-    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s: 4_600,
         seed: 7,
         appended_data: false,
@@ -749,7 +747,7 @@ fn a_long_outage_jumps_the_stream_once_the_next_chunk_confirms_it() {
         outage_len: Duration::from_millis(60),
         ..Impairment::NONE
     };
-    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s: 120,
         seed: 4,
         appended_data: false,

@@ -19,7 +19,8 @@ use mavlink::dialects::common::{
 };
 use ulog_recv::link::frames::FrameDecoder;
 use ulog_recv::link::signing::{Check, Signer, SigningKey, timestamp_at};
-use ulog_recv::link::{Session, SessionConfig, SigningSetup, chunk_log};
+use ulog_recv::link::{Session, SessionConfig, SigningSetup};
+use ulog_recv::sim::chunk_log;
 
 /// Runs `tests/pymavlink_signing.py ARGS` with `stdin`; `None` (a loud skip) without the venv.
 fn pymavlink(args: &[&str], stdin: &str) -> Option<String> {
@@ -269,7 +270,7 @@ fn a_signed_link_delivers_the_log_byte_for_byte_and_keeps_the_timestamp_ahead_on
     );
     let files = ulg_files(&dir.join("logs"));
     assert_eq!(files.len(), 1);
-    let file = ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s: 20,
         seed: 1,
         appended_data: false,
@@ -281,7 +282,9 @@ fn a_signed_link_delivers_the_log_byte_for_byte_and_keeps_the_timestamp_ahead_on
     );
     common::check_with_pyulog(&files[0]);
     // The signing clock's reservation: beside the logs, private, ahead of the clock.
-    let reservation = dir.join("logs").join(ulog_recv::keyfile::RESERVATION_FILE);
+    let reservation = dir
+        .join("logs")
+        .join(ulog_recv::shell::keyfile::RESERVATION_FILE);
     let mode = std::fs::metadata(&reservation)
         .unwrap()
         .permissions()

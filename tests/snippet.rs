@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::SystemTime;
 
-use ulog_recv::link::chunk_log;
+use ulog_recv::sim::chunk_log;
 use ulog_recv::store::files::read_manifest;
 use ulog_recv::store::snippet::snippet;
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
@@ -62,7 +62,7 @@ fn a_snippet_holds_what_pyulog_counts_in_the_window_and_stands_alone() {
     // A synthetic flight of two minutes (always there), and two real logs.
     let mut logs = vec![(
         std::path::PathBuf::from("synthetic-120s"),
-        ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+        ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
             duration_s: 120,
             seed: 5,
             appended_data: false,

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{all_logs, split_messages};
-use ulog_recv::link::chunk_log;
+use ulog_recv::sim::chunk_log;
 use ulog_recv::store::{SplitPolicy, SplitSink, SplitSummary, Splitter};
 
 #[derive(Default)]

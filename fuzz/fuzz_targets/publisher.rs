@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use ulog_recv::link::{CloseReason, Event, SessionStats};
-use ulog_recv::publish::protocol::LineReader;
-use ulog_recv::publish::{Publisher, ServerStats};
+use ulog_recv::live::ndjson::protocol::LineReader;
+use ulog_recv::live::ndjson::{Publisher, ServerStats};
 
 fuzz_target!(|input: &[u8]| {
     let mut p = Publisher::new("fuzz");

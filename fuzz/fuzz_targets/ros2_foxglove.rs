@@ -15,9 +15,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
-use ulog_recv::foxglove::publisher::{FoxglovePublisher, is_text};
+use ulog_recv::live::foxglove::publisher::{FoxglovePublisher, is_text};
 use ulog_recv::link::Event;
-use ulog_recv::ros2msg::Ros2Type;
+use ulog_recv::ros::ros2::Ros2Type;
 use ulog_recv::ulog::FormatDef;
 
 fn types_and_samples(input: &[u8]) {

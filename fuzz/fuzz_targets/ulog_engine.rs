@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ulog_recv::summary::SummaryBuilder;
+use ulog_recv::ulog::summary::SummaryBuilder;
 use ulog_recv::ulog::{Decoder, Reader};
 
 fuzz_target!(|input: &[u8]| {

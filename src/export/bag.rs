@@ -1,6 +1,6 @@
 //! A ULog stream as a ROS 1 bag.
 //!
-//! Format 2.0 ([`write`]; what `rosbag`, `rqt_bag`, Foxglove and PlotJuggler read): the
+//! Format 2.0 ([`write()`]; what `rosbag`, `rqt_bag`, Foxglove and PlotJuggler read): the
 //! `#ROSBAG V2.0` line, the bag header record (padded to 4096 bytes, rewritten at the end with
 //! `index_pos`, `conn_count` and `chunk_count`), chunks (uncompressed) of connection and
 //! message data records, each followed by its index data records (version 1: time and offset
@@ -16,15 +16,15 @@
 //!
 //! Record and field names are the formats'. Every record is `header_len`, the header's
 //! `name=value` fields (each with its length), `data_len`, the data. Types are ROS 1's
-//! ([`crate::ros1msg`]): each connection or definition carries the definition text and its
+//! ([`crate::ros::ros1`]): each connection or definition carries the definition text and its
 //! MD5 sum; `/log` is `rosgraph_msgs/Log`. A message's time is its ULog timestamp.
 
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 
 use crate::export::{ExportError, ExportOptions, ExportStats, Sink, walk};
-use crate::ros1msg::{self, LOG_DEFINITION, LOG_TYPE, ros_time};
-use crate::ros2msg::Ros2Type;
+use crate::ros::ros1::{self, LOG_DEFINITION, LOG_TYPE, ros_time};
+use crate::ros::ros2::Ros2Type;
 
 /// The version line.
 const VERSION_LINE: &[u8] = b"#ROSBAG V2.0\n";
@@ -270,7 +270,7 @@ impl<R: Records> Sink for RosSink<R> {
                 .log_connection
                 .insert(self.records.add(Connection::log())),
         };
-        ros1msg::encode_log(
+        ros1::encode_log(
             timestamp_us,
             ulog_level,
             name,
@@ -295,8 +295,8 @@ impl Connection {
     /// The topic `topic` of type `ty`, as ROS 1 sees it.
     fn of(topic: &str, ty: &Ros2Type) -> Self {
         let type_name = ty.ros1_name();
-        let definition = ros1msg::definition_from_ros2(&ty.schema);
-        let md5sum = ros1msg::md5sum(&definition, &type_name);
+        let definition = ros1::definition_from_ros2(&ty.schema);
+        let md5sum = ros1::md5sum(&definition, &type_name);
         Self {
             topic: topic.to_owned(),
             type_name,
@@ -310,7 +310,7 @@ impl Connection {
         Self {
             topic: "/log".to_owned(),
             type_name: LOG_TYPE.to_owned(),
-            md5sum: ros1msg::md5sum(LOG_DEFINITION, LOG_TYPE),
+            md5sum: ros1::md5sum(LOG_DEFINITION, LOG_TYPE),
             definition: LOG_DEFINITION.to_owned(),
         }
     }

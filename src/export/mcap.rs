@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{Seek, Write};
 
 use crate::export::{ExportError, ExportOptions, ExportStats, Sink, walk};
-use crate::ros2msg::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
+use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 
 /// The MCAP profile: ROS 2 types, CDR.
 pub const PROFILE: &str = "ros2";

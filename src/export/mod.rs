@@ -8,7 +8,7 @@
 //! - [`mcap`], [`bag`]: the writers.
 //!
 //! Topics are the Foxglove server's (`/NAME`, `/NAME/N`, `/log`), with the same types
-//! ([`crate::ros2msg`], and [`crate::ros1msg`] for ROS 1), so that a recording and the live
+//! ([`crate::ros::ros2`], and [`crate::ros::ros1`] for ROS 1), so that a recording and the live
 //! view look alike.
 
 pub mod bag;
@@ -17,9 +17,9 @@ pub mod mcap;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::publish::glob;
-use crate::ros2msg::Ros2Type;
-use crate::summary::OwnedValue;
+use crate::ros::ros2::Ros2Type;
+use crate::ulog::glob;
+use crate::ulog::summary::OwnedValue;
 use crate::ulog::{Decoder, Message, Reader};
 
 /// What to export.

@@ -21,7 +21,7 @@
 //! - Acks every LOGGING_DATA_ACKED as the very first thing it does with it, duplicates
 //!   included: a resent chunk means the vehicle lost our ack and is blocked until it gets one.
 //! - Puts chunks back in order ([`ReorderBuffer`]), reassembles whole ULog messages
-//!   ([`Assembler`]) and follows formats and subscriptions ([`Decoder`]) to know the
+//!   ([`Assembler`]) and follows formats and subscriptions ([`Decoder`](crate::ulog::Decoder)) to know the
 //!   timestamps. After a confirmed gap it holds the messages that follow until the first
 //!   timestamped sample, then writes a ULog dropout ('O') whose duration is the time between
 //!   the last sample before the gap and that first sample after it.

@@ -362,7 +362,7 @@ impl LogStore {
     }
 
     /// Group commit: every `fsync_interval` a sync round makes what was written durable, one
-    /// fsync per call (see [`Unsynced`]), so that a caller calling between writes never waits
+    /// fsync per call (see `Unsynced`), so that a caller calling between writes never waits
     /// for more than one fsync; when the round is over, the disk budget is kept.
     pub fn tick(&mut self, now: Instant) -> io::Result<()> {
         if !self.unsynced.round {
@@ -590,7 +590,7 @@ impl LogStore {
             self.keep_budget()?;
         }
         if self.is_paused() {
-            let free = crate::os::free_bytes(&self.options.dir)?;
+            let free = crate::sys::os::free_bytes(&self.options.dir)?;
             // Room for a preamble and some data, beyond the free space the budget keeps.
             let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
             if free >= room
@@ -608,7 +608,7 @@ impl LogStore {
         let open = self.session.as_ref().map(|s| s.dir.clone());
         loop {
             let used = dir_size(&self.options.dir)?;
-            let free = crate::os::free_bytes(&self.options.dir)?;
+            let free = crate::sys::os::free_bytes(&self.options.dir)?;
             let over_total = self.options.max_total.filter(|&m| used > m);
             let under_free = self.options.min_free.filter(|&m| free < m);
             if over_total.is_none() && under_free.is_none() {

@@ -2,6 +2,20 @@
 //! session directories, manifests and power-safe files that hold them ([`files`]); windows
 //! of log time cut from a session ([`snippet`]); the store on its own thread, fed through a
 //! queue bounded in bytes ([`thread`]).
+//!
+//! - [`splitter`] (sans-IO) cuts a log's message stream into splits that each open alone
+//!   (replaying definitions, parameters in force, subscriptions, latched samples) and
+//!   summarises each (samples, dropouts, time index).
+//! - [`files`]: group commit (writes reach the OS as they come; one sync per step per
+//!   interval, in the order new directory entries, closed splits, the open split's data, the
+//!   manifest, its directory), recovery after a crash (splits cut back to their last whole
+//!   message, in 64 KB blocks), setting aside what cannot be repaired (`NAME.unrecoverable`),
+//!   the disk budget (renamed aside before deletion, so a power cut never half-deletes).
+//! - [`thread`]: the network loop never waits for the disk: past the queue's bound, samples
+//!   are stripped (definitions, parameters and strings kept) and the log gets a dropout.
+//!
+//! Uses the engine and [`crate::sys`] (thread priority, free space); knows nothing of the link
+//! or of the live servers.
 
 pub mod files;
 pub mod snippet;

@@ -129,7 +129,7 @@ impl StoreThread {
             .spawn(move || {
                 // Below the network thread: when both want the CPU, the acks come first (the
                 // queue absorbs the wait).
-                crate::os::lower_thread_priority(STORE_NICENESS);
+                crate::sys::os::lower_thread_priority(STORE_NICENESS);
                 store.recover();
                 shared.recovering.store(false, Ordering::Relaxed);
                 loop {

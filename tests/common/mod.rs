@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::{Value as Json, json};
-use ulog_recv::summary::{OwnedValue, summarize};
+use ulog_recv::ulog::summary::{OwnedValue, summarize};
 use ulog_recv::ulog::{Decoder, Reader, Value};
 
 /// The real PX4 logs beside the project. Without them a test says so loudly and returns
@@ -335,7 +335,7 @@ fn close(x: f64, y: f64) -> bool {
 pub fn ideal_messages(
     stream: &[u8],
     starts: &[u64],
-    chunks: &[ulog_recv::link::LogChunk],
+    chunks: &[ulog_recv::sim::LogChunk],
     arrived: &[bool],
 ) -> Vec<Vec<u8>> {
     assert_eq!(chunks.len(), arrived.len());
@@ -432,7 +432,7 @@ pub fn check_with_pyulog(file: &std::path::Path) {
 /// arrays, strings) with pyulog's flattened sample: every field pyulog names has the same
 /// value (numbers compared as numbers: `0` equals `0.0`); a `char[n]` field (a string in
 /// ROS 2) equals pyulog's characters up to the first NUL. pyulog's field names are taken
-/// through [`ulog_recv::ros2msg::field_name`], the names ROS 2 allows.
+/// through [`ulog_recv::ros::ros2::field_name`], the names ROS 2 allows.
 pub fn compare_ros2_sample(what: &str, decoded: &Json, first: &Json, diffs: &mut Vec<String>) {
     let mut flat = BTreeMap::new();
     flatten_fields("", decoded, &mut flat);
@@ -587,8 +587,8 @@ pub fn check_ros2_report(what: &str, report: &Json, expected: &Json) {
 fn ros2_key(key: &str) -> String {
     key.split('.')
         .map(|part| match part.split_once('[') {
-            Some((name, index)) => format!("{}[{index}", ulog_recv::ros2msg::field_name(name)),
-            None => ulog_recv::ros2msg::field_name(part),
+            Some((name, index)) => format!("{}[{index}", ulog_recv::ros::ros2::field_name(name)),
+            None => ulog_recv::ros::ros2::field_name(part),
         })
         .collect::<Vec<_>>()
         .join(".")

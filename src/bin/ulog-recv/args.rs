@@ -6,14 +6,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use ulog_recv::link::{Impairment, SessionConfig, SigningSetup};
-use ulog_recv::publish::client::Endpoint;
-use ulog_recv::publish::server::{
-    PublishConfig, PublishFeed, PublishServer, ServeError, default_socket_path,
-};
+use ulog_recv::link::{SessionConfig, SigningSetup};
+use ulog_recv::live::clients::ServeError;
+use ulog_recv::live::ndjson::client::Endpoint;
+use ulog_recv::live::ndjson::server::default_socket_path;
+use ulog_recv::live::thread::{PublishConfig, PublishFeed, PublishServer};
+use ulog_recv::shell::transport::LinkSpec;
+use ulog_recv::shell::values::{self, ValueError};
+use ulog_recv::sim::Impairment;
 use ulog_recv::store::{SplitPolicy, StoreOptions};
-use ulog_recv::transport::LinkSpec;
-use ulog_recv::values::{self, ValueError};
 
 #[derive(Parser)]
 #[command(
@@ -244,7 +245,7 @@ pub(crate) fn parse_foxglove(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("not a TCP port or ADDR:PORT: {s}"))
 }
 
-/// Option values, checked by [`ulog_recv::values`] (clap names the option in its error).
+/// Option values, checked by [`ulog_recv::shell::values`] (clap names the option in its error).
 fn split_size(s: &str) -> Result<u64, ValueError> {
     values::parse_size(s, values::SPLIT_SIZE)
 }

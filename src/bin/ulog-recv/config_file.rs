@@ -1,13 +1,13 @@
 //! The config file at the binary's edge: which options it may set (from clap's own
 //! definitions), merging it under the command line, and `--check-config`'s listing. The
-//! file's parsing is [`ulog_recv::config`].
+//! file's parsing is [`ulog_recv::shell::config`].
 
 use std::ffi::OsString;
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use ulog_recv::config::{self, OptionKind, OptionSpec};
+use ulog_recv::shell::config::{self, OptionKind, OptionSpec};
 
 use crate::args::Cli;
 

@@ -4,12 +4,12 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use ulog_recv::keyfile::Reservation;
 use ulog_recv::link::SigningSetup;
-use ulog_recv::publish::server::PublishServer;
-use ulog_recv::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
-use ulog_recv::service::{Notifier, StatusText};
-use ulog_recv::transport::{Link, LinkSpec};
+use ulog_recv::live::thread::PublishServer;
+use ulog_recv::shell::keyfile::Reservation;
+use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
+use ulog_recv::shell::service::{Notifier, StatusText};
+use ulog_recv::shell::transport::{Link, LinkSpec};
 
 use crate::args::ReceiveArgs;
 use crate::config_file::with_config;
@@ -60,7 +60,7 @@ pub(crate) async fn receive(
     // The key first: a bad one must stop the start before anything listens.
     let (signing, signing_reservation) = match args.signing_key_file() {
         Some(path) => {
-            let key = ulog_recv::keyfile::load_key(&path)?;
+            let key = ulog_recv::shell::keyfile::load_key(&path)?;
             let (reservation, timestamp) = Reservation::open(&log_dir)?;
             tracing::info!(key = %path.display(), "MAVLink 2 signing on");
             let setup = SigningSetup {
@@ -116,7 +116,7 @@ pub(crate) async fn receive(
         stop_signal.await;
         stopping.stopping();
     };
-    let status = ulog_recv::receiver::run(link, options, shutdown, controls, |n| match n {
+    let status = ulog_recv::shell::receiver::run(link, options, shutdown, controls, |n| match n {
         Notice::Event(e) => text.event(e),
         Notice::Status(s) => {
             let clients = clients

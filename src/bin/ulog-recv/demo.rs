@@ -6,18 +6,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use ulog_recv::link::{Event, Impairment, SessionConfig, VehicleConfig, chunk_log};
-use ulog_recv::publish::server::{PublishConfig, PublishServer, ServeError};
-use ulog_recv::receiver::{Notice, ReceiverOptions};
-use ulog_recv::simulator::SimOptions;
+use ulog_recv::link::{Event, SessionConfig};
+use ulog_recv::live::clients::ServeError;
+use ulog_recv::live::thread::{PublishConfig, PublishServer};
+use ulog_recv::shell::receiver::{Notice, ReceiverOptions};
+use ulog_recv::shell::simulator::SimOptions;
+use ulog_recv::shell::transport::{Link, LinkSpec};
+use ulog_recv::sim::{Impairment, VehicleConfig, chunk_log};
 use ulog_recv::store::{SplitPolicy, StoreOptions};
-use ulog_recv::transport::{Link, LinkSpec};
 
 use crate::daemon::{controls_on_sighup, print_status, shutdown_signal};
 use crate::info::info;
 
 pub(crate) fn synthetic_flight(duration_s: u32) -> Vec<u8> {
-    ulog_recv::synth::generate(ulog_recv::synth::SynthOptions {
+    ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
         duration_s,
         seed: 1,
         appended_data: false,
@@ -43,7 +45,8 @@ pub(crate) async fn sim(
         max_write,
         ..SimOptions::default()
     };
-    let report = ulog_recv::simulator::run(link, log, config, options, shutdown_signal()?).await?;
+    let report =
+        ulog_recv::shell::simulator::run(link, log, config, options, shutdown_signal()?).await?;
     // The vehicle's counters, one JSON line, for scripts and tests.
     println!("{}", serde_json::to_string(&report.stats)?);
     Ok(())
@@ -109,7 +112,7 @@ pub(crate) async fn demo(
         ..SimOptions::default()
     };
     let vehicle = async move {
-        ulog_recv::simulator::run(
+        ulog_recv::shell::simulator::run(
             vehicle_link,
             log,
             config,
@@ -157,7 +160,7 @@ pub(crate) async fn demo(
         store_queue_bytes: 32 << 20,
     };
     let stop = shutdown_signal()?;
-    let receiver = ulog_recv::receiver::run(
+    let receiver = ulog_recv::shell::receiver::run(
         receiver_link,
         options,
         async move {

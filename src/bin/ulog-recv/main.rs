@@ -17,8 +17,8 @@ use std::ffi::OsString;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use ulog_recv::link::VehicleConfig;
-use ulog_recv::publish::client::{self, TailOptions};
+use ulog_recv::live::ndjson::client::{self, TailOptions};
+use ulog_recv::sim::VehicleConfig;
 use ulog_recv::store::SplitPolicy;
 
 use crate::args::{Cli, Command};
@@ -106,7 +106,7 @@ fn main() -> anyhow::Result<()> {
                 bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
             };
             let signing = signing_key
-                .map(|path| ulog_recv::keyfile::load_key(&path))
+                .map(|path| ulog_recv::shell::keyfile::load_key(&path))
                 .transpose()?;
             let config = VehicleConfig {
                 system_id: sysid,

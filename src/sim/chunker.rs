@@ -319,7 +319,7 @@ mod tests {
     use super::*;
 
     fn synthetic() -> Vec<u8> {
-        crate::synth::generate(crate::synth::SynthOptions {
+        crate::sim::synth::generate(crate::sim::synth::SynthOptions {
             duration_s: 5,
             seed: 3,
             appended_data: false,

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use serde_json::{Map, Value as Json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
-use crate::publish::sample_json::segments;
-use crate::publish::server::socket_candidates;
+use crate::live::ndjson::sample_json::segments;
+use crate::live::ndjson::server::socket_candidates;
 
 /// Where the daemon publishes.
 #[derive(Debug, Clone, PartialEq, Eq)]

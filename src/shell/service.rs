@@ -134,7 +134,7 @@ impl StatusText {
             line.push_str(&format!(
                 "; storage stalled for {} s ({} waiting)",
                 ms / 1000,
-                crate::values::show_size(storage.queued_bytes)
+                crate::shell::values::show_size(storage.queued_bytes)
             ));
         }
         if storage.lost_samples > 0 {

@@ -4,8 +4,8 @@
 //! In: the log's bytes as the session hands them out (whole messages, the file header first),
 //! the session's events, its counters once a second, and the clients' requests. Out:
 //! [`Outgoing`] lines from [`Publisher::poll_transmit`]. It never touches a socket; the
-//! shell ([`crate::publish::server`]) moves the lines into each client's
-//! [`Outbox`](crate::publish::Outbox).
+//! shell ([`crate::live::thread`]) moves the lines into each client's
+//! [`Outbox`](crate::live::Outbox).
 //!
 //! A sample is rendered once, and only if some client wants it; every client that wants it
 //! gets the same bytes.
@@ -18,12 +18,12 @@ use bytes::Bytes;
 use serde_json::{Value as Json, json};
 
 use crate::link::{CloseReason, Event, SessionStats};
-use crate::publish::JsonShape;
-use crate::publish::glob;
-use crate::publish::outbox::Keep;
-use crate::publish::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
+use crate::live::ndjson::JsonShape;
+use crate::live::ndjson::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
+use crate::live::outbox::Keep;
 use crate::store::thread::StorageStats;
 use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::glob;
 use crate::ulog::message::Message;
 use crate::ulog::{Decoder, FileHeader, InfoValue};
 
@@ -227,7 +227,7 @@ impl Publisher {
         self.clients.len()
     }
 
-    /// A line from client `id` (see [`crate::publish::protocol::LineReader`]).
+    /// A line from client `id` (see [`crate::live::ndjson::protocol::LineReader`]).
     pub fn handle_request(&mut self, id: ClientId, request: Line<'_>) {
         let parsed = match request {
             Line::Text(text) => Request::parse(text),

@@ -7,7 +7,7 @@
 //!   sender; param1 ≠ 0 → UNSUPPORTED; while streaming → TEMPORARILY_REJECTED; a link
 //!   configured below 5000 B/s → DENIED. [`VehicleConfig::refuse_start`] forces an answer.
 //! - Reliable chunks (the definitions, and in flight each 'A' and 'M' run, see
-//!   [`crate::link::chunker`]) go as LOGGING_DATA_ACKED, stop-and-wait: one chunk in flight,
+//!   [`crate::sim::chunker`]) go as LOGGING_DATA_ACKED, stop-and-wait: one chunk in flight,
 //!   resent every 50 ms, at most 50 tries, and nothing else is sent meanwhile; after the last
 //!   try the stream stops (PX4's "Ack timeout"). Acks are matched on the sequence only.
 //! - The rest goes as LOGGING_DATA, never resent. PX4's rate limiter: at most
@@ -34,9 +34,9 @@ use mavlink::dialects::common::{
     MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
 };
 
-use crate::link::chunker::{ChunkedLog, LogChunk, StopUndo};
 use crate::link::frames::{Frame, FrameDecoder, encode};
 use crate::link::signing::{Check, Signer, SigningKey, timestamp_at};
+use crate::sim::chunker::{ChunkedLog, LogChunk, StopUndo};
 
 /// PX4 refuses to stream its log over a link configured below this many bytes per second.
 pub const MIN_LINK_RATE: u64 = 5000;
@@ -216,12 +216,18 @@ pub struct SimVehicle {
 }
 
 impl SimVehicle {
-    /// A vehicle powered up at `now`, not streaming.
-    pub fn new(log: ChunkedLog, config: VehicleConfig, now: Instant) -> Self {
+    /// A vehicle powered up at `now`, not streaming; `wall_clock` is the time of day at `now`
+    /// (its signing clock starts there).
+    pub fn new(
+        log: ChunkedLog,
+        config: VehicleConfig,
+        now: Instant,
+        wall_clock: SystemTime,
+    ) -> Self {
         let signer = config
             .signing
             .clone()
-            .map(|key| Signer::new(key, 0, timestamp_at(SystemTime::now()), now));
+            .map(|key| Signer::new(key, 0, timestamp_at(wall_clock), now));
         Self {
             rng: fastrand::Rng::with_seed(config.seed),
             config,

@@ -2,7 +2,7 @@
 //! per-client WebSocket messages out (JSON text for control, binary for samples).
 //!
 //! One channel per topic instance of the open log (`/NAME` for multi id 0, `/NAME/N`
-//! otherwise; ROS 2 types from [`crate::ros2msg`], CDR encoded), advertised as its
+//! otherwise; ROS 2 types from [`crate::ros::ros2`], CDR encoded), advertised as its
 //! subscription appears in the log, unadvertised when the log ends or the topic is removed;
 //! and `/log` (`rcl_interfaces/msg/Log`) for the logged strings, advertised for as long as
 //! the server runs. A client that connects gets `serverInfo` and every current channel. Only
@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::foxglove::protocol::{self, ChannelInfo, Level, Request};
 use crate::link::Event;
-use crate::publish::outbox::Keep;
-use crate::ros2msg::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
+use crate::live::foxglove::protocol::{self, ChannelInfo, Level, Request};
+use crate::live::outbox::Keep;
+use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::Message;
 use crate::ulog::{Decoder, FileHeader};
@@ -556,7 +556,7 @@ mod tests {
     /// The synthetic flight through a publisher with one client subscribed to everything.
     #[test]
     fn a_subscriber_gets_every_sample_of_its_channels_and_the_log_strings() {
-        let log = crate::synth::generate(crate::synth::SynthOptions {
+        let log = crate::sim::synth::generate(crate::sim::synth::SynthOptions {
             duration_s: 20,
             seed: 1,
             appended_data: false,
@@ -619,7 +619,7 @@ mod tests {
             p.handle_log_bytes(piece, now);
             step(&mut p, &mut subs);
         }
-        let summary = crate::summary::summarize(&log).unwrap();
+        let summary = crate::ulog::summary::summarize(&log).unwrap();
         for d in &summary.datasets {
             let topic = match d.multi_id {
                 0 => format!("/{}", d.name),
@@ -661,7 +661,7 @@ mod tests {
 
     #[test]
     fn a_new_channel_holds_its_first_samples_for_a_while_and_within_bounds() {
-        let log = crate::synth::generate(crate::synth::SynthOptions {
+        let log = crate::sim::synth::generate(crate::sim::synth::SynthOptions {
             duration_s: 5,
             seed: 1,
             appended_data: false,
@@ -688,7 +688,7 @@ mod tests {
         };
         // Within the hold: every sample so far (5 s of attitude is far below the byte bounds).
         let held = run(Duration::from_millis(10));
-        let summary = crate::summary::summarize(&log).unwrap();
+        let summary = crate::ulog::summary::summarize(&log).unwrap();
         let all = summary
             .datasets
             .iter()
@@ -702,7 +702,7 @@ mod tests {
 
     #[test]
     fn a_client_that_connects_mid_flight_gets_every_current_channel() {
-        let log = crate::synth::generate(crate::synth::SynthOptions {
+        let log = crate::sim::synth::generate(crate::sim::synth::SynthOptions {
             duration_s: 10,
             seed: 1,
             appended_data: false,
@@ -723,7 +723,7 @@ mod tests {
             .map(|ch| ch["topic"].as_str().unwrap().to_owned())
             .collect();
         topics.sort();
-        let summary = crate::summary::summarize(&log).unwrap();
+        let summary = crate::ulog::summary::summarize(&log).unwrap();
         let mut want: Vec<String> = summary
             .datasets
             .iter()

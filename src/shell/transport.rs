@@ -398,7 +398,7 @@ fn bind_udp(addr: SocketAddr, peer: Option<SocketAddr>) -> Result<UdpSocket, Lin
     }
     if socket.recv_buffer_size().unwrap_or(0) < UDP_RECV_BUFFER {
         // Past net.core.rmem_max, when the process may (CAP_NET_ADMIN).
-        let _ = crate::os::force_recv_buffer(&socket, UDP_RECV_BUFFER);
+        let _ = crate::sys::os::force_recv_buffer(&socket, UDP_RECV_BUFFER);
     }
     let got = socket.recv_buffer_size().unwrap_or(0);
     if got < UDP_RECV_BUFFER {

@@ -1,5 +1,5 @@
 //! ROS 1 message types for the ROS bag exports: the definition text a bag's connection
-//! carries (the ROS 2 text of [`crate::ros2msg`] without ROS 2's empty-message member; the two
+//! carries (the ROS 2 text of [`super::ros2`] without ROS 2's empty-message member; the two
 //! grammars agree on everything else we write), its MD5 sum as ROS 1 computes it, and
 //! `rosgraph_msgs/Log` for the logged strings.
 //!
@@ -7,8 +7,13 @@
 //! then its fields as `type name`, a field of a nested type written with that type's MD5 sum
 //! in place of the type (array brackets dropped), comments and blank lines left out; the
 //! lines joined by newlines; the sum of that text.
+//!
+//! A sample's ROS 1 serialisation ([`Ros2Type::encode_ros1`]) is the same walk as its CDR
+//! one, packed.
 
 use md5::{Digest, Md5};
+
+use super::ros2::{Ros2Type, ShortSample};
 
 /// Separates a definition's types (80 `=`).
 const SEPARATOR: &str =
@@ -103,6 +108,20 @@ fn section_md5(sections: &[(String, Vec<&str>)], index: usize, name: &str) -> St
         .collect()
 }
 
+impl Ros2Type {
+    /// The ROS 1 name of the type (`px4_ulog/VehicleAttitude`).
+    pub fn ros1_name(&self) -> String {
+        self.name.replacen("/msg/", "/", 1)
+    }
+
+    /// Writes the ROS 1 serialisation of one sample's data into `out` (cleared first): the
+    /// same values, packed without alignment and without an encapsulation header, strings
+    /// as their length and bytes (no NUL), nothing for a type without fields.
+    pub fn encode_ros1(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), ShortSample> {
+        self.serialise::<false>(data, out, write_string)
+    }
+}
+
 /// The type of logged strings in a ROS 1 bag.
 pub const LOG_TYPE: &str = "rosgraph_msgs/Log";
 
@@ -130,7 +149,7 @@ string frame_id
 
 /// The `rosgraph_msgs/Log` level of a ULog log level (the syslog digit, or its value).
 pub fn log_level(ulog_level: u8) -> u8 {
-    match crate::ros2msg::log_level(ulog_level) {
+    match super::ros2::log_level(ulog_level) {
         50 => 16,
         40 => 8,
         30 => 4,

@@ -5,8 +5,8 @@
 //! - [`publisher`]: the sans-IO core: log bytes, session events and requests in, per-client
 //!   messages out.
 //! - [`server`]: the shell: listener, handshake, one WebSocket reader and writer per client.
-//!   It runs on the live socket's publishing thread ([`crate::publish::server`]), which feeds
-//!   both cores from the same hand-over, off the network loop.
+//!   It runs on the publishing thread ([`crate::live::thread`]), which feeds both servers'
+//!   cores from the same hand-over, off the network loop.
 
 pub mod protocol;
 pub mod publisher;

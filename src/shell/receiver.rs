@@ -13,13 +13,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::keyfile::Reservation;
-use crate::latency::LatencyHistogram;
 use crate::link::{Event, Session, SessionConfig, SessionStats};
-use crate::publish::server::PublishFeed;
+use crate::live::thread::PublishFeed;
+use crate::shell::keyfile::Reservation;
+use crate::shell::transport::{Link, LinkStats, Received};
 use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
 use crate::store::{LogStore, StoreError, StoreOptions};
-use crate::transport::{Link, LinkStats, Received};
+use crate::sys::latency::LatencyHistogram;
 
 /// How the receiver runs.
 #[derive(Debug)]
@@ -98,7 +98,7 @@ pub async fn run(
     );
     let mut session = Session::new(options.session.clone(), Instant::now());
     let mut status = Status::default();
-    let mut buf = Vec::with_capacity(crate::transport::MAX_READ);
+    let mut buf = Vec::with_capacity(crate::shell::transport::MAX_READ);
     let mut tick = tokio::time::interval(options.status_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut hand_over = tokio::time::interval(HAND_OVER_INTERVAL);

@@ -1,69 +1,41 @@
-//! The live socket's shell: a thread of its own with a small tokio runtime that owns the
-//! [`Publisher`], the listeners (a Unix socket, optionally TCP) and one reader and one writer
-//! task per client; and, when asked for, the Foxglove WebSocket server
-//! ([`crate::foxglove::server`]), fed from the same hand-over.
+//! The publishing thread: a thread of its own with a small tokio runtime that owns the live
+//! socket's [`Publisher`] with its listeners (a Unix socket, optionally TCP) and client tasks
+//! ([`crate::live::ndjson::server`]) and, when asked for, the Foxglove WebSocket server
+//! ([`crate::live::foxglove::server`]), both fed from the same hand-over.
 //!
 //! The network loop hands log bytes over through a [`PublishFeed`] and never waits for it:
 //! the feed is an unbounded channel whose backlog (bytes handed over, not yet published) is
 //! counted; past [`PublishConfig::backlog_bytes`] the feed strips data samples from what it
 //! hands over (definitions, parameters, logged strings and dropouts still go) and the clients
 //! get `{"type":"lagged","cause":"server_busy"}`. Each client's writer drains its own
-//! [`Outbox`], so a client that does not read only loses its own oldest lines.
+//! [`Outbox`](crate::live::Outbox), so a client that does not read only loses its own oldest
+//! lines.
 
 use std::collections::HashMap;
-use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, mpsc};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
 
-use crate::foxglove::{
+use crate::link::{Event, SessionStats};
+use crate::live::clients::{ClientTasks, ServeError, bind_tcp, deliver};
+use crate::live::foxglove::{
     self,
     server::{FoxMsg, FoxgloveClients},
 };
-use crate::latency::LatencyHistogram;
-use crate::link::{Event, SessionStats};
-use crate::publish::outbox::Keep;
-use crate::publish::protocol::{Line, LineReader};
-use crate::publish::{ClientId, Outbox, Publisher, ServerStats};
+use crate::live::ndjson::protocol::Line;
+use crate::live::ndjson::server::{
+    BoundSocket, ClientMsg, Listener, accept_clients, bind_unix, spawn_client,
+};
+use crate::live::ndjson::{ClientId, Publisher, ServerStats};
 use crate::store::thread::StorageStats;
+use crate::sys::latency::LatencyHistogram;
 use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
-
-/// File name of the socket in the default directories.
-pub const SOCKET_NAME: &str = "ulog-recv.sock";
-
-/// Where the daemon puts its socket when not told: systemd's `$RUNTIME_DIRECTORY` (its first
-/// entry), else `$XDG_RUNTIME_DIR`, else `/run/ulog-recv/`.
-pub fn default_socket_path() -> PathBuf {
-    socket_candidates()
-        .into_iter()
-        .next()
-        .expect("the last candidate is always there")
-}
-
-/// The places a client looks for the socket, in order: `$ULOG_RECV_SOCKET`, then the
-/// daemon's defaults, then `/run/ulog-recv/` (where the systemd unit puts it).
-pub fn socket_candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("ULOG_RECV_SOCKET").filter(|p| !p.is_empty()) {
-        out.push(PathBuf::from(p));
-    }
-    if let Some(dirs) = std::env::var_os("RUNTIME_DIRECTORY")
-        && let Some(first) = dirs.to_string_lossy().split(':').find(|d| !d.is_empty())
-    {
-        out.push(Path::new(first).join(SOCKET_NAME));
-    }
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
-        out.push(Path::new(&dir).join(SOCKET_NAME));
-    }
-    out.push(Path::new("/run/ulog-recv").join(SOCKET_NAME));
-    out
-}
 
 /// Where and how the server listens.
 #[derive(Debug, Clone)]
@@ -90,21 +62,6 @@ impl Default for PublishConfig {
             backlog_bytes: 8 << 20,
         }
     }
-}
-
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("cannot create the socket's directory {path}: {source}")]
-    Directory { path: PathBuf, source: io::Error },
-    #[error("another ulog-recv already serves {0}")]
-    InUse(PathBuf),
-    #[error("{0} exists and is not a socket: left as it is; give another --socket PATH")]
-    NotASocket(PathBuf),
-    #[error("cannot listen on {path}: {source}")]
-    Bind { path: String, source: io::Error },
-    #[error("cannot start the publishing thread: {0}")]
-    Thread(io::Error),
 }
 
 /// The publishing thread's niceness (the store thread's is 5).
@@ -195,16 +152,6 @@ pub struct PublishServer {
     foxglove: Option<SocketAddr>,
 }
 
-/// A TCP listener bound at `addr`, non-blocking for tokio.
-fn bind_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, ServeError> {
-    std::net::TcpListener::bind(addr)
-        .and_then(|l| l.set_nonblocking(true).map(|_| l))
-        .map_err(|source| ServeError::Bind {
-            path: addr.to_string(),
-            source,
-        })
-}
-
 impl PublishServer {
     /// Binds the listeners (errors come here, before anything runs) and starts the thread.
     pub fn start(config: PublishConfig) -> Result<(PublishFeed, PublishServer), ServeError> {
@@ -231,7 +178,7 @@ impl PublishServer {
             .spawn(move || {
                 // Below the network loop and the store: live clients come after the acks
                 // and the files when the CPU is short.
-                crate::os::lower_thread_priority(PUBLISH_NICENESS);
+                crate::sys::os::lower_thread_priority(PUBLISH_NICENESS);
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -286,159 +233,8 @@ impl PublishServer {
 }
 
 /// Creates the socket: the directory if needed, a stale file replaced, mode 0660.
-/// The Unix socket bound at `path`, mode 0660. Only a stale socket (one nothing answers on)
-/// is replaced; anything else at the path is left alone and is an error.
-fn bind_unix(path: &Path) -> Result<BoundSocket, ServeError> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| ServeError::Directory {
-            path: dir.to_owned(),
-            source,
-        })?;
-    }
-    let bind_err = |source| ServeError::Bind {
-        path: path.display().to_string(),
-        source,
-    };
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(ServeError::InUse(path.to_owned()));
-            }
-            std::fs::remove_file(path).map_err(bind_err)?;
-        }
-        Ok(_) => return Err(ServeError::NotASocket(path.to_owned())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(bind_err(e)),
-    }
-    let listener = std::os::unix::net::UnixListener::bind(path).map_err(bind_err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
-    listener.set_nonblocking(true).map_err(bind_err)?;
-    let meta = std::fs::symlink_metadata(path).map_err(bind_err)?;
-    Ok(BoundSocket {
-        listener,
-        path: path.to_owned(),
-        identity: (meta.dev(), meta.ino()),
-    })
-}
-
-/// The Unix listener and how to tell its file from another one put at the same path later.
-#[derive(Debug)]
-struct BoundSocket {
-    listener: std::os::unix::net::UnixListener,
-    path: PathBuf,
-    /// (device, inode) of the socket file.
-    identity: (u64, u64),
-}
-
-impl BoundSocket {
-    /// Removes the socket file, if it is still ours.
-    fn remove(path: &Path, identity: (u64, u64)) {
-        use std::os::unix::fs::MetadataExt;
-        if std::fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == identity) {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-/// A client's two halves, whatever the socket.
-type Halves = (
-    Box<dyn AsyncRead + Unpin + Send>,
-    Box<dyn AsyncWrite + Unpin + Send>,
-);
-
-/// Where clients connect.
-enum Listener {
-    Unix(tokio::net::UnixListener),
-    Tcp(tokio::net::TcpListener),
-}
-
-impl Listener {
-    async fn accept(&self) -> io::Result<Halves> {
-        match self {
-            Listener::Unix(l) => {
-                let (r, w) = l.accept().await?.0.into_split();
-                Ok((Box::new(r), Box::new(w)))
-            }
-            Listener::Tcp(l) => {
-                let (s, _) = l.accept().await?;
-                let _ = s.set_nodelay(true);
-                let (r, w) = s.into_split();
-                Ok((Box::new(r), Box::new(w)))
-            }
-        }
-    }
-}
-
-/// Hands every client `listener` accepts to the serving loop, until that loop is gone.
-async fn accept_clients(listener: Listener, tx: mpsc::Sender<ClientMsg>) {
-    loop {
-        match listener.accept().await {
-            Ok((r, w)) => {
-                if tx.send(ClientMsg::Connected((r, w))).await.is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot accept a client");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// What the client tasks tell the serving loop.
-enum ClientMsg {
-    Connected(Halves),
-    Request(ClientId, Option<Vec<u8>>),
-    Gone(ClientId),
-}
-
-/// A client's queue, shared by the serving loop (which fills it) and the client's writer
-/// task (which drains it); the Foxglove server's clients have the same.
-pub(crate) struct Slot {
-    pub(crate) outbox: Mutex<Outbox>,
-    pub(crate) wake: Notify,
-    /// The server stops: write what is queued, then close.
-    pub(crate) closed: AtomicBool,
-}
-
-/// A connected client: its queue and its two tasks.
-pub(crate) struct ClientTasks {
-    pub(crate) slot: Arc<Slot>,
-    pub(crate) reader: tokio::task::JoinHandle<()>,
-    pub(crate) writer: tokio::task::JoinHandle<()>,
-}
-
-/// Puts each `(client, line or message, arrival, keep)` into its client's outbox (a client
-/// gone already is skipped) and wakes each writer once.
-pub(crate) fn deliver(
-    clients: &HashMap<ClientId, ClientTasks>,
-    items: impl Iterator<Item = (ClientId, Bytes, Option<Instant>, Keep)>,
-) {
-    let mut woken: Vec<ClientId> = Vec::new();
-    for (id, bytes, arrived, keep) in items {
-        if let Some(client) = clients.get(&id) {
-            client
-                .slot
-                .outbox
-                .lock()
-                .expect("outbox lock")
-                .push(bytes, arrived, keep);
-            if !woken.contains(&id) {
-                woken.push(id);
-            }
-        }
-    }
-    for id in woken {
-        clients[&id].slot.wake.notify_one();
-    }
-}
-
 /// How long the clients get to receive the last lines when the daemon stops.
 const FINAL_FLUSH: Duration = Duration::from_millis(500);
-/// The most a writer takes from its outbox for one write.
-const WRITE_BATCH: usize = 64 << 10;
 
 /// What the server listens on, bound before the thread starts.
 struct Listeners {
@@ -587,83 +383,5 @@ async fn serve(
     }
     if let Some((path, identity)) = unix_file {
         BoundSocket::remove(&path, identity);
-    }
-}
-
-fn spawn_client(
-    id: ClientId,
-    mut r: Box<dyn AsyncRead + Unpin + Send>,
-    mut w: Box<dyn AsyncWrite + Unpin + Send>,
-    queue_bytes: usize,
-    tx: mpsc::Sender<ClientMsg>,
-    latency: Arc<Mutex<LatencyHistogram>>,
-) -> ClientTasks {
-    let slot = Arc::new(Slot {
-        outbox: Mutex::new(Outbox::new(queue_bytes)),
-        wake: Notify::new(),
-        closed: AtomicBool::new(false),
-    });
-    let reader_tx = tx.clone();
-    let reader = tokio::spawn(async move {
-        let mut lines = LineReader::new();
-        let mut buf = vec![0u8; 8192];
-        loop {
-            match r.read(&mut buf).await {
-                // The client closed its sending side: it may still be reading.
-                Ok(0) => return,
-                Ok(n) => {
-                    lines.push(&buf[..n]);
-                    while let Some(line) = lines.next_line() {
-                        let line = match line {
-                            Line::Text(t) => Some(t.to_vec()),
-                            Line::TooLong => None,
-                        };
-                        if reader_tx.send(ClientMsg::Request(id, line)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(_) => {
-                    let _ = reader_tx.send(ClientMsg::Gone(id)).await;
-                    return;
-                }
-            }
-        }
-    });
-    let writer_slot = slot.clone();
-    let writer = tokio::spawn(async move {
-        let slot = writer_slot;
-        let mut buf = Vec::with_capacity(WRITE_BATCH * 2);
-        let mut arrivals: Vec<Instant> = Vec::new();
-        loop {
-            slot.outbox
-                .lock()
-                .expect("outbox lock")
-                .take(&mut buf, WRITE_BATCH, |at| arrivals.push(at));
-            if buf.is_empty() {
-                if slot.closed.load(Ordering::Relaxed) {
-                    let _ = w.shutdown().await;
-                    return;
-                }
-                slot.wake.notified().await;
-                continue;
-            }
-            if w.write_all(&buf).await.is_err() {
-                let _ = tx.send(ClientMsg::Gone(id)).await;
-                return;
-            }
-            let now = Instant::now();
-            let mut h = latency.lock().expect("latency lock");
-            for at in arrivals.drain(..) {
-                h.record(now.duration_since(at));
-            }
-            drop(h);
-            buf.clear();
-        }
-    });
-    ClientTasks {
-        slot,
-        reader,
-        writer,
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::link::{ChunkedLog, SimVehicle, VehicleConfig, VehicleStats};
-use crate::transport::{Link, Received};
+use crate::shell::transport::{Link, Received};
+use crate::sim::{ChunkedLog, SimVehicle, VehicleConfig, VehicleStats};
 
 /// How the simulator runs.
 #[derive(Debug, Clone)]
@@ -55,8 +55,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<SimReport> {
     let start = Instant::now();
-    let mut vehicle = SimVehicle::new(log, config, start);
-    let mut buf = Vec::with_capacity(crate::transport::MAX_READ);
+    let mut vehicle = SimVehicle::new(log, config, start, std::time::SystemTime::now());
+    let mut buf = Vec::with_capacity(crate::shell::transport::MAX_READ);
     let mut write = Vec::with_capacity(options.max_write.max(300));
     let mut finished_at: Option<Instant> = None;
     tokio::pin!(shutdown);

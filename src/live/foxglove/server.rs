@@ -3,32 +3,32 @@
 //! [`protocol::choose_subprotocol`]) and one reader and one writer task per client around
 //! the sans-IO [`FoxglovePublisher`].
 //!
-//! A client that does not read loses its own oldest samples (its [`Outbox`] is bounded in
-//! bytes) and is told how many in a `status` warning; nobody else waits for it. Handshakes
-//! are bounded in number and time, and a client's requests in size, so that a stranger on the
-//! network cannot hold the server's memory or tasks.
+//! A client that does not read loses its own oldest samples (its
+//! [`Outbox`](crate::live::Outbox) is bounded in bytes) and is told how many in a `status`
+//! warning; nobody else waits for it. Handshakes are bounded in number and time, and a
+//! client's requests in size, so that a stranger on the network cannot hold the server's
+//! memory or tasks.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
-use crate::foxglove::protocol::{self, Level, SUBPROTOCOLS};
-use crate::foxglove::publisher::{ClientId, FoxglovePublisher, is_text};
-use crate::latency::LatencyHistogram;
 use crate::link::Event;
-use crate::publish::Outbox;
-use crate::publish::server::{ClientTasks, Slot, deliver};
+use crate::live::clients::{ClientTasks, Slot, deliver};
+use crate::live::foxglove::protocol::{self, Level, SUBPROTOCOLS};
+use crate::live::foxglove::publisher::{ClientId, FoxglovePublisher, is_text};
+use crate::sys::latency::LatencyHistogram;
 
 /// Handshakes in progress at once; more connections are closed at once.
 const MAX_HANDSHAKES: usize = 8;
@@ -76,7 +76,7 @@ pub async fn accept_clients(listener: tokio::net::TcpListener, tx: mpsc::Sender<
         tokio::spawn(async move {
             let _permit = permit;
             let _ = stream.set_nodelay(true);
-            let _ = crate::os::cap_send_buffer(&stream, SEND_BUFFER);
+            let _ = crate::sys::os::cap_send_buffer(&stream, SEND_BUFFER);
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream)).await {
                 Ok(Ok((socket, subprotocol))) => {
                     let _ = tx
@@ -280,11 +280,7 @@ fn spawn_client(
     latency: Arc<Mutex<LatencyHistogram>>,
 ) -> ClientTasks {
     let (mut sink, mut stream) = socket.split();
-    let slot = Arc::new(Slot {
-        outbox: Mutex::new(Outbox::new(queue_bytes)),
-        wake: Notify::new(),
-        closed: AtomicBool::new(false),
-    });
+    let slot = Slot::new(queue_bytes);
     let reader_tx = tx.clone();
     let reader = tokio::spawn(async move {
         loop {

@@ -120,6 +120,19 @@ impl Ros2Type {
     /// data message after its message id) into `out`, which is cleared first. Allocates
     /// nothing once `out` has grown to a sample's size.
     pub fn encode(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), ShortSample> {
+        self.serialise::<true>(data, out, write_string)
+    }
+
+    /// The walk both serialisations share, over the steps [`compile`](Self::compile) planned:
+    /// `CDR` adds the encapsulation header, aligns each value to its size and writes ROS 2's
+    /// member of an empty message; otherwise values are packed and an empty message is
+    /// nothing (ROS 1). `string` writes a `char[n]` field's text (up to its first NUL).
+    pub(super) fn serialise<const CDR: bool>(
+        &self,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        string: fn(&mut Vec<u8>, &[u8]),
+    ) -> Result<(), ShortSample> {
         if data.len() < self.needed {
             return Err(ShortSample {
                 got: data.len(),
@@ -127,7 +140,9 @@ impl Ros2Type {
             });
         }
         out.clear();
-        out.extend_from_slice(&CDR_LE);
+        if CDR {
+            out.extend_from_slice(&CDR_LE);
+        }
         for op in &self.ops {
             match *op {
                 Op::Copy {
@@ -135,7 +150,9 @@ impl Ros2Type {
                     size,
                     count,
                 } => {
-                    align(out, size);
+                    if CDR {
+                        align(out, size);
+                    }
                     out.extend_from_slice(&data[offset..offset + size * count]);
                 }
                 Op::Bool { offset, count } => {
@@ -144,48 +161,13 @@ impl Ros2Type {
                 Op::Str { offset, len } => {
                     let bytes = &data[offset..offset + len];
                     let text = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(len)];
-                    write_string(out, text);
+                    string(out, text);
                 }
-                Op::Empty => out.push(0),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Ros2Type {
-    /// The ROS 1 name of the type (`px4_ulog/VehicleAttitude`).
-    pub fn ros1_name(&self) -> String {
-        self.name.replacen("/msg/", "/", 1)
-    }
-
-    /// Writes the ROS 1 serialisation of one sample's data into `out` (cleared first): the
-    /// same values, packed without alignment and without an encapsulation header, strings
-    /// as their length and bytes (no NUL), nothing for a type without fields.
-    pub fn encode_ros1(&self, data: &[u8], out: &mut Vec<u8>) -> Result<(), ShortSample> {
-        if data.len() < self.needed {
-            return Err(ShortSample {
-                got: data.len(),
-                needed: self.needed,
-            });
-        }
-        out.clear();
-        for op in &self.ops {
-            match *op {
-                Op::Copy {
-                    offset,
-                    size,
-                    count,
-                } => out.extend_from_slice(&data[offset..offset + size * count]),
-                Op::Bool { offset, count } => {
-                    out.extend(data[offset..offset + count].iter().map(|&b| (b != 0) as u8))
+                Op::Empty => {
+                    if CDR {
+                        out.push(0)
+                    }
                 }
-                Op::Str { offset, len } => {
-                    let bytes = &data[offset..offset + len];
-                    let text = &bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(len)];
-                    crate::ros1msg::write_string(out, text);
-                }
-                Op::Empty => {}
             }
         }
         Ok(())
