@@ -22,7 +22,8 @@
 //! | [`store`] | no | splits (sans-IO), session directories, manifests, power-safe files, recovery, snippets; the store's thread | `ulog`, `sys` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `sys` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
-//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `store`, `live`, `export` |
+//! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
+//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `store`, `live`, `export`, `upload` |
 //! <!-- /parts -->
 //!
 //! The binary (`src/bin/ulog-recv/`) parses the command line and runs the shell; it is the
@@ -46,6 +47,10 @@
 //!          split_NNNN.ulg + manifest.json                     └─ live::foxglove::FoxglovePublisher ──▶ WebSocket
 //!          (group commit: one sync per interval)                    (ros::Ros2Type schemas, CDR)
 //! ```
+//!
+//! Beside them, the uploader's thread ([`upload::uploader`]) follows the sessions on disk and
+//! sends each closed split and manifest to object storage and each closed flight to Flight
+//! Review, recording every step in the session's `upload.json`.
 //!
 //! Afterwards, `export` reads a `.ulg` or a session's splits back as one ULog stream
 //! ([`export::flight`]) and writes MCAP or ROS bags through the same ROS types the live
@@ -99,6 +104,10 @@
 //!   decodes our ROS 2 types. `tests/foxglove.rs`: Foxglove's own npm libraries as the
 //!   client. `tests/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
 //!   `rosbag`, all against pyulog.
+//! - `tests/upload.rs`: the daemon and the simulator against a real Garage (S3) and a real
+//!   Flight Review: a session of many splits through a 30 s outage of the server, a
+//!   multipart upload cut by kill -9 and resumed, the rate cap, wrong credentials; boto3
+//!   reads back what is in the bucket.
 //! - `tests/service.rs`, `tests/cli.rs`: the systemd units, sd_notify, the config file, the
 //!   command line. `tests/layering.rs`: this page's table.
 
@@ -111,3 +120,4 @@ pub mod sim;
 pub mod store;
 pub mod sys;
 pub mod ulog;
+pub mod upload;

@@ -191,6 +191,9 @@ pub enum Event {
         component_id: u8,
     },
     VehicleLost,
+    /// The vehicle's authentic HEARTBEAT says it is armed (`true`) or disarmed, the first time
+    /// it is heard and whenever that changes.
+    Armed(bool),
     /// The vehicle accepted LOGGING_START.
     StreamStarted,
     /// TEMPORARILY_REJECTED (it streams to someone, maybe us before a restart): STOP, then
@@ -238,6 +241,8 @@ impl std::fmt::Display for Event {
                 "vehicle found: system {system_id}, component {component_id}"
             ),
             Event::VehicleLost => write!(f, "vehicle lost: nothing heard from it"),
+            Event::Armed(true) => write!(f, "vehicle armed"),
+            Event::Armed(false) => write!(f, "vehicle disarmed"),
             Event::StreamStarted => write!(f, "log streaming started"),
             Event::StartRejected { retry_in } => write!(
                 f,
@@ -430,6 +435,8 @@ pub struct Session {
     vehicle: Option<Vehicle>,
     /// Without a key: the vehicle's last frame was signed.
     vehicle_signs: bool,
+    /// The vehicle's armed state as its last authentic HEARTBEAT told it.
+    armed: Option<bool>,
     /// When a frame of the vehicle last passed signature verification.
     vehicle_verified: Option<Instant>,
     log: Option<Log>,
@@ -463,6 +470,7 @@ impl Session {
             phase: Phase::Searching,
             vehicle: None,
             vehicle_signs: false,
+            armed: None,
             vehicle_verified: None,
             log: None,
             pending_new_log: None,
@@ -934,6 +942,15 @@ impl Session {
                 component_id: header.component_id,
                 last_heartbeat: now,
             });
+        }
+        if self.is_vehicle(&header) {
+            let armed = hb
+                .base_mode
+                .contains(MavModeFlag::MAV_MODE_FLAG_SAFETY_ARMED);
+            if self.armed != Some(armed) {
+                self.armed = Some(armed);
+                self.events.push_back(Event::Armed(armed));
+            }
         }
         if self.phase == Phase::Searching {
             self.send_stop(now, AfterStop::Start);

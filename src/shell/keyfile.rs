@@ -9,11 +9,11 @@
 //! starts at 1970 after each boot.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::link::signing::{KeyError, SigningKey, TIMESTAMP_UNITS_PER_S, timestamp_at};
+use crate::sys::secret::{SecretFileError, read_secret_file};
 
 /// How far ahead of the timestamps in use the file reserves (a minute).
 pub const RESERVATION: u64 = 60 * TIMESTAMP_UNITS_PER_S;
@@ -24,18 +24,8 @@ pub const RESERVATION_FILE: &str = "signing-timestamp";
 /// Why a key file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
-    #[error("cannot read the signing key file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "the signing key file {path} can be read by others (mode {mode:04o}): run \
-         `chmod 600 {path}` (as ssh, ulog-recv refuses a key others can read)"
-    )]
-    TooOpen { path: PathBuf, mode: u32 },
-    #[error("the signing key file {path} is not a regular file")]
-    NotAFile { path: PathBuf },
+    #[error(transparent)]
+    File(#[from] SecretFileError),
     #[error("{path}: {source}")]
     Key { path: PathBuf, source: KeyError },
 }
@@ -43,24 +33,7 @@ pub enum KeyFileError {
 /// Reads the key in `path`: 64 hex digits, or a passphrase (see
 /// [`SigningKey::from_file_text`]). A file that group or others may read or write is refused.
 pub fn load_key(path: &Path) -> Result<SigningKey, KeyFileError> {
-    let read = |source| KeyFileError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(read)?;
-    if !meta.is_file() {
-        return Err(KeyFileError::NotAFile {
-            path: path.to_owned(),
-        });
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(KeyFileError::TooOpen {
-            path: path.to_owned(),
-            mode,
-        });
-    }
-    let text = std::fs::read(path).map_err(read)?;
+    let text = read_secret_file(path, "the signing key file")?;
     SigningKey::from_file_text(&text).map_err(|source| KeyFileError::Key {
         path: path.to_owned(),
         source,
@@ -154,6 +127,7 @@ impl PrivateFile for std::fs::OpenOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn dir(name: &str) -> PathBuf {
         let d =
@@ -171,7 +145,10 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = load_key(&path).unwrap_err();
         assert!(
-            matches!(e, KeyFileError::TooOpen { mode: 0o644, .. }),
+            matches!(
+                e,
+                KeyFileError::File(SecretFileError::TooOpen { mode: 0o644, .. })
+            ),
             "{e}"
         );
         assert!(e.to_string().contains("chmod 600"), "{e}");
@@ -181,10 +158,13 @@ mod tests {
             key,
             SigningKey::from_file_text(b"correct horse battery staple").unwrap()
         );
-        assert!(matches!(load_key(&d), Err(KeyFileError::NotAFile { .. })));
+        assert!(matches!(
+            load_key(&d),
+            Err(KeyFileError::File(SecretFileError::NotAFile { .. }))
+        ));
         assert!(matches!(
             load_key(&d.join("none")),
-            Err(KeyFileError::Read { .. })
+            Err(KeyFileError::File(SecretFileError::Read { .. }))
         ));
     }
 

@@ -41,6 +41,18 @@ pub const BUDGET: SizeRange = SizeRange {
     max: 1 << 50,
 };
 /// Memory queues (a live client's, the store's): at least 64 KiB, at most 4 GiB.
+/// Upload rate caps, bytes per second.
+pub const UPLOAD_RATE: SizeRange = SizeRange {
+    min: 1 << 10,
+    max: 1 << 40,
+};
+
+/// Multipart upload parts: S3 takes 5 MiB to 5 GiB.
+pub const PART_SIZE: SizeRange = SizeRange {
+    min: 5 << 20,
+    max: 5 << 30,
+};
+
 pub const QUEUE: SizeRange = SizeRange {
     min: 64 << 10,
     max: 4 << 30,

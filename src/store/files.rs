@@ -35,6 +35,9 @@ use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, plausibl
 pub const MANIFEST: &str = "manifest.json";
 /// Identifies the manifest's format.
 pub const MANIFEST_FORMAT: &str = "ulog-recv-manifest/1";
+/// A file in a session directory that says the session is kept elsewhere too (the uploader
+/// puts it there once everything is uploaded): the disk budget deletes such sessions first.
+pub const UPLOADED_MARK: &str = "uploaded";
 
 /// Messages held after dropped samples while waiting for the next sample's time.
 const MAX_HELD_AFTER_DROP: usize = 1 << 20;
@@ -52,6 +55,9 @@ pub struct StoreOptions {
     pub max_total: Option<u64>,
     /// Least free bytes to leave on the filesystem; the oldest closed sessions go first.
     pub min_free: Option<u64>,
+    /// Sessions are uploaded: the budget deletes those marked [`UPLOADED_MARK`] first, and
+    /// warns when it must delete one that is not.
+    pub uploads: bool,
 }
 
 impl StoreOptions {
@@ -63,6 +69,7 @@ impl StoreOptions {
             fsync_interval: Duration::from_secs(1),
             max_total: None,
             min_free: None,
+            uploads: false,
         }
     }
 }
@@ -615,13 +622,14 @@ impl LogStore {
                 self.budget_blocked = false;
                 return Ok(());
             }
-            // Closed sessions, and those recovery set aside, oldest (by name: UTC) first.
+            // Closed sessions, and those recovery set aside, oldest (by name: UTC) first; the
+            // uploaded ones before any other.
             let mut sessions: Vec<PathBuf> = std::fs::read_dir(&self.options.dir)?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.is_dir() && Some(p) != open.as_ref())
                 .filter(|p| is_set_aside(p) || read_manifest(p).is_ok_and(|m| m.closed))
                 .collect();
-            sessions.sort();
+            sessions.sort_by_key(|p| (!p.join(UPLOADED_MARK).exists(), p.clone()));
             let Some(oldest) = sessions.first() else {
                 if !self.budget_blocked {
                     tracing::warn!(
@@ -639,7 +647,13 @@ impl LogStore {
                 (None, None) => unreachable!("checked above"),
             };
             let size = dir_size(oldest).unwrap_or(0);
-            tracing::warn!(session = %oldest.display(), bytes = size, "deleting the oldest session: {why}");
+            if self.options.uploads && !oldest.join(UPLOADED_MARK).exists() {
+                tracing::warn!(session = %oldest.display(), bytes = size,
+                    "deleting a session that is NOT uploaded (nothing uploaded is left to \
+                     delete): it is lost; {why}");
+            } else {
+                tracing::warn!(session = %oldest.display(), bytes = size, "deleting the oldest session: {why}");
+            }
             delete_session(oldest)?;
         }
     }
@@ -680,12 +694,43 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
 /// at a file a power cut emptied), renamed over the old one. The directory is the caller's to
 /// sync.
 fn replace_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
-    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    let mut text = serde_json::to_vec_pretty(manifest).map_err(io::Error::other)?;
+    text.push(b'\n');
+    replace_file(dir, MANIFEST, &text)
+}
+
+/// Replaces `dir/name` with `bytes` atomically: a temporary file, synced (so that the name
+/// never points at a file a power cut emptied), renamed over the old one. The directory is
+/// the caller's to sync.
+fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
     let mut f = File::create(&tmp)?;
-    serde_json::to_writer_pretty(&mut f, manifest).map_err(io::Error::other)?;
-    f.write_all(b"\n")?;
+    f.write_all(bytes)?;
     f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(MANIFEST))
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// Writes `dir/name` atomically and durably (a temporary file, synced, renamed over the old
+/// one, the directory synced): after a power cut it is the old file or the new, whole.
+pub fn write_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    replace_file(dir, name, bytes)?;
+    sync_dir(dir)
+}
+
+/// The session directories under `dir` (those set aside or being deleted left out), oldest
+/// (by name: UTC start) first.
+pub fn list_sessions(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut sessions: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && !is_set_aside(p)
+                && !p.to_string_lossy().ends_with(DELETING_SUFFIX)
+                && p.join(MANIFEST).exists()
+        })
+        .collect();
+    sessions.sort();
+    Ok(sessions)
 }
 
 /// Reads a session's manifest.
@@ -709,7 +754,8 @@ fn dir_size(dir: &Path) -> io::Result<u64> {
     Ok(total)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex digits of `bytes` (how SHA-256 sums are written).
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

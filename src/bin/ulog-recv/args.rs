@@ -15,6 +15,10 @@ use ulog_recv::shell::transport::LinkSpec;
 use ulog_recv::shell::values::{self, ValueError};
 use ulog_recv::sim::Impairment;
 use ulog_recv::store::{SplitPolicy, StoreOptions};
+use ulog_recv::sys::secret::read_secret_file;
+use ulog_recv::upload::flight_review::FlightReviewOptions;
+use ulog_recv::upload::s3::S3Options;
+use ulog_recv::upload::{UploadConfig, UploadWhen};
 
 #[derive(Parser)]
 #[command(
@@ -111,6 +115,106 @@ pub(crate) struct ReceiveArgs {
     pub(crate) store: StoreArgs,
     #[command(flatten)]
     pub(crate) publish: PublishArgs,
+    #[command(flatten)]
+    pub(crate) upload: UploadArgs,
+}
+
+/// Where the flights go once recorded.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct UploadArgs {
+    /// Upload each closed split and the session's manifest to this bucket (any S3-compatible
+    /// service), under PREFIX/VEHICLE/SESSION/.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX")]
+    pub(crate) upload_to: Option<String>,
+    /// The S3 service, when not AWS: e.g. http://127.0.0.1:3900 (Garage), https://...r2.cloudflarestorage.com.
+    #[arg(long, value_name = "URL")]
+    pub(crate) upload_endpoint: Option<String>,
+    /// The bucket's region [default: $AWS_REGION, else us-east-1; Garage: garage].
+    #[arg(long)]
+    pub(crate) upload_region: Option<String>,
+    /// Path-style addressing (ENDPOINT/BUCKET/KEY), which Garage, MinIO and Ceph need.
+    #[arg(long)]
+    pub(crate) upload_path_style: bool,
+    /// AWS-format credentials file (aws_access_key_id, aws_secret_access_key), readable by
+    /// its owner only [default: $CREDENTIALS_DIRECTORY/upload-credentials when systemd gives
+    /// one, else $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) upload_credentials: Option<PathBuf>,
+    /// Files over this size go up in parts of this size (5M to 5G); a restart resumes a
+    /// file at its next part.
+    #[arg(long, value_parser = part_size, default_value = "8M")]
+    pub(crate) upload_part_size: u64,
+    /// Upload at most this many bytes per second (e.g. 1M), to leave a shared modem room
+    /// for telemetry [default: no cap].
+    #[arg(long, value_parser = upload_rate, value_name = "BYTES")]
+    pub(crate) upload_rate: Option<u64>,
+    /// When uploads run: while the vehicle is disarmed (or not heard), or always.
+    #[arg(long, value_enum, default_value = "disarmed")]
+    pub(crate) upload_when: UploadWhenArg,
+    /// Upload each closed session's flight (its splits joined) to this Flight Review server,
+    /// e.g. https://logs.px4.io.
+    #[arg(long, value_name = "URL")]
+    pub(crate) flight_review: Option<String>,
+    /// List the flights publicly on Flight Review [default: private].
+    #[arg(long)]
+    pub(crate) flight_review_public: bool,
+    /// The e-mail address Flight Review sends the log's link to.
+    #[arg(long, value_name = "ADDRESS", default_value = "")]
+    pub(crate) flight_review_email: String,
+    /// A file holding the API key of a Flight Review server that needs one (sent as
+    /// `Authorization: Bearer`), readable by its owner only.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) flight_review_key: Option<PathBuf>,
+}
+
+/// `--upload-when`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum UploadWhenArg {
+    #[default]
+    Disarmed,
+    Always,
+}
+
+impl UploadArgs {
+    /// The uploader's configuration; credentials and keys are read here (an error names the
+    /// option).
+    pub(crate) fn config(&self) -> anyhow::Result<UploadConfig> {
+        let s3 = self.upload_to.as_ref().map(|url| S3Options {
+            url: url.clone(),
+            endpoint: self.upload_endpoint.clone(),
+            region: self.upload_region.clone(),
+            path_style: self.upload_path_style,
+            credentials: self.upload_credentials.clone().or_else(|| {
+                let cred = PathBuf::from(std::env::var_os("CREDENTIALS_DIRECTORY")?)
+                    .join("upload-credentials");
+                cred.is_file().then_some(cred)
+            }),
+            part_size: self.upload_part_size,
+        });
+        let key = match &self.flight_review_key {
+            Some(path) => {
+                let bytes = read_secret_file(path, "the Flight Review key file")
+                    .map_err(|e| anyhow::anyhow!("--flight-review-key: {e}"))?;
+                Some(String::from_utf8_lossy(&bytes).trim().to_string())
+            }
+            None => None,
+        };
+        let flight_review = self.flight_review.as_ref().map(|url| FlightReviewOptions {
+            url: url.clone(),
+            public: self.flight_review_public,
+            email: self.flight_review_email.clone(),
+            key,
+        });
+        Ok(UploadConfig {
+            s3,
+            flight_review,
+            rate: self.upload_rate,
+            when: match self.upload_when {
+                UploadWhenArg::Disarmed => UploadWhen::Disarmed,
+                UploadWhenArg::Always => UploadWhen::Always,
+            },
+        })
+    }
 }
 
 /// Where the decoded topics are published live.
@@ -220,6 +324,7 @@ impl StoreArgs {
             fsync_interval: self.fsync_interval,
             max_total: self.max_total,
             min_free: self.min_free,
+            uploads: false,
         }
     }
 }
@@ -258,6 +363,14 @@ fn queue_size(s: &str) -> Result<u64, ValueError> {
     values::parse_size(s, values::QUEUE)
 }
 
+fn part_size(s: &str) -> Result<u64, ValueError> {
+    values::parse_size(s, values::PART_SIZE)
+}
+
+fn upload_rate(s: &str) -> Result<u64, ValueError> {
+    values::parse_size(s, values::UPLOAD_RATE)
+}
+
 fn split_duration(s: &str) -> Result<Duration, ValueError> {
     values::parse_seconds(s, values::SPLIT_DURATION)
 }
@@ -266,16 +379,20 @@ fn fsync_interval(s: &str) -> Result<Duration, ValueError> {
     values::parse_seconds(s, values::FSYNC_INTERVAL)
 }
 
+/// The daemon's log directory when none is named: systemd's `$STATE_DIRECTORY` (its first
+/// entry), else `./logs`.
+pub(crate) fn default_log_dir() -> PathBuf {
+    std::env::var_os("STATE_DIRECTORY")
+        .and_then(|d| {
+            let first = d.to_string_lossy().split(':').next()?.to_owned();
+            (!first.is_empty()).then(|| PathBuf::from(first))
+        })
+        .unwrap_or_else(|| PathBuf::from("logs"))
+}
+
 impl ReceiveArgs {
     pub(crate) fn log_dir(&self) -> PathBuf {
-        self.log_dir.clone().unwrap_or_else(|| {
-            std::env::var_os("STATE_DIRECTORY")
-                .and_then(|d| {
-                    let first = d.to_string_lossy().split(':').next()?.to_owned();
-                    (!first.is_empty()).then(|| PathBuf::from(first))
-                })
-                .unwrap_or_else(|| PathBuf::from("logs"))
-        })
+        self.log_dir.clone().unwrap_or_else(default_log_dir)
     }
 
     /// The signing key file in force: the option's, else systemd's credential if present.
@@ -443,6 +560,24 @@ pub(crate) enum Command {
         /// The ROS bag format of a .bag: 2.0 (ROS 1 since 1.1) or 1.2 (ROS 0.5 to 1.0).
         #[arg(long, value_name = "VERSION", default_value = "2.0", value_parser = ["2.0", "1.2"])]
         bag_version: String,
+    },
+    /// Upload one session by hand, as the daemon does: the same journal, so that nothing
+    /// uploaded already goes again and a multipart upload resumes.
+    Upload {
+        /// The session directory (holding manifest.json).
+        session: PathBuf,
+        #[command(flatten)]
+        upload: UploadArgs,
+    },
+    /// Per session under the log directory: what is uploaded, what is pending, what fails and
+    /// why, and the flight's Flight Review page.
+    Uploads {
+        /// The log directory [default: as the daemon's].
+        #[arg(long)]
+        log_dir: Option<PathBuf>,
+        /// One JSON object per session instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Follow the vehicle's topics live from a running daemon: one sample per line, aligned,
     /// with a status line (rate, loss) on stderr.

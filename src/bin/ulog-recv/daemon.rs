@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use ulog_recv::link::SigningSetup;
+use ulog_recv::link::{Event, SigningSetup};
 use ulog_recv::live::thread::PublishServer;
 use ulog_recv::shell::keyfile::Reservation;
 use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
@@ -72,6 +72,15 @@ pub(crate) async fn receive(
         }
         None => (None, None),
     };
+    let upload_config = args.upload.config()?;
+    let uploader = if upload_config.is_on() {
+        Some(ulog_recv::upload::uploader::start(
+            upload_config,
+            log_dir.clone(),
+        )?)
+    } else {
+        None
+    };
     let link = Link::open(&spec).await?;
     let (feed, server) = args.publish.start()?.unzip();
     // The handlers before the start line: a SIGHUP or SIGTERM from then on is taken as meant.
@@ -90,8 +99,10 @@ pub(crate) async fn receive(
         "running as a service: {}",
         std::env::var_os("NOTIFY_SOCKET").is_some()
     );
+    let mut store = args.store.options(log_dir.clone());
+    store.uploads = uploader.is_some();
     let options = ReceiverOptions {
-        store: args.store.options(log_dir.clone()),
+        store,
         session: args.session(signing),
         status_interval: systemd.report_interval(),
         publish: feed,
@@ -117,12 +128,31 @@ pub(crate) async fn receive(
         stopping.stopping();
     };
     let status = ulog_recv::shell::receiver::run(link, options, shutdown, controls, |n| match n {
-        Notice::Event(e) => text.event(e),
+        Notice::Event(e) => {
+            if let Some(u) = &uploader {
+                match e {
+                    Event::Armed(armed) => u.set_armed(*armed),
+                    // A vehicle not heard (landed and powered off, or gone): not in flight.
+                    Event::VehicleLost => u.set_armed(false),
+                    Event::LogClosed { .. } => u.nudge(),
+                    _ => {}
+                }
+            }
+            text.event(e)
+        }
+        Notice::SessionClosed(_) => {
+            if let Some(u) = &uploader {
+                u.nudge();
+            }
+        }
         Notice::Status(s) => {
             let clients = clients
                 .as_ref()
                 .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
-            let line = text.line(&s.session, &s.storage, clients, &waiting_on, Instant::now());
+            let mut line = text.line(&s.session, &s.storage, clients, &waiting_on, Instant::now());
+            if let Some(u) = &uploader {
+                line.push_str(&format!("; {}", u.status()));
+            }
             systemd.alive(&line);
             reports += 1;
             if reports.is_multiple_of(10) {
@@ -142,6 +172,9 @@ pub(crate) async fn receive(
     });
     if let Some(server) = server {
         server.join();
+    }
+    if let Some(u) = uploader {
+        u.stop();
     }
     let status = status?;
     tracing::info!("stopped");
@@ -195,6 +228,10 @@ pub(crate) fn reloader(
             (
                 "publishing",
                 format!("{:?}", new.publish) != format!("{:?}", running.publish),
+            ),
+            (
+                "uploads",
+                format!("{:?}", new.upload) != format!("{:?}", running.upload),
             ),
         ];
         for (what, changed) in needs_restart {

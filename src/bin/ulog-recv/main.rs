@@ -12,6 +12,7 @@ mod daemon;
 mod demo;
 mod info;
 mod logging;
+mod uploads;
 
 use std::ffi::OsString;
 
@@ -143,6 +144,12 @@ fn main() -> anyhow::Result<()> {
                 }
             });
             quiet_on_closed_output(result)
+        }
+        Some(Command::Upload { session, upload }) => {
+            runtime()?.block_on(uploads::upload(&session, &upload))
+        }
+        Some(Command::Uploads { log_dir, json }) => {
+            uploads::uploads(&log_dir.unwrap_or_else(args::default_log_dir), json)
         }
         Some(Command::Topics { json, endpoint }) => {
             let result = runtime()?.block_on(async {

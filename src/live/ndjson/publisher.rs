@@ -329,6 +329,10 @@ impl Publisher {
                 self.vehicle = None;
                 json!({"type": "session", "event": "vehicle_lost", "vehicle": vehicle})
             }
+            Event::Armed(armed) => {
+                json!({"type": "session", "event": if *armed { "armed" } else { "disarmed" },
+                       "vehicle": self.vehicle_json()})
+            }
             Event::StartRefused { hint, .. } => {
                 json!({"type": "session", "event": "start_refused", "reason": hint})
             }

@@ -1,0 +1,289 @@
+//! What a session still needs uploaded, sans-IO: the journal of what went up (kept in the
+//! session directory as `upload.json`) and, from it and the session's manifest, the next
+//! step.
+//!
+//! The order: each closed split, in order, as soon as it is closed; after each, the manifest
+//! as it is then (so that a vehicle lost mid-flight leaves everything but the open split in
+//! the bucket, described); once the session is closed, its final manifest; then the flight to
+//! Flight Review. A step recorded done is never taken again; a multipart upload in progress
+//! keeps its id and the parts already sent, so that a restart resumes it.
+
+use std::collections::BTreeMap;
+
+use crate::store::{Manifest, SplitEntry};
+
+/// The journal's file name in a session directory.
+pub const JOURNAL: &str = "upload.json";
+/// The journal's format tag.
+pub const JOURNAL_FORMAT: &str = "ulog-recv-uploads/1";
+
+/// `upload.json`: what of a session is in object storage and Flight Review.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
+    pub format: String,
+    /// The key prefix of the session's objects: `PREFIX/VEHICLE/SESSION`.
+    pub prefix: String,
+    /// Per file of the session (`split_0000.ulg`, `manifest.json`): what is uploaded.
+    #[serde(default)]
+    pub objects: BTreeMap<String, ObjectRecord>,
+    /// Closed splits the last uploaded manifest listed.
+    #[serde(default)]
+    pub manifest_splits: usize,
+    /// The last uploaded manifest was the closed session's.
+    #[serde(default)]
+    pub manifest_final: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight_review: Option<FlightReviewRecord>,
+    /// The last failure, while uploads of this session fail (cleared by the next success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing: Option<String>,
+}
+
+impl Journal {
+    /// A journal for a session whose objects go under `prefix`.
+    pub fn new(prefix: String) -> Self {
+        Self {
+            format: JOURNAL_FORMAT.to_string(),
+            prefix,
+            objects: BTreeMap::new(),
+            manifest_splits: 0,
+            manifest_final: false,
+            flight_review: None,
+            failing: None,
+        }
+    }
+
+    /// The object key of a file of the session.
+    pub fn key(&self, file: &str) -> String {
+        if self.prefix.is_empty() {
+            file.to_string()
+        } else {
+            format!("{}/{file}", self.prefix)
+        }
+    }
+
+    /// Every closed split of `manifest` is uploaded, and so is its final manifest.
+    pub fn storage_complete(&self, manifest: &Manifest) -> bool {
+        manifest.closed
+            && self.manifest_final
+            && closed_splits(manifest).all(|s| self.is_uploaded(s))
+    }
+
+    /// Whether `split` (closed, with its SHA-256) is uploaded with that content.
+    fn is_uploaded(&self, split: &SplitEntry) -> bool {
+        matches!(self.objects.get(&split.file),
+            Some(ObjectRecord::Done { sha256, .. }) if Some(sha256) == split.sha256.as_ref())
+    }
+}
+
+/// One file's upload.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ObjectRecord {
+    /// In the bucket, checked by the server against this SHA-256.
+    Done {
+        key: String,
+        sha256: String,
+        size: u64,
+    },
+    /// A multipart upload under way: its id and the parts sent (S3's part ids, in order).
+    Multipart {
+        key: String,
+        sha256: String,
+        size: u64,
+        upload_id: String,
+        part_size: u64,
+        parts: Vec<String>,
+    },
+}
+
+/// The flight's upload to Flight Review.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum FlightReviewRecord {
+    /// Uploaded: the log's page.
+    Done { url: String },
+    /// The server refused it for good (HTTP 4xx): not tried again.
+    Refused { status: u16, message: String },
+}
+
+/// What to do next for a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Upload this closed split (its SHA-256 from the manifest).
+    Split { file: String, sha256: String },
+    /// Upload the manifest as it is now; `closed_splits` of its splits are closed (and
+    /// uploaded), `last` when the session is closed.
+    Manifest { closed_splits: usize, last: bool },
+    /// Send the whole flight to Flight Review.
+    FlightReview,
+}
+
+/// The closed splits of a session, in order.
+fn closed_splits(manifest: &Manifest) -> impl Iterator<Item = &SplitEntry> {
+    manifest
+        .splits
+        .iter()
+        .filter(|s| s.closed && s.sha256.is_some())
+}
+
+/// The next step for a session with `manifest` and `journal`; `None` when everything the
+/// session has so far is where it goes. `flight_review`: whether a Flight Review server is
+/// configured.
+pub fn next_step(manifest: &Manifest, journal: &Journal, flight_review: bool) -> Option<Step> {
+    let mut closed = 0;
+    for split in closed_splits(manifest) {
+        if !journal.is_uploaded(split) {
+            return Some(Step::Split {
+                file: split.file.clone(),
+                sha256: split.sha256.clone().expect("closed splits have one"),
+            });
+        }
+        closed += 1;
+    }
+    if closed > journal.manifest_splits || (manifest.closed && !journal.manifest_final) {
+        return Some(Step::Manifest {
+            closed_splits: closed,
+            last: manifest.closed,
+        });
+    }
+    if flight_review && manifest.closed && closed > 0 && journal.flight_review.is_none() {
+        return Some(Step::FlightReview);
+    }
+    None
+}
+
+/// The parts of a file of `size` bytes cut in parts of `part_size`: (offset, length) each.
+pub fn parts(size: u64, part_size: u64) -> Vec<(u64, u64)> {
+    let part_size = part_size.max(1);
+    (0..size.div_ceil(part_size))
+        .map(|i| {
+            let offset = i * part_size;
+            (offset, part_size.min(size - offset))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(splits: &[(bool, &str)], closed: bool) -> Manifest {
+        Manifest {
+            closed,
+            splits: splits
+                .iter()
+                .enumerate()
+                .map(|(i, (c, sha))| SplitEntry {
+                    file: format!("split_{i:04}.ulg"),
+                    closed: *c,
+                    sha256: c.then(|| sha.to_string()),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn done(j: &mut Journal, file: &str, sha: &str) {
+        j.objects.insert(
+            file.into(),
+            ObjectRecord::Done {
+                key: j.key(file),
+                sha256: sha.into(),
+                size: 1,
+            },
+        );
+    }
+
+    #[test]
+    fn splits_go_in_order_each_followed_by_the_manifest_and_the_final_manifest_last() {
+        let mut j = Journal::new("fleet/v1/s1".into());
+        let m = manifest(&[(true, "a"), (true, "b"), (false, "")], false);
+        assert_eq!(
+            next_step(&m, &j, true),
+            Some(Step::Split {
+                file: "split_0000.ulg".into(),
+                sha256: "a".into()
+            })
+        );
+        done(&mut j, "split_0000.ulg", "a");
+        assert!(
+            matches!(next_step(&m, &j, true), Some(Step::Split { file, .. }) if file == "split_0001.ulg")
+        );
+        done(&mut j, "split_0001.ulg", "b");
+        assert_eq!(
+            next_step(&m, &j, true),
+            Some(Step::Manifest {
+                closed_splits: 2,
+                last: false
+            })
+        );
+        j.manifest_splits = 2;
+        // The open split is not uploaded, nor is the flight sent before the session closes.
+        assert_eq!(next_step(&m, &j, true), None);
+        let m = manifest(&[(true, "a"), (true, "b"), (true, "c")], true);
+        done(&mut j, "split_0002.ulg", "c");
+        assert_eq!(
+            next_step(&m, &j, true),
+            Some(Step::Manifest {
+                closed_splits: 3,
+                last: true
+            })
+        );
+        j.manifest_splits = 3;
+        j.manifest_final = true;
+        assert!(j.storage_complete(&m));
+        assert_eq!(next_step(&m, &j, true), Some(Step::FlightReview));
+        assert_eq!(next_step(&m, &j, false), None);
+        j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
+        assert_eq!(next_step(&m, &j, true), None);
+        assert_eq!(j.key("manifest.json"), "fleet/v1/s1/manifest.json");
+    }
+
+    #[test]
+    fn a_split_whose_content_changed_goes_again_and_a_multipart_in_progress_is_not_done() {
+        let mut j = Journal::new(String::new());
+        let m = manifest(&[(true, "new")], true);
+        done(&mut j, "split_0000.ulg", "old");
+        assert!(
+            matches!(next_step(&m, &j, false), Some(Step::Split { sha256, .. }) if sha256 == "new")
+        );
+        j.objects.insert(
+            "split_0000.ulg".into(),
+            ObjectRecord::Multipart {
+                key: "split_0000.ulg".into(),
+                sha256: "new".into(),
+                size: 10,
+                upload_id: "id".into(),
+                part_size: 5,
+                parts: vec!["p1".into()],
+            },
+        );
+        assert!(matches!(next_step(&m, &j, false), Some(Step::Split { .. })));
+        assert!(!j.storage_complete(&m));
+    }
+
+    #[test]
+    fn a_refused_flight_is_not_sent_again_and_the_journal_reads_back() {
+        let mut j = Journal::new("p".into());
+        let m = manifest(&[(true, "a")], true);
+        done(&mut j, "split_0000.ulg", "a");
+        j.manifest_splits = 1;
+        j.manifest_final = true;
+        j.flight_review = Some(FlightReviewRecord::Refused {
+            status: 400,
+            message: "not a ULog".into(),
+        });
+        assert_eq!(next_step(&m, &j, true), None);
+        let text = serde_json::to_string(&j).unwrap();
+        assert_eq!(serde_json::from_str::<Journal>(&text).unwrap(), j);
+    }
+
+    #[test]
+    fn parts_cover_the_file_exactly() {
+        assert_eq!(parts(0, 5), vec![]);
+        assert_eq!(parts(5, 5), vec![(0, 5)]);
+        assert_eq!(parts(12, 5), vec![(0, 5), (5, 5), (10, 2)]);
+    }
+}

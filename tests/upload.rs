@@ -1,0 +1,653 @@
+//! Uploads against the real servers users run: Garage (a production S3 server) and PX4's
+//! Flight Review, with the daemon and the simulator as processes. What is in the bucket is
+//! read back by boto3 (`tests/s3_objects.py`), an S3 client independent of ours.
+//!
+//! Garage is `cargo install --locked garage@2.5.0` (`.ci/run` caches it under
+//! `~/.cache/ulog-recv/`; `$GARAGE` names another binary); Flight Review is
+//! `../shared/vendor/flight_review` in the virtualenv `.venv-flight-review` that `.ci/run`
+//! makes. Without them the tests say SKIPPED, and fail under CI.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::procs::{Proc, free_udp_port, fresh_dir, wait_for_line};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+const ACCESS_KEY: &str = "GK0123456789abcdef01234567";
+const SECRET_KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const BUCKET: &str = "flights";
+
+fn skip_or_fail(what: &str) {
+    eprintln!("SKIPPED: {what}");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the upload tests: {what}"
+    );
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A single-node Garage with a default bucket and key, in a directory of its own.
+struct Garage {
+    bin: PathBuf,
+    dir: PathBuf,
+    s3_port: u16,
+    admin_port: u16,
+    child: Option<Child>,
+}
+
+impl Garage {
+    fn start(name: &str) -> Option<Self> {
+        let bin = std::env::var_os("GARAGE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                    .join(".cache/ulog-recv/garage-2.5.0/bin/garage")
+            });
+        if !bin.is_file() {
+            skip_or_fail(&format!("no Garage at {}", bin.display()));
+            return None;
+        }
+        let dir = fresh_dir(&format!("garage-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s3_port, admin_port, rpc_port) = (free_tcp_port(), free_tcp_port(), free_tcp_port());
+        std::fs::write(
+            dir.join("garage.toml"),
+            format!(
+                "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\n\
+                 replication_factor = 1\nrpc_bind_addr = \"127.0.0.1:{rpc_port}\"\n\
+                 rpc_public_addr = \"127.0.0.1:{rpc_port}\"\nrpc_secret = \"{secret}\"\n\
+                 [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3_port}\"\n\
+                 [admin]\napi_bind_addr = \"127.0.0.1:{admin_port}\"\n",
+                d = dir.display(),
+                secret = "ab".repeat(32),
+            ),
+        )
+        .unwrap();
+        let mut g = Garage {
+            bin,
+            dir,
+            s3_port,
+            admin_port,
+            child: None,
+        };
+        g.run();
+        Some(g)
+    }
+
+    /// Starts the server (again) and waits for its health check.
+    fn run(&mut self) {
+        let log = std::fs::File::create(self.dir.join("garage.log")).unwrap();
+        let child = Command::new(&self.bin)
+            .arg("-c")
+            .arg(self.dir.join("garage.toml"))
+            .args(["server", "--single-node", "--default-bucket"])
+            .env("GARAGE_DEFAULT_ACCESS_KEY", ACCESS_KEY)
+            .env("GARAGE_DEFAULT_SECRET_KEY", SECRET_KEY)
+            .env("GARAGE_DEFAULT_BUCKET", BUCKET)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("garage starts");
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while !http_ok(self.admin_port, "/health") {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "Garage not healthy in 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.s3_port)
+    }
+
+    /// The daemon's options to upload here under `prefix`, with credentials in `creds`.
+    fn upload_args(&self, prefix: &str, creds: &Path) -> Vec<String> {
+        [
+            "--upload-to",
+            &format!("s3://{BUCKET}/{prefix}"),
+            "--upload-endpoint",
+            &self.endpoint(),
+            "--upload-region",
+            "garage",
+            "--upload-path-style",
+            "--upload-credentials",
+            &creds.display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// What boto3 finds under `prefix`.
+    fn objects(&self, py: &Path, prefix: &str) -> Json {
+        let out = Command::new(py)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3_objects.py"))
+            .args([&self.endpoint(), "garage", BUCKET, prefix])
+            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "s3_objects.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Garage {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// GET `path` on 127.0.0.1:`port` answers 200.
+fn http_ok(port: u16, path: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
+}
+
+/// A credentials file (mode 0600) with `secret`.
+fn credentials(dir: &Path, secret: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("credentials");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        &path,
+        format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {secret}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+fn sha256_file(path: &Path) -> String {
+    Sha256::digest(std::fs::read(path).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn daemon(dir: &Path, port: u16, extra: &[String]) -> (Proc, Receiver<String>) {
+    let mut args: Vec<String> = vec![
+        "--udp".into(),
+        format!("127.0.0.1:{port}"),
+        "--log-dir".into(),
+        dir.join("logs").display().to_string(),
+        "--no-socket".into(),
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn_watched("the daemon", &args)
+}
+
+fn sim(port: u16, duration_s: u32, link_rate: u64) -> Proc {
+    Proc::spawn(
+        "the simulator",
+        &[
+            "sim".into(),
+            "--synthetic".into(),
+            "--duration".into(),
+            duration_s.to_string(),
+            "--once".into(),
+            "--link-rate".into(),
+            link_rate.to_string(),
+            "--udp-connect".into(),
+            format!("127.0.0.1:{port}"),
+        ],
+    )
+}
+
+/// The one session directory under `dir/logs`.
+fn the_session(dir: &Path) -> PathBuf {
+    let sessions: Vec<PathBuf> = std::fs::read_dir(dir.join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    sessions[0].clone()
+}
+
+/// Records a synthetic flight of `duration_s` into `dir/logs` (daemon and simulator as
+/// processes, no uploads) and returns its session.
+fn record(dir: &Path, duration_s: u32, extra: &[String]) -> PathBuf {
+    let port = free_udp_port();
+    let (mut d, _lines) = daemon(dir, port, extra);
+    let mut s = sim(port, duration_s, 3_000_000);
+    assert!(s.wait(Duration::from_secs(120)).success());
+    assert!(d.terminate().success());
+    the_session(dir)
+}
+
+/// The "uploaded" lines' keys, in order, until `stop` is seen.
+fn uploaded_keys(lines: &Receiver<String>, stop: &str, limit: Duration) -> Vec<String> {
+    let t0 = Instant::now();
+    let mut keys = Vec::new();
+    loop {
+        let line = lines
+            .recv_timeout(limit.saturating_sub(t0.elapsed()))
+            .unwrap_or_else(|_| panic!("no {stop:?} within {limit:?}"));
+        if line.contains(" uploaded ")
+            && let Some(k) = line.split("key=").nth(1)
+        {
+            keys.push(
+                k.split_whitespace()
+                    .next()
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string(),
+            );
+        }
+        if line.contains(stop) {
+            return keys;
+        }
+    }
+}
+
+#[test]
+fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_without_the_server() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(mut garage) = Garage::start("outage") else {
+        return;
+    };
+    let dir = fresh_dir("upload-outage");
+    let creds = credentials(&dir, SECRET_KEY);
+    let port = free_udp_port();
+    let mut args = garage.upload_args("fleet", &creds);
+    args.extend(["--split-size".into(), "1M".into()]);
+    let (mut d, lines) = daemon(&dir, port, &args);
+    // About 6 MB of log at 160 KB/s: 40 s of streaming.
+    let mut s = sim(port, 800, 230_000);
+    // The first split goes up as soon as it is closed; then the server goes away for 30 s.
+    let first = uploaded_keys(&lines, "split_0000.ulg", Duration::from_secs(60));
+    assert_eq!(first.len(), 1, "{first:?}");
+    garage.stop();
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_secs(30));
+    garage.run();
+    eprintln!("Garage back after {:?}", down.elapsed());
+    assert!(s.wait(Duration::from_secs(120)).success());
+    // The session closes once the vehicle is gone; everything then reaches the bucket.
+    let mut keys = first;
+    keys.extend(uploaded_keys(
+        &lines,
+        "session uploaded",
+        Duration::from_secs(180),
+    ));
+    let session = the_session(&dir);
+    assert!(d.terminate().success());
+
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["closed"], true);
+    let splits = manifest["splits"].as_array().unwrap();
+    assert!(splits.len() >= 5, "{} splits", splits.len());
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let prefix = format!("fleet/sys1/{name}/");
+    let found = garage.objects(&py, &prefix);
+    let objects = found["objects"].as_object().unwrap();
+    assert_eq!(objects.len(), splits.len() + 1, "{:?}", objects.keys());
+    for split in splits {
+        let file = split["file"].as_str().unwrap();
+        let object = &objects[&format!("{prefix}{file}")];
+        assert_eq!(object["sha256"], split["sha256"], "{file}");
+        assert_eq!(
+            object["sha256"].as_str().unwrap(),
+            sha256_file(&session.join(file))
+        );
+        // Each split once: never uploaded twice.
+        let times = keys.iter().filter(|k| k.ends_with(file)).count();
+        assert_eq!(times, 1, "{file} uploaded {times} times: {keys:?}");
+    }
+    assert_eq!(
+        objects[&format!("{prefix}manifest.json")]["sha256"]
+            .as_str()
+            .unwrap(),
+        sha256_file(&session.join("manifest.json"))
+    );
+    // The manifest went after each split, and last.
+    assert!(keys.last().unwrap().ends_with("manifest.json"), "{keys:?}");
+    assert!(found["open_multipart"].as_array().unwrap().is_empty());
+    assert!(session.join("uploaded").exists());
+
+    // `ulog-recv uploads` says so.
+    let out = Command::new(common::procs::BIN)
+        .args(["uploads", "--log-dir"])
+        .arg(dir.join("logs"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "{name}  uploaded  splits {n}/{n}",
+            n = splits.len()
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_holds() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(garage) = Garage::start("multipart") else {
+        return;
+    };
+    let dir = fresh_dir("upload-multipart");
+    let creds = credentials(&dir, SECRET_KEY);
+    // One split of about 12 MB: three parts of 5 MiB.
+    let session = record(&dir, 1500, &[]);
+    let split = session.join("split_0000.ulg");
+    let size = std::fs::metadata(&split).unwrap().len();
+    assert!(size > 10 << 20, "{size} bytes");
+    let parts = size.div_ceil(5 << 20);
+    // A copy for the rate measurement, before anything is uploaded.
+    let rated = dir.join("rated");
+    std::fs::create_dir_all(&rated).unwrap();
+    let copy = rated.join(session.file_name().unwrap());
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in ["split_0000.ulg", "manifest.json"] {
+        std::fs::copy(session.join(f), copy.join(f)).unwrap();
+    }
+
+    let mut args = garage.upload_args("kill", &creds);
+    args.extend(
+        [
+            "--upload-part-size",
+            "5M",
+            "--upload-rate",
+            "2M",
+            "--log-level",
+            "ulog_recv=debug",
+        ]
+        .map(String::from),
+    );
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    wait_for_line(&lines, "part sent", Duration::from_secs(30));
+    unsafe { libc::kill(d.0.id() as i32, libc::SIGKILL) };
+    let _ = d.0.wait();
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    let record = &journal["objects"]["split_0000.ulg"];
+    assert_eq!(record["state"], "multipart", "{journal}");
+    let sent_before = record["parts"].as_array().unwrap().len() as u64;
+    assert!(
+        sent_before >= 1 && sent_before < parts,
+        "{sent_before} of {parts}"
+    );
+
+    args.truncate(args.len() - 4);
+    args.extend(["--log-level", "ulog_recv=debug"].map(String::from));
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let t0 = Instant::now();
+    let mut sent_after = 0;
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60).saturating_sub(t0.elapsed()))
+            .expect("the session uploaded within 60 s of the restart");
+        sent_after += line.contains("part sent") as u64;
+        if line.contains("session uploaded") {
+            break;
+        }
+    }
+    assert!(d.terminate().success());
+    assert_eq!(
+        sent_before + sent_after,
+        parts,
+        "parts sent before and after the kill"
+    );
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let found = garage.objects(&py, &format!("kill/sys1/{name}/"));
+    assert_eq!(
+        found["objects"][&format!("kill/sys1/{name}/split_0000.ulg")]["sha256"]
+            .as_str()
+            .unwrap(),
+        sha256_file(&split)
+    );
+    assert!(
+        found["open_multipart"].as_array().unwrap().is_empty(),
+        "{found}"
+    );
+
+    // By hand, at 1 MiB/s: the whole upload takes what the cap says, within 10 %.
+    let t0 = Instant::now();
+    let mut up = Command::new(common::procs::BIN);
+    up.arg("upload")
+        .arg(&copy)
+        .args(garage.upload_args("rated", &creds));
+    up.args(["--upload-part-size", "5M", "--upload-rate", "1M"]);
+    let out = up.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took = t0.elapsed().as_secs_f64();
+    let bytes = size + std::fs::metadata(copy.join("manifest.json")).unwrap().len();
+    let rate = bytes as f64 / took;
+    eprintln!("{bytes} bytes in {took:.2} s: {rate:.0} B/s against a cap of 1048576");
+    assert!((rate / 1048576.0 - 1.0).abs() < 0.10, "rate {rate:.0} B/s");
+}
+
+#[test]
+fn wrong_credentials_are_said_clearly_within_ten_seconds_and_nothing_is_deleted() {
+    let Some(garage) = Garage::start("wrong-secret") else {
+        return;
+    };
+    let dir = fresh_dir("upload-wrong-secret");
+    let session = record(&dir, 30, &[]);
+    let split = session.join("split_0000.ulg");
+    let before = sha256_file(&split);
+    let creds = credentials(&dir, &"0".repeat(64));
+    let args = garage.upload_args("nope", &creds);
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let line = wait_for_line(&lines, "upload failed", Duration::from_secs(10));
+    assert!(line.contains("refused our credentials"), "{line}");
+    assert!(line.contains("--upload-credentials"), "{line}");
+    // Said once, not in a loop.
+    std::thread::sleep(Duration::from_secs(3));
+    let again = lines
+        .try_iter()
+        .filter(|l| l.contains("upload failed"))
+        .count();
+    assert_eq!(again, 0, "the error was repeated within a minute");
+    assert!(d.terminate().success());
+    assert_eq!(sha256_file(&split), before);
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    assert!(
+        journal["failing"].as_str().unwrap().contains("credentials"),
+        "{journal}"
+    );
+    assert!(!session.join("uploaded").exists());
+}
+
+/// A Flight Review server from `../shared/vendor/flight_review`, run from a copy.
+struct FlightReviewServer {
+    port: u16,
+    child: Child,
+}
+
+impl FlightReviewServer {
+    fn start(name: &str) -> Option<Self> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let vendor = root.join("../shared/vendor/flight_review");
+        let python = root.join(".venv-flight-review/bin/python");
+        if !vendor.is_dir() || !python.is_file() {
+            skip_or_fail("no Flight Review (../shared/vendor/flight_review, .venv-flight-review)");
+            return None;
+        }
+        let dir = fresh_dir(&format!("flight-review-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let copy = dir.join("fr");
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(&vendor)
+            .arg(&copy)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let port = free_tcp_port();
+        let app = copy.join("app");
+        std::fs::write(
+            app.join("config_user.ini"),
+            format!(
+                "[general]\ndomain_name=127.0.0.1:{port}\nhttp_protocol=http\nstorage_path={}\n",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let ok = Command::new(&python)
+            .arg("setup_db.py")
+            .current_dir(&app)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "Flight Review's setup_db.py failed");
+        let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+        let child = Command::new(&python)
+            .args([
+                "serve.py",
+                "--port",
+                &port.to_string(),
+                "--address",
+                "127.0.0.1",
+            ])
+            .arg("--allow-websocket-origin")
+            .arg(format!("127.0.0.1:{port}"))
+            .current_dir(&app)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let server = Self { port, child };
+        let t0 = Instant::now();
+        while !http_ok(port, "/upload") {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "Flight Review not up in 60 s (see {})",
+                dir.join("serve.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(server)
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn download(&self, id: &str) -> Vec<u8> {
+        let out = Command::new("curl")
+            .args(["-sf", &format!("{}/download?log={id}", self.url())])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "download of {id} failed");
+        out.stdout
+    }
+}
+
+impl Drop for FlightReviewServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_sent_again() {
+    let Some(server) = FlightReviewServer::start("flight") else {
+        return;
+    };
+    let dir = fresh_dir("upload-flight-review");
+    let port = free_udp_port();
+    let args: Vec<String> = ["--split-size", "1M", "--flight-review", &server.url()]
+        .map(String::from)
+        .to_vec();
+    let (mut d, lines) = daemon(&dir, port, &args);
+    let mut s = sim(port, 300, 3_000_000);
+    assert!(s.wait(Duration::from_secs(60)).success());
+    let line = wait_for_line(&lines, "session uploaded", Duration::from_secs(60));
+    eprintln!("{line}");
+    assert!(d.terminate().success());
+    let session = the_session(&dir);
+    assert!(common::procs::ulg_files(&session).len() >= 2);
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    let url = journal["flight_review"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.starts_with(&server.url()), "{url}");
+    let id = ulog_recv::upload::flight_review::log_id(&url).unwrap();
+    // The server holds exactly the joined flight.
+    let joined = ulog_recv::export::flight::load(&session, &Default::default()).unwrap();
+    assert_eq!(server.download(id), joined);
+    // Again by hand: nothing goes twice.
+    let out = Command::new(common::procs::BIN)
+        .arg("upload")
+        .arg(&session)
+        .args(["--flight-review", &server.url()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), url);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Flight Review:"));
+
+    // Bytes the server cannot read: refused (400), said as such, for the journal to keep.
+    let fr = ulog_recv::upload::flight_review::FlightReview::new(
+        ulog_recv::upload::flight_review::FlightReviewOptions {
+            url: server.url(),
+            public: false,
+            email: String::new(),
+            key: None,
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let garbage = b"ULog\x01\x12\x35\x01this is no flight log at all".repeat(100);
+    match rt.block_on(fr.upload(garbage, "garbage.ulg", "not a log")) {
+        Err(ulog_recv::upload::flight_review::FlightReviewError::Refused { status, .. }) => {
+            assert_eq!(status, 400)
+        }
+        other => panic!("garbage not refused: {other:?}"),
+    }
+}
