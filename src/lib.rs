@@ -20,9 +20,9 @@
 //! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
 //! | [`store`] | no | splits (sans-IO), session directories, manifests, power-safe files, recovery, snippets; the store's thread | `ulog`, `sys` |
-//! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `sys` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
+//! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `upload`, `sys` |
 //! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `store`, `live`, `export`, `upload` |
 //! <!-- /parts -->
 //!

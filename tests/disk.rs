@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use ulog_recv::sim::chunk_log;
-use ulog_recv::store::files::{complete_prefix, read_manifest};
+use ulog_recv::store::files::{UPLOADED_MARK, complete_prefix, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 
 fn stream(duration_s: u32) -> Vec<u8> {
@@ -117,6 +117,37 @@ fn the_budget_deletes_the_oldest_closed_sessions_and_keeps_the_open_one() {
     assert_eq!(Some(left[0].as_path()), tight.session_dir());
     tight.end_log().unwrap();
     check_whole(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn with_uploads_on_the_budget_deletes_uploaded_sessions_first_and_the_others_last() {
+    let dir = fresh_dir("budget-uploaded");
+    let log = stream(20);
+    let mut options = StoreOptions::new(dir.clone());
+    options.uploads = true;
+    let mut store = LogStore::open(options.clone()).unwrap();
+    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut closed = Vec::new();
+    for k in 0..4u64 {
+        store.begin_log((1, 1), t + Duration::from_secs(k)).unwrap();
+        store.write(&log).unwrap();
+        closed.push(store.end_log().unwrap().unwrap());
+    }
+    // The two newest are uploaded, the two oldest not.
+    for s in &closed[2..] {
+        std::fs::write(s.join(UPLOADED_MARK), b"").unwrap();
+    }
+    // Room for two sessions: the uploaded ones go, though they are the newest.
+    options.max_total = Some(2 * log.len() as u64 + log.len() as u64 / 2);
+    store.reconfigure(options.clone());
+    store.enforce_budget().unwrap();
+    assert_eq!(sessions(&dir), closed[..2].to_vec());
+    // Room for one: now a session that is not uploaded goes, the oldest.
+    options.max_total = Some(log.len() as u64 + log.len() as u64 / 2);
+    store.reconfigure(options);
+    store.enforce_budget().unwrap();
+    assert_eq!(sessions(&dir), closed[1..2].to_vec());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

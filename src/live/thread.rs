@@ -36,6 +36,7 @@ use crate::live::ndjson::{ClientId, Publisher, ServerStats};
 use crate::store::thread::StorageStats;
 use crate::sys::latency::LatencyHistogram;
 use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
+use crate::upload::UploadStatus;
 
 /// Where and how the server listens.
 #[derive(Debug, Clone)]
@@ -73,6 +74,7 @@ enum Feed {
     Skipped(u64),
     Event(Event),
     Stats(Box<(SessionStats, StorageStats)>),
+    Uploads(Box<UploadStatus>),
 }
 
 /// The network loop's end of the server: hands over log bytes, events and counters without
@@ -120,6 +122,11 @@ impl PublishFeed {
     pub fn stats(&mut self, stats: SessionStats, storage: StorageStats) {
         self.flush();
         let _ = self.tx.send(Feed::Stats(Box::new((stats, storage))));
+    }
+
+    /// The uploader's state (before the next [`stats`](Self::stats)).
+    pub fn uploads(&mut self, status: UploadStatus) {
+        let _ = self.tx.send(Feed::Uploads(Box::new(status)));
     }
 
     /// Hands the gathered log bytes over (stripped of samples when the server is behind).
@@ -288,6 +295,7 @@ async fn serve(
                     }
                 }
                 Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
+                Some(Feed::Uploads(status)) => publisher.handle_uploads(*status),
                 Some(Feed::Event(e)) => {
                     publisher.handle_event(&e, Instant::now());
                     if let Some(fox) = fox.as_mut() {

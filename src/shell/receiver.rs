@@ -11,6 +11,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::link::{Event, Session, SessionConfig, SessionStats};
@@ -20,6 +21,7 @@ use crate::shell::transport::{Link, LinkStats, Received};
 use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
 use crate::store::{LogStore, StoreError, StoreOptions};
 use crate::sys::latency::LatencyHistogram;
+use crate::upload::UploadStatus;
 
 /// How the receiver runs.
 #[derive(Debug)]
@@ -36,6 +38,8 @@ pub struct ReceiverOptions {
     pub signing_reservation: Option<Reservation>,
     /// Log bytes that may wait for the store thread (see [`StoreThread`]).
     pub store_queue_bytes: usize,
+    /// The uploader's state, when uploads are on: published with the counters.
+    pub uploads: Option<Arc<Mutex<UploadStatus>>>,
 }
 
 /// Why the receiver stopped other than by its shutdown.
@@ -177,6 +181,9 @@ pub async fn run(
             }
             _ = publish_tick.tick(), if publish.is_some() => {
                 if let Some(p) = publish.as_mut() {
+                    if let Some(u) = &options.uploads {
+                        p.uploads(u.lock().expect("upload status lock").clone());
+                    }
                     p.stats(session.stats(), store.stats());
                 }
             }

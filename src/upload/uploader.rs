@@ -118,6 +118,11 @@ impl UploadHandle {
         self.status.lock().expect("status lock").clone()
     }
 
+    /// The state, shared: the receiver publishes it with its counters.
+    pub fn shared_status(&self) -> Arc<Mutex<UploadStatus>> {
+        self.status.clone()
+    }
+
     /// Stops the uploader and waits for its thread.
     pub fn stop(mut self) {
         self.stop_thread();

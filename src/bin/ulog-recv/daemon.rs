@@ -108,6 +108,7 @@ pub(crate) async fn receive(
         publish: feed,
         signing_reservation,
         store_queue_bytes: args.store.store_queue as usize,
+        uploads: uploader.as_ref().map(|u| u.shared_status()),
     };
     let clients = server.as_ref().map(|s| s.clients_counter());
     let mut text = StatusText::default();

@@ -158,6 +158,7 @@ pub(crate) async fn demo(
         publish: Some(feed),
         signing_reservation: None,
         store_queue_bytes: 32 << 20,
+        uploads: None,
     };
     let stop = shutdown_signal()?;
     let receiver = ulog_recv::shell::receiver::run(

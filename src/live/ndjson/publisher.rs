@@ -26,6 +26,7 @@ use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::glob;
 use crate::ulog::message::Message;
 use crate::ulog::{Decoder, FileHeader, InfoValue};
+use crate::upload::UploadStatus;
 
 /// A connected client, as the publisher knows it.
 pub type ClientId = u64;
@@ -71,6 +72,8 @@ pub struct Publisher {
     last_stats: Option<(Instant, SessionStats)>,
     /// Samples the shell could not hand over (it was overloaded), in all.
     skipped_samples: u64,
+    /// The uploader's state, when uploads are on.
+    uploads: Option<UploadStatus>,
 }
 
 /// The open log.
@@ -186,6 +189,7 @@ impl Publisher {
             catalogue_dirty: false,
             last_stats: None,
             skipped_samples: 0,
+            uploads: None,
         }
     }
 
@@ -406,6 +410,11 @@ impl Publisher {
 
     /// The session's counters, once a second: a `stats` line to every client (after the
     /// catalogue, if it changed).
+    /// The uploader's state, told in the next `stats` lines.
+    pub fn handle_uploads(&mut self, status: UploadStatus) {
+        self.uploads = Some(status);
+    }
+
     pub fn handle_stats(
         &mut self,
         stats: &SessionStats,
@@ -445,6 +454,12 @@ impl Publisher {
                 "lost_samples": storage.lost_samples,
                 "stalled_ms": storage.stalled_ms,
             },
+            "uploads": self.uploads.as_ref().map(|u| json!({
+                "pending_sessions": u.pending_sessions,
+                "bytes": u.bytes,
+                "waiting_for_disarm": u.waiting_for_disarm,
+                "failing": u.failing,
+            })),
             "clients": self.clients.len(),
             "lagged_lines": server.lagged_lines,
             "skipped_samples": self.skipped_samples,
@@ -649,6 +664,53 @@ mod tests {
         let hello = p.poll_transmit().unwrap();
         assert_eq!(hello.keep, Keep::Always);
         serde_json::from_slice(&hello.line).unwrap()
+    }
+
+    /// The `stats` line a client gets next.
+    fn next_stats(p: &mut Publisher) -> Json {
+        std::iter::from_fn(|| p.poll_transmit())
+            .map(|o| serde_json::from_slice::<Json>(&o.line).unwrap())
+            .find(|j| j["type"] == "stats")
+            .expect("a stats line")
+    }
+
+    #[test]
+    fn stats_tell_the_vehicle_arming_and_the_uploads_once_there_are_any() {
+        let mut p = Publisher::new("test");
+        let now = Instant::now();
+        hello_of_a_new_client(&mut p);
+        let server = ServerStats {
+            latency_p50_us: None,
+            latency_p99_us: None,
+            lagged_lines: 0,
+        };
+        p.handle_stats(
+            &SessionStats::default(),
+            &StorageStats::default(),
+            server,
+            now,
+        );
+        assert!(next_stats(&mut p)["uploads"].is_null());
+        p.handle_event(&Event::Armed(true), now);
+        let armed: Json = serde_json::from_slice(&p.poll_transmit().unwrap().line).unwrap();
+        assert_eq!(armed["event"], "armed");
+        p.handle_uploads(UploadStatus {
+            pending_sessions: 2,
+            bytes: 1234,
+            waiting_for_disarm: true,
+            failing: Some("bucket gone".into()),
+        });
+        p.handle_stats(
+            &SessionStats::default(),
+            &StorageStats::default(),
+            server,
+            now,
+        );
+        let stats = next_stats(&mut p);
+        assert_eq!(stats["uploads"]["pending_sessions"], 2);
+        assert_eq!(stats["uploads"]["bytes"], 1234);
+        assert_eq!(stats["uploads"]["waiting_for_disarm"], true);
+        assert_eq!(stats["uploads"]["failing"], "bucket gone");
     }
 
     #[test]
