@@ -15,11 +15,19 @@
 //! socket client subscribed to nothing reads the daemon's publishing latency (Foxglove
 //! messages, arrival to the write into the socket) from its `stats` lines.
 //!
+//! The upload row receives while a 500 MB session waiting in the log directory goes to a local
+//! Garage at full speed; then `ulog-recv upload` and `rclone copy` send the same session to the
+//! same server, for MB/s and CPU per MB side by side.
+//!
 //! Run: `cargo bench --bench load` (optionally `-- SECONDS` per rate, default 3).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+#[path = "../tests/common/garage.rs"]
+#[allow(dead_code)]
+mod garage;
 
 use ulog_recv::shell::simulator::SimOptions;
 use ulog_recv::shell::transport::{Link, LinkSpec};
@@ -46,6 +54,9 @@ struct Row {
     min_seconds: f64,
     /// MAVLink 2 signing on both sides.
     signed: bool,
+    /// A closed session of this many MB waits in the log directory, and the daemon uploads
+    /// it to a Garage server (at full speed) while it receives.
+    upload_mb: u64,
 }
 
 impl Row {
@@ -59,6 +70,7 @@ impl Row {
             foxglove: 0,
             min_seconds: 0.0,
             signed: false,
+            upload_mb: 0,
         }
     }
 }
@@ -104,6 +116,8 @@ struct Run {
     ack_p50_us: u64,
     ack_p99_us: u64,
     ack_max_us: u64,
+    /// MB of the waiting session uploaded while the row ran.
+    uploaded_mb: f64,
 }
 
 fn main() {
@@ -180,6 +194,12 @@ fn main() {
             all_acked: true,
             ..Row::new(None, 0)
         },
+        // Receiving while a 500 MB session uploads to Garage at full speed.
+        Row {
+            upload_mb: 500,
+            min_seconds: 10.0,
+            ..Row::new(Some(100_000), 0)
+        },
     ];
     let rows: Vec<usize> = match std::env::var("LOAD_ROWS") {
         // e.g. LOAD_ROWS=11,12 runs only those rows (0-based), to look at one thing.
@@ -191,19 +211,21 @@ fn main() {
     };
     println!("load benchmark: {seconds} s per rate, loopback UDP, clean link, one daemon per rate");
     let mut runs = Vec::new();
-    for i in rows {
-        runs.push(run(plan[i], seconds.max(plan[i].min_seconds)));
+    let mut upload_mb = 0;
+    for i in &rows {
+        runs.push(run(plan[*i], seconds.max(plan[*i].min_seconds)));
+        upload_mb = upload_mb.max(plan[*i].upload_mb);
     }
     println!(
-        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | Foxglove clients | Foxglove messages per client | Foxglove dropped | publish latency p50 / p99 µs | signed |"
+        "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | Foxglove clients | Foxglove messages per client | Foxglove dropped | publish latency p50 / p99 µs | signed | uploaded MB meanwhile |"
     );
     println!(
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"
     );
     for r in &runs {
         let c = &r.clients;
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |",
             if r.all_acked {
                 "all acked".to_owned()
             } else {
@@ -242,9 +264,117 @@ fn main() {
             } else {
                 &c.latency
             },
-            if r.signed { "yes" } else { "no" }
+            if r.signed { "yes" } else { "no" },
+            r.uploaded_mb
         );
     }
+    if upload_mb > 0 {
+        compare_uploads(upload_mb);
+    }
+}
+
+/// A closed session of about `mb` MB (a synthetic flight, 64 MB splits) in `log_dir`, started
+/// a day ago (so that it is the oldest).
+fn waiting_session(log_dir: &std::path::Path, mb: u64) -> PathBuf {
+    use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
+    let file = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
+        duration_s: (mb as f64 * 1e6 / 7_600.0) as u32,
+        seed: 2,
+        appended_data: false,
+    });
+    let stream = chunk_log(&file, 0).unwrap().stream;
+    let mut options = StoreOptions::new(log_dir.to_path_buf());
+    options.policy = SplitPolicy::unlimited();
+    options.policy.max_bytes = Some(64 << 20);
+    let mut store = LogStore::open(options).unwrap();
+    let started = std::time::SystemTime::now() - Duration::from_secs(86_400);
+    store.begin_log((1, 1), started).unwrap();
+    for piece in stream.chunks(1 << 20) {
+        store.write(piece).unwrap();
+    }
+    store.end_log().unwrap().expect("a session")
+}
+
+/// Runs `cmd` to its end; (wall seconds, CPU seconds of the child).
+fn measured(cmd: &mut Command) -> (f64, f64) {
+    let t0 = std::time::Instant::now();
+    // Reaped with wait4 below (for its resource use), which clippy cannot see.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::wait4(child.id() as i32, &mut status, 0, &mut usage);
+    }
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?}: {status}"
+    );
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (
+        t0.elapsed().as_secs_f64(),
+        tv(usage.ru_utime) + tv(usage.ru_stime),
+    )
+}
+
+/// Our uploader alone (`ulog-recv upload`) and `rclone copy` (its defaults: 4 transfers, 5 MiB
+/// parts) sending the same session to the same Garage, one after the other.
+fn compare_uploads(mb: u64) {
+    let dir = std::env::temp_dir().join(format!("ulog-recv-upload-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let garage = garage::Garage::start(dir.join("garage")).expect("Garage for the upload rows");
+    let creds = garage::credentials(&dir, garage::SECRET_KEY);
+    let session = waiting_session(&dir.join("logs"), mb);
+    let bytes: u64 = std::fs::read_dir(&session)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    let (ours_s, ours_cpu) = measured(
+        Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+            .arg("upload")
+            .arg(&session)
+            .args(garage.upload_args("ours", &creds)),
+    );
+    let rclone = std::env::var_os("RCLONE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/rclone")));
+    let (theirs_s, theirs_cpu) = measured(
+        Command::new(&rclone)
+            .arg("copy")
+            .arg(&session)
+            .arg(format!("{}:{}/rclone", ":s3", garage::BUCKET))
+            .args([
+                "--s3-provider",
+                "Other",
+                "--s3-region",
+                "garage",
+                "--s3-force-path-style",
+            ])
+            .args(["--s3-endpoint", &garage.endpoint()])
+            .args(["--s3-access-key-id", garage::ACCESS_KEY])
+            .args(["--s3-secret-access-key", garage::SECRET_KEY]),
+    );
+    let mbytes = bytes as f64 / 1e6;
+    println!("\nUploading one {mbytes:.0} MB session to Garage (loopback), same run:\n");
+    println!("| client | seconds | MB/s | CPU ms per MB | ratio of MB/s to rclone |");
+    println!("|---|---:|---:|---:|---:|");
+    for (who, s, cpu) in [
+        ("ulog-recv upload (one request at a time)", ours_s, ours_cpu),
+        ("rclone copy (4 transfers)", theirs_s, theirs_cpu),
+    ] {
+        println!(
+            "| {who} | {s:.2} | {:.0} | {:.2} | {:.2} |",
+            mbytes / s,
+            cpu * 1000.0 / mbytes,
+            theirs_s / s
+        );
+    }
+    drop(garage);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A Foxglove client that subscribes to every channel as it is advertised and reads as fast
@@ -374,6 +504,7 @@ fn run(row: Row, seconds: f64) -> Run {
         clients,
         foxglove,
         signed,
+        upload_mb,
         ..
     } = row;
     // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
@@ -421,6 +552,15 @@ fn run(row: Row, seconds: f64) -> Run {
         .port();
     let dir = std::env::temp_dir().join(format!("ulog-recv-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    // A session waiting to be uploaded, and the server it goes to.
+    let uploading = (upload_mb > 0).then(|| {
+        let garage = garage::Garage::start(dir.with_extension("garage")).expect("Garage");
+        let creds = garage::credentials(&dir.with_extension("creds"), garage::SECRET_KEY);
+        let session = waiting_session(&dir, upload_mb);
+        let mut args = garage.upload_args("load", &creds);
+        args.extend(["--upload-when".into(), "always".into()]);
+        (garage, session, args)
+    });
     let socket = std::env::temp_dir().join(format!("ulog-recv-load-{}.sock", std::process::id()));
     let key_file = std::env::temp_dir().join(format!("ulog-recv-load-{}.key", std::process::id()));
     {
@@ -454,6 +594,7 @@ fn run(row: Row, seconds: f64) -> Run {
                 .into_iter()
                 .flatten(),
         )
+        .args(uploading.iter().flat_map(|(_, _, args)| args.iter()))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -568,11 +709,33 @@ fn run(row: Row, seconds: f64) -> Run {
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     let cpu_s = tv(usage.ru_utime) + tv(usage.ru_stime);
 
-    // One session directory; its splits without their preambles are the log.
+    // What of the waiting session went up meanwhile (done objects and parts of the one under
+    // way), from its journal.
+    let uploaded_mb = uploading.as_ref().map_or(0.0, |(_, waiting, _)| {
+        let journal: serde_json::Value = std::fs::read(waiting.join("upload.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let bytes: u64 = journal["objects"]
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.values())
+            .map(|o| match o["state"].as_str() {
+                Some("done") => o["size"].as_u64().unwrap_or(0),
+                _ => {
+                    o["parts"].as_array().map_or(0, |p| p.len() as u64)
+                        * o["part_size"].as_u64().unwrap_or(0)
+                }
+            })
+            .sum();
+        bytes as f64 / 1e6
+    });
+    // One session directory (beside the one waiting to be uploaded); its splits without
+    // their preambles are the log.
     let sessions: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && uploading.as_ref().is_none_or(|(_, w, _)| w != p))
         .collect();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     let manifest = ulog_recv::store::files::read_manifest(&sessions[0]).unwrap();
@@ -609,6 +772,7 @@ fn run(row: Row, seconds: f64) -> Run {
         ack_p50_us: q(0.5),
         ack_p99_us: q(0.99),
         ack_max_us: sorted.last().map_or(0, |d| d.as_micros() as u64),
+        uploaded_mb,
     };
     println!(
         "rate {:>9}: {} chunks in {:.2} s, file {} of {} bytes, {} dropouts, {} acks",

@@ -14,13 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port, http_ok};
 use common::procs::{Proc, free_udp_port, fresh_dir, wait_for_line};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
-
-const ACCESS_KEY: &str = "GK0123456789abcdef01234567";
-const SECRET_KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-const BUCKET: &str = "flights";
 
 fn skip_or_fail(what: &str) {
     eprintln!("SKIPPED: {what}");
@@ -30,167 +27,11 @@ fn skip_or_fail(what: &str) {
     );
 }
 
-fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A single-node Garage with a default bucket and key, in a directory of its own.
-struct Garage {
-    bin: PathBuf,
-    dir: PathBuf,
-    s3_port: u16,
-    admin_port: u16,
-    child: Option<Child>,
-}
-
-impl Garage {
-    fn start(name: &str) -> Option<Self> {
-        let bin = std::env::var_os("GARAGE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                    .join(".cache/ulog-recv/garage-2.5.0/bin/garage")
-            });
-        if !bin.is_file() {
-            skip_or_fail(&format!("no Garage at {}", bin.display()));
-            return None;
-        }
-        let dir = fresh_dir(&format!("garage-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (s3_port, admin_port, rpc_port) = (free_tcp_port(), free_tcp_port(), free_tcp_port());
-        std::fs::write(
-            dir.join("garage.toml"),
-            format!(
-                "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\n\
-                 replication_factor = 1\nrpc_bind_addr = \"127.0.0.1:{rpc_port}\"\n\
-                 rpc_public_addr = \"127.0.0.1:{rpc_port}\"\nrpc_secret = \"{secret}\"\n\
-                 [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3_port}\"\n\
-                 [admin]\napi_bind_addr = \"127.0.0.1:{admin_port}\"\n",
-                d = dir.display(),
-                secret = "ab".repeat(32),
-            ),
-        )
-        .unwrap();
-        let mut g = Garage {
-            bin,
-            dir,
-            s3_port,
-            admin_port,
-            child: None,
-        };
-        g.run();
-        Some(g)
-    }
-
-    /// Starts the server (again) and waits for its health check.
-    fn run(&mut self) {
-        let log = std::fs::File::create(self.dir.join("garage.log")).unwrap();
-        let child = Command::new(&self.bin)
-            .arg("-c")
-            .arg(self.dir.join("garage.toml"))
-            .args(["server", "--single-node", "--default-bucket"])
-            .env("GARAGE_DEFAULT_ACCESS_KEY", ACCESS_KEY)
-            .env("GARAGE_DEFAULT_SECRET_KEY", SECRET_KEY)
-            .env("GARAGE_DEFAULT_BUCKET", BUCKET)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("garage starts");
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while !http_ok(self.admin_port, "/health") {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "Garage not healthy in 20 s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.s3_port)
-    }
-
-    /// The daemon's options to upload here under `prefix`, with credentials in `creds`.
-    fn upload_args(&self, prefix: &str, creds: &Path) -> Vec<String> {
-        [
-            "--upload-to",
-            &format!("s3://{BUCKET}/{prefix}"),
-            "--upload-endpoint",
-            &self.endpoint(),
-            "--upload-region",
-            "garage",
-            "--upload-path-style",
-            "--upload-credentials",
-            &creds.display().to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    }
-
-    /// What boto3 finds under `prefix`.
-    fn objects(&self, py: &Path, prefix: &str) -> Json {
-        let out = Command::new(py)
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3_objects.py"))
-            .args([&self.endpoint(), "garage", BUCKET, prefix])
-            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "s3_objects.py: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-impl Drop for Garage {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// GET `path` on 127.0.0.1:`port` answers 200.
-fn http_ok(port: u16, path: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200"
-}
-
-/// A credentials file (mode 0600) with `secret`.
-fn credentials(dir: &Path, secret: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("credentials");
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(
-        &path,
-        format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {secret}\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
+/// A Garage for test `name`, or a loud skip.
+fn garage(name: &str) -> Option<Garage> {
+    Garage::start(fresh_dir(&format!("garage-{name}")))
+        .map_err(|e| skip_or_fail(&e))
+        .ok()
 }
 
 fn sha256_file(path: &Path) -> String {
@@ -281,7 +122,7 @@ fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_witho
     let Some(py) = common::venv_python() else {
         return;
     };
-    let Some(mut garage) = Garage::start("outage") else {
+    let Some(mut garage) = garage("outage") else {
         return;
     };
     let dir = fresh_dir("upload-outage");
@@ -365,7 +206,7 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
     let Some(py) = common::venv_python() else {
         return;
     };
-    let Some(garage) = Garage::start("multipart") else {
+    let Some(garage) = garage("multipart") else {
         return;
     };
     let dir = fresh_dir("upload-multipart");
@@ -466,7 +307,7 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
 
 #[test]
 fn wrong_credentials_are_said_clearly_within_ten_seconds_and_nothing_is_deleted() {
-    let Some(garage) = Garage::start("wrong-secret") else {
+    let Some(garage) = garage("wrong-secret") else {
         return;
     };
     let dir = fresh_dir("upload-wrong-secret");

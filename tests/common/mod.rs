@@ -2,6 +2,7 @@
 //! into the same JSON shape as pyulog's `NAME.expected.json`, so results compare directly.
 #![allow(dead_code)]
 
+pub mod garage;
 pub mod procs;
 
 use std::collections::BTreeMap;
