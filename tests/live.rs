@@ -271,8 +271,12 @@ fn clients_receive_exactly_their_topics_and_a_stuck_one_harms_nobody() {
             .filter(|l| l["type"] == "session")
             .filter_map(|l| l["event"].as_str())
             .collect();
-        // The vehicle is lost 5 s after the simulator exits: the log has ended by then.
-        assert_eq!(events, ["vehicle_found", "start", "end", "vehicle_lost"]);
+        // The simulated vehicle is on the ground (its first heartbeat says disarmed); it is
+        // lost 5 s after the simulator exits: the log has ended by then.
+        assert_eq!(
+            events,
+            ["vehicle_found", "disarmed", "start", "end", "vehicle_lost"]
+        );
     }
     let logged = expected["logged_messages"].as_array().unwrap().len()
         + expected["logged_messages_tagged"]

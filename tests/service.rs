@@ -296,6 +296,18 @@ fn sample_value(key: &str) -> &'static str {
         "foxglove" => "8765",
         "store-queue" => "\"16M\"",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
+        "upload-to" => "\"s3://flight-logs/fleet\"",
+        "upload-endpoint" => "\"http://127.0.0.1:3900\"",
+        "upload-region" => "\"garage\"",
+        "upload-path-style" => "true",
+        "upload-credentials" => "\"/etc/ulog-recv/upload-credentials\"",
+        "upload-part-size" => "\"16M\"",
+        "upload-rate" => "\"1M\"",
+        "upload-when" => "\"always\"",
+        "flight-review" => "\"https://logs.px4.io\"",
+        "flight-review-public" => "true",
+        "flight-review-email" => "\"ops@example.com\"",
+        "flight-review-key" => "\"/etc/ulog-recv/flight-review.key\"",
         other => panic!("no sample value for option '{other}': add one here"),
     }
 }
