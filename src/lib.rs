@@ -104,6 +104,9 @@
 //!   decodes our ROS 2 types. `tests/foxglove.rs`: Foxglove's own npm libraries as the
 //!   client. `tests/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
 //!   `rosbag`, all against pyulog.
+//! - `tests/px4_sitl.rs`: a real PX4 (SITL) streams to the daemon; what it wrote is held
+//!   against PX4's own file log of the same boot (`tests/px4_compare.py`, pyulog): also a
+//!   restart while PX4 streams and 5 % of its datagrams lost.
 //! - `tests/upload.rs`: the daemon and the simulator against a real Garage (S3) and a real
 //!   Flight Review: a session of many splits through a 30 s outage of the server, a
 //!   multipart upload cut by kill -9 and resumed, the rate cap, wrong credentials; boto3

@@ -1,0 +1,125 @@
+"""Holds the log ulog-recv received from a PX4 against PX4's own file log of the same boot,
+both read by pyulog: samples are matched by topic, instance and timestamp.
+
+usage: px4_compare.py SD_LOG SPLIT [SPLIT ...]
+
+Prints one JSON object:
+- window: [first, last) data timestamps of ours (us; a sample stamped at the last instant may
+  be cut by the STOP, so the window ends before it);
+- sd_samples: the SD log's samples in that window; matched: those also in ours;
+- missing: SD samples in the window that are neither in ours nor inside one of our dropouts
+  (a gap whose lost samples the dropout accounts for: from the dropout's timestamp to its
+  end, with SLACK_US either side for the interleaving of topics);
+- explained: SD samples missing from ours inside our dropouts;
+- invented: our samples that the SD log has not, outside the SD log's own dropouts;
+- value_mismatches: matched samples whose values differ;
+- dropouts: ours, as [timestamp, duration_ms]; sd_gaps_ms: for each of ours, the gap in the
+  SD log's samples of the topics that went missing across it;
+- postflight: ours has the perf_counter_postflight info.
+"""
+import json
+import math
+import sys
+
+from pyulog import ULog
+
+SLACK_US = 50_000
+
+
+def samples(ulogs):
+    """(name, multi_id) -> {timestamp: values tuple} over one or more ULog objects."""
+    out = {}
+    for ulog in ulogs:
+        for d in ulog.data_list:
+            fields = [f for f in d.data.keys() if f != "timestamp"]
+            table = out.setdefault((d.name, d.multi_id), {})
+            columns = [d.data[f] for f in fields]
+            for i, t in enumerate(d.data["timestamp"]):
+                table[int(t)] = tuple(c[i] for c in columns)
+    return out
+
+
+def same(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
+            continue
+        try:
+            if float(x) != float(y) and not (math.isnan(float(x)) and math.isnan(float(y))):
+                return False
+        except (TypeError, ValueError):
+            if x != y:
+                return False
+    return True
+
+
+def main():
+    sd = ULog(sys.argv[1])
+    ours_logs = [ULog(p) for p in sys.argv[2:]]
+    theirs = samples([sd])
+    ours = samples(ours_logs)
+    stamps = [t for table in ours.values() for t in table]
+    first, last = min(stamps), max(stamps)
+    dropouts = [(d.timestamp, d.duration) for u in ours_logs for d in u.dropouts]
+    sd_dropouts = [(d.timestamp, d.duration) for d in sd.dropouts]
+
+    def inside(t, drops):
+        return any(ts - SLACK_US <= t <= ts + ms * 1000 + SLACK_US for ts, ms in drops)
+
+    sd_samples = matched = missing = explained = invented = mismatches = 0
+    missing_examples = []
+    for key, table in theirs.items():
+        mine = ours.get(key, {})
+        for t, values in table.items():
+            if not first <= t < last:
+                continue
+            sd_samples += 1
+            if t in mine:
+                matched += 1
+                if not same(values, mine[t]):
+                    mismatches += 1
+            elif inside(t, dropouts):
+                explained += 1
+            else:
+                missing += 1
+                if len(missing_examples) < 10:
+                    missing_examples.append([key[0], key[1], t])
+    for key, table in ours.items():
+        there = theirs.get(key, {})
+        for t in table:
+            if t not in there and not inside(t, sd_dropouts):
+                invented += 1
+    # Per dropout of ours: the longest run without samples in the SD log's topics that are
+    # in ours, around it (the SD log has them: that is the gap the stream lost).
+    sd_gaps = []
+    for ts, ms in dropouts:
+        lost = [
+            t
+            for key, table in theirs.items()
+            for t in table
+            if ts - SLACK_US <= t <= ts + ms * 1000 + SLACK_US and t not in ours.get(key, {})
+        ]
+        sd_gaps.append((max(lost) - min(lost)) / 1000 if lost else 0)
+    print(
+        json.dumps(
+            {
+                "window": [first, last],
+                "sd_samples": sd_samples,
+                "matched": matched,
+                "missing": missing,
+                "missing_examples": missing_examples,
+                "explained": explained,
+                "invented": invented,
+                "value_mismatches": mismatches,
+                "dropouts": dropouts,
+                "sd_gaps_ms": sd_gaps,
+                "postflight": any(
+                    "perf_counter_postflight" in u.msg_info_multiple_dict for u in ours_logs
+                ),
+            }
+        )
+    )
+
+
+main()

@@ -1,0 +1,343 @@
+//! Against the real PX4: its SITL build (`../shared/vendor/px4-sitl`, SIH physics, PX4's own
+//! logger and MAVLink stack) streams its log to the daemon, a process, as a vehicle would;
+//! what the daemon wrote is held against PX4's own file log of the same boot, both read by
+//! pyulog (`tests/px4_compare.py`): samples matched by topic, instance and timestamp.
+//!
+//! Without the SITL the test says SKIPPED, and fails under CI.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::procs::{Proc, fresh_dir};
+use serde_json::Value as Json;
+
+/// A PX4 SITL instance in a root directory of its own (it writes its parameters and logs
+/// there); stopped with SIGTERM on drop.
+struct Px4 {
+    rootfs: PathBuf,
+    child: Child,
+}
+
+impl Px4 {
+    /// Starts instance `instance` (its MAVLink ports shifted by it) and waits until it is
+    /// ready for takeoff.
+    fn start(name: &str, instance: u16) -> Option<Self> {
+        let sitl = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vendor/px4-sitl");
+        if !sitl.join("bin/px4").is_file() {
+            eprintln!("SKIPPED: no PX4 SITL at {}", sitl.display());
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the PX4 SITL tests"
+            );
+            return None;
+        }
+        let sitl = sitl.canonicalize().unwrap();
+        let rootfs = fresh_dir(&format!("px4-{name}"));
+        let bin = rootfs.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        // PX4's command links (`px4-param` ...) are kept as files naming `px4`; they are
+        // links to the binary again here.
+        for entry in std::fs::read_dir(sitl.join("bin")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_owned();
+            let target = bin.join(&name);
+            if std::fs::read(&path).is_ok_and(|b| b == b"px4") || name == "px4" {
+                std::os::unix::fs::symlink(sitl.join("bin/px4"), &target).unwrap();
+            } else {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+        std::os::unix::fs::symlink(sitl.join("etc"), rootfs.join("etc")).unwrap();
+        let log = std::fs::File::create(rootfs.join("px4.log")).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let child = Command::new(bin.join("px4"))
+            .args([
+                "-i",
+                &instance.to_string(),
+                "-d",
+                "-s",
+                "etc/init.d-posix/rcS",
+            ])
+            .arg(&rootfs)
+            .current_dir(&rootfs)
+            .env("PATH", path)
+            .env("PX4_SIM_MODEL", "sihsim_quadx")
+            .env("PX4_SIMULATOR", "sihsim")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("PX4 starts");
+        let px4 = Px4 { rootfs, child };
+        let t0 = Instant::now();
+        while !std::fs::read_to_string(px4.rootfs.join("px4.log"))
+            .unwrap_or_default()
+            .contains("Ready for takeoff")
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "PX4 not ready in 60 s: see {}",
+                px4.rootfs.join("px4.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(px4)
+    }
+
+    /// The port PX4's onboard link sends to (the daemon listens there).
+    fn onboard_port(instance: u16) -> u16 {
+        14540 + instance
+    }
+
+    /// Stops PX4 and returns its file logs (`log/DATE/TIME.ulg`), in order.
+    fn stop(mut self) -> Vec<PathBuf> {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while self.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut logs = common::procs::ulg_files(&self.rootfs.join("log"));
+        logs.sort();
+        logs
+    }
+}
+
+impl Drop for Px4 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Holds the splits of one session against PX4's log `sd`: nothing lost outside our dropouts,
+/// nothing invented, the same values, each dropout of 0.1 s or more as long as PX4's gap;
+/// returns the report.
+fn check_against_px4(py: &Path, sd: &Path, splits: &[PathBuf], what: &str) -> Json {
+    for split in splits {
+        common::check_with_pyulog(split);
+    }
+    let out = Command::new(py)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
+        .arg(sd)
+        .args(splits)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "px4_compare.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let sd_samples = report["sd_samples"].as_u64().unwrap();
+    let matched = report["matched"].as_u64().unwrap();
+    eprintln!(
+        "{what}: {matched} of {sd_samples} samples of PX4's log in the window ({:.3} %): {report}",
+        100.0 * matched as f64 / sd_samples as f64
+    );
+    assert!(sd_samples > 5_000, "{what}: {report}");
+    assert_eq!(
+        report["missing"], 0,
+        "{what}: samples lost outside our dropouts: {report}"
+    );
+    assert_eq!(report["invented"], 0, "{what}: {report}");
+    assert_eq!(report["value_mismatches"], 0, "{what}: {report}");
+    let gaps = report["sd_gaps_ms"].as_array().unwrap();
+    for (dropout, gap) in report["dropouts"].as_array().unwrap().iter().zip(gaps) {
+        let ours = dropout[1].as_f64().unwrap();
+        let theirs = gap.as_f64().unwrap();
+        if ours >= 100.0 {
+            assert!(
+                (ours - theirs).abs() <= 100.0,
+                "{what}: dropout {ours} ms, PX4's gap {theirs} ms"
+            );
+        }
+    }
+    report
+}
+
+/// The session directories under `dir`, oldest first.
+fn sessions(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
+fn daemon(dir: &Path, port: u16) -> Proc {
+    Proc::spawn(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{port}"),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--no-socket".into(),
+            "--split-size".into(),
+            "1M".into(),
+        ],
+    )
+}
+
+#[test]
+fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropouts() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let instance = 3;
+    let Some(px4) = Px4::start("stream", instance) else {
+        return;
+    };
+    let dir = fresh_dir("px4-stream-ours");
+    let mut daemon = Proc::spawn(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{}", Px4::onboard_port(instance)),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--no-socket".into(),
+            "--split-size".into(),
+            "1M".into(),
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(20));
+    // A stop as systemd's: the STOP handshake, PX4's post-flight data, exit 0 in time.
+    let t0 = Instant::now();
+    assert!(daemon.terminate().success());
+    let stop_took = t0.elapsed();
+    assert!(
+        stop_took < Duration::from_secs(8),
+        "stopped in {stop_took:?}"
+    );
+    let sd_logs = px4.stop();
+    assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");
+    let splits = common::procs::ulg_files(&dir);
+    assert!(splits.len() >= 3, "{} splits", splits.len());
+    let report = check_against_px4(&py, &sd_logs[0], &splits, "20 s of stream");
+    let sd = report["sd_samples"].as_u64().unwrap();
+    let matched = report["matched"].as_u64().unwrap();
+    assert!(matched as f64 >= 0.99 * sd as f64, "{report}");
+    assert_eq!(
+        report["postflight"], true,
+        "no perf_counter_postflight: {report}"
+    );
+    let bytes: u64 = splits
+        .iter()
+        .map(|s| std::fs::metadata(s).unwrap().len())
+        .sum();
+    eprintln!("streamed {:.0} KB/s", bytes as f64 / 20.0 / 1000.0);
+}
+
+#[test]
+fn a_daemon_killed_and_restarted_while_px4_streams_gets_a_new_log_whole() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let instance = 4;
+    let Some(px4) = Px4::start("restart", instance) else {
+        return;
+    };
+    let dir = fresh_dir("px4-restart-ours");
+    let port = Px4::onboard_port(instance);
+    let mut first = daemon(&dir, port);
+    std::thread::sleep(Duration::from_secs(8));
+    // A crash: PX4 streams on to a daemon that is gone.
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGKILL) };
+    let _ = first.0.wait();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut second = daemon(&dir, port);
+    std::thread::sleep(Duration::from_secs(10));
+    assert!(second.terminate().success());
+    let sd_logs = px4.stop();
+    assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");
+    let sessions = sessions(&dir);
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    // The second daemon stopped the old stream and got a new log, with its header: it opens
+    // alone and holds what PX4 logged in its window.
+    let splits = common::procs::ulg_files(&sessions[1]);
+    let report = check_against_px4(&py, &sd_logs[0], &splits, "after a restart");
+    assert_eq!(report["postflight"], true, "{report}");
+}
+
+/// Relays UDP between PX4 (sending to `listen`) and the daemon (at `daemon`), losing `loss`
+/// of PX4's datagrams; until `stop`.
+fn lossy_relay(
+    listen: u16,
+    daemon: u16,
+    loss: f64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    let outer = std::net::UdpSocket::bind(("127.0.0.1", listen)).unwrap();
+    let inner = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    inner.connect(("127.0.0.1", daemon)).unwrap();
+    outer.set_nonblocking(true).unwrap();
+    inner.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let mut px4 = None;
+        let mut dropped = 0u64;
+        let mut buf = vec![0u8; 65536];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut idle = true;
+            while let Ok((n, from)) = outer.recv_from(&mut buf) {
+                idle = false;
+                px4 = Some(from);
+                if rng.f64() < loss {
+                    dropped += 1;
+                } else {
+                    let _ = inner.send(&buf[..n]);
+                }
+            }
+            while let Ok(n) = inner.recv(&mut buf) {
+                idle = false;
+                if let Some(to) = px4 {
+                    let _ = outer.send_to(&buf[..n], to);
+                }
+            }
+            if idle {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        dropped
+    })
+}
+
+#[test]
+fn with_five_percent_of_px4s_datagrams_lost_the_dropouts_last_as_long_as_the_gaps() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let instance = 5;
+    let Some(px4) = Px4::start("loss", instance) else {
+        return;
+    };
+    let dir = fresh_dir("px4-loss-ours");
+    let daemon_port = common::procs::free_udp_port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let relay = lossy_relay(Px4::onboard_port(instance), daemon_port, 0.05, stop.clone());
+    let mut d = daemon(&dir, daemon_port);
+    std::thread::sleep(Duration::from_secs(15));
+    assert!(d.terminate().success());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let dropped = relay.join().unwrap();
+    let sd_logs = px4.stop();
+    assert!(dropped > 100, "the relay dropped {dropped} datagrams");
+    let splits = common::procs::ulg_files(&dir);
+    let report = check_against_px4(&py, &sd_logs[0], &splits, "5 % loss");
+    assert!(
+        report["dropouts"].as_array().unwrap().len() > 10,
+        "{report}"
+    );
+}
