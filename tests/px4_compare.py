@@ -1,7 +1,11 @@
 """Holds the log ulog-recv received from a PX4 against PX4's own file log of the same boot,
 both read by pyulog: samples are matched by topic, instance and timestamp.
 
-usage: px4_compare.py SD_LOG SPLIT [SPLIT ...]
+usage: px4_compare.py [--sent SENT.ulg] SD_LOG SPLIT [SPLIT ...]
+
+With --sent (the stream PX4 put on the wire, rebuilt from a capture by px4_sent.py), an SD
+sample that PX4 never sent (its stream drops what does not fit under its rate limit, without
+a sequence gap) is counted as not_sent, not missing.
 
 Prints one JSON object:
 - window: [first, last) data timestamps of ours (us; a sample stamped at the last instant may
@@ -11,6 +15,7 @@ Prints one JSON object:
   (a gap whose lost samples the dropout accounts for: from the dropout's timestamp to its
   end, with SLACK_US either side for the interleaving of topics);
 - explained: SD samples missing from ours inside our dropouts;
+- not_sent: SD samples missing from ours that PX4 never sent (with --sent);
 - invented: our samples that the SD log has not, outside the SD log's own dropouts;
 - value_mismatches: matched samples whose values differ;
 - dropouts: ours, as [timestamp, duration_ms]; sd_gaps_ms: for each of ours, the gap in the
@@ -55,8 +60,13 @@ def same(a, b):
 
 
 def main():
-    sd = ULog(sys.argv[1])
-    ours_logs = [ULog(p) for p in sys.argv[2:]]
+    args = sys.argv[1:]
+    sent = None
+    if args[0] == "--sent":
+        sent = samples([ULog(args[1])])
+        args = args[2:]
+    sd = ULog(args[0])
+    ours_logs = [ULog(p) for p in args[1:]]
     theirs = samples([sd])
     ours = samples(ours_logs)
     stamps = [t for table in ours.values() for t in table]
@@ -67,7 +77,7 @@ def main():
     def inside(t, drops):
         return any(ts - SLACK_US <= t <= ts + ms * 1000 + SLACK_US for ts, ms in drops)
 
-    sd_samples = matched = missing = explained = invented = mismatches = 0
+    sd_samples = matched = missing = explained = invented = mismatches = not_sent = 0
     missing_examples = []
     for key, table in theirs.items():
         mine = ours.get(key, {})
@@ -81,6 +91,8 @@ def main():
                     mismatches += 1
             elif inside(t, dropouts):
                 explained += 1
+            elif sent is not None and t not in sent.get(key, {}):
+                not_sent += 1
             else:
                 missing += 1
                 if len(missing_examples) < 10:
@@ -110,6 +122,7 @@ def main():
                 "missing": missing,
                 "missing_examples": missing_examples,
                 "explained": explained,
+                "not_sent": not_sent,
                 "invented": invented,
                 "value_mismatches": mismatches,
                 "dropouts": dropouts,
