@@ -238,3 +238,55 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
         common::check_with_pyulog(&f);
     }
 }
+
+#[test]
+fn under_a_steady_stream_the_manifest_says_each_split_closed_within_a_sync_round_or_two() {
+    let dir = fresh_dir("steady");
+    let log = stream(600);
+    let mut options = StoreOptions::new(dir.clone());
+    options.policy = SplitPolicy::unlimited();
+    options.policy.max_bytes = Some(1 << 20);
+    options.fsync_interval = Duration::from_millis(10);
+    let mut store = LogStore::open(options).unwrap();
+    let session = store
+        .begin_log(
+            (1, 1),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        )
+        .unwrap();
+    // A write between any two sync steps, as a vehicle that never pauses: the open split
+    // always has new data, and the manifest must still come.
+    let mut now = Instant::now();
+    let mut closed_at: Option<usize> = None;
+    let mut listed_at: Option<usize> = None;
+    for (i, piece) in log.chunks(4096).enumerate() {
+        store.write(piece).unwrap();
+        now += Duration::from_millis(5);
+        store.tick(now).unwrap();
+        if closed_at.is_none() && dir_has_closed_split(&session) {
+            closed_at = Some(i);
+        }
+        if closed_at.is_some()
+            && read_manifest(&session).is_ok_and(|m| m.splits.iter().any(|s| s.closed))
+        {
+            listed_at = Some(i);
+            break;
+        }
+    }
+    let (closed, listed) = (closed_at.expect("a split closed"), listed_at);
+    assert!(
+        listed.is_some_and(|l| l - closed <= 20),
+        "split closed at write {closed}, in the manifest at {listed:?}"
+    );
+    store.end_log().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A read-only split file (closed) is in `session`.
+fn dir_has_closed_split(session: &Path) -> bool {
+    std::fs::read_dir(session).unwrap().any(|e| {
+        let e = e.unwrap();
+        e.path().extension().is_some_and(|x| x == "ulg")
+            && e.metadata().unwrap().permissions().readonly()
+    })
+}

@@ -265,7 +265,7 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     // hand after it stopped (nothing twice); read back by boto3, byte for byte.
     let Ok(garage) = garage else { return };
     let session = &sessions(&dir)[0];
-    // What the daemon had uploaded (at the lowest priority: on a busy machine, maybe nothing).
+    // What the daemon uploaded while PX4 streamed: each split as it closed.
     let journal: Json = std::fs::read(session.join("upload.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -294,6 +294,10 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     eprintln!(
         "{} split(s) uploaded by the daemon while PX4 streamed, the rest by hand",
         done_before.len()
+    );
+    assert!(
+        done_before.len() >= 2,
+        "the daemon uploaded {done_before:?} while PX4 streamed"
     );
     let name = session.file_name().unwrap().to_string_lossy().into_owned();
     let vehicle = format!("sys{}", instance + 1);

@@ -214,6 +214,9 @@ struct Unsynced {
     closed: Vec<File>,
     /// The open split holds data not synced yet.
     data: bool,
+    /// This round has synced the open split's data: what is written meanwhile waits for the
+    /// next round, so that a steady stream cannot hold the manifest back round after round.
+    data_done: bool,
     /// The manifest on disk is older than the one in memory.
     manifest: bool,
     /// A sync round is under way.
@@ -377,6 +380,7 @@ impl LogStore {
                 return Ok(());
             }
             self.unsynced.round = true;
+            self.unsynced.data_done = false;
             self.last_sync = now;
             // The open split's growing summary goes in at most every MANIFEST_REFRESH
             // (recovery redoes it from the file anyway).
@@ -417,8 +421,9 @@ impl LogStore {
             f.sync_all()?;
             return Ok(true);
         }
-        if u.data {
+        if u.data && !u.data_done {
             u.data = false;
+            u.data_done = true;
             if let Some(OpenSession {
                 sink:
                     FileSink {
@@ -468,6 +473,7 @@ impl LogStore {
     /// Makes everything written so far durable now.
     pub fn sync(&mut self) -> io::Result<()> {
         self.unsynced.data = true;
+        self.unsynced.data_done = false;
         self.unsynced.manifest |= self.session.is_some();
         while self.sync_step()? {}
         Ok(())
@@ -498,6 +504,7 @@ impl LogStore {
         // Everything durable: the last split, then the manifest that says the session is
         // over, then its directory.
         self.unsynced.manifest = true;
+        self.unsynced.data_done = false;
         while self.sync_step()? {}
         self.unsynced.round = false;
         Ok(self.session.take().map(|s| s.dir))
