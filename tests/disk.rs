@@ -29,13 +29,7 @@ fn fresh_dir(name: &str) -> PathBuf {
 }
 
 fn sessions(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
+    common::procs::session_dirs(dir)
 }
 
 /// Every split of every session is whole messages, and its manifest lists exactly the files.

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::garage::{Garage, SECRET_KEY, credentials};
-use common::procs::{Proc, fresh_dir};
+use common::procs::{Proc, fresh_dir, session_dirs};
 use serde_json::Value as Json;
 use sha2::Digest;
 
@@ -171,17 +171,6 @@ fn check_against_px4(py: &Path, sd: &Path, sent: &Path, splits: &[PathBuf], what
     report
 }
 
-/// The session directories under `dir`, oldest first.
-fn sessions(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v
-}
-
 fn daemon(dir: &Path, port: u16) -> Proc {
     Proc::spawn(
         "the daemon",
@@ -264,7 +253,7 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     // The session in the bucket: what the daemon sent while PX4 streamed, and the rest by
     // hand after it stopped (nothing twice); read back by boto3, byte for byte.
     let Ok(garage) = garage else { return };
-    let session = &sessions(&dir)[0];
+    let session = &session_dirs(&dir)[0];
     // What the daemon uploaded while PX4 streamed: each split as it closed.
     let journal: Json = std::fs::read(session.join("upload.json"))
         .ok()
@@ -342,7 +331,7 @@ fn a_daemon_killed_and_restarted_while_px4_streams_gets_a_new_log_whole() {
     assert!(second.terminate().success());
     let sd_logs = px4.stop();
     assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");
-    let sessions = sessions(&dir);
+    let sessions = session_dirs(&dir);
     assert_eq!(sessions.len(), 2, "{sessions:?}");
     // The second daemon stopped the old stream and got a new log, with its header: it opens
     // alone and holds what PX4 logged in its window.

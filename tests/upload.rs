@@ -72,11 +72,7 @@ fn sim(port: u16, duration_s: u32, link_rate: u64) -> Proc {
 
 /// The one session directory under `dir/logs`.
 fn the_session(dir: &Path) -> PathBuf {
-    let sessions: Vec<PathBuf> = std::fs::read_dir(dir.join("logs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let sessions = common::procs::session_dirs(&dir.join("logs"));
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     sessions[0].clone()
 }

@@ -154,32 +154,9 @@ const CONFIG_ERROR_REPEAT: Duration = Duration::from_secs(60);
 
 /// Starts the uploader over the sessions in `log_dir`.
 pub fn start(config: UploadConfig, log_dir: PathBuf) -> Result<UploadHandle, UploadStartError> {
-    let bucket = config.s3.as_ref().map(Bucket::new).transpose()?;
-    let flight_review = config
-        .flight_review
-        .clone()
-        .map(FlightReview::new)
-        .transpose()?;
     let (armed_tx, armed_rx) = watch::channel(false);
-    let nudge = Arc::new(tokio::sync::Notify::new());
-    let status = Arc::new(Mutex::new(UploadStatus::default()));
-    let worker = Worker {
-        log_dir,
-        bucket,
-        flight_review,
-        when: config.when,
-        pacer: Pacer::new(config.rate),
-        armed: armed_rx,
-        nudge: nudge.clone(),
-        status: status.clone(),
-        complete: BTreeSet::new(),
-        backoff: Backoff::new(
-            Duration::from_secs(1),
-            Duration::from_secs(60),
-            std::process::id() as u64,
-        ),
-        config_error_said: None,
-    };
+    let worker = Worker::new(&config, log_dir, config.when, armed_rx)?;
+    let (nudge, status) = (worker.nudge.clone(), worker.status.clone());
     let thread = std::thread::Builder::new()
         .name("ulog-recv-upload".into())
         .spawn(move || {
@@ -206,23 +183,8 @@ pub async fn upload_session(
     session: &Path,
     mut progress: impl FnMut(&str),
 ) -> Result<Journal, UploadRunError> {
-    let mut worker = Worker {
-        log_dir: session.parent().unwrap_or(Path::new(".")).to_owned(),
-        bucket: config.s3.as_ref().map(Bucket::new).transpose()?,
-        flight_review: config
-            .flight_review
-            .clone()
-            .map(FlightReview::new)
-            .transpose()?,
-        when: UploadWhen::Always,
-        pacer: Pacer::new(config.rate),
-        armed: watch::channel(false).1,
-        nudge: Arc::new(tokio::sync::Notify::new()),
-        status: Arc::new(Mutex::new(UploadStatus::default())),
-        complete: BTreeSet::new(),
-        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60), 1),
-        config_error_said: None,
-    };
+    let log_dir = session.parent().unwrap_or(Path::new(".")).to_owned();
+    let mut worker = Worker::new(config, log_dir, UploadWhen::Always, watch::channel(false).1)?;
     loop {
         match worker.step(session).await? {
             Some(what) => progress(&what),
@@ -242,8 +204,6 @@ pub async fn upload_session(
 pub enum UploadRunError {
     #[error(transparent)]
     Start(#[from] UploadStartError),
-    #[error(transparent)]
-    S3Config(#[from] S3ConfigError),
     #[error(transparent)]
     Upload(#[from] UploadError),
     #[error(transparent)]
@@ -278,6 +238,36 @@ struct Worker {
 }
 
 impl Worker {
+    /// A worker over the sessions in `log_dir`, with the vehicle's armed state from `armed`.
+    fn new(
+        config: &UploadConfig,
+        log_dir: PathBuf,
+        when: UploadWhen,
+        armed: watch::Receiver<bool>,
+    ) -> Result<Self, UploadStartError> {
+        Ok(Worker {
+            log_dir,
+            bucket: config.s3.as_ref().map(Bucket::new).transpose()?,
+            flight_review: config
+                .flight_review
+                .clone()
+                .map(FlightReview::new)
+                .transpose()?,
+            when,
+            pacer: Pacer::new(config.rate),
+            armed,
+            nudge: Arc::new(tokio::sync::Notify::new()),
+            status: Arc::new(Mutex::new(UploadStatus::default())),
+            complete: BTreeSet::new(),
+            backoff: Backoff::new(
+                Duration::from_secs(1),
+                Duration::from_secs(60),
+                std::process::id() as u64,
+            ),
+            config_error_said: None,
+        })
+    }
+
     async fn run(mut self) {
         loop {
             if self.armed.has_changed().is_err() {
@@ -293,7 +283,15 @@ impl Worker {
             let mut worked = false;
             if !waiting {
                 for session in pending {
-                    match self.step(&session).await {
+                    // A stop cuts the request under way: what was done before it is in the
+                    // journal, and a multipart upload resumes at that part.
+                    let mut stop = self.armed.clone();
+                    let stopped = async move { while stop.changed().await.is_ok() {} };
+                    let result = tokio::select! {
+                        r = self.step(&session) => r,
+                        _ = stopped => return,
+                    };
+                    match result {
                         Ok(Some(_)) => {
                             worked = true;
                             self.backoff.succeeded();

@@ -96,6 +96,17 @@ pub fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The session directories (any directory) under `dir`, oldest (by name) first.
+pub fn session_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
 /// The split files under `dir` (in its session directories), in order.
 pub fn ulg_files(dir: &Path) -> Vec<PathBuf> {
     let mut v = Vec::new();
