@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::garage::{Garage, SECRET_KEY, credentials};
 use common::procs::{Proc, fresh_dir, session_dirs};
 use serde_json::Value as Json;
-use sha2::Digest;
 
 /// A PX4 SITL instance in a root directory of its own (it writes its parameters and logs
 /// there); stopped with SIGTERM on drop.
@@ -296,10 +295,7 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     assert_eq!(objects.len(), splits.len() + 1, "{found}");
     for file in splits.iter().chain([&session.join("manifest.json")]) {
         let key = format!("{prefix}{}", file.file_name().unwrap().to_string_lossy());
-        let local: String = sha2::Sha256::digest(std::fs::read(file).unwrap())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let local = common::sha256_file(file);
         assert_eq!(
             objects[&key]["sha256"].as_str(),
             Some(local.as_str()),

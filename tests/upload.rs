@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port, http_ok};
 use common::procs::{Proc, free_udp_port, fresh_dir, wait_for_line};
+use common::sha256_file;
 use serde_json::Value as Json;
-use sha2::{Digest, Sha256};
 
 fn skip_or_fail(what: &str) {
     eprintln!("SKIPPED: {what}");
@@ -32,13 +32,6 @@ fn garage(name: &str) -> Option<Garage> {
     Garage::start(fresh_dir(&format!("garage-{name}")))
         .map_err(|e| skip_or_fail(&e))
         .ok()
-}
-
-fn sha256_file(path: &Path) -> String {
-    Sha256::digest(std::fs::read(path).unwrap())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn daemon(dir: &Path, port: u16, extra: &[String]) -> (Proc, Receiver<String>) {

@@ -97,6 +97,15 @@ pub enum ObjectRecord {
     },
 }
 
+impl ObjectRecord {
+    /// The file's size.
+    pub fn size(&self) -> u64 {
+        match self {
+            ObjectRecord::Done { size, .. } | ObjectRecord::Multipart { size, .. } => *size,
+        }
+    }
+}
+
 /// The flight's upload to Flight Review.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]

@@ -19,6 +19,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, PutPayload, RetryConfig};
 use sha2::{Digest, Sha256};
 
+use crate::store::files::hex;
 use crate::sys::secret::{SecretFileError, read_secret_file};
 use crate::upload::plan::{ObjectRecord, parts};
 
@@ -403,10 +404,6 @@ impl Bucket {
 /// The TLS stack's cryptography (ring), installed once for every HTTPS client in the process.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -434,10 +434,7 @@ impl Worker {
                         })
                     })
                     .await?;
-                let size = match &record {
-                    crate::upload::plan::ObjectRecord::Done { size, .. } => *size,
-                    crate::upload::plan::ObjectRecord::Multipart { size, .. } => *size,
-                };
+                let size = record.size();
                 self.status.lock().expect("status lock").bytes += size;
                 journal.objects.insert(file.clone(), record);
                 tracing::info!(key, bytes = size, "uploaded");

@@ -636,3 +636,12 @@ pub fn flatten_fields(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) 
         }
     }
 }
+
+/// The SHA-256 of the file at `path`, in lower-case hex (as manifests and S3 tools write it).
+pub fn sha256_file(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
