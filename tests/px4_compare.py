@@ -13,7 +13,8 @@ Prints one JSON object:
 - sd_samples: the SD log's samples in that window; matched: those also in ours;
 - missing: SD samples in the window that are neither in ours nor inside one of our dropouts
   (a gap whose lost samples the dropout accounts for: from the dropout's timestamp to its
-  end, with SLACK_US either side for the interleaving of topics);
+  end, with SLACK_US either side for the interleaving of topics, and a sample's own period
+  before it, as PX4 logs a sample up to one period after its timestamp);
 - explained: SD samples missing from ours inside our dropouts;
 - not_sent: SD samples missing from ours that PX4 never sent (with --sent);
 - invented: our samples that the SD log has not, outside the SD log's own dropouts;
@@ -74,22 +75,27 @@ def main():
     dropouts = [(d.timestamp, d.duration) for u in ours_logs for d in u.dropouts]
     sd_dropouts = [(d.timestamp, d.duration) for d in sd.dropouts]
 
-    def inside(t, drops):
-        return any(ts - SLACK_US <= t <= ts + ms * 1000 + SLACK_US for ts, ms in drops)
+    def inside(t, drops, lag=0):
+        return any(ts - SLACK_US - lag <= t <= ts + ms * 1000 + SLACK_US for ts, ms in drops)
 
     sd_samples = matched = missing = explained = invented = mismatches = not_sent = 0
     missing_examples = []
     for key, table in theirs.items():
         mine = ours.get(key, {})
-        for t, values in table.items():
+        stamps = sorted(table)
+        for i, (t, values) in enumerate(sorted(table.items())):
             if not first <= t < last:
                 continue
             sd_samples += 1
+            # PX4's logger writes the newest sample of a topic when the topic's interval
+            # has passed: a sample is logged up to one of its periods after its timestamp,
+            # among samples stamped that much later.
+            lag = min(stamps[i + 1] - t, 1_000_000) if i + 1 < len(stamps) else 0
             if t in mine:
                 matched += 1
                 if not same(values, mine[t]):
                     mismatches += 1
-            elif inside(t, dropouts):
+            elif inside(t, dropouts, lag):
                 explained += 1
             elif sent is not None and t not in sent.get(key, {}):
                 not_sent += 1
