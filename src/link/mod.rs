@@ -23,6 +23,8 @@
 //! - [`assembler`]: [`Assembler`]: in-order chunks to whole ULog messages; after a gap the
 //!   partial message is dropped and output resumes at the next `first_message_offset`; every
 //!   offset is checked against the framing.
+//! - [`ftp`]: MAVLink FTP: the payload codec and the client the session runs beside the
+//!   stream ([`Session::ftp_start`], results as [`Event::Ftp`]), for the vehicle's SD log.
 //! - [`frames`]: MAVLink framing on the `mavlink` crate: frames keep their raw bytes (for the
 //!   signature); a datagram is read on its own; bad frames are skipped and counted.
 //!
@@ -33,6 +35,7 @@
 
 pub mod assembler;
 pub mod frames;
+pub mod ftp;
 pub mod reorder;
 pub mod session;
 pub mod signing;

@@ -44,12 +44,13 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use mavlink::MavHeader;
 use mavlink::dialects::common::{
-    COMMAND_LONG_DATA, HEARTBEAT_DATA, LOGGING_ACK_DATA, MavAutopilot, MavCmd, MavMessage,
-    MavModeFlag, MavResult, MavState, MavType,
+    COMMAND_LONG_DATA, FILE_TRANSFER_PROTOCOL_DATA, HEARTBEAT_DATA, LOGGING_ACK_DATA, MavAutopilot,
+    MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
 };
 
 use crate::link::assembler::Assembler;
 use crate::link::frames::{Frame, FrameDecoder, FrameStats, encode};
+use crate::link::ftp::{FtpClient, FtpConfig, FtpError, FtpOp, FtpReply, FtpStats};
 use crate::link::reorder::{Chunk, Delivery, ReorderBuffer, ReorderConfig, ReorderStats};
 use crate::link::signing::{Check, Signer, SigningKey, SigningStats};
 use crate::ulog::gaps::{Dropout, GapMarker};
@@ -112,6 +113,11 @@ pub struct SessionConfig {
     pub max_held_bytes: usize,
     /// MAVLink 2 signing; `None`: frames go out unsigned and signatures are not checked.
     pub signing: Option<SigningSetup>,
+    /// Ask the vehicle for its log stream (default). Off for a session that only reads the
+    /// vehicle's files over FTP.
+    pub stream: bool,
+    /// The FTP client's timeouts and byte budget.
+    pub ftp: FtpConfig,
 }
 
 impl Default for SessionConfig {
@@ -130,6 +136,8 @@ impl Default for SessionConfig {
             reorder: ReorderConfig::default(),
             max_held_bytes: 1 << 20,
             signing: None,
+            stream: true,
+            ftp: FtpConfig::default(),
         }
     }
 }
@@ -228,6 +236,8 @@ pub enum Event {
         reason: CloseReason,
         bytes: u64,
     },
+    /// An FTP operation ([`Session::ftp_start`]) finished.
+    Ftp(Result<FtpReply, FtpError>),
 }
 
 impl std::fmt::Display for Event {
@@ -271,6 +281,8 @@ impl std::fmt::Display for Event {
                 reason,
                 bytes,
             } => write!(f, "log {number} closed ({reason:?}), {bytes} bytes"),
+            Event::Ftp(Ok(reply)) => write!(f, "FTP: {}", reply.summary()),
+            Event::Ftp(Err(e)) => write!(f, "FTP: {e}"),
         }
     }
 }
@@ -454,11 +466,13 @@ pub struct Session {
     /// Log bytes not yet handed out as [`Event::LogBytes`].
     out: BytesMut,
     stats: SessionStats,
+    ftp: FtpClient,
 }
 
 impl Session {
     /// A session starting at `now`: its first heartbeat is due at once.
     pub fn new(config: SessionConfig, now: Instant) -> Self {
+        let config_ftp = config.ftp;
         let signer = config
             .signing
             .as_ref()
@@ -484,6 +498,7 @@ impl Session {
             events: VecDeque::new(),
             out: BytesMut::new(),
             stats: SessionStats::default(),
+            ftp: FtpClient::new(config_ftp),
         }
     }
 
@@ -571,6 +586,7 @@ impl Session {
             );
         }
         earliest(self.log.as_ref().and_then(|l| l.reorder.deadline()));
+        earliest(self.ftp.poll_timeout());
         t
     }
 
@@ -727,7 +743,48 @@ impl Session {
             MavMessage::COMMAND_ACK(ack) => {
                 self.on_command_ack(header, ack.command, ack.result, now)
             }
+            MavMessage::FILE_TRANSFER_PROTOCOL(f)
+                if self.is_vehicle(&header) && f.target_system == self.system_id() =>
+            {
+                self.ftp.handle_reply(&f.payload, now);
+                self.flush_ftp(now);
+            }
             _ => {}
+        }
+    }
+
+    /// Starts a MAVLink FTP operation on the vehicle (found first); its result comes as
+    /// [`Event::Ftp`]. Frames go out with the session's (signed when it signs).
+    pub fn ftp_start(&mut self, op: FtpOp, now: Instant) -> Result<(), FtpError> {
+        if self.vehicle.is_none() {
+            return Err(FtpError::NoVehicle);
+        }
+        self.ftp.start(op, now)?;
+        self.flush_ftp(now);
+        Ok(())
+    }
+
+    /// The FTP client's counters.
+    pub fn ftp_stats(&self) -> FtpStats {
+        self.ftp.stats()
+    }
+
+    /// Frames the FTP client's requests and hands its results out as events.
+    fn flush_ftp(&mut self, now: Instant) {
+        let Some(v) = self.vehicle else { return };
+        while let Some(request) = self.ftp.poll_request() {
+            self.send(
+                MavMessage::FILE_TRANSFER_PROTOCOL(FILE_TRANSFER_PROTOCOL_DATA {
+                    target_network: 0,
+                    target_system: v.system_id,
+                    target_component: v.component_id,
+                    payload: request.encode(),
+                }),
+                now,
+            );
+        }
+        while let Some(result) = self.ftp.poll_result() {
+            self.events.push_back(Event::Ftp(result));
         }
     }
 
@@ -735,6 +792,10 @@ impl Session {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.phase == Phase::Closed {
             return;
+        }
+        if self.ftp.poll_timeout().is_some_and(|t| t <= now) {
+            self.ftp.handle_timeout(now);
+            self.flush_ftp(now);
         }
         if self.next_heartbeat.is_none_or(|t| t <= now) {
             self.send_heartbeat(now);
@@ -952,7 +1013,7 @@ impl Session {
                 self.events.push_back(Event::Armed(armed));
             }
         }
-        if self.phase == Phase::Searching {
+        if self.phase == Phase::Searching && self.config.stream {
             self.send_stop(now, AfterStop::Start);
         }
     }

@@ -7,6 +7,8 @@
 //!   gives up) and nothing else meanwhile, PX4's rate limiter (70 % of the link rate, per
 //!   100 ms), the STOP handshake with post-flight data, signing, a new header time for every
 //!   new log; seeded loss, duplication, reordering, uplink (ack) loss and outages.
+//! - [`ftp_server`]: the vehicle's MAVLink FTP server over its SD card's log (the file it
+//!   streams, with the post-flight data), one session at a time, bursts of ~35 KB, as PX4's.
 //! - [`chunker`]: cuts a `.ulg` into chunks the way PX4 does (reliable sections, the
 //!   definitions and in-flight 'A' and 'M', flushed as short acked chunks; the rest full and
 //!   unacked; the post-flight perf counters held back for the STOP).
@@ -20,6 +22,7 @@
 //! ([`crate::link`]); its tokio loop is in the shell ([`crate::shell::simulator`]).
 
 pub mod chunker;
+pub mod ftp_server;
 pub mod synth;
 pub mod vehicle;
 

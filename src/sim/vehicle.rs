@@ -26,17 +26,21 @@
 //! reordering of what the vehicle sends, loss of what it receives, and outages both ways.
 
 use std::collections::VecDeque;
+
+use bytes::Bytes;
 use std::time::{Duration, Instant, SystemTime};
 
 use mavlink::MavHeader;
 use mavlink::dialects::common::{
-    COMMAND_ACK_DATA, HEARTBEAT_DATA, LOGGING_DATA_ACKED_DATA, LOGGING_DATA_DATA, MavAutopilot,
-    MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
+    COMMAND_ACK_DATA, FILE_TRANSFER_PROTOCOL_DATA, HEARTBEAT_DATA, LOGGING_DATA_ACKED_DATA,
+    LOGGING_DATA_DATA, MavAutopilot, MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
 };
 
 use crate::link::frames::{Frame, FrameDecoder, encode};
+use crate::link::ftp::FtpPayload;
 use crate::link::signing::{Check, Signer, SigningKey, timestamp_at};
 use crate::sim::chunker::{ChunkedLog, LogChunk, StopUndo};
+use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
 
 /// PX4 refuses to stream its log over a link configured below this many bytes per second.
 pub const MIN_LINK_RATE: u64 = 5000;
@@ -47,6 +51,17 @@ const MAX_REORDER_DELAY: Duration = Duration::from_millis(20);
 
 /// Wire bytes of a full LOGGING_DATA frame, as PX4's rate limiter counts one.
 const CHUNK_WIRE_BYTES: f64 = 267.0;
+
+/// Wire bytes of a full FILE_TRANSFER_PROTOCOL frame.
+const FTP_WIRE_BYTES: f64 = 266.0;
+
+/// Where PX4 would have written the log it streams: `LOG_ROOT/DATE/HH_MM_SS.ulg` in UTC.
+fn sd_log_path(wall_clock: SystemTime) -> String {
+    let stamp = humantime::format_rfc3339_seconds(wall_clock).to_string();
+    let (date, time) = stamp.split_once('T').unwrap_or(("1970-01-01", "00:00:00Z"));
+    let time = time.trim_end_matches('Z').replace(':', "_");
+    format!("{LOG_ROOT}/{date}/{time}.ulg")
+}
 
 /// What the simulated link does to frames. All probabilities in [0, 1].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -104,6 +119,8 @@ pub struct VehicleConfig {
     pub signing: Option<SigningKey>,
     pub impairment: Impairment,
     pub seed: u64,
+    /// The vehicle has an SD card with its log on it, served over MAVLink FTP (default).
+    pub sd_log: bool,
 }
 
 impl Default for VehicleConfig {
@@ -120,6 +137,7 @@ impl Default for VehicleConfig {
             signing: None,
             impairment: Impairment::NONE,
             seed: 1,
+            sd_log: true,
         }
     }
 }
@@ -213,6 +231,11 @@ pub struct SimVehicle {
     arrived: Vec<bool>,
     ack_round_trips: Vec<Duration>,
     stats: VehicleStats,
+    ftp: FtpServer,
+    /// FTP replies waiting for the link, each with who asked.
+    ftp_out: VecDeque<((u8, u8), FtpPayload)>,
+    /// When the link lets the next FTP reply go out.
+    ftp_slot: Instant,
 }
 
 impl SimVehicle {
@@ -228,7 +251,14 @@ impl SimVehicle {
             .signing
             .clone()
             .map(|key| Signer::new(key, 0, timestamp_at(wall_clock), now));
+        let files = config.sd_log.then(|| {
+            let sd: Vec<u8> = [&log.stream[..], &log.postflight[..]].concat();
+            (sd_log_path(wall_clock), Bytes::from(sd))
+        });
         Self {
+            ftp: FtpServer::new(files),
+            ftp_out: VecDeque::new(),
+            ftp_slot: now,
             rng: fastrand::Rng::with_seed(config.seed),
             config,
             arrived: vec![false; log.chunks.len()],
@@ -294,6 +324,16 @@ impl SimVehicle {
         self.delayed.clear();
     }
 
+    /// The SD card's log as the FTP server serves it: its path and bytes (the file as loaded,
+    /// with the post-flight data PX4 writes at its end).
+    pub fn sd_log(&self) -> Option<(&str, &[u8])> {
+        self.ftp.files().next()
+    }
+
+    pub fn ftp_stats(&self) -> FtpServerStats {
+        self.ftp.stats()
+    }
+
     /// The next frame on the wire to the receiver.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         self.out.pop_front()
@@ -307,6 +347,11 @@ impl SimVehicle {
             Stream::Idle | Stream::Finished => None,
         };
         let t = match (self.next_heartbeat, stream) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let ftp = (!self.ftp_out.is_empty()).then_some(self.ftp_slot);
+        let t = match (t, ftp) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -367,6 +412,7 @@ impl SimVehicle {
         }
         self.down_until = None;
         self.release_delayed(Some(now));
+        self.send_ftp(now);
         if self.next_heartbeat.is_none_or(|t| t <= now) {
             self.send(self.heartbeat(), now);
             self.next_heartbeat = Some(now + self.config.heartbeat_interval);
@@ -468,6 +514,15 @@ impl SimVehicle {
                     }
                     MavCmd::MAV_CMD_LOGGING_STOP => self.stop(now),
                     _ => {}
+                }
+            }
+            MavMessage::FILE_TRANSFER_PROTOCOL(f) if f.target_system == self.config.system_id => {
+                let client = (header.system_id as u8, header.component_id);
+                if let Ok(request) = FtpPayload::parse(&f.payload) {
+                    for reply in self.ftp.handle(&request) {
+                        self.ftp_out.push_back((client, reply));
+                    }
+                    self.send_ftp(now);
                 }
             }
             MavMessage::LOGGING_ACK(ack) => {
@@ -628,6 +683,29 @@ impl SimVehicle {
         };
         if self.send(message, now) {
             self.arrived[index] = true;
+        }
+    }
+
+    /// Sends the FTP replies the link has room for at `now` (all of them without a link
+    /// rate).
+    fn send_ftp(&mut self, now: Instant) {
+        if let Some(earliest) = now.checked_sub(Duration::from_millis(10)) {
+            self.ftp_slot = self.ftp_slot.max(earliest);
+        }
+        while self.ftp_slot <= now {
+            let Some(((system, component), reply)) = self.ftp_out.pop_front() else {
+                return;
+            };
+            if let Some(rate) = self.config.link_rate {
+                self.ftp_slot += Duration::from_secs_f64(FTP_WIRE_BYTES / rate.max(1) as f64);
+            }
+            let message = MavMessage::FILE_TRANSFER_PROTOCOL(FILE_TRANSFER_PROTOCOL_DATA {
+                target_network: 0,
+                target_system: system,
+                target_component: component,
+                payload: reply.encode(),
+            });
+            self.send(message, now);
         }
     }
 

@@ -370,7 +370,10 @@ impl Publisher {
                 json!({"type": "session", "event": "end", "log": number,
                        "reason": close_reason(*reason), "bytes": bytes})
             }
-            Event::StreamStarted | Event::StartRejected { .. } | Event::Dropout { .. } => return,
+            Event::StreamStarted
+            | Event::StartRejected { .. }
+            | Event::Dropout { .. }
+            | Event::Ftp(_) => return,
         };
         self.broadcast(line(&message), Keep::Always);
     }

@@ -1,0 +1,561 @@
+//! The MAVLink FTP client, sans-IO: one operation at a time (list a directory, open a file
+//! read-only, read a byte range of it, its checksum, close), each request retried with the
+//! same sequence number until its reply (the server then resends its last reply), NAKs as
+//! typed errors, reads of more than two packets as burst reads that go on from the last
+//! offset received (PX4 ends a burst after ~35 KB and ignores the size asked for). The file
+//! is read-only, so a reply of a burst asked for earlier is as good as one of this burst:
+//! only its offset matters. An optional byte budget paces the requests (the link is shared
+//! with telemetry).
+//!
+//! Payloads in ([`FtpClient::handle_reply`]), payloads out ([`FtpClient::poll_request`]),
+//! results out ([`FtpClient::poll_result`]); [`crate::link::Session`] frames them.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use super::wire::{self, DirEntry, FtpPayload, MAX_DATA, Nak, PAYLOAD_LEN, op};
+
+/// How the client waits and paces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FtpConfig {
+    /// A request without its reply for this long is sent again (in a burst: no new packet
+    /// for this long asks again from the next offset).
+    pub reply_timeout: Duration,
+    /// Sends of one request, the first included, before the operation fails.
+    pub max_tries: u32,
+    /// Average bytes per second read at most; `None`: as fast as the server sends.
+    pub rate: Option<u64>,
+}
+
+impl Default for FtpConfig {
+    fn default() -> Self {
+        Self {
+            reply_timeout: Duration::from_millis(1000),
+            max_tries: 6,
+            rate: None,
+        }
+    }
+}
+
+/// One operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FtpOp {
+    /// The entries of a directory.
+    List { path: String },
+    /// Opens a file read-only (closing the one open).
+    Open { path: String },
+    /// `len` bytes of the open file from `offset` (fewer at its end).
+    Read { offset: u64, len: u64 },
+    /// The checksum of a file ([`wire::crc32_part`]).
+    Crc32 { path: String },
+    /// Closes the open file.
+    Close,
+}
+
+/// What an operation gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FtpReply {
+    Listed(Vec<DirEntry>),
+    Opened { size: u64 },
+    Read { offset: u64, data: Vec<u8> },
+    Crc32(u32),
+    Closed,
+}
+
+impl FtpReply {
+    /// A line for logs.
+    pub fn summary(&self) -> String {
+        match self {
+            FtpReply::Listed(e) => format!("{} entries", e.len()),
+            FtpReply::Opened { size } => format!("opened, {size} bytes"),
+            FtpReply::Read { offset, data } => format!("{} bytes at {offset}", data.len()),
+            FtpReply::Crc32(crc) => format!("crc32 {crc:08x}"),
+            FtpReply::Closed => "closed".into(),
+        }
+    }
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FtpError {
+    #[error("{request} refused: {nak}")]
+    Refused { request: &'static str, nak: Nak },
+    #[error("{request}: no answer from the vehicle after {tries} tries")]
+    Timeout { request: &'static str, tries: u32 },
+    #[error("no file is open")]
+    NotOpen,
+    #[error("no vehicle heard yet")]
+    NoVehicle,
+    #[error("an FTP operation is already under way")]
+    Busy,
+    #[error("the vehicle answered {request} with an invalid reply")]
+    BadReply { request: &'static str },
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FtpStats {
+    pub requests: u64,
+    pub resends: u64,
+    /// File bytes received (duplicates included).
+    pub bytes_received: u64,
+    /// File bytes used.
+    pub bytes_read: u64,
+}
+
+/// The operation in hand.
+#[derive(Debug)]
+enum Pending {
+    List {
+        path: String,
+        entries: Vec<DirEntry>,
+        index: u32,
+    },
+    Open {
+        path: String,
+        reset: bool,
+    },
+    /// The server is asked to drop every session; then `path` is opened again.
+    Reset {
+        path: String,
+    },
+    /// Our open file is closed first; then `path` is opened.
+    CloseThenOpen {
+        path: String,
+    },
+    Read {
+        start: u64,
+        len: u64,
+        data: Vec<u8>,
+        burst: bool,
+    },
+    Crc32,
+    Close,
+}
+
+impl Pending {
+    fn name(&self) -> &'static str {
+        match self {
+            Pending::List { .. } => "ListDirectory",
+            Pending::Open { .. } => "OpenFileRO",
+            Pending::Reset { .. } => "ResetSessions",
+            Pending::CloseThenOpen { .. } => "TerminateSession",
+            Pending::Read { burst: true, .. } => "BurstReadFile",
+            Pending::Read { .. } => "ReadFile",
+            Pending::Crc32 => "CalcFileCRC32",
+            Pending::Close => "TerminateSession",
+        }
+    }
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct FtpClient {
+    config: FtpConfig,
+    seq: u16,
+    session: Option<u8>,
+    pending: Option<Pending>,
+    /// The request in hand, when it went (or may go) out, and how often it was sent.
+    request: Option<FtpPayload>,
+    send_at: Option<Instant>,
+    deadline: Option<Instant>,
+    tries: u32,
+    /// The byte budget lets the next request go then.
+    budget_at: Option<Instant>,
+    out: VecDeque<FtpPayload>,
+    results: VecDeque<Result<FtpReply, FtpError>>,
+    stats: FtpStats,
+}
+
+impl FtpClient {
+    pub fn new(config: FtpConfig) -> Self {
+        Self {
+            config,
+            seq: 0,
+            session: None,
+            pending: None,
+            request: None,
+            send_at: None,
+            deadline: None,
+            tries: 0,
+            budget_at: None,
+            out: VecDeque::new(),
+            results: VecDeque::new(),
+            stats: FtpStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> FtpStats {
+        self.stats
+    }
+
+    /// True while an operation is under way.
+    pub fn is_busy(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Starts `op`; its result comes from [`poll_result`](Self::poll_result).
+    pub fn start(&mut self, op: FtpOp, now: Instant) -> Result<(), FtpError> {
+        if self.pending.is_some() {
+            return Err(FtpError::Busy);
+        }
+        let (pending, request) = match op {
+            FtpOp::List { path } => {
+                let r = self.new_request(op::LIST_DIRECTORY, 0, 0, path.as_bytes());
+                (
+                    Pending::List {
+                        path,
+                        entries: Vec::new(),
+                        index: 0,
+                    },
+                    r,
+                )
+            }
+            FtpOp::Open { path } => match self.session {
+                Some(session) => {
+                    let r = self.new_request(op::TERMINATE_SESSION, session, 0, &[]);
+                    (Pending::CloseThenOpen { path }, r)
+                }
+                None => {
+                    let r = self.new_request(op::OPEN_FILE_RO, 0, 0, path.as_bytes());
+                    (Pending::Open { path, reset: false }, r)
+                }
+            },
+            FtpOp::Read { offset, len } => {
+                let Some(session) = self.session else {
+                    return Err(FtpError::NotOpen);
+                };
+                self.pending = Some(Pending::Read {
+                    start: offset,
+                    len,
+                    data: Vec::new(),
+                    burst: len > 2 * MAX_DATA as u64,
+                });
+                let r = self.read_request(session);
+                (self.pending.take().expect("just set"), r)
+            }
+            FtpOp::Crc32 { path } => {
+                let r = self.new_request(op::CALC_FILE_CRC32, 0, 0, path.as_bytes());
+                (Pending::Crc32, r)
+            }
+            FtpOp::Close => {
+                let Some(session) = self.session else {
+                    self.results.push_back(Ok(FtpReply::Closed));
+                    return Ok(());
+                };
+                let r = self.new_request(op::TERMINATE_SESSION, session, 0, &[]);
+                (Pending::Close, r)
+            }
+        };
+        self.pending = Some(pending);
+        self.send(request, now);
+        Ok(())
+    }
+
+    /// The next payload to send, if any.
+    pub fn poll_request(&mut self) -> Option<FtpPayload> {
+        self.out.pop_front()
+    }
+
+    /// The next finished operation, if any.
+    pub fn poll_result(&mut self) -> Option<Result<FtpReply, FtpError>> {
+        self.results.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.send_at.or(self.deadline)
+    }
+
+    /// Sends what the budget held back; resends what went unanswered; fails after
+    /// [`FtpConfig::max_tries`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(at) = self.send_at
+            && at <= now
+        {
+            self.send_at = None;
+            self.transmit(now);
+            return;
+        }
+        if self.deadline.is_none_or(|d| d > now) {
+            return;
+        }
+        let Some(pending) = &self.pending else {
+            self.deadline = None;
+            return;
+        };
+        if self.tries >= self.config.max_tries {
+            let error = FtpError::Timeout {
+                request: pending.name(),
+                tries: self.tries,
+            };
+            self.fail(error);
+            return;
+        }
+        // A burst that went quiet asks again from where it stands, as a new request.
+        if let Some(Pending::Read { burst: true, .. }) = &self.pending
+            && let Some(session) = self.session
+        {
+            let request = self.read_request(session);
+            self.stats.resends += 1;
+            self.tries += 1;
+            self.request = Some(request);
+            self.transmit(now);
+            return;
+        }
+        self.stats.resends += 1;
+        self.transmit(now);
+    }
+
+    /// Takes one FILE_TRANSFER_PROTOCOL payload addressed to us.
+    pub fn handle_reply(&mut self, raw: &[u8; PAYLOAD_LEN], now: Instant) {
+        let Ok(reply) = FtpPayload::parse(raw) else {
+            return;
+        };
+        if reply.opcode != op::ACK && reply.opcode != op::NAK {
+            return;
+        }
+        let Some(request) = &self.request else { return };
+        let is_read = matches!(reply.req_opcode, op::READ_FILE | op::BURST_READ_FILE);
+        if is_read {
+            if matches!(self.pending, Some(Pending::Read { .. }))
+                && Some(reply.session) == self.session
+            {
+                self.on_read_reply(reply, now);
+            }
+            return;
+        }
+        if reply.req_opcode != request.opcode || reply.seq != request.seq.wrapping_add(1) {
+            return;
+        }
+        self.seq = reply.seq;
+        let name = self.pending.as_ref().map_or("FTP", Pending::name);
+        let pending = self.pending.take();
+        match (pending, reply.nak()) {
+            (
+                Some(Pending::List {
+                    path,
+                    mut entries,
+                    index,
+                }),
+                None,
+            ) => {
+                let (mut more, counted) = wire::parse_entries(&reply.data);
+                entries.append(&mut more);
+                if counted == 0 {
+                    self.finish(Ok(FtpReply::Listed(entries)));
+                } else {
+                    let index = index + counted;
+                    let r = self.new_request(op::LIST_DIRECTORY, 0, index, path.as_bytes());
+                    self.pending = Some(Pending::List {
+                        path,
+                        entries,
+                        index,
+                    });
+                    self.send(r, now);
+                }
+            }
+            (Some(Pending::List { entries, .. }), Some(Nak::Eof)) => {
+                self.finish(Ok(FtpReply::Listed(entries)))
+            }
+            (Some(Pending::Open { .. }), None) => {
+                let Some(size) = reply.data.get(..4) else {
+                    return self.finish(Err(FtpError::BadReply { request: name }));
+                };
+                self.session = Some(reply.session);
+                let size = u32::from_le_bytes(size.try_into().expect("4 bytes"));
+                self.finish(Ok(FtpReply::Opened { size: size as u64 }));
+            }
+            (Some(Pending::Open { path, reset: false }), Some(Nak::NoSessionsAvailable)) => {
+                // Most often our own session, left open by a run that was cut short.
+                tracing::warn!("the vehicle's FTP session is taken: resetting its sessions");
+                let r = self.new_request(op::RESET_SESSIONS, 0, 0, &[]);
+                self.pending = Some(Pending::Reset { path });
+                self.send(r, now);
+            }
+            (Some(Pending::Reset { path } | Pending::CloseThenOpen { path }), _) => {
+                self.session = None;
+                let r = self.new_request(op::OPEN_FILE_RO, 0, 0, path.as_bytes());
+                self.pending = Some(Pending::Open { path, reset: true });
+                self.send(r, now);
+            }
+            (Some(Pending::Crc32), None) => match reply.data.get(..4) {
+                Some(crc) => self.finish(Ok(FtpReply::Crc32(u32::from_le_bytes(
+                    crc.try_into().expect("4 bytes"),
+                )))),
+                None => self.finish(Err(FtpError::BadReply { request: name })),
+            },
+            (Some(Pending::Close), _) => {
+                self.session = None;
+                self.finish(Ok(FtpReply::Closed));
+            }
+            (Some(_), Some(nak)) => self.finish(Err(FtpError::Refused { request: name, nak })),
+            (other, _) => self.pending = other,
+        }
+    }
+
+    fn on_read_reply(&mut self, reply: FtpPayload, now: Instant) {
+        let Some(Pending::Read {
+            start,
+            len,
+            data,
+            burst,
+        }) = &mut self.pending
+        else {
+            return;
+        };
+        let (start, len, burst) = (*start, *len, *burst);
+        let expected = start + data.len() as u64;
+        if let Some(nak) = reply.nak() {
+            // Only the answer to the request in hand says where the file ends.
+            let answers = self
+                .request
+                .as_ref()
+                .is_some_and(|r| reply.seq == r.seq.wrapping_add(1) && r.offset as u64 == expected);
+            if !answers {
+                return;
+            }
+            self.seq = reply.seq;
+            return match nak {
+                Nak::Eof => self.finish_read(),
+                nak => {
+                    let request = if burst { "BurstReadFile" } else { "ReadFile" };
+                    self.finish(Err(FtpError::Refused { request, nak }))
+                }
+            };
+        }
+        self.seq = self.seq.max(reply.seq);
+        self.stats.bytes_received += reply.data.len() as u64;
+        let mut progressed = false;
+        if reply.offset as u64 == expected && !reply.data.is_empty() {
+            let want = (len - data.len() as u64).min(reply.data.len() as u64) as usize;
+            data.extend_from_slice(&reply.data[..want]);
+            self.stats.bytes_read += want as u64;
+            self.charge(want, now);
+            progressed = true;
+        }
+        let Some(Pending::Read { data, .. }) = &self.pending else {
+            return;
+        };
+        let end_of_file = reply.offset as u64 == expected && reply.data.is_empty();
+        let done = data.len() as u64 >= len || end_of_file;
+        if done {
+            return self.finish_read();
+        }
+        let own_reply = self
+            .request
+            .as_ref()
+            .is_some_and(|r| reply.seq == r.seq.wrapping_add(1));
+        if !burst && own_reply && progressed {
+            self.next_read(now);
+        } else if burst && progressed {
+            // Still coming: wait for the next packet as long again.
+            self.deadline = Some(now + self.config.reply_timeout);
+            self.tries = 1;
+            if reply.burst_complete {
+                self.next_read(now);
+            }
+        } else if burst && reply.burst_complete && own_burst(self.request.as_ref(), &reply) {
+            // The burst ended with packets lost: ask again from the first missing byte.
+            self.next_read(now);
+        }
+    }
+
+    /// Asks for the rest of the read in hand, as a new request.
+    fn next_read(&mut self, now: Instant) {
+        let Some(session) = self.session else { return };
+        let r = self.read_request(session);
+        self.send(r, now);
+    }
+
+    fn finish_read(&mut self) {
+        if let Some(Pending::Read { start, data, .. }) = self.pending.take() {
+            self.finish(Ok(FtpReply::Read {
+                offset: start,
+                data,
+            }));
+        }
+    }
+
+    /// The request for the rest of the read in hand.
+    fn read_request(&mut self, session: u8) -> FtpPayload {
+        let Some(Pending::Read {
+            start,
+            len,
+            data,
+            burst,
+        }) = &self.pending
+        else {
+            unreachable!("read_request with a read in hand")
+        };
+        let at = start + data.len() as u64;
+        let left = len - data.len() as u64;
+        let opcode = if *burst {
+            op::BURST_READ_FILE
+        } else {
+            op::READ_FILE
+        };
+        let mut r = self.new_request(opcode, session, at.min(u32::MAX as u64) as u32, &[]);
+        r.size = left.min(MAX_DATA as u64) as u8;
+        r
+    }
+
+    fn new_request(&mut self, opcode: u8, session: u8, offset: u32, data: &[u8]) -> FtpPayload {
+        self.seq = self.seq.wrapping_add(1);
+        FtpPayload::request(self.seq, session, opcode, offset, data)
+    }
+
+    /// Makes `request` the one in hand and sends it now, or when the budget allows.
+    fn send(&mut self, request: FtpPayload, now: Instant) {
+        self.request = Some(request);
+        self.tries = 0;
+        self.stats.requests += 1;
+        match self.budget_at {
+            Some(at) if at > now => {
+                self.send_at = Some(at);
+                self.deadline = None;
+            }
+            _ => self.transmit(now),
+        }
+    }
+
+    /// Puts the request in hand on the wire and arms its reply timeout.
+    fn transmit(&mut self, now: Instant) {
+        if let Some(r) = &self.request {
+            self.out.push_back(r.clone());
+            self.tries += 1;
+            self.deadline = Some(now + self.config.reply_timeout);
+        }
+    }
+
+    /// Spends `bytes` of the budget.
+    fn charge(&mut self, bytes: usize, now: Instant) {
+        if let Some(rate) = self.config.rate.filter(|r| *r > 0) {
+            let from = self.budget_at.map_or(now, |t| t.max(now));
+            self.budget_at = Some(from + Duration::from_secs_f64(bytes as f64 / rate as f64));
+        }
+    }
+
+    fn finish(&mut self, result: Result<FtpReply, FtpError>) {
+        self.pending = None;
+        self.request = None;
+        self.deadline = None;
+        self.send_at = None;
+        self.results.push_back(result);
+    }
+
+    fn fail(&mut self, error: FtpError) {
+        self.finish(Err(error));
+    }
+}
+
+/// True when `reply` belongs to the burst `request` asked for.
+fn own_burst(request: Option<&FtpPayload>, reply: &FtpPayload) -> bool {
+    request.is_some_and(|r| {
+        r.opcode == op::BURST_READ_FILE
+            && reply.seq.wrapping_sub(r.seq) < 0x8000
+            && reply.seq != r.seq
+    })
+}
