@@ -256,3 +256,89 @@ fn a_vehicle_without_an_sd_card_says_so_and_a_silent_one_times_out() {
         })
     );
 }
+
+/// Runs `ulog-recv fetch ARGS --udp PORT`; its stdout.
+fn fetch(port: u16, args: &[&str]) -> String {
+    let out = std::process::Command::new(common::procs::BIN)
+        .arg("fetch")
+        .args(args)
+        .args(["--udp", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fetch {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn pymavlink_reads_the_simulators_log_as_our_fetch_does_and_a_cut_download_resumes() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = common::procs::fresh_dir("ftp-pymavlink");
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = common::procs::free_udp_port();
+    let sim = |loss: &str| {
+        common::procs::Proc::spawn(
+            "the simulator",
+            &[
+                "sim".into(),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/synthetic.ulg").into(),
+                "--udp-connect".into(),
+                format!("127.0.0.1:{port}"),
+                "--loss".into(),
+                loss.into(),
+                "--uplink-loss".into(),
+                loss.into(),
+            ],
+        )
+    };
+    // pymavlink's client neither resends a lost request nor asks again for a lost listing
+    // reply: a clean link for it.
+    let mut clean = sim("0");
+    // pymavlink's own client: list, download, checksum.
+    let theirs = dir.join("pymavlink.ulg");
+    let out = std::process::Command::new(&py)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/ftp_pymavlink.py"
+        ))
+        .arg(port.to_string())
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ftp_pymavlink.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let theirs = std::fs::read(&theirs).unwrap();
+    assert_eq!(report["size"], theirs.len() as u64);
+    assert_eq!(report["crc32"], crc32_part(0, &theirs) as u64);
+    // Ours, through 10 % loss both ways: the same listing, the same bytes; a download cut
+    // short goes on from its part.
+    clean.terminate();
+    let _lossy = sim("0.1");
+    let listing = fetch(port, &["--list"]);
+    let (path, size) = listing.trim().split_once('\t').unwrap();
+    // (The second simulator's card has its log under its own start time.)
+    assert!(
+        path.starts_with("@MAV_LOG/") && path.ends_with(".ulg"),
+        "{path}"
+    );
+    assert_eq!(size, theirs.len().to_string());
+    let ours = dir.join("ours.ulg");
+    std::fs::write(dir.join("ours.ulg.part"), &theirs[..10_000]).unwrap();
+    let said = fetch(port, &[path, "-o", ours.to_str().unwrap()]);
+    assert!(
+        said.contains(&format!("{} bytes fetched", theirs.len() - 10_000)),
+        "{said}"
+    );
+    assert!(std::fs::read(&ours).unwrap() == theirs, "the bytes differ");
+    assert!(!dir.join("ours.ulg.part").exists());
+    common::check_with_pyulog(&ours);
+}

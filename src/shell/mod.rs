@@ -21,3 +21,4 @@ pub mod service;
 pub mod simulator;
 pub mod transport;
 pub mod values;
+pub mod vehicle_files;

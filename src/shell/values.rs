@@ -65,6 +65,18 @@ pub struct SecondsRange {
     pub max: f64,
 }
 
+/// FTP read rate caps, bytes per second.
+pub const FTP_RATE: SizeRange = SizeRange {
+    min: 1 << 10,
+    max: 1 << 40,
+};
+
+/// Waits for the vehicle: 100 ms to an hour.
+pub const VEHICLE_WAIT: SecondsRange = SecondsRange {
+    min: 0.1,
+    max: 3600.0,
+};
+
 /// Splits by log time: 1 s to a week.
 pub const SPLIT_DURATION: SecondsRange = SecondsRange {
     min: 1.0,

@@ -72,6 +72,41 @@ impl LinkArgs {
     }
 }
 
+/// How a command that reads the vehicle's files reaches it.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct VehicleLinkArgs {
+    #[command(flatten)]
+    pub(crate) link: LinkArgs,
+    /// Serial baud rate.
+    #[arg(long, default_value_t = 921_600)]
+    pub(crate) baud: u32,
+    /// Read at most this many bytes per second on average (the link is shared with
+    /// telemetry); default: as fast as the vehicle sends.
+    #[arg(long, value_name = "BYTES", value_parser = ftp_rate)]
+    pub(crate) ftp_rate: Option<u64>,
+    /// Wait this many seconds for the vehicle's heartbeat.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = vehicle_wait)]
+    pub(crate) wait: Duration,
+}
+
+impl VehicleLinkArgs {
+    pub(crate) fn spec(&self) -> anyhow::Result<LinkSpec> {
+        self.link.spec(self.baud).ok_or_else(|| {
+            anyhow::anyhow!(
+                "say where the vehicle is: --udp PORT, --udp-connect HOST:PORT, --tcp \
+                 HOST:PORT or --serial DEVICE"
+            )
+        })
+    }
+
+    pub(crate) fn ftp(&self) -> ulog_recv::link::ftp::FtpConfig {
+        ulog_recv::link::ftp::FtpConfig {
+            rate: self.ftp_rate,
+            ..Default::default()
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ReceiveArgs {
     #[command(flatten)]
@@ -371,6 +406,14 @@ fn upload_rate(s: &str) -> Result<u64, ValueError> {
     values::parse_size(s, values::UPLOAD_RATE)
 }
 
+fn ftp_rate(s: &str) -> Result<u64, ValueError> {
+    values::parse_size(s, values::FTP_RATE)
+}
+
+fn vehicle_wait(s: &str) -> Result<Duration, ValueError> {
+    values::parse_seconds(s, values::VEHICLE_WAIT)
+}
+
 fn split_duration(s: &str) -> Result<Duration, ValueError> {
     values::parse_seconds(s, values::SPLIT_DURATION)
 }
@@ -522,8 +565,28 @@ pub(crate) enum Command {
         /// 0: one frame per write.
         #[arg(long, default_value_t = 0)]
         max_write: usize,
+        /// A vehicle without an SD card: its FTP server has no log to serve (by default it
+        /// serves the file it streams, as PX4 serves its SD log).
+        #[arg(long)]
+        sd_log_missing: bool,
         #[command(flatten)]
         impairment: ImpairmentArgs,
+    },
+    /// List the vehicle's SD-card logs, or download one whole, over MAVLink FTP (a download
+    /// cut short resumes from its `.part` file; the result is checked against the vehicle's
+    /// CRC32).
+    Fetch {
+        /// The log to download, as `--list` prints it.
+        #[arg(required_unless_present = "list")]
+        log: Option<String>,
+        /// List the logs (path and size) instead.
+        #[arg(long, conflicts_with = "log")]
+        list: bool,
+        /// Where to write the log; default: its name, in the current directory.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        vehicle: VehicleLinkArgs,
     },
     /// Cut a window of log time from a log session into one standalone .ulg.
     Snippet {

@@ -1,15 +1,17 @@
 //! The `ulog-recv` binary: a thin command-line shell around the library. Without a
 //! subcommand it is the receiving daemon (`ulog-recv --udp 14550`, [`daemon`]); the
-//! subcommands are `info`, `sim`, `demo`, `snippet`, `tail` and `topics`.
+//! subcommands are `info`, `sim`, `demo`, `snippet`, `export`, `tail`, `topics`, `upload`,
+//! `uploads` and `fetch`.
 //!
 //! - [`args`]: the command line; [`config_file`]: the config file under it;
 //! - [`logging`]: tracing to stderr or the journal;
-//! - [`daemon`], [`demo`], [`info`]: what the commands do.
+//! - [`daemon`], [`demo`], [`info`], [`uploads`], [`fetch`]: what the commands do.
 
 mod args;
 mod config_file;
 mod daemon;
 mod demo;
+mod fetch;
 mod info;
 mod logging;
 mod uploads;
@@ -96,6 +98,7 @@ fn main() -> anyhow::Result<()> {
             signing_key,
             once,
             max_write,
+            sd_log_missing,
             impairment,
         }) => {
             let bytes = match (&file, synthetic) {
@@ -115,10 +118,17 @@ fn main() -> anyhow::Result<()> {
                 signing,
                 impairment: impairment.impairment(),
                 seed: impairment.seed,
+                sd_log: !sd_log_missing,
                 ..VehicleConfig::default()
             };
             runtime()?.block_on(sim(bytes, spec, config, once, max_write))
         }
+        Some(Command::Fetch {
+            log,
+            list,
+            output,
+            vehicle,
+        }) => runtime()?.block_on(fetch::fetch(log, list, output, &vehicle)),
         Some(Command::Tail {
             patterns,
             fields,

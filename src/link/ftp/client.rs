@@ -10,7 +10,7 @@
 //! Payloads in ([`FtpClient::handle_reply`]), payloads out ([`FtpClient::poll_request`]),
 //! results out ([`FtpClient::poll_result`]); [`crate::link::Session`] frames them.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -130,6 +130,10 @@ enum Pending {
         len: u64,
         data: Vec<u8>,
         burst: bool,
+        /// Burst packets that came after a lost one, by offset, until it is filled.
+        ahead: BTreeMap<u64, Vec<u8>>,
+        /// Where the file ends, once the server said so.
+        eof_at: Option<u64>,
     },
     Crc32,
     Close,
@@ -232,6 +236,8 @@ impl FtpClient {
                     len,
                     data: Vec::new(),
                     burst: len > 2 * MAX_DATA as u64,
+                    ahead: BTreeMap::new(),
+                    eof_at: None,
                 });
                 let r = self.read_request(session);
                 (self.pending.take().expect("just set"), r)
@@ -397,69 +403,82 @@ impl FtpClient {
     }
 
     fn on_read_reply(&mut self, reply: FtpPayload, now: Instant) {
+        // The answer to the request in hand (not a packet of an earlier burst).
+        let own_request = self.request.as_ref().is_some_and(|r| {
+            reply.seq == r.seq.wrapping_add(1)
+                && reply.req_opcode == r.opcode
+                && (reply.offset == r.offset || r.opcode == op::BURST_READ_FILE)
+        });
+        let of_burst = own_burst(self.request.as_ref(), &reply);
         let Some(Pending::Read {
             start,
             len,
             data,
             burst,
+            ahead,
+            eof_at,
         }) = &mut self.pending
         else {
             return;
         };
         let (start, len, burst) = (*start, *len, *burst);
-        let expected = start + data.len() as u64;
-        if let Some(nak) = reply.nak() {
-            // Only the answer to the request in hand says where the file ends.
-            let answers = self
-                .request
-                .as_ref()
-                .is_some_and(|r| reply.seq == r.seq.wrapping_add(1) && r.offset as u64 == expected);
-            if !answers {
-                return;
-            }
-            self.seq = reply.seq;
-            return match nak {
-                Nak::Eof => self.finish_read(),
-                nak => {
-                    let request = if burst { "BurstReadFile" } else { "ReadFile" };
-                    self.finish(Err(FtpError::Refused { request, nak }))
-                }
-            };
-        }
-        self.seq = self.seq.max(reply.seq);
-        self.stats.bytes_received += reply.data.len() as u64;
+        let end = start.saturating_add(len);
+        let mut expected = start + data.len() as u64;
         let mut progressed = false;
-        if reply.offset as u64 == expected && !reply.data.is_empty() {
-            let want = (len - data.len() as u64).min(reply.data.len() as u64) as usize;
-            data.extend_from_slice(&reply.data[..want]);
-            self.stats.bytes_read += want as u64;
-            self.charge(want, now);
-            progressed = true;
+        match reply.nak() {
+            // The end of the file: where the burst (or the single read) ran out.
+            Some(Nak::Eof) if own_request || of_burst => {
+                self.note_seq(reply.seq);
+                *eof_at = Some(if burst { reply.offset as u64 } else { expected });
+            }
+            Some(nak) if own_request => {
+                self.seq = reply.seq;
+                let request = if burst { "BurstReadFile" } else { "ReadFile" };
+                return self.finish(Err(FtpError::Refused { request, nak }));
+            }
+            Some(_) => return,
+            None => {
+                self.note_seq(reply.seq);
+                let at = reply.offset as u64;
+                self.stats.bytes_received += reply.data.len() as u64;
+                if reply.data.is_empty() && at == expected && own_request {
+                    *eof_at = Some(expected);
+                } else if at == expected {
+                    let want = (end - expected).min(reply.data.len() as u64) as usize;
+                    data.extend_from_slice(&reply.data[..want]);
+                    progressed = want > 0;
+                    // Packets that came ahead of a lost one now join.
+                    while let Some(next) = ahead.remove(&(start + data.len() as u64)) {
+                        let want = (end - start - data.len() as u64).min(next.len() as u64);
+                        data.extend_from_slice(&next[..want as usize]);
+                    }
+                } else if at > expected && at < end && !reply.data.is_empty() {
+                    progressed = ahead.insert(at, reply.data.clone()).is_none();
+                }
+            }
         }
-        let Some(Pending::Read { data, .. }) = &self.pending else {
-            return;
-        };
-        let end_of_file = reply.offset as u64 == expected && reply.data.is_empty();
-        let done = data.len() as u64 >= len || end_of_file;
-        if done {
+        let got = start + data.len() as u64;
+        let at_eof = eof_at.is_some_and(|e| got >= e);
+        if got > expected {
+            let used = got - expected;
+            self.stats.bytes_read += used;
+            self.charge(used as usize, now);
+            expected = got;
+        }
+        if expected >= end || at_eof {
             return self.finish_read();
         }
-        let own_reply = self
-            .request
-            .as_ref()
-            .is_some_and(|r| reply.seq == r.seq.wrapping_add(1));
-        if !burst && own_reply && progressed {
+        if !burst {
+            if own_request && progressed {
+                self.next_read(now);
+            }
+        } else if reply.burst_complete && (of_burst || own_request) {
+            // The burst is over, short of the end: ask again from the first missing byte.
             self.next_read(now);
-        } else if burst && progressed {
+        } else if progressed {
             // Still coming: wait for the next packet as long again.
             self.deadline = Some(now + self.config.reply_timeout);
             self.tries = 1;
-            if reply.burst_complete {
-                self.next_read(now);
-            }
-        } else if burst && reply.burst_complete && own_burst(self.request.as_ref(), &reply) {
-            // The burst ended with packets lost: ask again from the first missing byte.
-            self.next_read(now);
         }
     }
 
@@ -486,6 +505,7 @@ impl FtpClient {
             len,
             data,
             burst,
+            ..
         }) = &self.pending
         else {
             unreachable!("read_request with a read in hand")
@@ -500,6 +520,14 @@ impl FtpClient {
         let mut r = self.new_request(opcode, session, at.min(u32::MAX as u64) as u32, &[]);
         r.size = left.min(MAX_DATA as u64) as u8;
         r
+    }
+
+    /// Our sequence numbers go on after the newest reply's (a burst counts on from a
+    /// request's), so that no request of ours looks like one the server already answered.
+    fn note_seq(&mut self, seq: u16) {
+        if seq.wrapping_sub(self.seq) < 0x8000 {
+            self.seq = seq;
+        }
     }
 
     fn new_request(&mut self, opcode: u8, session: u8, offset: u32, data: &[u8]) -> FtpPayload {

@@ -1,0 +1,261 @@
+//! The vehicle's files over MAVLink FTP, in the tokio shell: a link and a [`Session`] that
+//! does not ask for the log stream, one FTP operation at a time ([`VehicleFiles::run`]),
+//! and what is built on it: listing the SD card's logs and downloading one whole, resumably
+//! (`ulog-recv fetch`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::link::ftp::wire::crc32_part;
+use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply};
+use crate::link::{Event, Session, SessionConfig};
+use crate::shell::transport::{Link, LinkError, LinkSpec};
+
+/// Where PX4 lists its logs: the virtual directory of newer versions, then the SD card's.
+pub const LOG_DIRS: [&str; 2] = ["@MAV_LOG", "/fs/microsd/log"];
+
+/// Bytes asked for per read of a download (each piece is written before the next).
+const PIECE: u64 = 256 * 1024;
+
+/// Why talking to the vehicle's files failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("no vehicle heard on {link} within {waited:?}")]
+    NoVehicle { link: String, waited: Duration },
+    #[error("the link failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Ftp(#[from] FtpError),
+    #[error("the vehicle lists no logs (under {})", LOG_DIRS.join(" or "))]
+    NoLogs,
+    #[error(
+        "{path}: checksum {ours:08x} of the download is not the vehicle's {theirs:08x}; the \
+         partial file is kept as {}", partial.display()
+    )]
+    Checksum {
+        path: String,
+        ours: u32,
+        theirs: u32,
+        partial: PathBuf,
+    },
+}
+
+/// One log on the vehicle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VehicleLog {
+    /// The path to ask for.
+    pub path: String,
+    pub size: u64,
+}
+
+/// A link to the vehicle that reads its files.
+pub struct VehicleFiles {
+    link: Link,
+    session: Session,
+    buf: Vec<u8>,
+}
+
+impl VehicleFiles {
+    /// Opens `spec` and waits up to `wait` for the vehicle's heartbeat.
+    pub async fn connect(
+        spec: &LinkSpec,
+        ftp: FtpConfig,
+        wait: Duration,
+    ) -> Result<Self, FilesError> {
+        let config = SessionConfig {
+            stream: false,
+            ftp,
+            ..SessionConfig::default()
+        };
+        let mut files = Self {
+            link: Link::open(spec).await?,
+            session: Session::new(config, Instant::now()),
+            buf: Vec::new(),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        while files.session.vehicle().is_none() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(FilesError::NoVehicle {
+                    link: spec.to_string(),
+                    waited: wait,
+                });
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                r = files.pump() => r?,
+            }
+        }
+        Ok(files)
+    }
+
+    /// The session's FTP counters.
+    pub fn stats(&self) -> crate::link::ftp::FtpStats {
+        self.session.ftp_stats()
+    }
+
+    /// Runs one operation to its end.
+    pub async fn run(&mut self, op: FtpOp) -> Result<FtpReply, FilesError> {
+        self.session.ftp_start(op, Instant::now())?;
+        loop {
+            while let Some(event) = self.session.poll_event() {
+                if let Event::Ftp(result) = event {
+                    self.flush().await;
+                    return Ok(result?);
+                }
+            }
+            self.pump().await?;
+        }
+    }
+
+    /// Sends what the session has, then waits for bytes or its next timer.
+    async fn pump(&mut self) -> Result<(), FilesError> {
+        self.flush().await;
+        let wake = self
+            .session
+            .poll_timeout()
+            .map(tokio::time::Instant::from_std)
+            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+        tokio::select! {
+            r = self.link.recv(&mut self.buf) => {
+                let r = r?;
+                let now = Instant::now();
+                let authentic = match r.from {
+                    Some(_) => self.session.handle_datagram(&self.buf[..r.len], now),
+                    None => {
+                        self.session.handle_bytes(&self.buf[..r.len], now);
+                        true
+                    }
+                };
+                self.link.datagram_checked(r, authentic, now);
+            }
+            _ = tokio::time::sleep_until(wake) => self.session.handle_timeout(Instant::now()),
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) {
+        while let Some(frame) = self.session.poll_transmit() {
+            self.link.send(&frame).await;
+        }
+    }
+
+    /// Every `.ulg` on the vehicle's SD card, oldest first (PX4 names them by date and time),
+    /// under the first log directory the vehicle knows.
+    pub async fn list_logs(&mut self) -> Result<Vec<VehicleLog>, FilesError> {
+        let mut last_error = None;
+        for root in LOG_DIRS {
+            let entries = match self.list(root).await {
+                Ok(entries) => entries,
+                Err(e) => {
+                    last_error = Some(e);
+                    continue;
+                }
+            };
+            let mut logs = Vec::new();
+            for entry in entries {
+                let path = format!("{root}/{}", entry.name);
+                match entry.size {
+                    Some(size) if entry.name.ends_with(".ulg") => {
+                        logs.push(VehicleLog { path, size })
+                    }
+                    Some(_) => {}
+                    None => {
+                        for file in self.list(&path).await? {
+                            if let Some(size) = file.size.filter(|_| file.name.ends_with(".ulg")) {
+                                logs.push(VehicleLog {
+                                    path: format!("{path}/{}", file.name),
+                                    size,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            logs.sort_by(|a, b| a.path.cmp(&b.path));
+            return Ok(logs);
+        }
+        Err(last_error.unwrap_or(FilesError::NoLogs))
+    }
+
+    async fn list(&mut self, path: &str) -> Result<Vec<DirEntry>, FilesError> {
+        match self.run(FtpOp::List { path: path.into() }).await? {
+            FtpReply::Listed(entries) => Ok(entries),
+            _ => unreachable!("a listing answers a listing"),
+        }
+    }
+
+    /// Opens `path` read-only; its size.
+    pub async fn open(&mut self, path: &str) -> Result<u64, FilesError> {
+        match self.run(FtpOp::Open { path: path.into() }).await? {
+            FtpReply::Opened { size } => Ok(size),
+            _ => unreachable!("an open answers an open"),
+        }
+    }
+
+    /// `len` bytes of the open file from `offset` (fewer at its end).
+    pub async fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, FilesError> {
+        match self.run(FtpOp::Read { offset, len }).await? {
+            FtpReply::Read { data, .. } => Ok(data),
+            _ => unreachable!("a read answers a read"),
+        }
+    }
+
+    pub async fn close(&mut self) -> Result<(), FilesError> {
+        self.run(FtpOp::Close).await.map(|_| ())
+    }
+
+    /// The vehicle's checksum of `path`.
+    pub async fn crc32(&mut self, path: &str) -> Result<u32, FilesError> {
+        match self.run(FtpOp::Crc32 { path: path.into() }).await? {
+            FtpReply::Crc32(crc) => Ok(crc),
+            _ => unreachable!("a checksum answers a checksum"),
+        }
+    }
+
+    /// Downloads `path` to `out`: into `out.part`, continued from its length when one is
+    /// there (a download cut short resumes), checked against the vehicle's checksum, then
+    /// renamed. Returns the bytes fetched now.
+    pub async fn download(
+        &mut self,
+        path: &str,
+        out: &Path,
+        progress: impl Fn(u64, u64),
+    ) -> Result<u64, FilesError> {
+        let partial = out.with_extension("ulg.part");
+        let size = self.open(path).await?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&partial)?;
+        let mut have = file.metadata()?.len().min(size);
+        file.set_len(have)?;
+        let from = have;
+        while have < size {
+            let data = self.read(have, PIECE.min(size - have)).await?;
+            if data.is_empty() {
+                break;
+            }
+            file.write_all(&data)?;
+            file.sync_data()?;
+            have += data.len() as u64;
+            progress(have, size);
+        }
+        self.close().await?;
+        drop(file);
+        let theirs = self.crc32(path).await?;
+        let ours = crc32_part(0, &std::fs::read(&partial)?);
+        if ours != theirs {
+            return Err(FilesError::Checksum {
+                path: path.into(),
+                ours,
+                theirs,
+                partial,
+            });
+        }
+        std::fs::rename(&partial, out)?;
+        Ok(have - from)
+    }
+}
