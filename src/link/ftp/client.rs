@@ -410,6 +410,7 @@ impl FtpClient {
                 && (reply.offset == r.offset || r.opcode == op::BURST_READ_FILE)
         });
         let of_burst = own_burst(self.request.as_ref(), &reply);
+        self.note_seq(reply.seq);
         let Some(Pending::Read {
             start,
             len,
@@ -428,7 +429,6 @@ impl FtpClient {
         match reply.nak() {
             // The end of the file: where the burst (or the single read) ran out.
             Some(Nak::Eof) if own_request || of_burst => {
-                self.note_seq(reply.seq);
                 *eof_at = Some(if burst { reply.offset as u64 } else { expected });
             }
             Some(nak) if own_request => {
@@ -438,7 +438,6 @@ impl FtpClient {
             }
             Some(_) => return,
             None => {
-                self.note_seq(reply.seq);
                 let at = reply.offset as u64;
                 self.stats.bytes_received += reply.data.len() as u64;
                 if reply.data.is_empty() && at == expected && own_request {
