@@ -19,11 +19,12 @@
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation | `ulog` |
 //! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
-//! | [`store`] | no | splits (sans-IO), session directories, manifests, power-safe files, recovery, snippets; the store's thread | `ulog`, `sys` |
+//! | [`fill`] | yes | completing a flight from the vehicle's SD log: dropouts found again by the records around them, byte ranges to read, amendments | `ulog` |
+//! | [`store`] | no | splits (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets; the store's thread | `ulog`, `sys`, `fill` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `upload`, `sys` |
-//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `store`, `live`, `export`, `upload` |
+//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload` |
 //! <!-- /parts -->
 //!
 //! The binary (`src/bin/ulog-recv/`) parses the command line and runs the shell; it is the
@@ -115,6 +116,7 @@
 //!   command line. `tests/layering.rs`: this page's table.
 
 pub mod export;
+pub mod fill;
 pub mod link;
 pub mod live;
 pub mod ros;

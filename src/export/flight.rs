@@ -1,12 +1,14 @@
 //! The flight to export, as one ULog byte stream: a `.ulg` file as it is; a session directory
 //! as its splits in order, each after the first without its preamble (the preamble repeats the
 //! definitions, the parameters and the latched topics' last samples: joined, they are the log
-//! as it was received, each sample once). With a time window, a session is cut by its
+//! as it was received, each sample once), with the records amendments recovered in place of
+//! the dropouts they fill. With a time window, a session is cut by its
 //! manifest's time index, reading only the splits the window needs ([`crate::store::snippet`]).
 
 use std::path::Path;
 
 use crate::export::{ExportError, ExportOptions};
+use crate::store::amend::read_split;
 use crate::store::files::read_manifest;
 use crate::store::snippet::snippet;
 use crate::store::splitter::SplitPolicy;
@@ -30,7 +32,8 @@ pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportErro
     let mut out = Vec::new();
     for (k, split) in manifest.splits.iter().enumerate() {
         let path = input.join(&split.file);
-        let bytes = std::fs::read(&path).map_err(|source| ExportError::Read { path, source })?;
+        let bytes = read_split(input, &manifest, &split.file)
+            .map_err(|source| ExportError::Read { path, source })?;
         let skip = if k == 0 {
             0
         } else {

@@ -15,6 +15,7 @@
 //! The top of the crate: it may use every other part, and none uses it.
 
 pub mod config;
+pub mod fill;
 pub mod keyfile;
 pub mod receiver;
 pub mod service;

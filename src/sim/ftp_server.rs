@@ -4,7 +4,8 @@
 //! (packets of 239 bytes until the end of the file or [`BURST_LIMIT`] bytes, the last one
 //! marked burst-complete; the size asked for is ignored, as PX4 ignores it), CalcFileCRC32,
 //! TerminateSession, ResetSessions; a request sent again with the same sequence number gets
-//! the last reply again. `@MAV_LOG` names the log directory, as in PX4.
+//! the last reply again; a new request ends a burst still being sent (the vehicle drops its
+//! unsent packets). `@MAV_LOG` names the log directory, as in PX4.
 
 use std::collections::BTreeMap;
 

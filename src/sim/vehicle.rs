@@ -519,6 +519,8 @@ impl SimVehicle {
             MavMessage::FILE_TRANSFER_PROTOCOL(f) if f.target_system == self.config.system_id => {
                 let client = (header.system_id as u8, header.component_id);
                 if let Ok(request) = FtpPayload::parse(&f.payload) {
+                    // As PX4's: a new request ends a burst still being sent.
+                    self.ftp_out.clear();
                     for reply in self.ftp.handle(&request) {
                         self.ftp_out.push_back((client, reply));
                     }

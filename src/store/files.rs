@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 
 use bytes::BytesMut;
 
+use crate::store::amend::{AmendmentEntry, Unfilled};
 use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::gaps::GapMarker;
@@ -87,6 +88,12 @@ pub struct Manifest {
     /// The session is over (its last split is closed).
     pub closed: bool,
     pub splits: Vec<SplitEntry>,
+    /// Records recovered from the vehicle's SD log ([`crate::store::amend`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amendments: Vec<AmendmentEntry>,
+    /// Dropouts the last fill could not fill, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfilled: Vec<Unfilled>,
 }
 
 /// One split in the manifest.

@@ -11,12 +11,15 @@
 //!   manifest, its directory), recovery after a crash (splits cut back to their last whole
 //!   message, in 64 KB blocks), setting aside what cannot be repaired (`NAME.unrecoverable`),
 //!   the disk budget (renamed aside before deletion, so a power cut never half-deletes).
+//! - [`amend`]: amendments (records recovered from the vehicle's SD log, beside the splits,
+//!   entered in the manifest); [`amend::read_split`] is how every reader takes a split.
 //! - [`thread`]: the network loop never waits for the disk: past the queue's bound, samples
 //!   are stripped (definitions, parameters and strings kept) and the log gets a dropout.
 //!
 //! Uses the engine and [`crate::sys`] (thread priority, free space); knows nothing of the link
 //! or of the live servers.
 
+pub mod amend;
 pub mod files;
 pub mod snippet;
 pub mod splitter;

@@ -5,11 +5,13 @@
 //! splits are read without theirs. Messages before the window only update the state; at the
 //! first sample inside it the snippet opens with a preamble built from that state (the
 //! parameters in force, the subscriptions, the last sample of each latched topic). Inside the
-//! window everything is kept but samples stamped outside it.
+//! window everything is kept but samples stamped outside it. Amendments are merged (see
+//! [`crate::store::amend::read_split`]).
 
 use std::io;
 use std::path::Path;
 
+use crate::store::amend::read_split;
 use crate::store::files::read_manifest;
 use crate::store::splitter::{SplitPolicy, Splitter};
 use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
@@ -79,7 +81,7 @@ pub fn snippet(
     let mut cutter = Cutter::new(from_us, to_us, latched.clone());
     let mut stats = SnippetStats::default();
     for (k, split) in splits[first..=last].iter().enumerate() {
-        let bytes = std::fs::read(session_dir.join(&split.file))?;
+        let bytes = read_split(session_dir, &manifest, &split.file)?;
         // The first split read whole (its preamble is the state at its start), the others
         // without their preamble (which repeats what was followed already).
         let skip = if k == 0 {

@@ -572,6 +572,20 @@ pub(crate) enum Command {
         #[command(flatten)]
         impairment: ImpairmentArgs,
     },
+    /// Fill a closed session's dropouts from the vehicle's SD log over MAVLink FTP: only the
+    /// byte ranges around each dropout are fetched; the recovered records go beside the
+    /// splits as amendments (amend_NNNN.ulg, in the manifest), which export, snippet, info
+    /// and uploads merge. The splits are never rewritten. Run again, it goes on with what is
+    /// not filled yet.
+    Fill {
+        /// The session directory (holding manifest.json).
+        session: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        vehicle: VehicleLinkArgs,
+    },
     /// List the vehicle's SD-card logs, or download one whole, over MAVLink FTP (a download
     /// cut short resumes from its `.part` file; the result is checked against the vehicle's
     /// CRC32).
@@ -607,7 +621,8 @@ pub(crate) enum Command {
     Export {
         /// A .ulg file or a session directory (holding manifest.json).
         input: PathBuf,
-        /// The file to write: NAME.mcap or NAME.bag.
+        /// The file to write: NAME.mcap, NAME.bag, or NAME.ulg (the flight as one log: splits
+        /// joined, amendments merged).
         #[arg(short, long)]
         output: PathBuf,
         /// Start of the window, seconds of log time (as `info` prints them).

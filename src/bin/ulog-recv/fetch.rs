@@ -1,6 +1,7 @@
-//! `ulog-recv fetch`: the vehicle's SD-card logs over MAVLink FTP, listed or downloaded.
+//! `ulog-recv fetch` and `ulog-recv fill`: the vehicle's SD-card logs over MAVLink FTP,
+//! listed, downloaded, or used to fill a session's dropouts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use ulog_recv::shell::vehicle_files::VehicleFiles;
@@ -37,5 +38,35 @@ pub(crate) async fn fetch(
         output.display(),
         fetched as f64 / seconds.max(1e-3)
     );
+    Ok(())
+}
+
+pub(crate) async fn fill(session: &Path, json: bool, vehicle: &VehicleLinkArgs) -> anyhow::Result<()> {
+    let spec = vehicle.spec()?;
+    let mut files = VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.wait).await?;
+    let report = ulog_recv::shell::fill::fill_session(session, &mut files)
+        .await
+        .with_context(|| format!("cannot fill {}", session.display()))?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} dropout(s): {} filled now ({} partly: the SD log lost records there too), {} \
+         filled before, {} not filled; {} records ({} bytes) recovered from {}; {} bytes fetched",
+        session.display(),
+        report.dropouts,
+        report.filled,
+        report.partial,
+        report.already_filled,
+        report.unfilled.len(),
+        report.records,
+        report.record_bytes,
+        report.sd_log.as_deref().unwrap_or("-"),
+        report.fetched_bytes
+    );
+    for (split, offset, why) in &report.unfilled {
+        println!("  not filled: {split} at byte {offset}: {why}");
+    }
     Ok(())
 }

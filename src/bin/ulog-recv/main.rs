@@ -1,7 +1,7 @@
 //! The `ulog-recv` binary: a thin command-line shell around the library. Without a
 //! subcommand it is the receiving daemon (`ulog-recv --udp 14550`, [`daemon`]); the
 //! subcommands are `info`, `sim`, `demo`, `snippet`, `export`, `tail`, `topics`, `upload`,
-//! `uploads` and `fetch`.
+//! `uploads`, `fetch` and `fill`.
 //!
 //! - [`args`]: the command line; [`config_file`]: the config file under it;
 //! - [`logging`]: tracing to stderr or the journal;
@@ -129,6 +129,11 @@ fn main() -> anyhow::Result<()> {
             output,
             vehicle,
         }) => runtime()?.block_on(fetch::fetch(log, list, output, &vehicle)),
+        Some(Command::Fill {
+            session,
+            json,
+            vehicle,
+        }) => runtime()?.block_on(fetch::fill(&session, json, &vehicle)),
         Some(Command::Tail {
             patterns,
             fields,
@@ -222,14 +227,21 @@ fn export(
         topics,
     };
     let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if extension != "mcap" && extension != "bag" {
+    if !["mcap", "bag", "ulg"].contains(&extension) {
         bail!(
-            "cannot tell the format from {}: name the output NAME.mcap or NAME.bag",
+            "cannot tell the format from {}: name the output NAME.mcap, NAME.bag or NAME.ulg",
             output.display()
         );
     }
     let flight = ulog_recv::export::flight::load(input, &options)
         .with_context(|| format!("cannot read {}", input.display()))?;
+    if extension == "ulg" {
+        // The flight as one log: a session's splits joined, amendments merged.
+        std::fs::write(output, &flight)
+            .with_context(|| format!("cannot write {}", output.display()))?;
+        println!("{}: {} bytes", output.display(), flight.len());
+        return Ok(());
+    }
     let file = std::fs::File::create(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let out = std::io::BufWriter::new(file);

@@ -1,7 +1,7 @@
 //! The MAVLink FTP client, sans-IO: one operation at a time (list a directory, open a file
 //! read-only, read a byte range of it, its checksum, close), each request retried with the
 //! same sequence number until its reply (the server then resends its last reply), NAKs as
-//! typed errors, reads of more than two packets as burst reads that go on from the last
+//! typed errors, reads of [`BURST_MIN`] bytes or more as burst reads that go on from the last
 //! offset received (PX4 ends a burst after ~35 KB and ignores the size asked for). The file
 //! is read-only, so a reply of a burst asked for earlier is as good as one of this burst:
 //! only its offset matters. An optional byte budget paces the requests (the link is shared
@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use super::wire::{self, DirEntry, FtpPayload, MAX_DATA, Nak, PAYLOAD_LEN, op};
+
+/// Reads of at least this many bytes go as bursts; shorter ones as single reads (PX4 sends
+/// ~35 KB per burst whatever is asked: on a slow link a short burst read would wait for it).
+pub const BURST_MIN: u64 = 32 * 1024;
 
 /// How the client waits and paces.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -235,7 +239,7 @@ impl FtpClient {
                     start: offset,
                     len,
                     data: Vec::new(),
-                    burst: len > 2 * MAX_DATA as u64,
+                    burst: len >= BURST_MIN,
                     ahead: BTreeMap::new(),
                     eof_at: None,
                 });

@@ -1,0 +1,90 @@
+//! An amendment, sans-IO: what a fill recovered, as a standalone ULog (the flight's header
+//! and formats, the subscriptions its records need, then one run of records per gap it
+//! fills), and where each run lies in it and which bytes of which split it stands for: what
+//! the manifest records so that readers put each run in place.
+
+use std::collections::BTreeSet;
+
+use crate::fill::scan::FlightScan;
+use crate::ulog::message::{framed, msg_type};
+
+/// One gap an amendment fills, in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fill {
+    /// The split holding the gap and the byte offset of its (first) 'O' message there.
+    pub split: String,
+    pub offset: u64,
+    /// The split's bytes `[from, to)` that read as the amendment's `[start, end)`: the
+    /// dropouts and what the stream has between the anchors around them, merged with what
+    /// the SD log has there.
+    pub from: u64,
+    pub to: u64,
+    pub start: u64,
+    pub end: u64,
+    /// Records the SD log gave that the stream had lost.
+    pub records: u64,
+    /// False when the SD log had a dropout there too (kept among the records).
+    pub complete: bool,
+}
+
+/// One gap's merged records, to go into an amendment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    pub split: String,
+    pub offset: u64,
+    pub from: u64,
+    pub to: u64,
+    /// Whole messages, back to back.
+    pub records: Vec<u8>,
+    pub recovered: u64,
+    pub complete: bool,
+}
+
+/// Builds the amendment file of `recovered` (in order); returns its bytes and one
+/// [`Fill`] per dropout, with the byte range of its records in the file.
+pub fn build(flight: &FlightScan, recovered: &[Recovered]) -> (Vec<u8>, Vec<Fill>) {
+    // The subscriptions the records use, unless they bring their own.
+    let mut used = BTreeSet::new();
+    let mut brought = BTreeSet::new();
+    for r in recovered {
+        for raw in framed(&r.records) {
+            if raw.len() >= 5 {
+                let id = u16::from_le_bytes([raw[3], raw[4]]);
+                match raw[2] {
+                    msg_type::DATA => {
+                        used.insert(id);
+                    }
+                    msg_type::ADD_LOGGED if raw.len() >= 6 => {
+                        brought.insert(u16::from_le_bytes([raw[4], raw[5]]));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut out = flight.header.clone();
+    for f in &flight.formats {
+        out.extend_from_slice(f);
+    }
+    for id in used.difference(&brought) {
+        if let Some(a) = flight.subscriptions.get(id) {
+            out.extend_from_slice(a);
+        }
+    }
+    let mut fills = Vec::with_capacity(recovered.len());
+    for r in recovered {
+        let start = out.len() as u64;
+        out.extend_from_slice(&r.records);
+        fills.push(Fill {
+            split: r.split.clone(),
+            offset: r.offset,
+            from: r.from,
+            to: r.to,
+            start,
+            end: out.len() as u64,
+            records: r.recovered,
+            complete: r.complete,
+        });
+    }
+    (out, fills)
+}

@@ -1,0 +1,450 @@
+//! Finds one dropout again in the vehicle's SD log and takes what the stream lost there,
+//! sans-IO: asks for byte ranges ([`Locator::next_read`]), takes what they hold
+//! ([`Locator::handle_read`]), ends with an [`Outcome`].
+//!
+//! Both logs carry the same records in the same order (one `write_message` feeds both
+//! backends), each dropping its own. So the records the stream lost at a dropout are the SD
+//! log's records after the last record the stream has before the dropout and before the
+//! first one it has after it. To get there without reading the whole file:
+//! 1. Bisection on byte offsets: read [`PROBE`] bytes in the middle, find a message boundary
+//!    (a chain of messages whose sizes and types fit, data records of known ids with their
+//!    format's size), take the median timestamp there (some topics lag, some carry another
+//!    clock); until the range is below
+//!    [`BISECT_STOP`], with the target [`MARGIN_US`] before the oldest record before the
+//!    dropout (a sample is logged up to one of its periods after its timestamp).
+//! 2. A scan from there in pieces of [`SCAN_PIECE`]: the before-records reset the fill, the
+//!    first after-record ends it; records equal to one the stream has (subscriptions,
+//!    strings) and sync messages are left out; the SD log's own dropouts are kept (the fill
+//!    is then partial).
+//!
+//! A scan that finds no record before the dropout starts again further back (a stretch of
+//! lagging samples can mislead the bisection), up to [`MAX_STEP_BACKS`] times. It gives up
+//! once the SD log's records run [`GIVE_UP_US`] past where the dropout's
+//! should have been (a few hundred of them: one stray clock is not enough).
+
+use std::collections::HashMap;
+
+use crate::fill::scan::{DropoutSite, FlightScan};
+use crate::ulog::message::{MSG_HEADER_LEN, framed, msg_type, plausible_header};
+use crate::ulog::{Decoder, Message};
+
+/// Bytes read per bisection step (doubled up to [`MAX_PROBE`] while no message boundary
+/// shows).
+pub const PROBE: u64 = 512;
+pub const MAX_PROBE: u64 = 8192;
+/// The bisection stops when the range is this small.
+pub const BISECT_STOP: u64 = 4096;
+/// Bytes read per scan step.
+pub const SCAN_PIECE: u64 = 8192;
+/// How far before the dropout's oldest anchor the scan starts (log time).
+pub const MARGIN_US: u64 = 50_000;
+/// How far past where they belong (log time) the scan looks for the anchors.
+pub const GIVE_UP_US: u64 = 3_000_000;
+/// How far back the scan starts again when it finds no record before the dropout, doubled
+/// each time, [`MAX_STEP_BACKS`] times at most.
+pub const STEP_BACK: u64 = 32 * 1024;
+pub const MAX_STEP_BACKS: u32 = 4;
+/// The scan gives up after this many records stamped past the give-up time (a few stray
+/// ones are a topic on another clock).
+const PAST_RECORDS: u32 = 256;
+/// Messages in a row that must fit for a boundary to be taken.
+const CHAIN: usize = 4;
+
+/// Why a dropout stays a dropout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unfilled {
+    #[error("the SD log does not hold the records before the dropout (another boot or flight?)")]
+    NoRecordBefore,
+    #[error("the SD log does not hold the records after the dropout")]
+    NoRecordAfter,
+    #[error("the dropout is at the end of the log: nothing after it to find it by")]
+    AtTheEnd,
+    #[error("the dropout is before any sample: nothing before it to find it by")]
+    AtTheStart,
+}
+
+/// What a dropout came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The split's bytes `[from, to)` (the dropouts and what the stream has between the
+    /// anchors the SD log holds too) are to read as `records`: the SD log's records there
+    /// merged in order with the stream's (a record either has, once). `recovered` of them
+    /// came from the SD log only; `complete` unless the SD log has a dropout of its own there
+    /// (kept among them).
+    Filled {
+        from: u64,
+        to: u64,
+        records: Vec<u8>,
+        recovered: u64,
+        complete: bool,
+    },
+    Unfilled(Unfilled),
+}
+
+#[derive(Debug)]
+enum Stage {
+    /// `probe`: bytes to read in the middle (doubled while no boundary shows in them).
+    Bisect { lo: u64, hi: u64, probe: u64 },
+    Scan(Scan),
+    Done(Outcome),
+}
+
+#[derive(Debug, Default)]
+struct Scan {
+    /// The next byte to read.
+    at: u64,
+    /// Bytes read but not yet cut into messages.
+    carry: Vec<u8>,
+    synced: bool,
+    /// The last anchor before the dropout found so far (its index in the site's messages).
+    anchor: Option<usize>,
+    /// The SD log's messages since that anchor.
+    stretch: Vec<Vec<u8>>,
+    /// Records seen stamped after the give-up time.
+    past: u32,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Locator {
+    site: DropoutSite,
+    /// Anchor bytes → index in the site's messages.
+    before: HashMap<Vec<u8>, usize>,
+    after: HashMap<Vec<u8>, usize>,
+    target_us: u64,
+    give_up_us: u64,
+    sd_len: u64,
+    decoder: Decoder,
+    stage: Stage,
+    scan_start: Option<u64>,
+    /// The lower bound the caller gave, and how often the scan started further back.
+    from: u64,
+    step_backs: u32,
+}
+
+impl Locator {
+    /// A locator for `site` in an SD log of `sd_len` bytes, with the flight's definitions;
+    /// the records are known to lie at or after `from` (where the previous dropout's scan
+    /// began: dropouts come in the SD log's order).
+    pub fn new(flight: &FlightScan, site: &DropoutSite, sd_len: u64, from: u64) -> Self {
+        let stage = if site.before.is_empty() {
+            Stage::Done(Outcome::Unfilled(Unfilled::AtTheStart))
+        } else if site.after.is_empty() {
+            Stage::Done(Outcome::Unfilled(Unfilled::AtTheEnd))
+        } else {
+            Stage::Bisect {
+                lo: from.min(sd_len),
+                hi: sd_len,
+                probe: PROBE,
+            }
+        };
+        let index = |ix: &[usize]| {
+            ix.iter()
+                .map(|i| (site.messages[*i].bytes.clone(), *i))
+                .collect()
+        };
+        Self {
+            before: index(&site.before),
+            after: index(&site.after),
+            site: site.clone(),
+            target_us: site.before_us.saturating_sub(MARGIN_US),
+            give_up_us: site.after_us.unwrap_or(site.before_us) + GIVE_UP_US,
+            sd_len,
+            decoder: flight.decoder(),
+            stage,
+            scan_start: None,
+            from: from.min(sd_len),
+            step_backs: 0,
+        }
+    }
+
+    /// The byte range to read next, `None` once done.
+    pub fn next_read(&self) -> Option<(u64, u64)> {
+        match &self.stage {
+            Stage::Bisect { lo, hi, probe } => {
+                let mid = lo + (hi - lo) / 2;
+                Some((mid, (*probe).min(self.sd_len - mid)))
+            }
+            Stage::Scan(s) if s.at < self.sd_len => {
+                Some((s.at, SCAN_PIECE.min(self.sd_len - s.at)))
+            }
+            Stage::Scan(_) => None,
+            Stage::Done(_) => None,
+        }
+    }
+
+    /// Where the scan began, once it has.
+    pub fn scan_start(&self) -> Option<u64> {
+        self.scan_start
+    }
+
+    /// The outcome, once there is one.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        match &self.stage {
+            Stage::Done(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Takes the bytes of the range [`next_read`](Self::next_read) asked for (fewer at the
+    /// end of the file).
+    pub fn handle_read(&mut self, offset: u64, data: &[u8]) {
+        match &mut self.stage {
+            Stage::Bisect { lo, hi, probe } => {
+                let mid = *lo + (*hi - *lo) / 2;
+                if offset != mid {
+                    return;
+                }
+                let Some(start) = sync(&self.decoder, data) else {
+                    if *probe < MAX_PROBE && data.len() as u64 == *probe {
+                        // Long messages: no chain of them fits; look at more.
+                        *probe *= 2;
+                        return;
+                    }
+                    // No boundary in the biggest probe: the definitions, before the records.
+                    *lo = mid;
+                    return self.bisected();
+                };
+                let mut decoder = std::mem::take(&mut self.decoder);
+                let mut times: Vec<u64> = framed(&data[start..])
+                    .filter_map(|raw| timestamp(&mut decoder, raw))
+                    .filter(|t| *t > 0)
+                    .collect();
+                self.decoder = decoder;
+                // The median: some topics carry another clock or none (0), some lag.
+                times.sort_unstable();
+                let front = times.get(times.len() / 2).copied();
+                if front.is_none() && *probe < MAX_PROBE && data.len() as u64 == *probe {
+                    // Messages without a time (a run of 'M' or 'P'): look further.
+                    *probe *= 2;
+                    return;
+                }
+                *probe = PROBE;
+                // Nothing datable in the biggest probe (the definitions): the records are
+                // after it.
+                if front.is_none_or(|t| t < self.target_us) {
+                    *lo = mid;
+                } else {
+                    *hi = mid;
+                }
+                self.bisected();
+            }
+            Stage::Scan(s) => {
+                if offset != s.at {
+                    return;
+                }
+                s.at += data.len() as u64;
+                s.carry.extend_from_slice(data);
+                let ended = data.is_empty() || s.at >= self.sd_len;
+                let outcome = match self.scan_carry() {
+                    Some(outcome) => Some(outcome),
+                    None if ended => Some(Outcome::Unfilled(self.missing_anchor())),
+                    None => None,
+                };
+                match outcome {
+                    // The bisection landed past the records (a stretch of lagging samples
+                    // looked early): start again further back.
+                    Some(Outcome::Unfilled(Unfilled::NoRecordBefore))
+                        if self.step_backs < MAX_STEP_BACKS
+                            && self.scan_start.is_some_and(|s| s > self.from) =>
+                    {
+                        let back = STEP_BACK << self.step_backs;
+                        self.step_backs += 1;
+                        let at = self
+                            .scan_start
+                            .map_or(self.from, |s| s.saturating_sub(back).max(self.from));
+                        self.scan_start = Some(at);
+                        self.stage = Stage::Scan(Scan {
+                            at,
+                            ..Scan::default()
+                        });
+                    }
+                    Some(outcome) => self.stage = Stage::Done(outcome),
+                    None => {}
+                }
+            }
+            Stage::Done(_) => {}
+        }
+    }
+
+    /// Starts the scan once the bisection's range is small enough.
+    fn bisected(&mut self) {
+        if let Stage::Bisect { lo, hi, .. } = self.stage
+            && hi - lo <= BISECT_STOP
+        {
+            self.scan_start = Some(lo);
+            self.stage = Stage::Scan(Scan {
+                at: lo,
+                ..Scan::default()
+            });
+        }
+    }
+
+    fn missing_anchor(&self) -> Unfilled {
+        match &self.stage {
+            Stage::Scan(s) if s.anchor.is_some() => Unfilled::NoRecordAfter,
+            _ => Unfilled::NoRecordBefore,
+        }
+    }
+
+    /// Walks the whole messages read so far; an outcome once the scan is over.
+    fn scan_carry(&mut self) -> Option<Outcome> {
+        let Stage::Scan(s) = &mut self.stage else {
+            return None;
+        };
+        let mut carry = std::mem::take(&mut s.carry);
+        let mut start = 0;
+        if !s.synced {
+            match sync(&self.decoder, &carry) {
+                Some(at) => {
+                    start = at;
+                    s.synced = true;
+                }
+                None => {
+                    // Keep the tail: a boundary may show once more bytes come.
+                    let keep = carry.len().min(2 * CHAIN * 300);
+                    carry.drain(..carry.len() - keep);
+                    s.carry = carry;
+                    return None;
+                }
+            }
+        }
+        let mut consumed = start;
+        let mut outcome = None;
+        for raw in framed(&carry[start..]) {
+            consumed += raw.len();
+            if timestamp(&mut self.decoder, raw).is_some_and(|ts| ts > self.give_up_us) {
+                s.past += 1;
+            }
+            if let Some(&i) = self.before.get(raw) {
+                s.anchor = Some(i);
+                s.stretch.clear();
+                continue;
+            }
+            if let Some(&j) = self.after.get(raw) {
+                outcome = Some(match s.anchor {
+                    Some(i) => merge(&self.site, i, j, &s.stretch),
+                    None => Outcome::Unfilled(Unfilled::NoRecordBefore),
+                });
+                break;
+            }
+            if s.past > PAST_RECORDS {
+                outcome = Some(Outcome::Unfilled(if s.anchor.is_some() {
+                    Unfilled::NoRecordAfter
+                } else {
+                    Unfilled::NoRecordBefore
+                }));
+                break;
+            }
+            if s.anchor.is_some() {
+                s.stretch.push(raw.to_vec());
+            }
+        }
+        carry.drain(..consumed.min(carry.len()));
+        s.carry = carry;
+        outcome
+    }
+}
+
+/// The site's messages between its anchors `i` and `j` merged in order with the SD log's
+/// `stretch` between the same anchors: a message both have once, each one only one has in
+/// its place; the stream's dropouts left out, the SD log's kept.
+fn merge(site: &DropoutSite, i: usize, j: usize, stretch: &[Vec<u8>]) -> Outcome {
+    let ours: Vec<&[u8]> = site.messages[i + 1..j]
+        .iter()
+        .map(|m| &m.bytes[..])
+        .filter(|m| m[2] != msg_type::DROPOUT)
+        .collect();
+    // How often each message is still to come in the SD log's stretch.
+    let mut ahead: HashMap<&[u8], usize> = HashMap::new();
+    for m in stretch {
+        *ahead.entry(&m[..]).or_default() += 1;
+    }
+    let (mut a, mut b) = (0, 0);
+    let mut records = Vec::new();
+    let mut recovered = 0;
+    let mut complete = true;
+    loop {
+        let take_sd = match (stretch.get(a), ours.get(b)) {
+            (None, None) => break,
+            (Some(sd), Some(our)) if &sd[..] == *our => {
+                b += 1;
+                true
+            }
+            // Ours comes later in the SD log: the SD log's message is one the stream lost.
+            (Some(_), Some(our)) => ahead.get(our).is_some_and(|n| *n > 0),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        if take_sd {
+            let sd = &stretch[a];
+            a += 1;
+            if let Some(n) = ahead.get_mut(&sd[..]) {
+                *n -= 1;
+            }
+            records.extend_from_slice(sd);
+            // (A message both have advanced `b` above.)
+            if b == 0 || ours.get(b - 1).is_none_or(|our| *our != &sd[..]) {
+                recovered += u64::from(sd[2] != msg_type::DROPOUT);
+            }
+            complete &= sd[2] != msg_type::DROPOUT;
+        } else {
+            // The stream has it, the SD log not (its own drop): kept.
+            records.extend_from_slice(ours[b]);
+            b += 1;
+        }
+    }
+    let start = &site.messages[i];
+    Outcome::Filled {
+        from: start.offset + start.bytes.len() as u64,
+        to: site.messages[j].offset,
+        records,
+        recovered,
+        complete,
+    }
+}
+
+/// The timestamp of a data record (or a logged string) the decoder can read.
+fn timestamp(decoder: &mut Decoder, raw: &[u8]) -> Option<u64> {
+    match Message::parse_framed(raw)? {
+        m @ Message::Data { .. } => decoder.timestamp_of(Some(&m)),
+        Message::Logging { timestamp, .. } | Message::LoggingTagged { timestamp, .. } => {
+            Some(timestamp)
+        }
+        _ => None,
+    }
+}
+
+/// The first offset in `bytes` where [`CHAIN`] messages in a row fit (or fewer that end
+/// exactly at its end): plausible types and sizes, data records of a known subscription
+/// with its format's size.
+fn sync(decoder: &Decoder, bytes: &[u8]) -> Option<usize> {
+    (0..bytes.len().saturating_sub(MSG_HEADER_LEN)).find(|&start| {
+        let mut at = start;
+        for n in 0..CHAIN {
+            let Some(head) = bytes.get(at..at + MSG_HEADER_LEN) else {
+                return n >= 2 && at == bytes.len();
+            };
+            let size = u16::from_le_bytes([head[0], head[1]]) as usize;
+            let ty = head[2];
+            if !plausible_header(ty, size, false) || ty == msg_type::FLAG_BITS {
+                return false;
+            }
+            if ty == msg_type::DATA {
+                let Some(id) = bytes.get(at + 3..at + 5) else {
+                    return n >= 2;
+                };
+                let msg_id = u16::from_le_bytes([id[0], id[1]]);
+                match decoder.subscription(msg_id) {
+                    Some(sub) if sub.layout.accepts_len(size - 2) => {}
+                    _ => return false,
+                }
+            }
+            at += MSG_HEADER_LEN + size;
+            if at > bytes.len() {
+                return n >= 2;
+            }
+        }
+        true
+    })
+}

@@ -1,0 +1,28 @@
+//! Completing a flight from the vehicle's SD log, sans-IO. Within one boot PX4's file log and
+//! its stream carry the same records with the same message ids, each losing its own; a
+//! dropout of the stream is found again in the SD log by the records around it and filled
+//! with the records the SD log has in between, fetched by byte range over MAVLink FTP without
+//! reading the whole file.
+//!
+//! - [`scan`]: the flight as received: its definitions and every dropout with the data
+//!   records on each side of it.
+//! - [`locate`]: [`Locator`], one dropout: which byte ranges of the SD log to read
+//!   (bisection on offsets, then a scan), and what the stream lost there.
+//! - [`cache`]: the SD log's bytes already fetched, in blocks (dropouts close together read
+//!   the same stretch).
+//! - [`amendment`]: the recovered records as a standalone ULog and where each dropout's lie
+//!   in it ([`Fill`]), which the store keeps beside the splits
+//!   ([`crate::store::amend`]).
+//!
+//! The shell ([`crate::shell::fill`]) reads the session, runs the locators over the link's
+//! FTP client and writes the amendments. Uses the engine only.
+
+pub mod amendment;
+pub mod cache;
+pub mod locate;
+pub mod scan;
+
+pub use amendment::{Fill, Recovered};
+pub use cache::BlockCache;
+pub use locate::{Locator, Outcome, Unfilled};
+pub use scan::{DropoutSite, FlightScan};

@@ -1,0 +1,232 @@
+//! Fills a closed session's dropouts from the vehicle's SD log over MAVLink FTP (the shell
+//! around [`crate::fill`]): finds the SD log of the same boot and flight (the newest logs
+//! first: its header must start before the first dropout and its records must match the
+//! stream's around it), fetches only the byte ranges the locators ask for, and writes the
+//! recovered records as amendments beside the splits, each amendment durable before the
+//! manifest names it (a fill cut short loses at most its last batch; run again, it goes on
+//! with the dropouts not filled yet, never twice).
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::fill::amendment::{Recovered, build};
+use crate::fill::{BlockCache, FlightScan, Locator, Outcome, Unfilled};
+use crate::shell::vehicle_files::{FilesError, VehicleFiles};
+use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
+use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC};
+
+/// Dropouts per amendment file.
+const BATCH: usize = 64;
+/// Bytes of the SD log kept after fetching (dropouts close together read the same stretch).
+const CACHE_BYTES: u64 = 4 << 20;
+/// SD logs tried, newest first, before giving up.
+const CANDIDATES: usize = 5;
+
+/// Why a fill could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum FillError {
+    #[error("cannot read or write the session: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the session is still being recorded (its manifest is not closed)")]
+    NotClosed,
+    #[error(transparent)]
+    Files(#[from] FilesError),
+    #[error(
+        "no SD log of this flight on the vehicle ({checked} newest checked: none starts before \
+         the first dropout with the same records around it)"
+    )]
+    NoSdLog { checked: usize },
+}
+
+/// What a fill did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FillReport {
+    /// The SD log used.
+    pub sd_log: Option<String>,
+    /// Dropouts in the session.
+    pub dropouts: usize,
+    /// Filled by an earlier fill.
+    pub already_filled: usize,
+    /// Filled now (partial ones included).
+    pub filled: usize,
+    /// Filled now, with a dropout of the SD log's own among the records.
+    pub partial: usize,
+    /// Not filled, with why.
+    pub unfilled: Vec<(String, u64, String)>,
+    /// Records recovered from the SD log, and the bytes of the merged runs written.
+    pub records: u64,
+    pub record_bytes: u64,
+    /// File bytes received over FTP (duplicates included).
+    pub fetched_bytes: u64,
+    pub amendments: Vec<String>,
+}
+
+/// Fills the dropouts of the closed session in `dir` from the vehicle `files` reaches.
+pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillReport, FillError> {
+    let mut manifest = read_manifest(dir)?;
+    if !manifest.closed {
+        return Err(FillError::NotClosed);
+    }
+    let mut raw = Vec::new();
+    for split in &manifest.splits {
+        raw.push((
+            split.file.clone(),
+            std::fs::read(dir.join(&split.file))?,
+            split.summary.preamble_bytes as usize,
+        ));
+    }
+    let flight = crate::fill::scan::scan(
+        raw.iter()
+            .enumerate()
+            .map(|(k, (name, bytes, skip))| (name.as_str(), &bytes[..], if k == 0 { 0 } else { *skip })),
+    );
+    drop(raw);
+    let mut report = FillReport {
+        dropouts: flight.sites.len(),
+        ..FillReport::default()
+    };
+    let sites: Vec<_> = flight
+        .sites
+        .iter()
+        .filter(|s| !is_filled(&manifest, &s.split, s.offset))
+        .collect();
+    report.already_filled = report.dropouts - sites.len();
+    if sites.is_empty() {
+        return Ok(report);
+    }
+    let fetched_before = files.stats().bytes_received;
+    let (sd_log, sd_len, first, mut cache) = find_sd_log(files, &flight, &sites).await?;
+    report.sd_log = Some(sd_log.clone());
+    let mut first = Some(first);
+    let mut from = 0;
+    let mut batch: Vec<Recovered> = Vec::new();
+    for (k, site) in sites.iter().enumerate() {
+        let outcome = match first.take() {
+            Some(o) => o,
+            None => locate(files, &flight, site, sd_len, &mut from, &mut cache).await?,
+        };
+        match outcome {
+            Outcome::Filled {
+                from,
+                to,
+                records,
+                recovered,
+                complete,
+            } => {
+                report.filled += 1;
+                report.partial += usize::from(!complete);
+                report.records += recovered;
+                report.record_bytes += records.len() as u64;
+                batch.push(Recovered {
+                    split: site.split.clone(),
+                    offset: site.offset,
+                    from,
+                    to,
+                    records,
+                    recovered,
+                    complete,
+                });
+            }
+            Outcome::Unfilled(why) => {
+                report
+                    .unfilled
+                    .push((site.split.clone(), site.offset, why.to_string()));
+            }
+        }
+        if batch.len() >= BATCH || k + 1 == sites.len() {
+            manifest.unfilled = report
+                .unfilled
+                .iter()
+                .map(|(split, offset, reason)| amend::Unfilled {
+                    split: split.clone(),
+                    offset: *offset,
+                    reason: reason.clone(),
+                })
+                .collect();
+            if !batch.is_empty() {
+                let name = amendment_name(manifest.amendments.len());
+                let (bytes, fills) = build(&flight, &batch);
+                write_file_durably(dir, &name, &bytes)?;
+                manifest.amendments.push(AmendmentEntry {
+                    file: name.clone(),
+                    sha256: hex(&Sha256::digest(&bytes)),
+                    source: sd_log.clone(),
+                    fills,
+                });
+                report.amendments.push(name);
+                batch.clear();
+            }
+            write_manifest(dir, &manifest)?;
+        }
+    }
+    files.close().await?;
+    report.fetched_bytes = files.stats().bytes_received - fetched_before;
+    Ok(report)
+}
+
+/// The SD log of the flight (newest first), its size, and the first dropout's outcome there.
+async fn find_sd_log(
+    files: &mut VehicleFiles,
+    flight: &FlightScan,
+    sites: &[&crate::fill::DropoutSite],
+) -> Result<(String, u64, Outcome, BlockCache), FillError> {
+    let logs = files.list_logs().await?;
+    let first = sites[0];
+    let mut checked = 0;
+    for log in logs.iter().rev().filter(|l| l.size > FILE_HEADER_LEN as u64).take(CANDIDATES) {
+        checked += 1;
+        let size = files.open(&log.path).await?;
+        let header = files.read(0, FILE_HEADER_LEN as u64).await?;
+        let starts = header
+            .get(8..16)
+            .map(|t| u64::from_le_bytes(t.try_into().expect("8 bytes")));
+        if !header.starts_with(&FILE_MAGIC) || starts.is_none_or(|t| t > first.before_us) {
+            tracing::debug!(log = log.path, "not this flight's SD log: it starts later");
+            continue;
+        }
+        let mut cache = BlockCache::new(size, CACHE_BYTES);
+        let outcome = locate(files, flight, first, size, &mut 0, &mut cache).await?;
+        if outcome == Outcome::Unfilled(Unfilled::NoRecordBefore) {
+            tracing::debug!(log = log.path, "not this flight's SD log: its records differ");
+            continue;
+        }
+        tracing::info!(log = log.path, size, "the flight's SD log");
+        return Ok((log.path.clone(), size, outcome, cache));
+    }
+    Err(FillError::NoSdLog { checked })
+}
+
+/// Runs one locator over the open SD log, from `from` on (which it moves to where its
+/// scan began, for the next dropout).
+async fn locate(
+    files: &mut VehicleFiles,
+    flight: &FlightScan,
+    site: &crate::fill::DropoutSite,
+    sd_len: u64,
+    from: &mut u64,
+    cache: &mut BlockCache,
+) -> Result<Outcome, FillError> {
+    let mut locator = Locator::new(flight, site, sd_len, *from);
+    while let Some((offset, len)) = locator.next_read() {
+        while let Some((at, n)) = cache.missing(offset, len) {
+            let fetched = files.read(at, n).await?;
+            let short = (fetched.len() as u64) < n;
+            cache.insert(at, &fetched);
+            if short {
+                // The file ends sooner than listed.
+                break;
+            }
+        }
+        let data = cache.get(offset, len).unwrap_or_default();
+        locator.handle_read(offset, &data);
+    }
+    if let Some(start) = locator.scan_start() {
+        *from = start;
+    }
+    Ok(locator
+        .outcome()
+        .cloned()
+        .unwrap_or(Outcome::Unfilled(Unfilled::NoRecordAfter)))
+}

@@ -1,0 +1,98 @@
+//! Amendments: records a fill recovered from the vehicle's SD log, kept beside the splits
+//! (`amend_NNNN.ulg`, each a standalone ULog) and entered in the manifest with the dropouts
+//! they fill. The splits are never rewritten (their SHA-256 stays); readers take a split
+//! through [`read_split`], which reads each filled gap (its dropouts and the stream's
+//! messages between the anchors around it) as the merged records of the amendment, so that
+//! the session reads as one flight with each record once.
+
+use std::io;
+use std::path::Path;
+
+use crate::fill::amendment::Fill;
+use crate::store::files::Manifest;
+use crate::ulog::message::msg_type;
+
+/// One amendment file in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AmendmentEntry {
+    pub file: String,
+    pub sha256: String,
+    /// The SD log the records came from.
+    pub source: String,
+    pub fills: Vec<Fill>,
+}
+
+/// A dropout a fill could not fill, and why (the latest attempt's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unfilled {
+    pub split: String,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// The name of the `n`th amendment.
+pub fn amendment_name(n: usize) -> String {
+    format!("amend_{n:04}.ulg")
+}
+
+/// Whether the dropout at `offset` of `split` is filled by an amendment of `manifest`.
+pub fn is_filled(manifest: &Manifest, split: &str, offset: u64) -> bool {
+    manifest
+        .amendments
+        .iter()
+        .flat_map(|a| &a.fills)
+        .any(|f| f.split == split && (f.from..f.to).contains(&offset))
+}
+
+/// The bytes of split `file` of the session in `dir`, each dropout an amendment fills
+/// replaced by the records it recovered. A fill that does not point at a dropout (a split
+/// or amendment not as the manifest says) is left out with a warning.
+pub fn read_split(dir: &Path, manifest: &Manifest, file: &str) -> io::Result<Vec<u8>> {
+    let bytes = std::fs::read(dir.join(file))?;
+    let fills: Vec<(&AmendmentEntry, &Fill)> = manifest
+        .amendments
+        .iter()
+        .flat_map(|a| a.fills.iter().map(move |f| (a, f)))
+        .filter(|(_, f)| f.split == file)
+        .collect();
+    if fills.is_empty() {
+        return Ok(bytes);
+    }
+    // Each edit: a range of the split and what it reads as.
+    let mut amendments: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut edits: Vec<(usize, usize, std::ops::Range<usize>, usize)> = Vec::new();
+    for (entry, fill) in &fills {
+        let (from, to, o) = (fill.from as usize, fill.to as usize, fill.offset as usize);
+        let at_dropout = bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]);
+        if from > to || to > bytes.len() || !(from..to).contains(&o) || !at_dropout {
+            tracing::warn!(file, offset = o, "an amendment's fill is not at a dropout: left out");
+            continue;
+        }
+        if !amendments.iter().any(|(name, _)| *name == entry.file) {
+            amendments.push((&entry.file, std::fs::read(dir.join(&entry.file))?));
+        }
+        let a = amendments
+            .iter()
+            .position(|(name, _)| *name == entry.file)
+            .expect("just read");
+        if amendments[a].1.len() < fill.end as usize || fill.start > fill.end {
+            tracing::warn!(file = entry.file, "an amendment is shorter than the manifest says");
+            continue;
+        }
+        edits.push((from, to, fill.start as usize..fill.end as usize, a));
+    }
+    edits.sort_by_key(|e| e.0);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0usize;
+    for (from, to, range, a) in edits {
+        if from < at {
+            tracing::warn!(file, offset = from, "amendments overlap: the later one left out");
+            continue;
+        }
+        out.extend_from_slice(&bytes[at..from]);
+        out.extend_from_slice(&amendments[a].1[range]);
+        at = to;
+    }
+    out.extend_from_slice(&bytes[at..]);
+    Ok(out)
+}
