@@ -143,7 +143,11 @@ fn every_dropout_is_filled_with_exactly_the_records_the_stream_lost() {
     for seed in 1..=4 {
         let (ours, sd) = receive(&file, 0.05, seed);
         let flight = ulog_recv::fill::scan::scan([("log", &ours[..], 0)]);
-        assert!(flight.sites.len() >= 3, "seed {seed}: {} dropouts", flight.sites.len());
+        assert!(
+            flight.sites.len() >= 3,
+            "seed {seed}: {} dropouts",
+            flight.sites.len()
+        );
         let (filled, read, outcomes) = fill(&ours, &flight, &sd);
         let lost = records(&sd).len() - records(&ours).len();
         for (site, outcome) in flight.sites.iter().zip(&outcomes) {
@@ -160,7 +164,10 @@ fn every_dropout_is_filled_with_exactly_the_records_the_stream_lost() {
         let sd_records = records(&sd);
         let got = records(&filled);
         assert_eq!(got.len(), sd_records.len(), "seed {seed}: {lost} lost");
-        assert!(got == sd_records, "seed {seed}: the records differ from the SD log's");
+        assert!(
+            got == sd_records,
+            "seed {seed}: the records differ from the SD log's"
+        );
         // Each 'O' left is one of the SD log's own.
         let dropouts = |log: &[u8]| {
             framed(&log[FILE_HEADER_LEN..])
@@ -175,7 +182,6 @@ fn every_dropout_is_filled_with_exactly_the_records_the_stream_lost() {
         );
     }
 }
-
 
 #[test]
 fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
@@ -224,5 +230,3 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
         }
     }
 }
-
-

@@ -32,7 +32,7 @@ pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportErro
     let mut out = Vec::new();
     for (k, split) in manifest.splits.iter().enumerate() {
         let path = input.join(&split.file);
-        let bytes = read_split(input, &manifest, &split.file)
+        let bytes = read_split(input, &manifest.amendments, &split.file)
             .map_err(|source| ExportError::Read { path, source })?;
         let skip = if k == 0 {
             0

@@ -110,7 +110,10 @@ mod tests {
         let file = vec![7u8; 100 * BLOCK as usize];
         let mut c = BlockCache::new(file.len() as u64, 8 * BLOCK);
         for b in 0..100u64 {
-            c.insert(b * BLOCK, &file[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize]);
+            c.insert(
+                b * BLOCK,
+                &file[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize],
+            );
             assert!(c.blocks.len() <= 8);
         }
         assert!(c.get(99 * BLOCK, BLOCK).is_some());

@@ -76,6 +76,8 @@ pub enum Outcome {
         to: u64,
         records: Vec<u8>,
         recovered: u64,
+        /// Bytes of the `recovered` records.
+        recovered_bytes: u64,
         complete: bool,
     },
     Unfilled(Unfilled),
@@ -84,7 +86,11 @@ pub enum Outcome {
 #[derive(Debug)]
 enum Stage {
     /// `probe`: bytes to read in the middle (doubled while no boundary shows in them).
-    Bisect { lo: u64, hi: u64, probe: u64 },
+    Bisect {
+        lo: u64,
+        hi: u64,
+        probe: u64,
+    },
     Scan(Scan),
     Done(Outcome),
 }
@@ -363,6 +369,7 @@ fn merge(site: &DropoutSite, i: usize, j: usize, stretch: &[Vec<u8>]) -> Outcome
     let (mut a, mut b) = (0, 0);
     let mut records = Vec::new();
     let mut recovered = 0;
+    let mut recovered_bytes = 0;
     let mut complete = true;
     loop {
         let take_sd = match (stretch.get(a), ours.get(b)) {
@@ -384,8 +391,11 @@ fn merge(site: &DropoutSite, i: usize, j: usize, stretch: &[Vec<u8>]) -> Outcome
             }
             records.extend_from_slice(sd);
             // (A message both have advanced `b` above.)
-            if b == 0 || ours.get(b - 1).is_none_or(|our| *our != &sd[..]) {
-                recovered += u64::from(sd[2] != msg_type::DROPOUT);
+            if (b == 0 || ours.get(b - 1).is_none_or(|our| *our != &sd[..]))
+                && sd[2] != msg_type::DROPOUT
+            {
+                recovered += 1;
+                recovered_bytes += sd.len() as u64;
             }
             complete &= sd[2] != msg_type::DROPOUT;
         } else {
@@ -400,6 +410,7 @@ fn merge(site: &DropoutSite, i: usize, j: usize, stretch: &[Vec<u8>]) -> Outcome
         to: site.messages[j].offset,
         records,
         recovered,
+        recovered_bytes,
         complete,
     }
 }

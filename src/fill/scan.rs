@@ -92,8 +92,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 continue;
             }
             scan.header = bytes[..FILE_HEADER_LEN].to_vec();
-            if let Some(h) = FileHeader::parse(bytes[..FILE_HEADER_LEN].try_into().expect("16"))
-            {
+            if let Some(h) = FileHeader::parse(bytes[..FILE_HEADER_LEN].try_into().expect("16")) {
                 let _ = decoder.handle(&Message::Header(h));
             }
             FILE_HEADER_LEN.max(skip)
@@ -115,10 +114,8 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             let ty = raw[2];
             let parsed = Message::parse_framed(raw);
             match (ty, &parsed) {
-                (msg_type::FORMAT, _) => {
-                    if !scan.formats.iter().any(|f| f == raw) {
-                        scan.formats.push(raw.to_vec());
-                    }
+                (msg_type::FORMAT, _) if !scan.formats.iter().any(|f| f == raw) => {
+                    scan.formats.push(raw.to_vec());
                 }
                 (msg_type::ADD_LOGGED, Some(Message::AddLogged { msg_id, .. })) => {
                     scan.subscriptions.insert(*msg_id, raw.to_vec());

@@ -17,8 +17,8 @@ use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
 use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC};
 
-/// Dropouts per amendment file.
-const BATCH: usize = 64;
+/// Gaps per amendment file: what a fill cut short loses at most.
+const BATCH: usize = 8;
 /// Bytes of the SD log kept after fetching (dropouts close together read the same stretch).
 const CACHE_BYTES: u64 = 4 << 20;
 /// SD logs tried, newest first, before giving up.
@@ -55,7 +55,7 @@ pub struct FillReport {
     pub partial: usize,
     /// Not filled, with why.
     pub unfilled: Vec<(String, u64, String)>,
-    /// Records recovered from the SD log, and the bytes of the merged runs written.
+    /// Records recovered from the SD log, and their bytes.
     pub records: u64,
     pub record_bytes: u64,
     /// File bytes received over FTP (duplicates included).
@@ -77,11 +77,9 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
             split.summary.preamble_bytes as usize,
         ));
     }
-    let flight = crate::fill::scan::scan(
-        raw.iter()
-            .enumerate()
-            .map(|(k, (name, bytes, skip))| (name.as_str(), &bytes[..], if k == 0 { 0 } else { *skip })),
-    );
+    let flight = crate::fill::scan::scan(raw.iter().enumerate().map(|(k, (name, bytes, skip))| {
+        (name.as_str(), &bytes[..], if k == 0 { 0 } else { *skip })
+    }));
     drop(raw);
     let mut report = FillReport {
         dropouts: flight.sites.len(),
@@ -90,7 +88,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     let sites: Vec<_> = flight
         .sites
         .iter()
-        .filter(|s| !is_filled(&manifest, &s.split, s.offset))
+        .filter(|s| !is_filled(&manifest.amendments, &s.split, s.offset))
         .collect();
     report.already_filled = report.dropouts - sites.len();
     if sites.is_empty() {
@@ -113,12 +111,13 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                 to,
                 records,
                 recovered,
+                recovered_bytes,
                 complete,
             } => {
                 report.filled += 1;
                 report.partial += usize::from(!complete);
                 report.records += recovered;
-                report.record_bytes += records.len() as u64;
+                report.record_bytes += recovered_bytes;
                 batch.push(Recovered {
                     split: site.split.clone(),
                     offset: site.offset,
@@ -175,7 +174,12 @@ async fn find_sd_log(
     let logs = files.list_logs().await?;
     let first = sites[0];
     let mut checked = 0;
-    for log in logs.iter().rev().filter(|l| l.size > FILE_HEADER_LEN as u64).take(CANDIDATES) {
+    for log in logs
+        .iter()
+        .rev()
+        .filter(|l| l.size > FILE_HEADER_LEN as u64)
+        .take(CANDIDATES)
+    {
         checked += 1;
         let size = files.open(&log.path).await?;
         let header = files.read(0, FILE_HEADER_LEN as u64).await?;
@@ -189,7 +193,10 @@ async fn find_sd_log(
         let mut cache = BlockCache::new(size, CACHE_BYTES);
         let outcome = locate(files, flight, first, size, &mut 0, &mut cache).await?;
         if outcome == Outcome::Unfilled(Unfilled::NoRecordBefore) {
-            tracing::debug!(log = log.path, "not this flight's SD log: its records differ");
+            tracing::debug!(
+                log = log.path,
+                "not this flight's SD log: its records differ"
+            );
             continue;
         }
         tracing::info!(log = log.path, size, "the flight's SD log");

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::link::ftp::wire::crc32_part;
-use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply};
+use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply, Nak};
 use crate::link::{Event, Session, SessionConfig};
 use crate::shell::transport::{Link, LinkError, LinkSpec};
 
@@ -27,9 +27,9 @@ pub enum FilesError {
     NoVehicle { link: String, waited: Duration },
     #[error("the link failed: {0}")]
     Io(#[from] std::io::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Ftp(#[from] FtpError),
-    #[error("the vehicle lists no logs (under {})", LOG_DIRS.join(" or "))]
+    #[error("the vehicle has no log directory ({}): no SD card?", LOG_DIRS.join(", "))]
     NoLogs,
     #[error(
         "{path}: checksum {ours:08x} of the download is not the vehicle's {theirs:08x}; the \
@@ -149,6 +149,10 @@ impl VehicleFiles {
         for root in LOG_DIRS {
             let entries = match self.list(root).await {
                 Ok(entries) => entries,
+                Err(FilesError::Ftp(FtpError::Refused {
+                    nak: Nak::FileNotFound | Nak::FailErrno(_),
+                    ..
+                })) => continue,
                 Err(e) => {
                     last_error = Some(e);
                     continue;

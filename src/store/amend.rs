@@ -9,7 +9,6 @@ use std::io;
 use std::path::Path;
 
 use crate::fill::amendment::Fill;
-use crate::store::files::Manifest;
 use crate::ulog::message::msg_type;
 
 /// One amendment file in the manifest.
@@ -35,22 +34,21 @@ pub fn amendment_name(n: usize) -> String {
     format!("amend_{n:04}.ulg")
 }
 
-/// Whether the dropout at `offset` of `split` is filled by an amendment of `manifest`.
-pub fn is_filled(manifest: &Manifest, split: &str, offset: u64) -> bool {
-    manifest
-        .amendments
+/// Whether the dropout at `offset` of `split` is filled by one of a session's `amendments`
+/// (its manifest's).
+pub fn is_filled(amendments: &[AmendmentEntry], split: &str, offset: u64) -> bool {
+    amendments
         .iter()
         .flat_map(|a| &a.fills)
         .any(|f| f.split == split && (f.from..f.to).contains(&offset))
 }
 
-/// The bytes of split `file` of the session in `dir`, each dropout an amendment fills
-/// replaced by the records it recovered. A fill that does not point at a dropout (a split
-/// or amendment not as the manifest says) is left out with a warning.
-pub fn read_split(dir: &Path, manifest: &Manifest, file: &str) -> io::Result<Vec<u8>> {
+/// The bytes of split `file` of the session in `dir` (with the manifest's `amendments`), each
+/// gap an amendment fills read as its merged records. A fill that does not point at a
+/// dropout (a split or amendment not as the manifest says) is left out with a warning.
+pub fn read_split(dir: &Path, amendments: &[AmendmentEntry], file: &str) -> io::Result<Vec<u8>> {
     let bytes = std::fs::read(dir.join(file))?;
-    let fills: Vec<(&AmendmentEntry, &Fill)> = manifest
-        .amendments
+    let fills: Vec<(&AmendmentEntry, &Fill)> = amendments
         .iter()
         .flat_map(|a| a.fills.iter().map(move |f| (a, f)))
         .filter(|(_, f)| f.split == file)
@@ -65,7 +63,11 @@ pub fn read_split(dir: &Path, manifest: &Manifest, file: &str) -> io::Result<Vec
         let (from, to, o) = (fill.from as usize, fill.to as usize, fill.offset as usize);
         let at_dropout = bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]);
         if from > to || to > bytes.len() || !(from..to).contains(&o) || !at_dropout {
-            tracing::warn!(file, offset = o, "an amendment's fill is not at a dropout: left out");
+            tracing::warn!(
+                file,
+                offset = o,
+                "an amendment's fill is not at a dropout: left out"
+            );
             continue;
         }
         if !amendments.iter().any(|(name, _)| *name == entry.file) {
@@ -76,7 +78,10 @@ pub fn read_split(dir: &Path, manifest: &Manifest, file: &str) -> io::Result<Vec
             .position(|(name, _)| *name == entry.file)
             .expect("just read");
         if amendments[a].1.len() < fill.end as usize || fill.start > fill.end {
-            tracing::warn!(file = entry.file, "an amendment is shorter than the manifest says");
+            tracing::warn!(
+                file = entry.file,
+                "an amendment is shorter than the manifest says"
+            );
             continue;
         }
         edits.push((from, to, fill.start as usize..fill.end as usize, a));
@@ -86,7 +91,11 @@ pub fn read_split(dir: &Path, manifest: &Manifest, file: &str) -> io::Result<Vec
     let mut at = 0usize;
     for (from, to, range, a) in edits {
         if from < at {
-            tracing::warn!(file, offset = from, "amendments overlap: the later one left out");
+            tracing::warn!(
+                file,
+                offset = from,
+                "amendments overlap: the later one left out"
+            );
             continue;
         }
         out.extend_from_slice(&bytes[at..from]);

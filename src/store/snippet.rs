@@ -81,7 +81,7 @@ pub fn snippet(
     let mut cutter = Cutter::new(from_us, to_us, latched.clone());
     let mut stats = SnippetStats::default();
     for (k, split) in splits[first..=last].iter().enumerate() {
-        let bytes = read_split(session_dir, &manifest, &split.file)?;
+        let bytes = read_split(session_dir, &manifest.amendments, &split.file)?;
         // The first split read whole (its preamble is the state at its start), the others
         // without their preamble (which repeats what was followed already).
         let skip = if k == 0 {

@@ -41,7 +41,11 @@ pub(crate) async fn fetch(
     Ok(())
 }
 
-pub(crate) async fn fill(session: &Path, json: bool, vehicle: &VehicleLinkArgs) -> anyhow::Result<()> {
+pub(crate) async fn fill(
+    session: &Path,
+    json: bool,
+    vehicle: &VehicleLinkArgs,
+) -> anyhow::Result<()> {
     let spec = vehicle.spec()?;
     let mut files = VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.wait).await?;
     let report = ulog_recv::shell::fill::fill_session(session, &mut files)

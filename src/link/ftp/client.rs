@@ -21,11 +21,16 @@ use super::wire::{self, DirEntry, FtpPayload, MAX_DATA, Nak, PAYLOAD_LEN, op};
 /// ~35 KB per burst whatever is asked: on a slow link a short burst read would wait for it).
 pub const BURST_MIN: u64 = 32 * 1024;
 
+/// The shortest wait for a reply, however fast the link.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(50);
+
 /// How the client waits and paces.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FtpConfig {
-    /// A request without its reply for this long is sent again (in a burst: no new packet
-    /// for this long asks again from the next offset).
+    /// The longest wait for a reply before the request is sent again (in a burst: no new
+    /// packet for this long asks again from the next offset). The wait adapts to the round
+    /// trips measured (smoothed, plus four deviations, at least [`MIN_TIMEOUT`]) and
+    /// doubles with each resend, up to this.
     pub reply_timeout: Duration,
     /// Sends of one request, the first included, before the operation fails.
     pub max_tries: u32,
@@ -172,6 +177,12 @@ pub struct FtpClient {
     tries: u32,
     /// The byte budget lets the next request go then.
     budget_at: Option<Instant>,
+    /// When the request in hand first went out (`None` once resent: its reply would not
+    /// tell which send it answers).
+    sent_at: Option<Instant>,
+    /// Smoothed round trip and its deviation, once measured.
+    srtt: Option<Duration>,
+    rttvar: Duration,
     out: VecDeque<FtpPayload>,
     results: VecDeque<Result<FtpReply, FtpError>>,
     stats: FtpStats,
@@ -189,6 +200,9 @@ impl FtpClient {
             deadline: None,
             tries: 0,
             budget_at: None,
+            sent_at: None,
+            srtt: None,
+            rttvar: Duration::ZERO,
             out: VecDeque::new(),
             results: VecDeque::new(),
             stats: FtpStats::default(),
@@ -341,6 +355,7 @@ impl FtpClient {
             return;
         }
         self.seq = reply.seq;
+        self.measured(now);
         let name = self.pending.as_ref().map_or("FTP", Pending::name);
         let pending = self.pending.take();
         match (pending, reply.nak()) {
@@ -415,6 +430,9 @@ impl FtpClient {
         });
         let of_burst = own_burst(self.request.as_ref(), &reply);
         self.note_seq(reply.seq);
+        if own_request {
+            self.measured(now);
+        }
         let Some(Pending::Read {
             start,
             len,
@@ -480,7 +498,7 @@ impl FtpClient {
             self.next_read(now);
         } else if progressed {
             // Still coming: wait for the next packet as long again.
-            self.deadline = Some(now + self.config.reply_timeout);
+            self.deadline = Some(now + self.timeout());
             self.tries = 1;
         }
     }
@@ -557,7 +575,37 @@ impl FtpClient {
         if let Some(r) = &self.request {
             self.out.push_back(r.clone());
             self.tries += 1;
-            self.deadline = Some(now + self.config.reply_timeout);
+            self.sent_at = (self.tries == 1).then_some(now);
+            self.deadline = Some(now + self.timeout());
+        }
+    }
+
+    /// How long to wait for a reply now: the measured round trip's bound, doubled per
+    /// resend, within [`MIN_TIMEOUT`] and [`FtpConfig::reply_timeout`].
+    fn timeout(&self) -> Duration {
+        let max = self.config.reply_timeout;
+        let Some(srtt) = self.srtt else { return max };
+        let base = (srtt + 4 * self.rttvar).max(MIN_TIMEOUT);
+        let doubled = base.saturating_mul(1 << self.tries.saturating_sub(1).min(8));
+        doubled.min(max)
+    }
+
+    /// A reply answered the request in hand at `now`: one more round trip measured.
+    fn measured(&mut self, now: Instant) {
+        let Some(sent) = self.sent_at.take() else {
+            return;
+        };
+        let sample = now.saturating_duration_since(sent);
+        match self.srtt {
+            None => {
+                self.srtt = Some(sample);
+                self.rttvar = sample / 2;
+            }
+            Some(srtt) => {
+                let delta = srtt.abs_diff(sample);
+                self.rttvar = (self.rttvar * 3 + delta) / 4;
+                self.srtt = Some((srtt * 7 + sample) / 8);
+            }
         }
     }
 

@@ -1,0 +1,259 @@
+//! `ulog-recv fill` as users run it: the daemon records the simulator's flight over a
+//! rate-limited link (9000 B/s) losing 5 % of the vehicle's frames and 10 % of ours (acks
+//! and FTP requests alike), then the fill takes what the stream lost from the simulator's SD
+//! log over MAVLink FTP. Checked by pyulog and by the independent MCAP reader through
+//! `export`: the session holds exactly the original log's samples, each once; the splits'
+//! SHA-256 unchanged; bytes fetched within twice the lost records' plus 64 KB per dropout.
+//! A fill killed (-9) halfway resumes without a record twice. A vehicle without an SD card
+//! and one whose SD log is another flight: a clear error, the session unchanged.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::procs::{BIN, Proc, free_udp_port, fresh_dir, session_dirs, wait_for_line};
+use serde_json::Value as Json;
+
+const SYNTHETIC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/synthetic.ulg");
+
+/// The simulator on `port`, streaming `log` (a file, or `--synthetic ...`), with `extra`.
+fn sim(port: u16, log: &[&str], extra: &[&str]) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    let mut args: Vec<String> = vec!["sim".into()];
+    args.extend(log.iter().map(|s| s.to_string()));
+    args.extend(
+        [
+            "--udp-connect",
+            &format!("127.0.0.1:{port}"),
+            "--link-rate",
+            "9000",
+            "--loss",
+            "0.05",
+            "--uplink-loss",
+            "0.1",
+            "--seed",
+            "4",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Proc::spawn_watched("the simulator", &args)
+}
+
+/// Records the simulator's whole flight with the daemon; the session directory.
+fn record(port: u16, dir: &Path, sim_lines: &std::sync::mpsc::Receiver<String>) -> PathBuf {
+    let mut daemon = Proc::spawn(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{port}"),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--no-socket".into(),
+            "--split-duration".into(),
+            "10".into(),
+        ],
+    );
+    wait_for_line(sim_lines, "whole log was sent", Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(daemon.terminate().success());
+    let sessions = session_dirs(dir);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    sessions[0].clone()
+}
+
+/// `ulog-recv fill SESSION --json --udp PORT`: its report, or its error text.
+fn fill(session: &Path, port: u16) -> Result<Json, String> {
+    let out = Command::new(BIN)
+        .arg("fill")
+        .arg(session)
+        .args(["--json", "--udp", &port.to_string()])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(serde_json::from_slice(&out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn export(input: &Path, output: &Path) {
+    let out = Command::new(BIN)
+        .arg("export")
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "export: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn python(py: &Path, script: &str, args: &[&Path]) -> Json {
+    let out = Command::new(py)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every file of the session, name → bytes.
+fn files(session: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(session)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The MCAP reader's channels: topic → (count, first message, last message).
+fn channels(report: &Json) -> std::collections::BTreeMap<String, (Json, Json, Json)> {
+    report["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["topic"].as_str().unwrap().to_string(),
+                (c["count"].clone(), c["first"].clone(), c["last"].clone()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_fill_over_a_lossy_slow_link_makes_the_session_the_whole_flight_each_record_once() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("fill-e2e");
+    let port = free_udp_port();
+    let (_sim, lines) = sim(port, &[SYNTHETIC], &[]);
+    let session = record(port, &dir, &lines);
+    let before = files(&session);
+    let manifest: Json = serde_json::from_slice(&before["manifest.json"]).unwrap();
+    let dropouts: u64 = manifest["splits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["dropouts"].as_u64().unwrap())
+        .sum();
+    assert!(dropouts >= 5, "the lossy link made {dropouts} dropouts");
+
+    // A fill cut short (kill -9) once its first amendment is on disk.
+    let mut first = Proc::spawn(
+        "the fill",
+        &[
+            "fill".into(),
+            session.display().to_string(),
+            "--udp".into(),
+            port.to_string(),
+        ],
+    );
+    let t0 = std::time::Instant::now();
+    while !session.join("amend_0000.ulg").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "no amendment");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(first.0.id() as i32, libc::SIGKILL) };
+    let _ = first.0.wait();
+    // Then again: it goes on with what is not filled.
+    let report = fill(&session, port).unwrap();
+    eprintln!("fill: {report}");
+    assert!(report["already_filled"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["unfilled"], serde_json::json!([]), "{report}");
+    assert_eq!(
+        report["filled"].as_u64().unwrap() + report["already_filled"].as_u64().unwrap(),
+        report["dropouts"].as_u64().unwrap(),
+        "{report}"
+    );
+    // The splits untouched, their SHA-256 as the manifest had them.
+    let after = files(&session);
+    for (name, bytes) in &before {
+        if name.starts_with("split_") {
+            assert!(after[name] == *bytes, "{name} was rewritten");
+        }
+    }
+    let manifest: Json = serde_json::from_slice(&after["manifest.json"]).unwrap();
+    for split in manifest["splits"].as_array().unwrap() {
+        let file = split["file"].as_str().unwrap();
+        assert_eq!(
+            split["sha256"].as_str().unwrap(),
+            common::sha256_file(&session.join(file))
+        );
+    }
+    assert!(!manifest["amendments"].as_array().unwrap().is_empty());
+    // What the second run fetched, against what it recovered.
+    let fetched = report["fetched_bytes"].as_u64().unwrap();
+    let bound =
+        2 * report["record_bytes"].as_u64().unwrap() + 65_536 * report["filled"].as_u64().unwrap();
+    assert!(fetched <= bound, "fetched {fetched} bytes, bound {bound}");
+
+    // pyulog: the session as one log is the original, sample for sample, none twice.
+    let merged = dir.join("merged.ulg");
+    export(&session, &merged);
+    common::check_with_pyulog(&merged);
+    let same = python(
+        &py,
+        "tests/same_samples.py",
+        &[&merged, Path::new(SYNTHETIC)],
+    );
+    assert_eq!(same["differ"], serde_json::json!({}), "{same}");
+    assert_eq!(same["extra_in_a"], 0, "{same}");
+    // The independent MCAP reader: the same channels, counts, first and last messages as
+    // the original exported alike.
+    let (ours, theirs) = (dir.join("merged.mcap"), dir.join("original.mcap"));
+    export(&session, &ours);
+    export(Path::new(SYNTHETIC), &theirs);
+    let ours = python(&py, "tests/mcap_read.py", &[&ours]);
+    let theirs = python(&py, "tests/mcap_read.py", &[&theirs]);
+    assert_eq!(channels(&ours), channels(&theirs));
+    // A fill of a filled session has nothing to do.
+    let again = fill(&session, port).unwrap();
+    assert_eq!(again["filled"], 0, "{again}");
+    assert_eq!(again["fetched_bytes"], 0, "{again}");
+}
+
+#[test]
+fn without_an_sd_card_or_with_another_flights_log_the_fill_says_so_and_changes_nothing() {
+    if common::venv_python().is_none() {
+        return;
+    }
+    let dir = fresh_dir("fill-e2e-refused");
+    let port = free_udp_port();
+    let (mut recorded, lines) = sim(port, &[SYNTHETIC], &[]);
+    let session = record(port, &dir, &lines);
+    recorded.terminate();
+    let before = files(&session);
+    // No SD card.
+    let (mut no_card, _) = sim(port, &[SYNTHETIC], &["--sd-log-missing"]);
+    let error = fill(&session, port).unwrap_err();
+    assert!(error.contains("no SD card?"), "{error}");
+    no_card.terminate();
+    // An SD log of another flight (a real PX4 log: another boot, the records differ). The
+    // synthetic generator would not do: it makes the same records every time.
+    let Some(logs) = common::shared_logs() else {
+        return;
+    };
+    let other = logs[0].display().to_string();
+    let (_other, _) = sim(port, &[&other], &[]);
+    let error = fill(&session, port).unwrap_err();
+    assert!(error.contains("no SD log of this flight"), "{error}");
+    assert_eq!(files(&session), before, "the session changed");
+}
