@@ -224,6 +224,24 @@ fn a_fill_over_a_lossy_slow_link_makes_the_session_the_whole_flight_each_record_
     let ours = python(&py, "tests/mcap_read.py", &[&ours]);
     let theirs = python(&py, "tests/mcap_read.py", &[&theirs]);
     assert_eq!(channels(&ours), channels(&theirs));
+    // `info` on the session: every gap filled; what is missing now is the original's own.
+    let out = Command::new(BIN)
+        .args(["info", "--json"])
+        .arg(&session)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let info: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let original = Command::new(BIN)
+        .args(["info", "--json", SYNTHETIC])
+        .output()
+        .unwrap();
+    let original: Json = serde_json::from_slice(&original.stdout).unwrap();
+    assert_eq!(info["session"]["gaps_filled"], report["dropouts"], "{info}");
+    assert_eq!(
+        info["session"]["dropouts_remaining"].as_u64().unwrap(),
+        original["dropouts"].as_array().unwrap().len() as u64
+    );
     // A fill of a filled session has nothing to do.
     let again = fill(&session, port).unwrap();
     assert_eq!(again["filled"], 0, "{again}");

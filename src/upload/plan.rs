@@ -5,7 +5,7 @@
 //! The order: each closed split, in order, as soon as it is closed; after each, the manifest
 //! as it is then (so that a vehicle lost mid-flight leaves everything but the open split in
 //! the bucket, described); once the session is closed, its final manifest; then the flight to
-//! Flight Review. A step recorded done is never taken again; a multipart upload in progress
+//! Flight Review. Amendments a fill adds later go up as they come, the manifest after them. A step recorded done is never taken again; a multipart upload in progress
 //! keeps its id and the parts already sent, so that a restart resumes it.
 
 use std::collections::BTreeMap;
@@ -32,6 +32,10 @@ pub struct Journal {
     /// The last uploaded manifest was the closed session's.
     #[serde(default)]
     pub manifest_final: bool,
+    /// Amendments the last uploaded manifest listed (a fill adds them after the session
+    /// closed).
+    #[serde(default)]
+    pub manifest_amendments: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flight_review: Option<FlightReviewRecord>,
     /// The last failure, while uploads of this session fail (cleared by the next success).
@@ -48,6 +52,7 @@ impl Journal {
             objects: BTreeMap::new(),
             manifest_splits: 0,
             manifest_final: false,
+            manifest_amendments: 0,
             flight_review: None,
             failing: None,
         }
@@ -66,13 +71,25 @@ impl Journal {
     pub fn storage_complete(&self, manifest: &Manifest) -> bool {
         manifest.closed
             && self.manifest_final
+            && self.manifest_amendments >= manifest.amendments.len()
             && closed_splits(manifest).all(|s| self.is_uploaded(s))
+            && manifest
+                .amendments
+                .iter()
+                .all(|a| self.has(&a.file, &a.sha256))
     }
 
     /// Whether `split` (closed, with its SHA-256) is uploaded with that content.
     fn is_uploaded(&self, split: &SplitEntry) -> bool {
-        matches!(self.objects.get(&split.file),
-            Some(ObjectRecord::Done { sha256, .. }) if Some(sha256) == split.sha256.as_ref())
+        split
+            .sha256
+            .as_ref()
+            .is_some_and(|sha256| self.has(&split.file, sha256))
+    }
+
+    /// Whether `file` is uploaded with the content whose SHA-256 is `sha256`.
+    fn has(&self, file: &str, sha256: &str) -> bool {
+        matches!(self.objects.get(file), Some(ObjectRecord::Done { sha256: s, .. }) if s == sha256)
     }
 }
 
@@ -119,11 +136,15 @@ pub enum FlightReviewRecord {
 /// What to do next for a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    /// Upload this closed split (its SHA-256 from the manifest).
+    /// Upload this closed split or amendment (its SHA-256 from the manifest).
     Split { file: String, sha256: String },
     /// Upload the manifest as it is now; `closed_splits` of its splits are closed (and
-    /// uploaded), `last` when the session is closed.
-    Manifest { closed_splits: usize, last: bool },
+    /// uploaded), `last` when the session is closed, with `amendments` amendments.
+    Manifest {
+        closed_splits: usize,
+        last: bool,
+        amendments: usize,
+    },
     /// Send the whole flight to Flight Review.
     FlightReview,
 }
@@ -150,10 +171,23 @@ pub fn next_step(manifest: &Manifest, journal: &Journal, flight_review: bool) ->
         }
         closed += 1;
     }
-    if closed > journal.manifest_splits || (manifest.closed && !journal.manifest_final) {
+    for amendment in &manifest.amendments {
+        if !journal.has(&amendment.file, &amendment.sha256) {
+            return Some(Step::Split {
+                file: amendment.file.clone(),
+                sha256: amendment.sha256.clone(),
+            });
+        }
+    }
+    let amendments = manifest.amendments.len();
+    if closed > journal.manifest_splits
+        || (manifest.closed && !journal.manifest_final)
+        || amendments > journal.manifest_amendments
+    {
         return Some(Step::Manifest {
             closed_splits: closed,
             last: manifest.closed,
+            amendments,
         });
     }
     if flight_review && manifest.closed && closed > 0 && journal.flight_review.is_none() {
@@ -225,7 +259,8 @@ mod tests {
             next_step(&m, &j, true),
             Some(Step::Manifest {
                 closed_splits: 2,
-                last: false
+                last: false,
+                amendments: 0
             })
         );
         j.manifest_splits = 2;
@@ -237,7 +272,8 @@ mod tests {
             next_step(&m, &j, true),
             Some(Step::Manifest {
                 closed_splits: 3,
-                last: true
+                last: true,
+                amendments: 0
             })
         );
         j.manifest_splits = 3;
@@ -248,6 +284,41 @@ mod tests {
         j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
         assert_eq!(next_step(&m, &j, true), None);
         assert_eq!(j.key("manifest.json"), "fleet/v1/s1/manifest.json");
+    }
+
+    #[test]
+    fn amendments_a_fill_adds_later_go_up_then_the_manifest_again() {
+        let mut j = Journal::new("p".into());
+        let mut m = manifest(&[(true, "a")], true);
+        done(&mut j, "split_0000.ulg", "a");
+        j.manifest_splits = 1;
+        j.manifest_final = true;
+        assert!(j.storage_complete(&m));
+        m.amendments.push(crate::store::amend::AmendmentEntry {
+            file: "amend_0000.ulg".into(),
+            sha256: "x".into(),
+            ..Default::default()
+        });
+        assert!(!j.storage_complete(&m));
+        assert_eq!(
+            next_step(&m, &j, false),
+            Some(Step::Split {
+                file: "amend_0000.ulg".into(),
+                sha256: "x".into()
+            })
+        );
+        done(&mut j, "amend_0000.ulg", "x");
+        assert_eq!(
+            next_step(&m, &j, false),
+            Some(Step::Manifest {
+                closed_splits: 1,
+                last: true,
+                amendments: 1
+            })
+        );
+        j.manifest_amendments = 1;
+        assert_eq!(next_step(&m, &j, false), None);
+        assert!(j.storage_complete(&m));
     }
 
     #[test]

@@ -443,6 +443,7 @@ impl Worker {
             Step::Manifest {
                 closed_splits,
                 last,
+                amendments,
             } => {
                 let bucket = self.bucket.as_ref().expect("storage steps need a bucket");
                 let key = journal.key(MANIFEST);
@@ -454,6 +455,7 @@ impl Worker {
                 bucket.put_bytes(&key, bytes, pace).await?;
                 journal.manifest_splits = closed_splits;
                 journal.manifest_final = final_one;
+                journal.manifest_amendments = amendments;
                 tracing::info!(key, last = final_one, "uploaded");
                 format!("{MANIFEST} → {key}")
             }

@@ -523,8 +523,11 @@ impl EndpointArgs {
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
-    /// Summarise a .ulg file: header, info, parameters, topics, dropouts, logged messages.
+    /// Summarise a .ulg file or a log session: header, info, parameters, topics, dropouts,
+    /// logged messages (for a session also what fills recovered and what is still missing).
     Info {
+        /// A .ulg file, or a session directory (what fills recovered and what is still
+        /// missing, then the flight with its amendments merged).
         file: PathBuf,
         /// One JSON object instead of text.
         #[arg(long)]

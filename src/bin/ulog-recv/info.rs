@@ -1,4 +1,5 @@
-//! `ulog-recv info`: a .ulg file summarised as text or JSON.
+//! `ulog-recv info`: a .ulg file, or a session (what fills recovered, what is still missing,
+//! then its flight), summarised as text or JSON.
 
 use std::io::Read;
 use std::path::Path;
@@ -7,6 +8,9 @@ use anyhow::Context;
 use ulog_recv::ulog::summary::{OwnedValue, Summary, SummaryBuilder};
 
 pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
+    if path.is_dir() {
+        return session_info(path, json);
+    }
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut builder = SummaryBuilder::default();
@@ -28,6 +32,79 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
     } else {
         print_text(&summary);
     }
+    Ok(())
+}
+
+/// A session directory: its splits, what fills recovered and what is still missing, then the
+/// flight (splits joined, amendments merged) summarised as a file is.
+fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let manifest = ulog_recv::store::files::read_manifest(dir)
+        .with_context(|| format!("{} is not a log session", dir.display()))?;
+    let flight = ulog_recv::export::flight::load(dir, &Default::default())
+        .with_context(|| format!("cannot read {}", dir.display()))?;
+    let mut builder = SummaryBuilder::default();
+    builder
+        .push(&flight)
+        .with_context(|| format!("{} cannot be read", dir.display()))?;
+    let summary = builder.finish();
+    let received: u64 = manifest.splits.iter().map(|s| s.summary.dropouts).sum();
+    let fills: Vec<_> = manifest.amendments.iter().flat_map(|a| &a.fills).collect();
+    let recovered: u64 = fills.iter().map(|f| f.records).sum();
+    let partial = fills.iter().filter(|f| !f.complete).count();
+    if json {
+        let session = serde_json::json!({
+            "splits": manifest.splits.len(),
+            "closed": manifest.closed,
+            "dropouts_received": received,
+            "gaps_filled": fills.len(),
+            "gaps_filled_partly": partial,
+            "records_recovered": recovered,
+            "amendments": manifest.amendments.iter().map(|a| &a.file).collect::<Vec<_>>(),
+            "unfilled": manifest.unfilled,
+            "dropouts_remaining": summary.dropouts.len(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"session": session, "flight": summary})
+            )?
+        );
+        return Ok(());
+    }
+    println!(
+        "Session {}: {} split(s){}, {} dropout(s) as received",
+        dir.display(),
+        manifest.splits.len(),
+        if manifest.closed {
+            ""
+        } else {
+            " (still recording)"
+        },
+        received
+    );
+    if !manifest.amendments.is_empty() {
+        println!(
+            "Filled from the vehicle's SD log: {} gap(s) ({} partly: the SD log lost records \
+             there too), {} record(s) recovered, in {}",
+            fills.len(),
+            partial,
+            recovered,
+            manifest
+                .amendments
+                .iter()
+                .map(|a| a.file.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for u in &manifest.unfilled {
+        println!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
+    }
+    println!(
+        "Still missing: {} dropout(s) in the flight as it reads now\n",
+        summary.dropouts.len()
+    );
+    print_text(&summary);
     Ok(())
 }
 
