@@ -342,3 +342,39 @@ fn pymavlink_reads_the_simulators_log_as_our_fetch_does_and_a_cut_download_resum
     assert!(!dir.join("ours.ulg.part").exists());
     common::check_with_pyulog(&ours);
 }
+
+#[test]
+fn with_a_signing_key_fetch_signs_its_requests_and_without_one_the_vehicle_ignores_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::procs::fresh_dir("ftp-signed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    std::fs::write(
+        &key,
+        "9e33c5e7d9b6c3a1f0e2d4c6b8a0f1e3d5c7b9a1f3e5d7c9b1a3f5e7d9c1b3a5\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let port = common::procs::free_udp_port();
+    let _sim = common::procs::Proc::spawn(
+        "the simulator",
+        &[
+            "sim".into(),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/synthetic.ulg").into(),
+            "--udp-connect".into(),
+            format!("127.0.0.1:{port}"),
+            "--signing-key".into(),
+            key.display().to_string(),
+        ],
+    );
+    let listing = fetch(port, &["--list", "--signing-key", key.to_str().unwrap()]);
+    assert!(listing.starts_with("@MAV_LOG/"), "{listing}");
+    // Unsigned: the vehicle's heartbeats arrive, our requests are dropped.
+    let out = std::process::Command::new(common::procs::BIN)
+        .args(["fetch", "--list", "--udp", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains("no answer from the vehicle"), "{error}");
+}

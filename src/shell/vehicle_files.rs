@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::link::ftp::wire::crc32_part;
 use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply, Nak};
-use crate::link::{Event, Session, SessionConfig};
+use crate::link::{Event, Session, SessionConfig, SigningSetup};
 use crate::shell::transport::{Link, LinkError, LinkSpec};
 
 /// Where PX4 lists its logs: the virtual directory of newer versions, then the SD card's.
@@ -59,15 +59,18 @@ pub struct VehicleFiles {
 }
 
 impl VehicleFiles {
-    /// Opens `spec` and waits up to `wait` for the vehicle's heartbeat.
+    /// Opens `spec` and waits up to `wait` for the vehicle's heartbeat; signs with
+    /// `signing` when given (and takes only frames signed with its key).
     pub async fn connect(
         spec: &LinkSpec,
         ftp: FtpConfig,
+        signing: Option<SigningSetup>,
         wait: Duration,
     ) -> Result<Self, FilesError> {
         let config = SessionConfig {
             stream: false,
             ftp,
+            signing,
             ..SessionConfig::default()
         };
         let mut files = Self {
@@ -153,10 +156,11 @@ impl VehicleFiles {
                     nak: Nak::FileNotFound | Nak::FailErrno(_),
                     ..
                 })) => continue,
-                Err(e) => {
+                Err(e @ FilesError::Ftp(FtpError::Refused { .. })) => {
                     last_error = Some(e);
                     continue;
                 }
+                Err(e) => return Err(e),
             };
             let mut logs = Vec::new();
             for entry in entries {

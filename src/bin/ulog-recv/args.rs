@@ -84,6 +84,10 @@ pub(crate) struct VehicleLinkArgs {
     /// telemetry); default: as fast as the vehicle sends.
     #[arg(long, value_name = "BYTES", value_parser = ftp_rate)]
     pub(crate) ftp_rate: Option<u64>,
+    /// Sign with this key and take only frames signed with it (the daemon's --signing-key
+    /// file format); our frames go out on signing link 1 (the daemon's is 0).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) signing_key: Option<PathBuf>,
     /// Wait this many seconds for the vehicle's heartbeat.
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = vehicle_wait)]
     pub(crate) wait: Duration,
@@ -97,6 +101,18 @@ impl VehicleLinkArgs {
                  HOST:PORT or --serial DEVICE"
             )
         })
+    }
+
+    /// The signing setup, with a key: our clock from the time of day.
+    pub(crate) fn signing(&self) -> anyhow::Result<Option<ulog_recv::link::SigningSetup>> {
+        let Some(path) = &self.signing_key else {
+            return Ok(None);
+        };
+        Ok(Some(ulog_recv::link::SigningSetup {
+            key: ulog_recv::shell::keyfile::load_key(path)?,
+            link_id: 1,
+            timestamp: ulog_recv::link::signing::timestamp_at(std::time::SystemTime::now()),
+        }))
     }
 
     pub(crate) fn ftp(&self) -> ulog_recv::link::ftp::FtpConfig {

@@ -15,7 +15,8 @@ pub(crate) async fn fetch(
     vehicle: &VehicleLinkArgs,
 ) -> anyhow::Result<()> {
     let spec = vehicle.spec()?;
-    let mut files = VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.wait).await?;
+    let mut files =
+        VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.signing()?, vehicle.wait).await?;
     if list {
         for log in files.list_logs().await? {
             println!("{}\t{}", log.path, log.size);
@@ -47,7 +48,8 @@ pub(crate) async fn fill(
     vehicle: &VehicleLinkArgs,
 ) -> anyhow::Result<()> {
     let spec = vehicle.spec()?;
-    let mut files = VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.wait).await?;
+    let mut files =
+        VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.signing()?, vehicle.wait).await?;
     let report = ulog_recv::shell::fill::fill_session(session, &mut files)
         .await
         .with_context(|| format!("cannot fill {}", session.display()))?;
