@@ -230,3 +230,50 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
         }
     }
 }
+
+#[test]
+fn a_dropout_the_sd_log_has_too_stays_and_nothing_is_added() {
+    // The synthetic log has a dropout of its own: against itself as the SD log, the gap is
+    // found, nothing was lost in between, and the flight reads byte for byte as before.
+    let file = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/synthetic.ulg"
+    ))
+    .unwrap();
+    let flight = ulog_recv::fill::scan::scan([("split_0000.ulg", &file[..], 0)]);
+    assert!(!flight.sites.is_empty());
+    let (filled, _, outcomes) = fill(&file, &flight, &file);
+    for o in &outcomes {
+        assert!(
+            matches!(
+                o,
+                Outcome::Filled {
+                    recovered: 0,
+                    complete: false,
+                    ..
+                }
+            ),
+            "{o:?}"
+        );
+    }
+    assert!(filled == file, "the flight changed");
+}
+
+#[test]
+fn an_empty_or_junk_sd_log_ends_the_search_at_once() {
+    // The fuzzer's find: an empty file asked for a read of nothing, forever.
+    let file = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/synthetic.ulg"
+    ))
+    .unwrap();
+    let flight = ulog_recv::fill::scan::scan([("split_0000.ulg", &file[..], 0)]);
+    let site = &flight.sites[0];
+    let empty = Locator::new(&flight, site, 0, 0);
+    assert_eq!(empty.next_read(), None);
+    assert!(matches!(empty.outcome(), Some(Outcome::Unfilled(_))));
+    let junk: Vec<u8> = (0..50_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let (_, read, outcomes) = fill(&file, &flight, &junk);
+    assert!(read <= junk.len() as u64);
+    assert!(outcomes.iter().all(|o| matches!(o, Outcome::Unfilled(_))));
+}

@@ -465,13 +465,70 @@ fn with_five_percent_of_px4s_datagrams_lost_the_dropouts_last_as_long_as_the_gap
     let mut d = daemon(&dir, relay.daemon_port);
     std::thread::sleep(Duration::from_secs(15));
     assert!(d.terminate().success());
+    // Then the fill, over the same lossy relay, from PX4's own MAVLink FTP server.
+    let session = session_dirs(&dir).pop().expect("a session");
+    let out = Command::new(common::procs::BIN)
+        .arg("fill")
+        .arg(&session)
+        .args(["--json", "--udp", &relay.daemon_port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fill from PX4: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fill: Json = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("fill from PX4: {fill}");
     let sd_logs = px4.stop();
     let (dropped, sent) = relay.finish(&py);
     assert!(dropped > 100, "the relay dropped {dropped} datagrams");
-    let splits = common::procs::ulg_files(&dir);
+    let splits = common::procs::ulg_files(&session);
+    let splits: Vec<PathBuf> = splits
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("split_")
+        })
+        .collect();
     let report = check_against_px4(&py, &sd_logs[0], &sent, &splits, "5 % loss");
     assert!(
         report["dropouts"].as_array().unwrap().len() > 10,
         "{report}"
+    );
+    // The session with its amendments: PX4's samples the dropouts lost are back, none
+    // twice, none invented.
+    assert!(fill["filled"].as_u64().unwrap() > 10, "{fill}");
+    let merged = dir.join("merged.ulg");
+    let out = Command::new(common::procs::BIN)
+        .arg("export")
+        .arg(&session)
+        .arg("-o")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let after = check_against_px4(&py, &sd_logs[0], &sent, &[merged.clone()], "filled");
+    let (lost, still) = (
+        report["explained"].as_u64().unwrap(),
+        after["explained"].as_u64().unwrap(),
+    );
+    eprintln!("samples inside dropouts: {lost} before the fill, {still} after");
+    assert!(lost > 100 && still * 10 <= lost, "{lost} → {still}");
+    let out = Command::new(&py)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/same_samples.py"
+        ))
+        .arg(&merged)
+        .arg(&sd_logs[0])
+        .output()
+        .unwrap();
+    let same: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        same["extra_in_a"], 0,
+        "a sample twice, or one PX4 never logged: {same}"
     );
 }

@@ -47,6 +47,9 @@ impl BlockCache {
     /// run of missing blocks in it (fetch, insert and ask again until `None`).
     pub fn missing(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
         let end = (offset + len).min(self.len);
+        if end <= offset {
+            return None;
+        }
         let first = offset / BLOCK;
         let last = end.saturating_sub(1) / BLOCK;
         let a = (first..=last).find(|b| !self.blocks.contains_key(b))?;
@@ -103,6 +106,10 @@ mod tests {
         assert_eq!(c.get(8000, 5000).unwrap(), &file[8000..]);
         assert_eq!(c.missing(4096, 5904), Some((6144, 1024)));
         assert_eq!(c.get(0, 10), None);
+        // Nothing to fetch for nothing, or past the end.
+        assert_eq!(c.missing(100, 0), None);
+        assert_eq!(c.missing(20_000, 10), None);
+        assert_eq!(BlockCache::new(0, 1 << 20).missing(0, 512), None);
     }
 
     #[test]

@@ -137,6 +137,8 @@ impl Locator {
             Stage::Done(Outcome::Unfilled(Unfilled::AtTheStart))
         } else if site.after.is_empty() {
             Stage::Done(Outcome::Unfilled(Unfilled::AtTheEnd))
+        } else if sd_len == 0 {
+            Stage::Done(Outcome::Unfilled(Unfilled::NoRecordBefore))
         } else {
             Stage::Bisect {
                 lo: from.min(sd_len),

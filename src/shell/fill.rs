@@ -3,8 +3,8 @@
 //! first: its header must start before the first dropout and its records must match the
 //! stream's around it), fetches only the byte ranges the locators ask for, and writes the
 //! recovered records as amendments beside the splits, each amendment durable before the
-//! manifest names it (a fill cut short loses at most its last batch; run again, it goes on
-//! with the dropouts not filled yet, never twice).
+//! manifest names it, every 64 gaps or 5 s (a fill cut short loses at most that; run again,
+//! it goes on with the dropouts not filled yet, never twice).
 
 use std::path::Path;
 
@@ -17,8 +17,10 @@ use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
 use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC};
 
-/// Gaps per amendment file: what a fill cut short loses at most.
-const BATCH: usize = 8;
+/// An amendment is written every this many gaps or [`FLUSH_EVERY`], whichever comes first:
+/// what a fill cut short loses at most.
+const BATCH: usize = 64;
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// Bytes of the SD log kept after fetching (dropouts close together read the same stretch).
 const CACHE_BYTES: u64 = 4 << 20;
 /// SD logs tried, newest first, before giving up.
@@ -95,13 +97,30 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         return Ok(report);
     }
     let fetched_before = files.stats().bytes_received;
-    let (sd_log, sd_len, first, mut cache) = find_sd_log(files, &flight, &sites).await?;
+    // The SD log is told by the first dropout with records on both sides; those before it
+    // have nothing to find them by.
+    let probe = sites
+        .iter()
+        .position(|s| !s.before.is_empty() && !s.after.is_empty());
+    let Some(probe) = probe else {
+        for site in &sites {
+            let outcome = Locator::new(&flight, site, 0, 0).outcome().cloned();
+            if let Some(Outcome::Unfilled(why)) = outcome {
+                report
+                    .unfilled
+                    .push((site.split.clone(), site.offset, why.to_string()));
+            }
+        }
+        return Ok(report);
+    };
+    let (sd_log, sd_len, first, mut cache) = find_sd_log(files, &flight, sites[probe]).await?;
     report.sd_log = Some(sd_log.clone());
     let mut first = Some(first);
     let mut from = 0;
     let mut batch: Vec<Recovered> = Vec::new();
+    let mut flushed = std::time::Instant::now();
     for (k, site) in sites.iter().enumerate() {
-        let outcome = match first.take() {
+        let outcome = match first.take_if(|_| k == probe) {
             Some(o) => o,
             None => locate(files, &flight, site, sd_len, &mut from, &mut cache).await?,
         };
@@ -134,7 +153,8 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                     .push((site.split.clone(), site.offset, why.to_string()));
             }
         }
-        if batch.len() >= BATCH || k + 1 == sites.len() {
+        if batch.len() >= BATCH || flushed.elapsed() >= FLUSH_EVERY || k + 1 == sites.len() {
+            flushed = std::time::Instant::now();
             manifest.unfilled = report
                 .unfilled
                 .iter()
@@ -165,14 +185,14 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     Ok(report)
 }
 
-/// The SD log of the flight (newest first), its size, and the first dropout's outcome there.
+/// The SD log of the flight (newest first), its size, and the outcome of the dropout `first`
+/// (one with records on both sides) there.
 async fn find_sd_log(
     files: &mut VehicleFiles,
     flight: &FlightScan,
-    sites: &[&crate::fill::DropoutSite],
+    first: &crate::fill::DropoutSite,
 ) -> Result<(String, u64, Outcome, BlockCache), FillError> {
     let logs = files.list_logs().await?;
-    let first = sites[0];
     let mut checked = 0;
     for log in logs
         .iter()

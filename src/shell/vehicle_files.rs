@@ -12,8 +12,9 @@ use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply, Nak};
 use crate::link::{Event, Session, SessionConfig, SigningSetup};
 use crate::shell::transport::{Link, LinkError, LinkSpec};
 
-/// Where PX4 lists its logs: the virtual directory of newer versions, then the SD card's.
-pub const LOG_DIRS: [&str; 2] = ["@MAV_LOG", "/fs/microsd/log"];
+/// Where PX4 lists its logs: the virtual directory of the MAVLink FTP specification (PX4
+/// v1.17 and newer, on a card), the SD card's, and PX4's SITL's (its root directory's `log`).
+pub const LOG_DIRS: [&str; 3] = ["@MAV_LOG", "/fs/microsd/log", "/log"];
 
 /// Bytes asked for per read of a download (each piece is written before the next).
 const PIECE: u64 = 256 * 1024;
