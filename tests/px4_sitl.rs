@@ -510,7 +510,13 @@ fn with_five_percent_of_px4s_datagrams_lost_the_dropouts_last_as_long_as_the_gap
         .output()
         .unwrap();
     assert!(out.status.success());
-    let after = check_against_px4(&py, &sd_logs[0], &sent, &[merged.clone()], "filled");
+    let after = check_against_px4(
+        &py,
+        &sd_logs[0],
+        &sent,
+        std::slice::from_ref(&merged),
+        "filled",
+    );
     let (lost, still) = (
         report["explained"].as_u64().unwrap(),
         after["explained"].as_u64().unwrap(),
