@@ -275,3 +275,45 @@ fn without_an_sd_card_or_with_another_flights_log_the_fill_says_so_and_changes_n
     assert!(error.contains("no SD log of this flight"), "{error}");
     assert_eq!(files(&session), before, "the session changed");
 }
+
+#[test]
+fn with_fill_auto_the_daemon_fills_each_session_it_closes_through_its_own_link() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("fill-e2e-auto");
+    let port = free_udp_port();
+    let (_sim, sim_lines) = sim(port, &[SYNTHETIC], &[]);
+    let (mut daemon, lines) = Proc::spawn_watched(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{port}"),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--no-socket".into(),
+            "--fill".into(),
+            "auto".into(),
+        ],
+    );
+    wait_for_line(&sim_lines, "whole log was sent", Duration::from_secs(120));
+    // The vehicle goes quiet: the daemon closes the log (and asks for the next), then fills
+    // the closed session over the same link while the vehicle streams on.
+    let line = wait_for_line(
+        &lines,
+        "filled from the vehicle's SD log",
+        Duration::from_secs(120),
+    );
+    assert!(line.contains("not_filled=0"), "{line}");
+    assert!(daemon.terminate().success());
+    let session = session_dirs(&dir)[0].clone();
+    let merged = dir.join("merged.ulg");
+    export(&session, &merged);
+    let same = python(
+        &py,
+        "tests/same_samples.py",
+        &[&merged, Path::new(SYNTHETIC)],
+    );
+    assert_eq!(same["differ"], serde_json::json!({}), "{same}");
+    assert_eq!(same["extra_in_a"], 0, "{same}");
+}

@@ -304,6 +304,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-part-size" => "\"16M\"",
         "upload-rate" => "\"1M\"",
         "upload-when" => "\"always\"",
+        "fill" => "\"auto\"",
         "flight-review" => "\"https://logs.px4.io\"",
         "flight-review-public" => "true",
         "flight-review-email" => "\"ops@example.com\"",

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::fill::amendment::{Recovered, build};
 use crate::fill::{BlockCache, FlightScan, Locator, Outcome, Unfilled};
+use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
 use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
@@ -155,6 +156,9 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         }
         if batch.len() >= BATCH || flushed.elapsed() >= FLUSH_EVERY || k + 1 == sites.len() {
             flushed = std::time::Instant::now();
+            if k + 1 == sites.len() {
+                manifest.fill = Some("done".into());
+            }
             manifest.unfilled = report
                 .unfilled
                 .iter()
@@ -183,6 +187,14 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     files.close().await?;
     report.fetched_bytes = files.stats().bytes_received - fetched_before;
     Ok(report)
+}
+
+/// Records in the session's manifest how its fill ended (`done`, `failed: WHY`): the uploader
+/// sends a flight to Flight Review once its fill is over.
+pub fn mark(dir: &Path, outcome: &str) -> std::io::Result<()> {
+    let mut manifest = read_manifest(dir)?;
+    manifest.fill = Some(outcome.to_string());
+    write_manifest(dir, &manifest)
 }
 
 /// The SD log of the flight (newest first), its size, and the outcome of the dropout `first`
@@ -256,4 +268,104 @@ async fn locate(
         .outcome()
         .cloned()
         .unwrap_or(Outcome::Unfilled(Unfilled::NoRecordAfter)))
+}
+
+/// `--fill auto`: fills each session the daemon closes, on its own thread (reading splits
+/// and writing amendments never holds up the network loop), through the daemon's session
+/// (the loop runs the FTP operations it asks for, beside the stream), once the vehicle is
+/// disarmed.
+pub struct AutoFill {
+    sessions: std::sync::mpsc::Sender<std::path::PathBuf>,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl AutoFill {
+    /// Starts the thread; its FTP operations go to `requests` (the loop's
+    /// [`crate::shell::receiver::ReceiverOptions::ftp`]). The closed sessions in `log_dir`
+    /// whose fill never ran (the daemon stopped first) are filled first.
+    pub fn start(
+        requests: tokio::sync::mpsc::UnboundedSender<crate::shell::vehicle_files::FtpRequest>,
+        log_dir: &Path,
+    ) -> std::io::Result<Self> {
+        let (sessions, rx) = std::sync::mpsc::channel::<std::path::PathBuf>();
+        for dir in crate::store::files::list_sessions(log_dir).unwrap_or_default() {
+            if read_manifest(&dir).is_ok_and(|m| {
+                m.closed && m.fill.is_none() && m.splits.iter().any(|s| s.summary.dropouts > 0)
+            }) {
+                let _ = sessions.send(dir);
+            }
+        }
+        let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let armed_seen = armed.clone();
+        let thread = std::thread::Builder::new()
+            .name("fill".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => return tracing::error!(error = %e, "the fill cannot run"),
+                };
+                let mut files = VehicleFiles::shared(requests);
+                while let Ok(dir) = rx.recv() {
+                    // Only on the ground: the link is the stream's in flight.
+                    while armed_seen.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(std::time::Duration::from_millis(500));
+                    }
+                    let result = loop {
+                        match runtime.block_on(fill_session(&dir, &mut files)) {
+                            // No vehicle heard yet: its heartbeat will come.
+                            Err(FillError::Files(FilesError::Ftp(FtpError::NoVehicle))) => {
+                                std::thread::sleep(std::time::Duration::from_secs(2))
+                            }
+                            other => break other,
+                        }
+                    };
+                    match result {
+                        Ok(r) if r.dropouts == 0 => {}
+                        Ok(r) => tracing::info!(
+                            session = %dir.display(),
+                            filled = r.filled,
+                            not_filled = r.unfilled.len(),
+                            records = r.records,
+                            fetched = r.fetched_bytes,
+                            "filled from the vehicle's SD log"
+                        ),
+                        Err(FillError::Files(FilesError::Stopped)) => break,
+                        Err(e) => {
+                            tracing::warn!(session = %dir.display(), "not filled: {e}");
+                            if let Err(e) = mark(&dir, &format!("failed: {e}")) {
+                                tracing::warn!(session = %dir.display(), "cannot mark the fill: {e}");
+                            }
+                        }
+                    }
+                }
+            })?;
+        Ok(Self {
+            sessions,
+            armed,
+            thread,
+        })
+    }
+
+    /// The vehicle's armed state, as its heartbeat tells it.
+    pub fn set_armed(&self, armed: bool) {
+        self.armed
+            .store(armed, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A session was closed and synced: fill it (once disarmed).
+    pub fn session_closed(&self, dir: &Path) {
+        let _ = self.sessions.send(dir.to_owned());
+    }
+
+    /// Ends the thread (a fill under way stops at its next FTP operation: the loop is gone).
+    pub fn stop(self) {
+        drop(self.sessions);
+        self.armed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
 }

@@ -14,10 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::link::ftp::{FtpError, FtpReply, FtpStats};
 use crate::link::{Event, Session, SessionConfig, SessionStats};
 use crate::live::thread::PublishFeed;
 use crate::shell::keyfile::Reservation;
 use crate::shell::transport::{Link, LinkStats, Received};
+use crate::shell::vehicle_files::FtpRequest;
 use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
 use crate::store::{LogStore, StoreError, StoreOptions};
 use crate::sys::latency::LatencyHistogram;
@@ -40,6 +42,9 @@ pub struct ReceiverOptions {
     pub store_queue_bytes: usize,
     /// The uploader's state, when uploads are on: published with the counters.
     pub uploads: Option<Arc<Mutex<UploadStatus>>>,
+    /// MAVLink FTP operations to run on the session, one at a time (the fill's, see
+    /// [`crate::shell::fill`]).
+    pub ftp: Option<tokio::sync::mpsc::UnboundedReceiver<FtpRequest>>,
 }
 
 /// Why the receiver stopped other than by its shutdown.
@@ -116,6 +121,8 @@ pub async fn run(
         ..ReservationKeeper::default()
     };
     let mut stopping = false;
+    let mut ftp = options.ftp;
+    let mut ftp_pending: Option<FtpAnswer> = None;
     tokio::pin!(shutdown);
     loop {
         // When the first datagram of this loop turn arrived (what log bytes are timed from).
@@ -171,6 +178,15 @@ pub async fn run(
                     }
                 }
             }
+            Some((op, answer)) = next_ftp(&mut ftp), if ftp_pending.is_none() && !stopping => {
+                match session.ftp_start(op, Instant::now()) {
+                    Ok(()) => ftp_pending = Some(answer),
+                    Err(e) => {
+                        let _ = answer.send((Err(e), session.ftp_stats()));
+                    }
+                }
+                transmit(&mut session, &mut link).await;
+            }
             _ = hand_over.tick() => batch.hand_over(&mut store),
             _ = tick.tick() => {
                 status.session = session.stats();
@@ -195,6 +211,7 @@ pub async fn run(
             &mut batch,
             publish.as_mut(),
             arrived,
+            &mut ftp_pending,
             &mut notify,
         );
         if let Some(p) = publish.as_mut() {
@@ -213,6 +230,7 @@ pub async fn run(
         &mut batch,
         publish.as_mut(),
         Instant::now(),
+        &mut ftp_pending,
         &mut notify,
     );
     if let Some(mut p) = publish.take() {
@@ -289,6 +307,19 @@ impl ReservationKeeper {
     }
 }
 
+/// Where an FTP operation's result goes.
+type FtpAnswer = tokio::sync::oneshot::Sender<(Result<FtpReply, FtpError>, FtpStats)>;
+
+/// The next FTP operation asked for; never, without a way to ask.
+async fn next_ftp(
+    ftp: &mut Option<tokio::sync::mpsc::UnboundedReceiver<FtpRequest>>,
+) -> Option<FtpRequest> {
+    match ftp {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn transmit(session: &mut Session, link: &mut Link) {
     while let Some(frame) = session.poll_transmit() {
         link.send(&frame).await;
@@ -310,9 +341,16 @@ fn handle_events(
     batch: &mut Batch,
     mut publish: Option<&mut PublishFeed>,
     arrived: Instant,
+    ftp_pending: &mut Option<FtpAnswer>,
     notify: &mut impl FnMut(Notice<'_>),
 ) {
     while let Some(event) = session.poll_event() {
+        if let Event::Ftp(result) = event {
+            if let Some(answer) = ftp_pending.take() {
+                let _ = answer.send((result, session.ftp_stats()));
+            }
+            continue;
+        }
         if let Some(p) = publish.as_deref_mut() {
             match &event {
                 Event::LogBytes(bytes) => p.log_bytes(bytes, arrived),

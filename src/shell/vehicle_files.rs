@@ -1,14 +1,14 @@
 //! The vehicle's files over MAVLink FTP, in the tokio shell: a link and a [`Session`] that
-//! does not ask for the log stream, one FTP operation at a time ([`VehicleFiles::run`]),
-//! and what is built on it: listing the SD card's logs and downloading one whole, resumably
-//! (`ulog-recv fetch`).
+//! does not ask for the log stream (`fetch`, `fill`), or the daemon's own session through
+//! its loop (`--fill auto`), one FTP operation at a time ([`VehicleFiles::run`]), and what
+//! is built on it: listing the SD card's logs and downloading one whole, resumably.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::link::ftp::wire::crc32_part;
-use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply, Nak};
+use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply, FtpStats, Nak};
 use crate::link::{Event, Session, SessionConfig, SigningSetup};
 use crate::shell::transport::{Link, LinkError, LinkSpec};
 
@@ -28,6 +28,8 @@ pub enum FilesError {
     NoVehicle { link: String, waited: Duration },
     #[error("the link failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the daemon is stopping")]
+    Stopped,
     #[error(transparent)]
     Ftp(#[from] FtpError),
     #[error("the vehicle has no log directory ({}): no SD card?", LOG_DIRS.join(", "))]
@@ -44,6 +46,42 @@ pub enum FilesError {
     },
 }
 
+/// Sends what an own session has, then waits for bytes or its next timer.
+async fn pump(backend: &mut Backend) -> Result<(), FilesError> {
+    flush(backend).await;
+    let Backend::Own { link, session, buf } = backend else {
+        return Ok(());
+    };
+    let wake = session
+        .poll_timeout()
+        .map(tokio::time::Instant::from_std)
+        .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+    tokio::select! {
+        r = link.recv(buf) => {
+            let r = r?;
+            let now = Instant::now();
+            let authentic = match r.from {
+                Some(_) => session.handle_datagram(&buf[..r.len], now),
+                None => {
+                    session.handle_bytes(&buf[..r.len], now);
+                    true
+                }
+            };
+            link.datagram_checked(r, authentic, now);
+        }
+        _ = tokio::time::sleep_until(wake) => session.handle_timeout(Instant::now()),
+    }
+    Ok(())
+}
+
+async fn flush(backend: &mut Backend) {
+    if let Backend::Own { link, session, .. } = backend {
+        while let Some(frame) = session.poll_transmit() {
+            link.send(&frame).await;
+        }
+    }
+}
+
 /// One log on the vehicle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VehicleLog {
@@ -52,11 +90,29 @@ pub struct VehicleLog {
     pub size: u64,
 }
 
-/// A link to the vehicle that reads its files.
+/// One FTP operation handed to the daemon's loop, which runs it on its own session (the
+/// link the stream uses) and answers with the result and the client's counters.
+pub type FtpRequest = (
+    FtpOp,
+    tokio::sync::oneshot::Sender<(Result<FtpReply, FtpError>, FtpStats)>,
+);
+
+/// A way to the vehicle's files: a link of our own, or the daemon's.
 pub struct VehicleFiles {
-    link: Link,
-    session: Session,
-    buf: Vec<u8>,
+    backend: Backend,
+}
+
+enum Backend {
+    Own {
+        link: Link,
+        session: Session,
+        buf: Vec<u8>,
+    },
+    /// The daemon's loop runs each operation on its session (see [`FtpRequest`]).
+    Shared {
+        requests: tokio::sync::mpsc::UnboundedSender<FtpRequest>,
+        stats: FtpStats,
+    },
 }
 
 impl VehicleFiles {
@@ -74,13 +130,15 @@ impl VehicleFiles {
             signing,
             ..SessionConfig::default()
         };
-        let mut files = Self {
+        let mut backend = Backend::Own {
             link: Link::open(spec).await?,
             session: Session::new(config, Instant::now()),
             buf: Vec::new(),
         };
         let deadline = tokio::time::Instant::now() + wait;
-        while files.session.vehicle().is_none() {
+        while let Backend::Own { session, .. } = &backend
+            && session.vehicle().is_none()
+        {
             if tokio::time::Instant::now() >= deadline {
                 return Err(FilesError::NoVehicle {
                     link: spec.to_string(),
@@ -89,60 +147,54 @@ impl VehicleFiles {
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => {}
-                r = files.pump() => r?,
+                r = pump(&mut backend) => r?,
             }
         }
-        Ok(files)
+        Ok(Self { backend })
     }
 
-    /// The session's FTP counters.
-    pub fn stats(&self) -> crate::link::ftp::FtpStats {
-        self.session.ftp_stats()
+    /// The vehicle's files through the daemon's loop, which takes `requests`.
+    pub fn shared(requests: tokio::sync::mpsc::UnboundedSender<FtpRequest>) -> Self {
+        Self {
+            backend: Backend::Shared {
+                requests,
+                stats: FtpStats::default(),
+            },
+        }
+    }
+
+    /// The FTP client's counters.
+    pub fn stats(&self) -> FtpStats {
+        match &self.backend {
+            Backend::Own { session, .. } => session.ftp_stats(),
+            Backend::Shared { stats, .. } => *stats,
+        }
     }
 
     /// Runs one operation to its end.
     pub async fn run(&mut self, op: FtpOp) -> Result<FtpReply, FilesError> {
-        self.session.ftp_start(op, Instant::now())?;
-        loop {
-            while let Some(event) = self.session.poll_event() {
-                if let Event::Ftp(result) = event {
-                    self.flush().await;
-                    return Ok(result?);
+        match &mut self.backend {
+            Backend::Shared { requests, stats } => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                requests.send((op, tx)).map_err(|_| FilesError::Stopped)?;
+                let (result, now) = rx.await.map_err(|_| FilesError::Stopped)?;
+                *stats = now;
+                Ok(result?)
+            }
+            Backend::Own { session, .. } => {
+                session.ftp_start(op, Instant::now())?;
+                loop {
+                    if let Backend::Own { session, .. } = &mut self.backend {
+                        while let Some(event) = session.poll_event() {
+                            if let Event::Ftp(result) = event {
+                                flush(&mut self.backend).await;
+                                return Ok(result?);
+                            }
+                        }
+                    }
+                    pump(&mut self.backend).await?;
                 }
             }
-            self.pump().await?;
-        }
-    }
-
-    /// Sends what the session has, then waits for bytes or its next timer.
-    async fn pump(&mut self) -> Result<(), FilesError> {
-        self.flush().await;
-        let wake = self
-            .session
-            .poll_timeout()
-            .map(tokio::time::Instant::from_std)
-            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
-        tokio::select! {
-            r = self.link.recv(&mut self.buf) => {
-                let r = r?;
-                let now = Instant::now();
-                let authentic = match r.from {
-                    Some(_) => self.session.handle_datagram(&self.buf[..r.len], now),
-                    None => {
-                        self.session.handle_bytes(&self.buf[..r.len], now);
-                        true
-                    }
-                };
-                self.link.datagram_checked(r, authentic, now);
-            }
-            _ = tokio::time::sleep_until(wake) => self.session.handle_timeout(Instant::now()),
-        }
-        Ok(())
-    }
-
-    async fn flush(&mut self) {
-        while let Some(frame) = self.session.poll_transmit() {
-            self.link.send(&frame).await;
         }
     }
 

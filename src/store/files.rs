@@ -94,6 +94,9 @@ pub struct Manifest {
     /// Dropouts the last fill could not fill, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfilled: Vec<Unfilled>,
+    /// How the last fill ended: `done`, or `failed: WHY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<String>,
 }
 
 /// One split in the manifest.

@@ -46,6 +46,9 @@ pub struct UploadConfig {
     /// Bytes per second at most; `None`: as fast as the network goes.
     pub rate: Option<u64>,
     pub when: UploadWhen,
+    /// The daemon fills each session from the vehicle's SD log (`--fill auto`): a flight
+    /// with dropouts goes to Flight Review once its fill is over (done or failed).
+    pub wait_for_fill: bool,
 }
 
 impl UploadConfig {
@@ -225,6 +228,7 @@ struct Worker {
     log_dir: PathBuf,
     bucket: Option<Bucket>,
     flight_review: Option<FlightReview>,
+    wait_for_fill: bool,
     when: UploadWhen,
     pacer: Pacer,
     armed: watch::Receiver<bool>,
@@ -253,6 +257,7 @@ impl Worker {
                 .clone()
                 .map(FlightReview::new)
                 .transpose()?,
+            wait_for_fill: config.wait_for_fill,
             when,
             pacer: Pacer::new(config.rate),
             armed,
@@ -385,7 +390,10 @@ impl Worker {
             }
         };
         let storage = self.bucket.is_some();
-        let flight_review = self.flight_review.is_some();
+        let fill_pending = self.wait_for_fill
+            && manifest.fill.is_none()
+            && manifest.splits.iter().any(|s| s.summary.dropouts > 0);
+        let flight_review = self.flight_review.is_some() && !fill_pending;
         let step = next_step(&manifest, &journal, flight_review)
             .filter(|s| storage || matches!(s, Step::FlightReview));
         let step = match step {

@@ -162,6 +162,11 @@ pub(crate) struct ReceiveArgs {
     /// others [default: $CREDENTIALS_DIRECTORY/signing-key when systemd gives one].
     #[arg(long, value_name = "FILE")]
     pub(crate) signing_key: Option<PathBuf>,
+    /// Fill each closed session's dropouts from the vehicle's SD log over MAVLink FTP, on
+    /// the same link, once the vehicle is disarmed (`auto`; PX4 needs `mavlink start -x`),
+    /// or not (`off`; `ulog-recv fill` does it by hand).
+    #[arg(long, value_enum, default_value = "off")]
+    pub(crate) fill: FillArg,
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     #[command(flatten)]
@@ -218,6 +223,14 @@ pub(crate) struct UploadArgs {
     pub(crate) flight_review_key: Option<PathBuf>,
 }
 
+/// `--fill`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum FillArg {
+    Auto,
+    #[default]
+    Off,
+}
+
 /// `--upload-when`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum UploadWhenArg {
@@ -264,6 +277,7 @@ impl UploadArgs {
                 UploadWhenArg::Disarmed => UploadWhen::Disarmed,
                 UploadWhenArg::Always => UploadWhen::Always,
             },
+            wait_for_fill: false,
         })
     }
 }

@@ -11,7 +11,7 @@ use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Sta
 use ulog_recv::shell::service::{Notifier, StatusText};
 use ulog_recv::shell::transport::{Link, LinkSpec};
 
-use crate::args::ReceiveArgs;
+use crate::args::{FillArg, ReceiveArgs};
 use crate::config_file::with_config;
 use crate::logging::{LogLevels, log_filter};
 
@@ -72,7 +72,8 @@ pub(crate) async fn receive(
         }
         None => (None, None),
     };
-    let upload_config = args.upload.config()?;
+    let mut upload_config = args.upload.config()?;
+    upload_config.wait_for_fill = args.fill == FillArg::Auto;
     let uploader = if upload_config.is_on() {
         Some(ulog_recv::upload::uploader::start(
             upload_config,
@@ -101,6 +102,16 @@ pub(crate) async fn receive(
     );
     let mut store = args.store.options(log_dir.clone());
     store.uploads = uploader.is_some();
+    let (ftp, auto_fill) = match args.fill {
+        FillArg::Auto => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            (
+                Some(rx),
+                Some(ulog_recv::shell::fill::AutoFill::start(tx, &log_dir)?),
+            )
+        }
+        FillArg::Off => (None, None),
+    };
     let options = ReceiverOptions {
         store,
         session: args.session(signing),
@@ -109,6 +120,7 @@ pub(crate) async fn receive(
         signing_reservation,
         store_queue_bytes: args.store.store_queue as usize,
         uploads: uploader.as_ref().map(|u| u.shared_status()),
+        ftp,
     };
     let clients = server.as_ref().map(|s| s.clients_counter());
     let mut text = StatusText::default();
@@ -130,6 +142,9 @@ pub(crate) async fn receive(
     };
     let status = ulog_recv::shell::receiver::run(link, options, shutdown, controls, |n| match n {
         Notice::Event(e) => {
+            if let (Some(f), Event::Armed(armed)) = (&auto_fill, e) {
+                f.set_armed(*armed);
+            }
             if let Some(u) = &uploader {
                 match e {
                     Event::Armed(armed) => u.set_armed(*armed),
@@ -141,7 +156,10 @@ pub(crate) async fn receive(
             }
             text.event(e)
         }
-        Notice::SessionClosed(_) => {
+        Notice::SessionClosed(dir) => {
+            if let Some(f) = &auto_fill {
+                f.session_closed(dir);
+            }
             if let Some(u) = &uploader {
                 u.nudge();
             }
@@ -176,6 +194,9 @@ pub(crate) async fn receive(
     }
     if let Some(u) = uploader {
         u.stop();
+    }
+    if let Some(f) = auto_fill {
+        f.stop();
     }
     let status = status?;
     tracing::info!("stopped");

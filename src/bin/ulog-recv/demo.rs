@@ -159,6 +159,7 @@ pub(crate) async fn demo(
         signing_reservation: None,
         store_queue_bytes: 32 << 20,
         uploads: None,
+        ftp: None,
     };
     let stop = shutdown_signal()?;
     let receiver = ulog_recv::shell::receiver::run(
