@@ -105,7 +105,7 @@ pub struct VehicleFiles {
 enum Backend {
     Own {
         link: Link,
-        session: Session,
+        session: Box<Session>,
         buf: Vec<u8>,
     },
     /// The daemon's loop runs each operation on its session (see [`FtpRequest`]).
@@ -132,7 +132,7 @@ impl VehicleFiles {
         };
         let mut backend = Backend::Own {
             link: Link::open(spec).await?,
-            session: Session::new(config, Instant::now()),
+            session: Box::new(Session::new(config, Instant::now())),
             buf: Vec::new(),
         };
         let deadline = tokio::time::Instant::now() + wait;
