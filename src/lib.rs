@@ -53,6 +53,11 @@
 //! sends each closed split and manifest to object storage and each closed flight to Flight
 //! Review, recording every step in the session's `upload.json`.
 //!
+//! After a session closes, a fill ([`shell::fill`], by hand or `--fill auto`) completes it
+//! from the vehicle's SD log: the link's MAVLink FTP client ([`link::ftp`]) reads the byte
+//! ranges the sans-IO locators of [`fill`] ask for, and the recovered records go beside the
+//! splits as amendments ([`store::amend`]), which every reader merges.
+//!
 //! Afterwards, `export` reads a `.ulg` or a session's splits back as one ULog stream
 //! ([`export::flight`]) and writes MCAP or ROS bags through the same ROS types the live
 //! Foxglove server uses.
@@ -74,8 +79,8 @@
 //!   the live server and every export; MAVLink framing and signatures are the `mavlink`
 //!   crate's.
 //! - Errors are typed enums (`thiserror`) in the library; wire data never panics (the fuzz
-//!   targets in `fuzz/` drive the engine, the session, signing, the publisher and the ROS
-//!   encoder with arbitrary bytes).
+//!   targets in `fuzz/` drive the engine, the session, signing, the publisher, the FTP
+//!   client, the fill's locator and the ROS encoder with arbitrary bytes).
 //! - Power safety by group commit: writes reach the OS as they come, one sync per interval
 //!   makes them durable in an order that keeps every file reachable and whole.
 //! - A server that hands out the vehicle's data binds loopback unless told an address; key
