@@ -305,6 +305,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-rate" => "\"1M\"",
         "upload-when" => "\"always\"",
         "fill" => "\"auto\"",
+        "ftp-rate" => "\"20K\"",
         "flight-review" => "\"https://logs.px4.io\"",
         "flight-review-public" => "true",
         "flight-review-email" => "\"ops@example.com\"",

@@ -167,6 +167,10 @@ pub(crate) struct ReceiveArgs {
     /// or not (`off`; `ulog-recv fill` does it by hand).
     #[arg(long, value_enum, default_value = "off")]
     pub(crate) fill: FillArg,
+    /// The fill reads at most this many bytes per second on average over MAVLink FTP (the
+    /// link is shared with telemetry) [default: as fast as the vehicle sends].
+    #[arg(long, value_name = "BYTES", value_parser = ftp_rate)]
+    pub(crate) ftp_rate: Option<u64>,
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     #[command(flatten)]
@@ -483,6 +487,10 @@ impl ReceiveArgs {
             component_id: self.compid,
             target_system: self.target_system,
             signing,
+            ftp: ulog_recv::link::ftp::FtpConfig {
+                rate: self.ftp_rate,
+                ..Default::default()
+            },
             ..SessionConfig::default()
         }
     }
