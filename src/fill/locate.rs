@@ -9,18 +9,19 @@
 //! 1. Bisection on byte offsets: read [`PROBE`] bytes in the middle, find a message boundary
 //!    (a chain of messages whose sizes and types fit, data records of known ids with their
 //!    format's size), take the median timestamp there (some topics lag, some carry another
-//!    clock); until the range is below
-//!    [`BISECT_STOP`], with the target [`MARGIN_US`] before the oldest record before the
-//!    dropout (a sample is logged up to one of its periods after its timestamp).
-//! 2. A scan from there in pieces of [`SCAN_PIECE`]: the before-records reset the fill, the
-//!    first after-record ends it; records equal to one the stream has (subscriptions,
-//!    strings) and sync messages are left out; the SD log's own dropouts are kept (the fill
-//!    is then partial).
+//!    clock); until the range is below [`BISECT_STOP`], with the target [`MARGIN_US`] before
+//!    the oldest anchor before the dropout.
+//! 2. A scan from there in pieces of [`SCAN_PIECE`]: each anchor before the dropout starts
+//!    the stretch anew, the first anchor after it ends it.
+//! 3. The merge: the split's bytes between those two anchors (the dropouts, and what the
+//!    stream has there) read as the SD log's stretch merged in order with the stream's
+//!    messages: a message both have once, one only the stream has kept, the SD log's own
+//!    dropouts kept (the fill is then partial).
 //!
-//! A scan that finds no record before the dropout starts again further back (a stretch of
+//! A scan that finds no anchor before the dropout starts again further back (a stretch of
 //! lagging samples can mislead the bisection), up to [`MAX_STEP_BACKS`] times. It gives up
-//! once the SD log's records run [`GIVE_UP_US`] past where the dropout's
-//! should have been (a few hundred of them: one stray clock is not enough).
+//! once the SD log's records run [`GIVE_UP_US`] past the anchors (a few hundred of them: one
+//! stray clock is not enough).
 
 use std::collections::HashMap;
 
