@@ -42,19 +42,24 @@ fn sim(port: u16, log: &[&str], extra: &[&str]) -> (Proc, std::sync::mpsc::Recei
     Proc::spawn_watched("the simulator", &args)
 }
 
+/// The daemon's arguments: listening on `port`, logging into `dir`, with `extra`.
+fn daemon_args(port: u16, dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "--udp".into(),
+        format!("127.0.0.1:{port}"),
+        "--log-dir".into(),
+        dir.display().to_string(),
+        "--no-socket".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
 /// Records the simulator's whole flight with the daemon; the session directory.
 fn record(port: u16, dir: &Path, sim_lines: &std::sync::mpsc::Receiver<String>) -> PathBuf {
     let mut daemon = Proc::spawn(
         "the daemon",
-        &[
-            "--udp".into(),
-            format!("127.0.0.1:{port}"),
-            "--log-dir".into(),
-            dir.display().to_string(),
-            "--no-socket".into(),
-            "--split-duration".into(),
-            "10".into(),
-        ],
+        &daemon_args(port, dir, &["--split-duration", "10"]),
     );
     wait_for_line(sim_lines, "whole log was sent", Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
@@ -284,18 +289,8 @@ fn with_fill_auto_the_daemon_fills_each_session_it_closes_through_its_own_link()
     let dir = fresh_dir("fill-e2e-auto");
     let port = free_udp_port();
     let (_sim, sim_lines) = sim(port, &[SYNTHETIC], &[]);
-    let (mut daemon, lines) = Proc::spawn_watched(
-        "the daemon",
-        &[
-            "--udp".into(),
-            format!("127.0.0.1:{port}"),
-            "--log-dir".into(),
-            dir.display().to_string(),
-            "--no-socket".into(),
-            "--fill".into(),
-            "auto".into(),
-        ],
-    );
+    let (mut daemon, lines) =
+        Proc::spawn_watched("the daemon", &daemon_args(port, &dir, &["--fill", "auto"]));
     wait_for_line(&sim_lines, "whole log was sent", Duration::from_secs(120));
     // The vehicle goes quiet: the daemon closes the log (and asks for the next), then fills
     // the closed session over the same link while the vehicle streams on.
