@@ -162,7 +162,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
             manifest.unfilled = report
                 .unfilled
                 .iter()
-                .map(|(split, offset, reason)| amend::Unfilled {
+                .map(|(split, offset, reason)| amend::UnfilledGap {
                     split: split.clone(),
                     offset: *offset,
                     reason: reason.clone(),

@@ -23,7 +23,7 @@ pub struct AmendmentEntry {
 
 /// A dropout a fill could not fill, and why (the latest attempt's).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Unfilled {
+pub struct UnfilledGap {
     pub split: String,
     pub offset: u64,
     pub reason: String,

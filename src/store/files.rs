@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use bytes::BytesMut;
 
-use crate::store::amend::{AmendmentEntry, Unfilled};
+use crate::store::amend::{AmendmentEntry, UnfilledGap};
 use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::gaps::GapMarker;
@@ -93,7 +93,7 @@ pub struct Manifest {
     pub amendments: Vec<AmendmentEntry>,
     /// Dropouts the last fill could not fill, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unfilled: Vec<Unfilled>,
+    pub unfilled: Vec<UnfilledGap>,
     /// How the last fill ended: `done`, or `failed: WHY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<String>,
