@@ -101,15 +101,16 @@ impl<'a> Sample<'a> {
 
     #[inline(always)]
     fn walk_runs(&self, with_padding: bool, mut f: impl FnMut(usize, Value)) {
+        let runs = match with_padding {
+            true => &self.layout.runs,
+            false => &self.layout.visible_runs,
+        };
         // `accepts_len` was checked when the sample was made, so every run lies within
         // `data[..layout.size]`.
         let data = &self.data[..self.layout.size];
-        for run in &self.layout.runs {
-            if run.padding && !with_padding {
-                continue;
-            }
-            let bytes = &data[run.offset..run.offset + run.len * run.ty.size()];
-            let i = run.first_field;
+        for run in runs {
+            let bytes = &data[run.byte_range()];
+            let i = run.first_field as usize;
             match run.ty {
                 BasicType::Int8 => each(bytes, i, |b: [u8; 1]| Value::I8(b[0] as i8), &mut f),
                 BasicType::UInt8 => each(bytes, i, |b: [u8; 1]| Value::U8(b[0]), &mut f),
@@ -137,7 +138,8 @@ impl<'a> Sample<'a> {
     }
 }
 
-/// Calls `f(first + k, read(chunk k))` for each `N`-byte chunk of `bytes`.
+/// Calls `f(first + k, read(chunk k))` for each `N`-byte chunk of `bytes`. Half the runs of
+/// PX4's formats are a single field: those skip the loop.
 #[inline(always)]
 fn each<const N: usize>(
     bytes: &[u8],
@@ -146,6 +148,9 @@ fn each<const N: usize>(
     f: &mut impl FnMut(usize, Value),
 ) {
     let (chunks, _) = bytes.as_chunks::<N>();
+    if let [only] = chunks {
+        return f(first, read(*only));
+    }
     for (k, chunk) in chunks.iter().enumerate() {
         f(first + k, read(*chunk));
     }
@@ -201,7 +206,7 @@ impl Decoder {
         message: &Message<'a>,
     ) -> Result<Option<Sample<'s>>, DecodeError> {
         if let Message::Data { msg_id, data } = *message {
-            return self.decode_data(msg_id, data).map(Some);
+            return self.decode_data(msg_id, data);
         }
         self.handle_definition(message)
             .inspect_err(|_| self.stats.errors += 1)?;
@@ -213,7 +218,7 @@ impl Decoder {
         &'s mut self,
         msg_id: u16,
         data: &'a [u8],
-    ) -> Result<Sample<'s>, DecodeError> {
+    ) -> Result<Option<Sample<'s>>, DecodeError> {
         let Some(Some(sub)) = self.subscriptions.get_mut(msg_id as usize) else {
             self.stats.errors += 1;
             return Err(DecodeError::NoSubscription { msg_id });
@@ -236,15 +241,16 @@ impl Decoder {
             self.last_timestamp = ts;
         }
         self.stats.samples += 1;
-        Ok(Sample {
+        Ok(Some(Sample {
             msg_id,
             multi_id: sub.multi_id,
             layout: &sub.layout,
             data,
             timestamp,
-        })
+        }))
     }
 
+    #[inline(never)]
     fn handle_definition(&mut self, message: &Message<'_>) -> Result<(), DecodeError> {
         match *message {
             Message::Header(h) => self.last_timestamp = h.timestamp,
@@ -340,6 +346,7 @@ mod tests {
                 full_size: 0,
                 timestamp: None,
                 runs: vec![],
+                visible_runs: vec![],
             }),
             last_raw_timestamp: None,
             last_timestamp: 0,

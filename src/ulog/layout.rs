@@ -49,20 +49,34 @@ pub struct Layout {
     /// `fields` grouped into runs of one type laid out back to back (arrays, mostly): what
     /// [`crate::ulog::Sample::for_each_value`] walks, one type dispatch per run.
     pub runs: Vec<Run>,
+    /// `runs` without the padding runs: what [`crate::ulog::Sample::for_each_visible_value`]
+    /// walks.
+    pub visible_runs: Vec<Run>,
 }
 
-/// Consecutive fields of one type, each right after the previous one.
+/// Consecutive fields of one type, each right after the previous one. Packed into 12 bytes
+/// (a layout is at most [`MAX_LAYOUT_SIZE`] bytes, so offsets and counts fit 16 bits): the
+/// walk over a sample reads one per type dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
     /// Index in [`Layout::fields`] of the first field.
-    pub first_field: usize,
+    pub first_field: u32,
     /// Byte offset of the first field in the sample data.
-    pub offset: usize,
-    pub ty: BasicType,
+    pub offset: u16,
     /// Number of fields; at least 1.
-    pub len: usize,
+    pub len: u16,
+    pub ty: BasicType,
     /// The fields are padding (a run never mixes padding and data).
     pub padding: bool,
+}
+
+impl Run {
+    /// The run's bytes within a sample's data.
+    #[inline(always)]
+    pub fn byte_range(&self) -> std::ops::Range<usize> {
+        let start = self.offset as usize;
+        start..start + self.len as usize * self.ty.size()
+    }
 }
 
 /// Groups `fields` into [`Run`]s.
@@ -73,13 +87,16 @@ fn runs_of(fields: &[Field]) -> Vec<Run> {
             Some(r)
                 if r.ty == f.ty
                     && r.padding == f.padding
-                    && r.offset + r.len * r.ty.size() == f.offset =>
+                    && r.byte_range().end == f.offset
+                    && r.len < u16::MAX =>
             {
                 r.len += 1
             }
+            // Compilation bounds a layout to MAX_LAYOUT_SIZE bytes, so its fields (at least
+            // one byte each) and their offsets fit 16 bits.
             _ => runs.push(Run {
-                first_field: i,
-                offset: f.offset,
+                first_field: i as u32,
+                offset: f.offset as u16,
                 ty: f.ty,
                 len: 1,
                 padding: f.padding,
@@ -133,9 +150,11 @@ impl Layout {
                 unit_us,
             })
         });
+        let runs = runs_of(&fields);
         Ok(Self {
             name: name.to_owned(),
-            runs: runs_of(&fields),
+            visible_runs: runs.iter().filter(|r| !r.padding).copied().collect(),
+            runs,
             fields,
             size,
             full_size,
@@ -166,9 +185,24 @@ impl Layout {
     }
 
     /// True when `len` bytes of sample data fit this layout.
+    #[inline]
     pub fn accepts_len(&self, len: usize) -> bool {
         len >= self.size && len <= self.full_size.max(self.size)
     }
+}
+
+/// `prefix` + `name`, then `[index]` for an array element (`format!` costs a tenth of a small
+/// log's decoding).
+fn leaf_name(prefix: &str, name: &str, index: Option<usize>) -> String {
+    let mut out = String::with_capacity(prefix.len() + name.len() + 8);
+    out.push_str(prefix);
+    out.push_str(name);
+    if let Some(i) = index {
+        out.push('[');
+        out.push_str(itoa::Buffer::new().format(i));
+        out.push(']');
+    }
+    out
 }
 
 /// State of one compilation: the formats, the nesting stack (for recursion checks), the leaves
@@ -215,10 +249,9 @@ impl<'f> Walk<'f, '_> {
                     return Err(LayoutError::TooLarge(self.stack[0].to_owned()));
                 }
                 self.steps_left -= 1;
-                let leaf_name = match (&self.out, field.array_len) {
-                    (None, _) => String::new(),
-                    (Some(_), Some(_)) => format!("{prefix}{}[{i}]", field.name),
-                    (Some(_), None) => format!("{prefix}{}", field.name),
+                let leaf_name = match self.out {
+                    None => String::new(),
+                    Some(_) => leaf_name(prefix, &field.name, field.array_len.map(|_| i)),
                 };
                 match &field.ty {
                     FieldType::Basic(ty) => {
@@ -236,10 +269,10 @@ impl<'f> Walk<'f, '_> {
                         }
                     }
                     FieldType::Nested(inner) => {
-                        let inner_prefix = match self.out {
-                            Some(_) => format!("{leaf_name}."),
-                            None => String::new(),
-                        };
+                        let mut inner_prefix = leaf_name;
+                        if self.out.is_some() {
+                            inner_prefix.push('.');
+                        }
                         let before = self.end_of_last_kept;
                         offset += self.flatten(inner, &inner_prefix, offset, padding)?;
                         if !kept {
@@ -299,7 +332,7 @@ mod tests {
         assert_eq!(l.timestamp.unwrap().offset, 0);
         assert_eq!(Layout::sample_sizes("outer", &f), Ok((l.size, l.full_size)));
         // timestamp | x | pad pad | y | x | pad pad | y: a new run at every change of type.
-        let runs: Vec<(usize, usize, usize)> = l
+        let runs: Vec<(u32, u16, u16)> = l
             .runs
             .iter()
             .map(|r| (r.first_field, r.offset, r.len))

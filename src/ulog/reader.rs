@@ -255,43 +255,60 @@ impl Reader {
     #[allow(clippy::should_implement_trait)]
     #[inline]
     pub fn next_record(&mut self) -> Option<Result<Record<'_>, ReadError>> {
-        // Fast path, small enough to inline: a complete data message of a subscribed id
-        // whose size fits, away from any appended-data offset. Everything else (and every
-        // doubt) goes through the full state machine below, which checks the same things.
-        if self.state == State::Messages {
-            let here = self.position();
-            let b = &self.buf[self.pos..];
-            if b.len() >= MSG_HEADER_LEN + 2 && b[2] == msg_type::DATA {
-                let total = message_len(b).expect("a whole message header");
-                let msg_id = u16::from_le_bytes([b[3], b[4]]);
-                let fits = total >= MSG_HEADER_LEN + 2
-                    && match self.data_size(msg_id) {
-                        DataSize::Range { min, max } => {
-                            (min..=max).contains(&(total - MSG_HEADER_LEN - 2))
-                        }
-                        _ => false,
-                    };
-                let clear = self
-                    .appended
-                    .front()
-                    .is_none_or(|&o| here + total as u64 <= o);
-                if fits && clear && b.len() >= total {
-                    let start = self.pos;
-                    self.pos += total;
-                    self.stats.messages += 1;
-                    return Some(Ok(Record {
-                        offset: here,
-                        raw: &self.buf[start..start + total],
-                        section: self.section,
-                        message: Message::Data {
-                            msg_id,
-                            data: &self.buf[start + MSG_HEADER_LEN + 2..start + total],
-                        },
-                    }));
-                }
-            }
+        match self.take_plain_data() {
+            Some(start) => Some(Ok(self.data_record(start))),
+            None => self.next_record_slow(),
         }
-        self.next_record_slow()
+    }
+
+    /// The fast path, small enough to inline: a complete data message of a subscribed id
+    /// whose size fits, away from any appended-data offset, is consumed and its start in
+    /// `buf` returned (its record is [`data_record`](Self::data_record)). Everything else
+    /// (and every doubt) is left to the full state machine, which checks the same things.
+    #[inline(always)]
+    fn take_plain_data(&mut self) -> Option<usize> {
+        if self.state != State::Messages {
+            return None;
+        }
+        let here = self.position();
+        let b = &self.buf[self.pos..];
+        if b.len() < MSG_HEADER_LEN + 2 || b[2] != msg_type::DATA {
+            return None;
+        }
+        let total = message_len(b).expect("a whole message header");
+        let msg_id = u16::from_le_bytes([b[3], b[4]]);
+        let fits = total >= MSG_HEADER_LEN + 2
+            && match self.data_size(msg_id) {
+                DataSize::Range { min, max } => (min..=max).contains(&(total - MSG_HEADER_LEN - 2)),
+                _ => false,
+            };
+        let clear = self
+            .appended
+            .front()
+            .is_none_or(|&o| here + total as u64 <= o);
+        if !(fits && clear && b.len() >= total) {
+            return None;
+        }
+        let start = self.pos;
+        self.pos += total;
+        self.stats.messages += 1;
+        Some(start)
+    }
+
+    /// The record of the data message [`take_plain_data`](Self::take_plain_data) consumed at
+    /// `start` (it ends at the read position).
+    #[inline(always)]
+    fn data_record(&self, start: usize) -> Record<'_> {
+        let raw = &self.buf[start..self.pos];
+        Record {
+            offset: self.base + start as u64,
+            raw,
+            section: self.section,
+            message: Message::Data {
+                msg_id: u16::from_le_bytes([raw[3], raw[4]]),
+                data: &raw[MSG_HEADER_LEN + 2..],
+            },
+        }
     }
 
     /// The full state machine behind [`next_record`](Self::next_record).

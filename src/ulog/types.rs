@@ -58,6 +58,7 @@ impl BasicType {
     }
 
     /// Size in bytes on the wire.
+    #[inline]
     pub fn size(self) -> usize {
         match self {
             Self::Int8 | Self::UInt8 | Self::Bool | Self::Char => 1,
