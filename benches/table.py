@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the last `cargo bench --bench ulog` run as a Markdown table: MB/s (10^6 bytes/s,
-from criterion's mean time and the log's size) for framing and decoding, ours and px4-ulog,
-with the ratio ours / px4-ulog."""
+from criterion's mean time and the log's size) for framing and decoding by ours, px4-ulog and
+yule_log, with the ratios ours / theirs."""
 import json
 import pathlib
 
@@ -16,9 +16,15 @@ def mbps(group, bench):
     return size / est * 1e3  # bytes per ns -> MB/s
 
 
-print("| log | frame ours | frame px4-ulog | ratio | decode ours | decode px4-ulog | ratio |")
-print("|---|---:|---:|---:|---:|---:|---:|")
-for group in sorted(p.name for p in crit.iterdir() if (p / "frame_ours").is_dir()):
-    fo, fp = mbps(group, "frame/ours"), mbps(group, "frame/px4-ulog")
-    do, dp = mbps(group, "decode/ours"), mbps(group, "decode/px4-ulog")
-    print(f"| {group} | {fo:.0f} | {fp:.0f} | {fo / fp:.2f} | {do:.0f} | {dp:.0f} | {do / dp:.2f} |")
+peers = ["px4-ulog", "yule_log"]
+for step in ["frame", "decode"]:
+    print(f"\n{step}: MB/s of ULog")
+    print("| log | ours | " + " | ".join(f"{p} | ours / {p}" for p in peers) + " |")
+    print("|---|---:|" + "---:|---:|" * len(peers))
+    for group in sorted(p.name for p in crit.iterdir() if (p / "frame_ours").is_dir()):
+        ours = mbps(group, f"{step}/ours")
+        cells = []
+        for peer in peers:
+            theirs = mbps(group, f"{step}/{peer}")
+            cells += [f"{theirs:.0f}", f"{ours / theirs:.2f}"]
+        print(f"| {group} | {ours:.0f} | " + " | ".join(cells) + " |")
