@@ -122,12 +122,12 @@ fn a_window_of_a_long_flight_touches_few_chunks_and_options_cut() {
     let Some(py) = common::venv_python() else {
         return;
     };
-    // A long flight: ten minutes of our synthetic one (the real logs hold a minute at most).
+    // A long flight: half an hour of our synthetic one (the real logs hold a minute at most).
     let dir = fresh_dir("export-window");
     std::fs::create_dir_all(&dir).unwrap();
     let log = &dir.join("long.ulg");
     let bytes = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
-        duration_s: 600,
+        duration_s: 1800,
         seed: 3,
         appended_data: false,
     });
