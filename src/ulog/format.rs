@@ -65,7 +65,7 @@ impl FormatDef {
         if name.is_empty() || name.contains(' ') {
             return Err(FormatError::BadName);
         }
-        let mut fields = Vec::new();
+        let mut fields = Vec::with_capacity(rest.bytes().filter(|&b| b == b';').count() + 1);
         for field in rest.split(';').filter(|f| !f.is_empty()) {
             fields.push(parse_field(field)?);
         }

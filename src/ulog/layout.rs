@@ -122,7 +122,8 @@ pub enum LayoutError {
 impl Layout {
     /// Compiles the format `name`, resolving nested formats in `formats`.
     pub fn compile(name: &str, formats: &HashMap<String, FormatDef>) -> Result<Self, LayoutError> {
-        let mut fields = Vec::new();
+        // At least one leaf per top-level field: most formats need no reallocation.
+        let mut fields = Vec::with_capacity(formats.get(name).map_or(0, |f| f.fields.len()));
         let mut walk = Walk {
             formats,
             stack: Vec::new(),
