@@ -192,8 +192,8 @@ impl Layout {
     }
 }
 
-/// `prefix` + `name`, then `[index]` for an array element (`format!` costs a tenth of a small
-/// log's decoding).
+/// `prefix` + `name`, then `[index]` for an array element (without `format!`, whose
+/// machinery was a few percent of decoding a small log).
 fn leaf_name(prefix: &str, name: &str, index: Option<usize>) -> String {
     let mut out = String::with_capacity(prefix.len() + name.len() + 8);
     out.push_str(prefix);
