@@ -1,7 +1,8 @@
 """Reads an MCAP file with the Python `mcap` and `mcap-ros2-support` packages (independent of
 ulog-recv) and prints one JSON object:
 
-- profile, the chunks' compressions, whether every chunk has message indexes;
+- profile, the chunks' compressions, whether every chunk has message indexes (the reader
+  checks every CRC the file holds as it goes);
 - channels: per channel its topic, schema name, message count, first and last decoded message
   (nested messages as objects, arrays as lists, NaN and infinities as "nan" / "inf" /
   "-inf"), first and last log time (ns, as strings), the count of messages whose log time is
@@ -33,7 +34,7 @@ def main():
     logs = []
     in_window = 0
     with open(path, "rb") as f:
-        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        reader = make_reader(f, decoder_factories=[DecoderFactory()], validate_crcs=True)
         header = reader.get_header()
         summary = reader.get_summary()
         for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=False):

@@ -68,8 +68,6 @@ pub enum ExportError {
     Session(#[from] crate::store::snippet::SnippetError),
     #[error("not a ULog stream: {0}")]
     NotULog(#[from] crate::ulog::ReadError),
-    #[error("cannot write the MCAP file: {0}")]
-    Mcap(#[from] ::mcap::McapError),
     #[error("cannot write the bag: {0}")]
     Write(#[from] std::io::Error),
 }
