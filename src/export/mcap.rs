@@ -75,7 +75,6 @@ pub fn write<W: Write + Send>(
             chunks,
             chunk: Chunk::default(),
             summary: Summary::default(),
-            sequences: Vec::new(),
             log_channel: None,
             buffer: Vec::new(),
         };
@@ -131,8 +130,6 @@ struct ChunkSink {
     chunks: mpsc::SyncSender<Step>,
     chunk: Chunk,
     summary: Summary,
-    /// Next sequence number of each channel, by id.
-    sequences: Vec<u32>,
     log_channel: Option<u16>,
     /// The message being encoded.
     buffer: Vec<u8>,
@@ -176,7 +173,6 @@ impl ChunkSink {
         let id = self.summary.channels.len() as u16;
         self.summary.channels.push((schema, topic.to_owned()));
         self.summary.counts.push(0);
-        self.sequences.push(0);
         channel_record(&mut self.chunk.records, id, schema, topic);
         id
     }
@@ -184,17 +180,19 @@ impl ChunkSink {
     /// Lays out the message in `buffer` on `channel`.
     fn put(&mut self, channel: u16, timestamp_us: u64) -> Result<(), ExportError> {
         let ns = timestamp_us.saturating_mul(1000);
-        let sequence = &mut self.sequences[channel as usize];
+        // A channel's sequence number is its count of messages so far.
+        let count = &mut self.summary.counts[channel as usize];
+        let sequence = *count as u32;
+        *count += 1;
         let records = &mut self.chunk.records;
         let offset = records.len() as u64;
         records.push(op::MESSAGE);
         put_u64(records, (2 + 4 + 8 + 8 + self.buffer.len()) as u64);
         put_u16(records, channel);
-        put_u32(records, *sequence);
+        put_u32(records, sequence);
         put_u64(records, ns);
         put_u64(records, ns);
         records.extend_from_slice(&self.buffer);
-        *sequence = sequence.wrapping_add(1);
         self.chunk
             .indexes
             .entry(channel)
@@ -202,7 +200,6 @@ impl ChunkSink {
             .push((ns, offset));
         self.chunk.times = Some(widen(self.chunk.times, ns));
         self.summary.times = Some(widen(self.summary.times, ns));
-        self.summary.counts[channel as usize] += 1;
         if self.chunk.records.len() >= self.chunk_limit {
             self.send_chunk()?;
         }
