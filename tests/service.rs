@@ -295,6 +295,7 @@ fn sample_value(key: &str) -> &'static str {
         "client-queue" => "\"1M\"",
         "foxglove" => "8765",
         "store-queue" => "\"16M\"",
+        "column" => "{ imu = [\"sensor_*\", \"vehicle_imu*\"], esc = \"esc_status\" }",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         "upload-to" => "\"s3://flight-logs/fleet\"",
         "upload-endpoint" => "\"http://127.0.0.1:3900\"",
@@ -376,6 +377,10 @@ fn the_config_file_sets_every_option_the_command_line_wins_and_errors_name_the_k
     }
     assert_eq!(set["latched"], "[\"vehicle_status\", \"battery_status\"]");
     assert_eq!(set["split-size"], "\"8M\"");
+    assert_eq!(
+        set["column"],
+        "{ \"esc\" = [\"esc_status\"], \"imu\" = [\"sensor_*\", \"vehicle_imu*\"] }"
+    );
     for key in exclusive {
         let group_free: String = base
             .lines()

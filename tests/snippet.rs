@@ -115,7 +115,7 @@ fn a_snippet_holds_what_pyulog_counts_in_the_window_and_stands_alone() {
             let from = start + (span as f64 * a) as u64;
             let to = start + (span as f64 * b) as u64;
             let ctx = format!("{} [{from}, {to}]", path.display());
-            let (bytes, stats) = snippet(&session, from, to, &SplitPolicy::unlimited())
+            let (bytes, stats) = snippet(&session, from, to, &SplitPolicy::unlimited(), None)
                 .unwrap_or_else(|e| panic!("{ctx}: {e}"));
             let ours = our_counts(&bytes, from, to);
             let expected = our_counts(&stream, from, to);
@@ -148,13 +148,13 @@ fn a_session_with_no_closed_split_says_so() {
     store.write(&chunk_log(&file, 0).unwrap().stream).unwrap();
     store.sync().unwrap();
     // The session is still being written: its only split is open.
-    let e = snippet(&session, 0, u64::MAX, &SplitPolicy::unlimited()).unwrap_err();
+    let e = snippet(&session, 0, u64::MAX, &SplitPolicy::unlimited(), None).unwrap_err();
     assert!(
         matches!(e, ulog_recv::store::snippet::SnippetError::NoClosedSplit),
         "{e}"
     );
     assert!(e.to_string().contains("no closed split"), "{e}");
     store.end_log().unwrap();
-    assert!(snippet(&session, 0, u64::MAX, &SplitPolicy::unlimited()).is_ok());
+    assert!(snippet(&session, 0, u64::MAX, &SplitPolicy::unlimited(), None).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -31,6 +31,9 @@ pub struct ExportOptions {
     /// Topic name patterns (`*`, `?`); empty: every topic. `/log` is kept unless patterns are
     /// given that do not match `log`.
     pub topics: Vec<String>,
+    /// A session's column to read alone (`main`, or a column's name); `None`: every column,
+    /// joined.
+    pub column: Option<String>,
 }
 
 impl ExportOptions {
@@ -66,6 +69,8 @@ pub enum ExportError {
     },
     #[error("{0}")]
     Session(#[from] crate::store::snippet::SnippetError),
+    #[error(transparent)]
+    Reading(#[from] crate::store::reading::SessionError),
     #[error("not a ULog stream: {0}")]
     NotULog(#[from] crate::ulog::ReadError),
     #[error("cannot write the bag: {0}")]

@@ -1,6 +1,7 @@
 //! The daemon's config file (TOML): every key is a command-line option's long name
 //! (`udp = 14550`, `log-dir = "/var/lib/ulog-recv"`, `split-size = "64M"`,
-//! `latched = ["vehicle_status", "battery_status"]`, `no-socket = true`), turned into the
+//! `latched = ["vehicle_status", "battery_status"]`, `no-socket = true`, a table for a
+//! repeatable option: `[column]` then `imu = ["sensor_*"]`), turned into the
 //! arguments that option would take, so that the command line and the file share one parser,
 //! one set of defaults and one set of checks. The command line wins: its arguments come after
 //! the file's.
@@ -20,6 +21,9 @@ pub enum OptionKind {
     Value,
     /// Comma-separated values: a list of strings (or one string).
     List,
+    /// A repeatable `NAME=VALUE[,VALUE…]`: a table of lists (or strings), `--key=NAME=…`
+    /// for each entry.
+    Table,
 }
 
 /// An option the file may set.
@@ -97,6 +101,23 @@ pub fn parse(text: &str, options: &[OptionSpec]) -> Result<Vec<ConfigArg>, Confi
                 Some(s) => with_value(s),
                 None => return Err(bad("must be a list of strings")),
             },
+            (OptionKind::Table, toml::Value::Table(entries)) => {
+                let mut args = Vec::new();
+                for (name, v) in entries {
+                    let items: Option<Vec<String>> = match v {
+                        toml::Value::Array(items) => items.iter().map(scalar).collect(),
+                        v => scalar(v).map(|s| vec![s]),
+                    };
+                    match items {
+                        Some(items) => {
+                            args.extend(with_value(format!("{name}={}", items.join(","))))
+                        }
+                        None => return Err(bad("must be a table of lists of strings")),
+                    }
+                }
+                args
+            }
+            (OptionKind::Table, _) => return Err(bad("must be a table of lists of strings")),
         };
         out.push(ConfigArg {
             key: key.clone(),
@@ -117,6 +138,7 @@ mod tests {
             ("fsync-interval", OptionKind::Value),
             ("latched", OptionKind::List),
             ("no-socket", OptionKind::Flag),
+            ("column", OptionKind::Table),
         ]
         .into_iter()
         .map(|(n, kind)| OptionSpec {
@@ -124,6 +146,22 @@ mod tests {
             kind,
         })
         .collect()
+    }
+
+    #[test]
+    fn a_table_is_one_argument_per_entry() {
+        assert_eq!(
+            args("[column]\nimu = [\"sensor_*\", \"vehicle_imu*\"]\nesc = \"esc_status\"\n")
+                .unwrap(),
+            [vec![
+                "--column=esc=esc_status",
+                "--column=imu=sensor_*,vehicle_imu*"
+            ]]
+        );
+        assert!(matches!(
+            args("column = \"imu\"").unwrap_err(),
+            ConfigError::BadValue { key, .. } if key == "column"
+        ));
     }
 
     fn args(text: &str) -> Result<Vec<Vec<String>>, ConfigError> {

@@ -34,6 +34,11 @@ pub enum FillError {
     Io(#[from] std::io::Error),
     #[error("the session is still being recorded (its manifest is not closed)")]
     NotClosed,
+    #[error(
+        "the session is stored in columns ({0}): a fill does not complete those yet (each \
+         column holds its own copy of every dropout)"
+    )]
+    Columns(String),
     #[error(transparent)]
     Files(#[from] FilesError),
     #[error(
@@ -71,6 +76,10 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     let mut manifest = read_manifest(dir)?;
     if !manifest.closed {
         return Err(FillError::NotClosed);
+    }
+    if !manifest.columns.is_empty() {
+        let names: Vec<&str> = manifest.column_names().collect();
+        return Err(FillError::Columns(names.join(", ")));
     }
     let mut raw = Vec::new();
     for split in &manifest.splits {
@@ -291,7 +300,10 @@ impl AutoFill {
         let (sessions, rx) = std::sync::mpsc::channel::<std::path::PathBuf>();
         for dir in crate::store::files::list_sessions(log_dir).unwrap_or_default() {
             if read_manifest(&dir).is_ok_and(|m| {
-                m.closed && m.fill.is_none() && m.splits.iter().any(|s| s.summary.dropouts > 0)
+                m.closed
+                    && m.fill.is_none()
+                    && m.columns.is_empty()
+                    && m.splits.iter().any(|s| s.summary.dropouts > 0)
             }) {
                 let _ = sessions.send(dir);
             }

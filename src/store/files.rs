@@ -8,6 +8,8 @@
 //!   manifest.json                   replaced atomically (write, fsync, rename, fsync dir)
 //!   split_0000.ulg                  closed splits are read-only (0444)
 //!   split_0001.ulg                  the open split: synced every `fsync_interval`
+//!   imu/split_0000.ulg              a column's splits (`--column imu=sensor_*`), see
+//!                                   [`crate::store::columns`]
 //! ```
 //!
 //! Power safety: the open split and the manifest are synced every `fsync_interval` and on
@@ -27,6 +29,7 @@ use sha2::{Digest, Sha256};
 use bytes::BytesMut;
 
 use crate::store::amend::{AmendmentEntry, UnfilledGap};
+use crate::store::columns::{ColumnRouter, ColumnSpec};
 use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::gaps::GapMarker;
@@ -59,6 +62,8 @@ pub struct StoreOptions {
     /// Sessions are uploaded: the budget deletes those marked [`UPLOADED_MARK`] first, and
     /// warns when it must delete one that is not.
     pub uploads: bool,
+    /// Columns besides the main one (checked with [`crate::store::columns::check_columns`]).
+    pub columns: Vec<ColumnSpec>,
 }
 
 impl StoreOptions {
@@ -71,6 +76,7 @@ impl StoreOptions {
             max_total: None,
             min_free: None,
             uploads: false,
+            columns: Vec::new(),
         }
     }
 }
@@ -87,7 +93,11 @@ pub struct Manifest {
     pub log_start_us: Option<u64>,
     /// The session is over (its last split is closed).
     pub closed: bool,
+    /// The main column's splits (every topic when there are no other columns).
     pub splits: Vec<SplitEntry>,
+    /// The other columns: their topics and splits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnEntry>,
     /// Records recovered from the vehicle's SD log ([`crate::store::amend`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub amendments: Vec<AmendmentEntry>,
@@ -97,6 +107,56 @@ pub struct Manifest {
     /// How the last fill ended: `done`, or `failed: WHY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<String>,
+}
+
+/// A column besides the main one in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ColumnEntry {
+    pub name: String,
+    pub patterns: Vec<String>,
+    /// Its splits; their files are `NAME/split_NNNN.ulg`.
+    pub splits: Vec<SplitEntry>,
+}
+
+impl Manifest {
+    /// The splits of column `k`: 0 the main column, `k` the `k`th of [`Manifest::columns`].
+    pub fn column_splits(&self, k: usize) -> &[SplitEntry] {
+        match k {
+            0 => &self.splits,
+            k => self.columns.get(k - 1).map_or(&[], |c| &c.splits),
+        }
+    }
+
+    fn column_splits_mut(&mut self, k: usize) -> Option<&mut Vec<SplitEntry>> {
+        match k {
+            0 => Some(&mut self.splits),
+            k => self.columns.get_mut(k - 1).map(|c| &mut c.splits),
+        }
+    }
+
+    /// The splits of the column called `name` (`main`: the session's own).
+    pub fn splits_of(&self, name: &str) -> Option<&[SplitEntry]> {
+        if name == crate::store::columns::MAIN {
+            return Some(&self.splits);
+        }
+        self.columns
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.splits.as_slice())
+    }
+
+    /// The column names, the main column first.
+    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(crate::store::columns::MAIN)
+            .chain(self.columns.iter().map(|c| c.name.as_str()))
+    }
+
+    /// Every split of every column: the main column's first, then each column's in order.
+    pub fn all_splits(&self) -> impl Iterator<Item = &SplitEntry> {
+        self.splits
+            .iter()
+            .chain(self.columns.iter().flat_map(|c| &c.splits))
+    }
 }
 
 /// One split in the manifest.
@@ -118,13 +178,24 @@ struct OpenSession {
     framer: Framer,
     /// Marks samples dropped before the store (its queue was full) with a dropout.
     gaps: GapMarker,
+    /// Cuts the log into a stream per column; `None` without columns.
+    router: Option<ColumnRouter>,
+    /// The main column first, then one per column.
+    columns: Vec<ColumnWriter>,
+}
+
+/// One column's splitter and files.
+struct ColumnWriter {
     splitter: Splitter,
     sink: FileSink,
 }
 
 /// Receives the splitter's output and puts it in files.
 struct FileSink {
+    /// The column's directory (the session's for the main column).
     dir: PathBuf,
+    /// What the manifest puts before a split's name (`imu/`; empty for the main column).
+    prefix: String,
     /// The split being written: its index, file and running hash.
     file: Option<(u32, BufWriter<File>, Sha256)>,
     /// The split a write failure hit (its file may end in a torn message).
@@ -142,8 +213,28 @@ struct FileSink {
 }
 
 impl FileSink {
+    fn new(dir: PathBuf, prefix: String) -> Self {
+        Self {
+            dir,
+            prefix,
+            file: None,
+            ended: Vec::new(),
+            begun: Vec::new(),
+            closed: Vec::new(),
+            error: None,
+            failed: None,
+            paused: false,
+            abandoned: None,
+        }
+    }
+
     fn split_path(&self, index: u32) -> PathBuf {
         self.dir.join(split_name(index))
+    }
+
+    /// The split's name in the manifest (relative to the session).
+    fn entry_name(&self, index: u32) -> String {
+        format!("{}{}", self.prefix, split_name(index))
     }
 
     fn fail(&mut self, e: io::Error) {
@@ -227,6 +318,8 @@ struct Unsynced {
     /// This round has synced the open split's data: what is written meanwhile waits for the
     /// next round, so that a steady stream cannot hold the manifest back round after round.
     data_done: bool,
+    /// The column whose open split this round syncs next.
+    data_next: usize,
     /// The manifest on disk is older than the one in memory.
     manifest: bool,
     /// A sync round is under way.
@@ -301,11 +394,34 @@ impl LogStore {
             k += 1;
         }
         std::fs::create_dir(&dir)?;
+        let mut writers = vec![ColumnWriter {
+            splitter: Splitter::new(self.options.policy.clone()),
+            sink: FileSink::new(dir.clone(), String::new()),
+        }];
+        for column in &self.options.columns {
+            let column_dir = dir.join(&column.name);
+            std::fs::create_dir(&column_dir)?;
+            self.unsynced.dirs.push(column_dir.clone());
+            writers.push(ColumnWriter {
+                splitter: Splitter::new(self.options.policy.clone()),
+                sink: FileSink::new(column_dir, format!("{}/", column.name)),
+            });
+        }
         let manifest = Manifest {
             format: MANIFEST_FORMAT.into(),
             system_id: vehicle.0,
             component_id: vehicle.1,
             started_utc: stamp,
+            columns: self
+                .options
+                .columns
+                .iter()
+                .map(|c| ColumnEntry {
+                    name: c.name.clone(),
+                    patterns: c.patterns.clone(),
+                    splits: Vec::new(),
+                })
+                .collect(),
             ..Manifest::default()
         };
         // On disk at once, whole (recovery finds the session by it); its directory entries
@@ -313,23 +429,15 @@ impl LogStore {
         replace_manifest(&dir, &manifest)?;
         self.unsynced.dirs.push(self.options.dir.clone());
         self.unsynced.dirs.push(dir.clone());
+        let router = (!self.options.columns.is_empty())
+            .then(|| ColumnRouter::new(self.options.columns.clone()));
         self.session = Some(OpenSession {
             framer: Framer::file(),
             gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
-            sink: FileSink {
-                dir: dir.clone(),
-                file: None,
-                ended: Vec::new(),
-                begun: Vec::new(),
-                closed: Vec::new(),
-                error: None,
-                failed: None,
-                paused: false,
-                abandoned: None,
-            },
+            router,
+            columns: writers,
             dir: dir.clone(),
             manifest,
-            splitter: Splitter::new(self.options.policy.clone()),
         });
         Ok(dir)
     }
@@ -356,7 +464,7 @@ impl LogStore {
             }
             ControlFlow::Continue(())
         });
-        s.splitter.push(&out, &mut s.sink);
+        s.split(&out);
         self.unsynced.data |= !out.is_empty();
         self.absorb()
     }
@@ -366,7 +474,9 @@ impl LogStore {
     /// one is ignored (the caller says so).
     pub fn reconfigure(&mut self, options: StoreOptions) {
         if let Some(s) = &mut self.session {
-            s.splitter.set_policy(options.policy.clone());
+            for c in &mut s.columns {
+                c.splitter.set_policy(options.policy.clone());
+            }
         }
         self.options = StoreOptions {
             dir: self.options.dir.clone(),
@@ -377,7 +487,7 @@ impl LogStore {
     /// Rolls to a new split before the next sample (SIGHUP).
     pub fn roll(&mut self) {
         if let Some(s) = &mut self.session {
-            s.splitter.request_roll();
+            s.columns.iter_mut().for_each(|c| c.splitter.request_roll());
         }
     }
 
@@ -432,21 +542,22 @@ impl LogStore {
             return Ok(true);
         }
         if u.data && !u.data_done {
-            u.data = false;
-            u.data_done = true;
-            if let Some(OpenSession {
-                sink:
-                    FileSink {
-                        file: Some((_, w, _)),
-                        ..
-                    },
-                ..
-            }) = &mut self.session
-            {
+            // One column's open split per step, the main column's first.
+            let open = self.session.as_mut().into_iter().flat_map(|s| {
+                s.columns
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(k, c)| c.sink.file.as_mut().map(|(_, w, _)| (k, w)))
+            });
+            if let Some((k, w)) = open.into_iter().find(|(k, _)| *k >= u.data_next) {
+                u.data_next = k + 1;
                 w.flush()?;
                 w.get_ref().sync_data()?;
                 return Ok(true);
             }
+            u.data = false;
+            u.data_done = true;
+            u.data_next = 0;
         }
         if u.manifest {
             u.manifest = false;
@@ -464,15 +575,12 @@ impl LogStore {
     /// nothing written (a power cut, at most what the next sync would have made durable).
     pub fn flush(&mut self) -> io::Result<()> {
         let result = match &mut self.session {
-            Some(OpenSession {
-                sink:
-                    FileSink {
-                        file: Some((_, w, _)),
-                        ..
-                    },
-                ..
-            }) => w.flush(),
-            _ => Ok(()),
+            Some(s) => s
+                .columns
+                .iter_mut()
+                .filter_map(|c| c.sink.file.as_mut())
+                .try_for_each(|(_, w, _)| w.flush()),
+            None => Ok(()),
         };
         if result.is_err() {
             self.pause_writing();
@@ -504,8 +612,10 @@ impl LogStore {
         };
         let mut out = BytesMut::new();
         s.gaps.finish(&mut out);
-        s.splitter.push(&out, &mut s.sink);
-        s.splitter.finish(&mut s.sink);
+        s.split(&out);
+        for c in &mut s.columns {
+            c.splitter.finish(&mut c.sink);
+        }
         self.absorb()?;
         let Some(s) = &mut self.session else {
             return Ok(None);
@@ -525,37 +635,42 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Ok(());
         };
-        if !s.sink.begun.is_empty() || !s.sink.ended.is_empty() {
-            // New split files in the directory, splits that ended: for the next round.
-            if !s.sink.begun.is_empty() && !self.unsynced.dirs.contains(&s.dir) {
-                self.unsynced.dirs.push(s.dir.clone());
+        let mut error = None;
+        for (k, c) in s.columns.iter_mut().enumerate() {
+            let sink = &mut c.sink;
+            if !sink.begun.is_empty() || !sink.ended.is_empty() {
+                // New split files in the directory, splits that ended: for the next round.
+                if !sink.begun.is_empty() && !self.unsynced.dirs.contains(&sink.dir) {
+                    self.unsynced.dirs.push(sink.dir.clone());
+                }
+                self.unsynced.manifest = true;
             }
-            self.unsynced.manifest = true;
-        }
-        self.unsynced.closed.append(&mut s.sink.closed);
-        for index in s.sink.begun.drain(..) {
-            s.manifest.splits.push(SplitEntry {
-                file: split_name(index),
-                summary: SplitSummary {
-                    index,
-                    ..SplitSummary::default()
-                },
-                ..SplitEntry::default()
-            });
-        }
-        for (summary, sha) in s.sink.ended.drain(..) {
-            if let Some(e) = s
-                .manifest
-                .splits
-                .iter_mut()
-                .find(|e| e.summary.index == summary.index)
-            {
-                e.summary = summary;
-                e.closed = true;
-                e.sha256 = Some(sha);
+            self.unsynced.closed.append(&mut sink.closed);
+            let Some(splits) = s.manifest.column_splits_mut(k) else {
+                continue;
+            };
+            for index in std::mem::take(&mut sink.begun) {
+                splits.push(SplitEntry {
+                    file: sink.entry_name(index),
+                    summary: SplitSummary {
+                        index,
+                        ..SplitSummary::default()
+                    },
+                    ..SplitEntry::default()
+                });
+            }
+            for (summary, sha) in sink.ended.drain(..) {
+                if let Some(e) = splits.iter_mut().find(|e| e.summary.index == summary.index) {
+                    e.summary = summary;
+                    e.closed = true;
+                    e.sha256 = Some(sha);
+                }
+            }
+            if let Some(e) = sink.error.take() {
+                error.get_or_insert(e);
             }
         }
-        if let Some(e) = s.sink.error.take() {
+        if let Some(e) = error {
             self.pause_writing();
             return Err(e);
         }
@@ -566,32 +681,39 @@ impl LogStore {
     /// message and closed; nothing more is written until [`tick`](Self::tick) finds space.
     fn pause_writing(&mut self) {
         let Some(s) = &mut self.session else { return };
-        if s.sink.paused {
+        if s.columns[0].sink.paused {
             return;
         }
-        s.sink.paused = true;
-        // The split the failure hit, and the one open now (if another): cut back and closed.
-        let mut torn: Vec<u32> = s.sink.failed.take().into_iter().collect();
-        if let Some((index, w, _)) = s.sink.file.take() {
-            let (file, _unwritten) = w.into_parts();
-            drop(file);
-            torn.push(index);
-        }
-        torn.dedup();
-        s.sink.abandoned = s.splitter.current().map(|c| c.index);
-        for index in torn {
-            let name = split_name(index);
-            let path = s.dir.join(&name);
-            match repair_split(&path, &s.manifest, &name) {
-                Ok(Some(entry)) => match s.manifest.splits.iter_mut().find(|e| e.file == name) {
-                    Some(e) => *e = entry,
-                    None => s.manifest.splits.push(entry),
-                },
-                Ok(None) => {
-                    let _ = std::fs::remove_file(&path);
-                    s.manifest.splits.retain(|e| e.file != name);
+        for (k, c) in s.columns.iter_mut().enumerate() {
+            let sink = &mut c.sink;
+            sink.paused = true;
+            // The split the failure hit, and the one open now (if another): cut back and
+            // closed.
+            let mut torn: Vec<u32> = sink.failed.take().into_iter().collect();
+            if let Some((index, w, _)) = sink.file.take() {
+                let (file, _unwritten) = w.into_parts();
+                drop(file);
+                torn.push(index);
+            }
+            torn.dedup();
+            sink.abandoned = c.splitter.current().map(|c| c.index);
+            let Some(splits) = s.manifest.column_splits_mut(k) else {
+                continue;
+            };
+            for index in torn {
+                let name = sink.entry_name(index);
+                let path = s.dir.join(&name);
+                match repair_split(&path, splits, &name) {
+                    Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
+                        Some(e) => *e = entry,
+                        None => splits.push(entry),
+                    },
+                    Ok(None) => {
+                        let _ = std::fs::remove_file(&path);
+                        splits.retain(|e| e.file != name);
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
                 }
-                Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
             }
         }
         let _ = write_manifest(&s.dir, &s.manifest);
@@ -604,7 +726,9 @@ impl LogStore {
 
     /// True while writing is paused by a failure.
     pub fn is_paused(&self) -> bool {
-        self.session.as_ref().is_some_and(|s| s.sink.paused)
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.columns[0].sink.paused)
     }
 
     /// Deletes the oldest closed sessions while the budget is exceeded; resumes paused writing
@@ -621,8 +745,10 @@ impl LogStore {
                 && let Some(s) = &mut self.session
             {
                 tracing::info!(free, "space again: logging resumes in a new split");
-                s.sink.paused = false;
-                s.splitter.request_roll();
+                for c in &mut s.columns {
+                    c.sink.paused = false;
+                    c.splitter.request_roll();
+                }
             }
         }
         Ok(())
@@ -679,16 +805,15 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Ok(());
         };
-        // The open split as far as it is known now.
-        if let Some(current) = s.splitter.current()
-            && let Some(e) = s
-                .manifest
-                .splits
-                .iter_mut()
-                .find(|e| e.summary.index == current.index)
-            && !e.closed
-        {
-            e.summary = current.clone();
+        // The open splits as far as they are known now.
+        for (k, c) in s.columns.iter().enumerate() {
+            if let Some(current) = c.splitter.current()
+                && let Some(splits) = s.manifest.column_splits_mut(k)
+                && let Some(e) = splits.iter_mut().find(|e| e.summary.index == current.index)
+                && !e.closed
+            {
+                e.summary = current.clone();
+            }
         }
         self.last_manifest = Instant::now();
         replace_manifest(&s.dir, &s.manifest)?;
@@ -697,6 +822,29 @@ impl LogStore {
             self.unsynced.dirs.push(s.dir.clone());
         }
         Ok(())
+    }
+}
+
+impl OpenSession {
+    /// Whole units of the log to the columns' splitters (through the router when there are
+    /// columns).
+    fn split(&mut self, bytes: &[u8]) {
+        match &mut self.router {
+            None => {
+                let c = &mut self.columns[0];
+                c.splitter.push(bytes, &mut c.sink);
+            }
+            Some(router) => {
+                let mut outs: Vec<BytesMut> =
+                    (0..router.outputs()).map(|_| BytesMut::new()).collect();
+                router.push(bytes, &mut outs);
+                for (c, out) in self.columns.iter_mut().zip(&outs) {
+                    if !out.is_empty() {
+                        c.splitter.push(out, &mut c.sink);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -971,37 +1119,21 @@ fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> 
     if manifest.closed {
         return Ok(None);
     }
-    // Splits on disk that the manifest does not know as closed.
-    let mut files: Vec<String> = std::fs::read_dir(session)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
-        .collect();
-    files.sort();
-    for name in files {
-        let known_closed = manifest.splits.iter().any(|e| e.file == name && e.closed);
-        if known_closed {
-            continue;
-        }
-        let path = session.join(&name);
-        let entry = repair_split(&path, &manifest, &name)
-            .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
-        match entry {
-            Some(entry) => match manifest.splits.iter_mut().find(|e| e.file == name) {
-                Some(e) => *e = entry,
-                None => manifest.splits.push(entry),
-            },
-            None => {
-                // Nothing of it reached the disk: no empty files.
-                std::fs::remove_file(&path)?;
-                manifest.splits.retain(|e| e.file != name);
+    for k in 0..=manifest.columns.len() {
+        let prefix = match k {
+            0 => String::new(),
+            k => {
+                let name = &manifest.columns[k - 1].name;
+                crate::store::columns::check_name(name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                format!("{name}/")
             }
-        }
+        };
+        let splits = manifest.column_splits_mut(k).expect("k counts the columns");
+        recover_column(session, &prefix, splits)?;
     }
-    manifest.splits.retain(|e| session.join(&e.file).exists());
-    manifest.splits.sort_by_key(|e| e.summary.index);
     manifest.closed = true;
-    if manifest.splits.is_empty() {
+    if manifest.all_splits().next().is_none() {
         tracing::warn!(session = %session.display(), "a session with no data; removed");
         std::fs::remove_dir_all(session)?;
         sync_dir(dir)?;
@@ -1012,13 +1144,54 @@ fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> 
     Ok(Some(Recovered::Repaired(session.to_owned())))
 }
 
+/// Repairs the splits of one column of a session (`prefix`: `NAME/`, or empty for the main
+/// column) that the manifest does not know as closed; `splits` is the column's entry.
+fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) -> io::Result<()> {
+    let dir = session.join(prefix);
+    if !dir.is_dir() {
+        splits.clear();
+        return Ok(());
+    }
+    // Splits on disk that the manifest does not know as closed.
+    let mut files: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
+        .map(|n| format!("{prefix}{n}"))
+        .collect();
+    files.sort();
+    for name in files {
+        let known_closed = splits.iter().any(|e| e.file == name && e.closed);
+        if known_closed {
+            continue;
+        }
+        let path = session.join(&name);
+        let entry = repair_split(&path, splits, &name)
+            .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
+        match entry {
+            Some(entry) => match splits.iter_mut().find(|e| e.file == name) {
+                Some(e) => *e = entry,
+                None => splits.push(entry),
+            },
+            None => {
+                // Nothing of it reached the disk: no empty files.
+                std::fs::remove_file(&path)?;
+                splits.retain(|e| e.file != name);
+            }
+        }
+    }
+    splits.retain(|e| session.join(&e.file).exists());
+    splits.sort_by_key(|e| e.summary.index);
+    Ok(())
+}
+
 /// Blocks read at a time when a split is repaired.
 const REPAIR_BLOCK: usize = 64 << 10;
 
 /// Cuts a split back to its last complete message, closes it, and summarises it; `None` when
 /// not even one message after the header survived. Reads the file in blocks, twice: once to
 /// find where the whole messages end, once to summarise and hash what stays.
-fn repair_split(path: &Path, manifest: &Manifest, name: &str) -> io::Result<Option<SplitEntry>> {
+fn repair_split(path: &Path, known: &[SplitEntry], name: &str) -> io::Result<Option<SplitEntry>> {
     use std::io::Read;
     let meta = std::fs::symlink_metadata(path)?;
     if !meta.is_file() {
@@ -1069,6 +1242,9 @@ fn repair_split(path: &Path, manifest: &Manifest, name: &str) -> io::Result<Opti
     }
     splitter.finish(&mut last);
     let index: u32 = name
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
         .trim_start_matches("split_")
         .trim_end_matches(".ulg")
         .parse()
@@ -1076,7 +1252,7 @@ fn repair_split(path: &Path, manifest: &Manifest, name: &str) -> io::Result<Opti
     let mut summary = last.0.unwrap_or_default();
     summary.index = index;
     // What only the writer knew (the preamble's extent) comes from the manifest's last word.
-    if let Some(k) = manifest.splits.iter().find(|e| e.file == name) {
+    if let Some(k) = known.iter().find(|e| e.file == name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep);
         summary.latched_samples = k.summary.latched_samples;
     }

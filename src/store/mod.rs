@@ -11,8 +11,11 @@
 //!   manifest, its directory), recovery after a crash (splits cut back to their last whole
 //!   message, in 64 KB blocks), setting aside what cannot be repaired (`NAME.unrecoverable`),
 //!   the disk budget (renamed aside before deletion, so a power cut never half-deletes).
+//! - [`columns`] (sans-IO): topics routed to columns of their own (`SESSION/NAME/` splits)
+//!   and joined back for reading.
 //! - [`amend`]: amendments (records recovered from the vehicle's SD log, beside the splits,
 //!   entered in the manifest); [`amend::read_split`] is how every reader takes a split.
+//! - [`reading`]: a session read back as one stream (columns joined) or one column alone.
 //! - [`thread`]: the network loop never waits for the disk: past the queue's bound, samples
 //!   are stripped (definitions, parameters and strings kept) and the log gets a dropout.
 //!
@@ -20,7 +23,9 @@
 //! or of the live servers.
 
 pub mod amend;
+pub mod columns;
 pub mod files;
+pub mod reading;
 pub mod snippet;
 pub mod splitter;
 pub mod thread;

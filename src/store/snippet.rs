@@ -6,13 +6,16 @@
 //! first sample inside it the snippet opens with a preamble built from that state (the
 //! parameters in force, the subscriptions, the last sample of each latched topic). Inside the
 //! window everything is kept but samples stamped outside it. Amendments are merged (see
-//! [`crate::store::amend::read_split`]).
+//! [`crate::store::amend::read_split`]). A session stored in columns is cut column by column
+//! and the cuts joined ([`crate::store::columns::join`]), or one column alone is cut.
 
 use std::io;
 use std::path::Path;
 
 use crate::store::amend::read_split;
-use crate::store::files::read_manifest;
+use crate::store::columns::join;
+use crate::store::files::{Manifest, SplitEntry, read_manifest};
+use crate::store::reading::{SessionError, selected_columns};
 use crate::store::splitter::{SplitPolicy, Splitter};
 use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
 
@@ -24,6 +27,8 @@ const LATE_SAMPLES_US: u64 = 2_000_000;
 pub enum SnippetError {
     #[error("cannot read the session: {0}")]
     Io(#[from] io::Error),
+    #[error(transparent)]
+    Session(#[from] SessionError),
     #[error("the window is empty: from {from_us} µs to {to_us} µs")]
     EmptyWindow { from_us: u64, to_us: u64 },
     #[error("no sample of the session lies in the window")]
@@ -46,22 +51,62 @@ pub struct SnippetStats {
     pub latched_samples: u64,
 }
 
-/// Cuts the window `[from_us, to_us]` (log time, µs) of the session in `session_dir`.
+/// Cuts the window `[from_us, to_us]` (log time, µs) of the session in `session_dir`: all
+/// its columns joined, or `column` alone.
 pub fn snippet(
     session_dir: &Path,
     from_us: u64,
     to_us: u64,
     latched: &SplitPolicy,
+    column: Option<&str>,
 ) -> Result<(Vec<u8>, SnippetStats), SnippetError> {
     if to_us < from_us {
         return Err(SnippetError::EmptyWindow { from_us, to_us });
     }
     let manifest = read_manifest(session_dir)?;
-    // The open split is still being written: closed splits only.
-    let splits: Vec<_> = manifest.splits.iter().filter(|s| s.closed).collect();
-    if splits.is_empty() {
+    let mut cuts = Vec::new();
+    let mut stats = SnippetStats::default();
+    let mut any_closed = false;
+    for splits in selected_columns(&manifest, column)? {
+        // The open split is still being written: closed splits only.
+        let splits: Vec<&SplitEntry> = splits.iter().filter(|s| s.closed).collect();
+        if splits.is_empty() {
+            continue;
+        }
+        any_closed = true;
+        let cut = cut_column(session_dir, &manifest, &splits, from_us, to_us, latched)?;
+        let Some((bytes, column_stats)) = cut else {
+            continue;
+        };
+        stats.splits_read += column_stats.splits_read;
+        stats.samples += column_stats.samples;
+        stats.latched_samples += column_stats.latched_samples;
+        cuts.push(bytes);
+    }
+    if !any_closed {
         return Err(SnippetError::NoClosedSplit);
     }
+    let out = match cuts.len() {
+        0 => return Err(SnippetError::NoData),
+        1 => cuts.pop().unwrap_or_default(),
+        _ => {
+            let views: Vec<&[u8]> = cuts.iter().map(Vec::as_slice).collect();
+            join(&views).ok_or(SnippetError::NoData)?
+        }
+    };
+    Ok((out, stats))
+}
+
+/// Cuts the window out of one column's closed `splits`; `None` when no sample of it lies in
+/// the window.
+fn cut_column(
+    session_dir: &Path,
+    manifest: &Manifest,
+    splits: &[&SplitEntry],
+    from_us: u64,
+    to_us: u64,
+    latched: &SplitPolicy,
+) -> Result<Option<(Vec<u8>, SnippetStats)>, SnippetError> {
     // Split start times are log time (the largest sample time so far), so a sample stamped
     // inside the window cannot sit in a split before the last one starting before the window.
     // Samples come a little late at times: read on until a split starts well after it.
@@ -92,10 +137,11 @@ pub fn snippet(
         cutter.feed(&bytes, skip);
         stats.splits_read += 1;
     }
-    let (out, samples, latched_samples) = cutter.finish().ok_or(SnippetError::NoData)?;
-    stats.samples = samples;
-    stats.latched_samples = latched_samples;
-    Ok((out, stats))
+    Ok(cutter.finish().map(|(out, samples, latched_samples)| {
+        stats.samples = samples;
+        stats.latched_samples = latched_samples;
+        (out, stats)
+    }))
 }
 
 /// The window cut over a message stream (sans-IO).

@@ -149,11 +149,11 @@ pub enum Step {
     FlightReview,
 }
 
-/// The closed splits of a session, in order.
+/// The closed splits of a session, in order: the main column's before any other column's
+/// (the flight's overview leaves the vehicle first; high-rate columns follow).
 fn closed_splits(manifest: &Manifest) -> impl Iterator<Item = &SplitEntry> {
     manifest
-        .splits
-        .iter()
+        .all_splits()
         .filter(|s| s.closed && s.sha256.is_some())
 }
 
@@ -284,6 +284,55 @@ mod tests {
         j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
         assert_eq!(next_step(&m, &j, true), None);
         assert_eq!(j.key("manifest.json"), "fleet/v1/s1/manifest.json");
+    }
+
+    #[test]
+    fn the_main_column_goes_first_and_a_column_split_keeps_its_folder_in_the_key() {
+        let mut j = Journal::new("fleet/v1/s1".into());
+        let mut m = manifest(&[(true, "a"), (false, "")], false);
+        m.columns.push(crate::store::files::ColumnEntry {
+            name: "imu".into(),
+            patterns: vec!["sensor_*".into()],
+            splits: vec![SplitEntry {
+                file: "imu/split_0000.ulg".into(),
+                closed: true,
+                sha256: Some("i".into()),
+                ..Default::default()
+            }],
+        });
+        let next = |m: &Manifest, j: &Journal| match next_step(m, j, false) {
+            Some(Step::Split { file, .. }) => file,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(next(&m, &j), "split_0000.ulg");
+        done(&mut j, "split_0000.ulg", "a");
+        assert_eq!(next(&m, &j), "imu/split_0000.ulg");
+        // A main split that closes meanwhile goes before the column's next one.
+        m.splits[1].closed = true;
+        m.splits[1].sha256 = Some("b".into());
+        m.columns[0].splits.push(SplitEntry {
+            file: "imu/split_0001.ulg".into(),
+            closed: true,
+            sha256: Some("j".into()),
+            ..Default::default()
+        });
+        assert_eq!(next(&m, &j), "split_0001.ulg");
+        done(&mut j, "split_0001.ulg", "b");
+        assert_eq!(next(&m, &j), "imu/split_0000.ulg");
+        done(&mut j, "imu/split_0000.ulg", "i");
+        done(&mut j, "imu/split_0001.ulg", "j");
+        assert_eq!(
+            next_step(&m, &j, false),
+            Some(Step::Manifest {
+                closed_splits: 4,
+                last: false,
+                amendments: 0
+            })
+        );
+        assert_eq!(
+            j.key("imu/split_0000.ulg"),
+            "fleet/v1/s1/imu/split_0000.ulg"
+        );
     }
 
     #[test]

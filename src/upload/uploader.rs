@@ -392,7 +392,7 @@ impl Worker {
         let storage = self.bucket.is_some();
         let fill_pending = self.wait_for_fill
             && manifest.fill.is_none()
-            && manifest.splits.iter().any(|s| s.summary.dropouts > 0);
+            && manifest.all_splits().any(|s| s.summary.dropouts > 0);
         let flight_review = self.flight_review.is_some() && !fill_pending;
         let step = next_step(&manifest, &journal, flight_review)
             .filter(|s| storage || matches!(s, Step::FlightReview));
@@ -534,7 +534,7 @@ fn description(manifest: &Manifest, journal: &Journal, name: &str) -> String {
         "ulog-recv: vehicle {vehicle} (system {}), session {name}, started {} UTC, {} split(s)",
         manifest.system_id,
         manifest.started_utc,
-        manifest.splits.len()
+        manifest.all_splits().count()
     )
 }
 

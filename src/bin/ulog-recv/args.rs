@@ -14,6 +14,7 @@ use ulog_recv::live::thread::{PublishConfig, PublishFeed, PublishServer};
 use ulog_recv::shell::transport::LinkSpec;
 use ulog_recv::shell::values::{self, ValueError};
 use ulog_recv::sim::Impairment;
+use ulog_recv::store::columns::{ColumnError, ColumnSpec};
 use ulog_recv::store::{SplitPolicy, StoreOptions};
 use ulog_recv::sys::secret::read_secret_file;
 use ulog_recv::upload::flight_review::FlightReviewOptions;
@@ -377,6 +378,14 @@ pub(crate) struct StoreArgs {
     /// the log says so with a dropout, and receiving goes on.
     #[arg(long, value_parser = queue_size, default_value = "32M")]
     pub(crate) store_queue: u64,
+    /// Topics stored in a column of their own, NAME=PATTERN[,PATTERN…] (repeatable; in the
+    /// config file a table, `[column]` then `imu = ["sensor_*", "vehicle_imu*"]`): their
+    /// splits go to SESSION/NAME/, every other topic to the session's own splits. A topic
+    /// belongs to the first column that matches it. Readers (export, snippet, info, uploads)
+    /// join the columns back; uploads send the main column first.
+    #[arg(long = "column", value_parser = column_spec, value_name = "NAME=PATTERNS",
+          action = clap::ArgAction::Append)]
+    pub(crate) columns: Vec<ColumnSpec>,
 }
 
 impl StoreArgs {
@@ -394,6 +403,14 @@ impl StoreArgs {
             max_total: self.max_total,
             min_free: self.min_free,
             uploads: false,
+            // A column given again (the command line after the config file) replaces it.
+            columns: self
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| !self.columns[i + 1..].iter().any(|d| d.name == c.name))
+                .map(|(_, c)| c.clone())
+                .collect(),
         }
     }
 }
@@ -422,6 +439,10 @@ pub(crate) fn parse_foxglove(s: &str) -> Result<SocketAddr, String> {
 /// Option values, checked by [`ulog_recv::shell::values`] (clap names the option in its error).
 fn split_size(s: &str) -> Result<u64, ValueError> {
     values::parse_size(s, values::SPLIT_SIZE)
+}
+
+fn column_spec(s: &str) -> Result<ColumnSpec, ColumnError> {
+    ColumnSpec::parse(s)
 }
 
 fn budget_size(s: &str) -> Result<u64, ValueError> {
@@ -655,8 +676,12 @@ pub(crate) enum Command {
         to: f64,
         #[arg(short, long)]
         output: PathBuf,
+        /// Cut only this column of a session stored in columns (`main`: the topics no
+        /// other column takes) [default: every column, joined].
+        #[arg(long, value_name = "NAME")]
+        column: Option<String>,
     },
-    /// Export a flight (a .ulg, or a session directory: its splits joined) to MCAP (ROS 2
+    /// Export a flight (a .ulg, or a session directory: its splits and columns joined) to MCAP (ROS 2
     /// types, CDR; for Foxglove, PlotJuggler, ros2 bag) or a ROS 1 bag (format 2.0; for ROS 1
     /// tools, Foxglove, PlotJuggler); the format follows OUTPUT's extension.
     Export {
@@ -679,6 +704,10 @@ pub(crate) enum Command {
         /// The ROS bag format of a .bag: 2.0 (ROS 1 since 1.1) or 1.2 (ROS 0.5 to 1.0).
         #[arg(long, value_name = "VERSION", default_value = "2.0", value_parser = ["2.0", "1.2"])]
         bag_version: String,
+        /// Read only this column of a session stored in columns (`main`: the topics no other
+        /// column takes); only its files are opened [default: every column, joined].
+        #[arg(long, value_name = "NAME")]
+        column: Option<String>,
     },
     /// Upload one session by hand, as the daemon does: the same journal, so that nothing
     /// uploaded already goes again and a multipart upload resumes.

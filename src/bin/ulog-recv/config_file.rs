@@ -28,6 +28,7 @@ pub(crate) fn config_options() -> Vec<(OptionSpec, String)> {
             let kind = match a.get_action() {
                 clap::ArgAction::SetTrue => OptionKind::Flag,
                 _ if a.get_value_delimiter().is_some() => OptionKind::List,
+                clap::ArgAction::Append => OptionKind::Table,
                 _ => OptionKind::Value,
             };
             let spec = OptionSpec {
@@ -65,6 +66,25 @@ pub(crate) fn options_in_force(args: &[OsString]) -> String {
                     OptionKind::List => {
                         let items: Vec<String> = raw.iter().map(toml_string).collect();
                         format!("[{}]", items.join(", "))
+                    }
+                    OptionKind::Table => {
+                        // An inline table: NAME = [VALUE, …] per entry.
+                        let entries: Vec<String> = raw
+                            .iter()
+                            .map(|entry| {
+                                let (name, values) = entry.split_once('=').unwrap_or((entry, ""));
+                                let items: Vec<String> = values
+                                    .split(',')
+                                    .map(|v| toml_string(&v.to_owned()))
+                                    .collect();
+                                format!(
+                                    "{} = [{}]",
+                                    toml_string(&name.to_owned()),
+                                    items.join(", ")
+                                )
+                            })
+                            .collect();
+                        format!("{{ {} }}", entries.join(", "))
                     }
                     _ => raw.first().map(toml_string).unwrap_or_default(),
                 }

@@ -102,6 +102,12 @@ pub(crate) async fn receive(
     );
     let mut store = args.store.options(log_dir.clone());
     store.uploads = uploader.is_some();
+    ulog_recv::store::columns::check_columns(&store.columns)?;
+    if !store.columns.is_empty() && matches!(args.fill, FillArg::Auto) {
+        anyhow::bail!(
+            "--fill auto does not fill sessions stored in columns yet: drop --column or --fill"
+        );
+    }
     let (ftp, auto_fill) = match args.fill {
         FillArg::Auto => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

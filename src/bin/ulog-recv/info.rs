@@ -51,6 +51,24 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
     let fills: Vec<_> = manifest.amendments.iter().flat_map(|a| &a.fills).collect();
     let recovered: u64 = fills.iter().map(|f| f.records).sum();
     let partial = fills.iter().filter(|f| !f.complete).count();
+    // Each column: its topics, splits and bytes (the main column's topics are the rest).
+    let columns: Vec<serde_json::Value> = manifest
+        .column_names()
+        .enumerate()
+        .map(|(k, name)| {
+            let splits = manifest.column_splits(k);
+            let patterns = match k {
+                0 => Vec::new(),
+                k => manifest.columns[k - 1].patterns.clone(),
+            };
+            serde_json::json!({
+                "name": name,
+                "patterns": patterns,
+                "splits": splits.len(),
+                "bytes": splits.iter().map(|s| s.summary.bytes).sum::<u64>(),
+            })
+        })
+        .collect();
     if json {
         let session = serde_json::json!({
             "splits": manifest.splits.len(),
@@ -62,6 +80,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             "amendments": manifest.amendments.iter().map(|a| &a.file).collect::<Vec<_>>(),
             "unfilled": manifest.unfilled,
             "dropouts_remaining": summary.dropouts.len(),
+            "columns": columns,
         });
         println!(
             "{}",
@@ -82,6 +101,26 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
         },
         received
     );
+    if !manifest.columns.is_empty() {
+        for c in &columns {
+            println!(
+                "  column {}: {} split(s), {} bytes{}",
+                c["name"].as_str().unwrap_or_default(),
+                c["splits"],
+                c["bytes"],
+                match c["patterns"].as_array() {
+                    Some(p) if !p.is_empty() => format!(
+                        " ({})",
+                        p.iter()
+                            .filter_map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    _ => " (every other topic)".to_owned(),
+                }
+            );
+        }
+    }
     if !manifest.amendments.is_empty() {
         println!(
             "Filled from the vehicle's SD log: {} gap(s) ({} partly: the SD log lost records \

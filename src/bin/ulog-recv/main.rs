@@ -58,6 +58,7 @@ fn main() -> anyhow::Result<()> {
             from,
             to,
             output,
+            column,
         }) => {
             let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
             let (bytes, stats) = ulog_recv::store::snippet::snippet(
@@ -65,6 +66,7 @@ fn main() -> anyhow::Result<()> {
                 us(from),
                 us(to),
                 &SplitPolicy::unlimited(),
+                column.as_deref(),
             )
             .with_context(|| format!("cannot cut {}", session.display()))?;
             std::fs::write(&output, &bytes)
@@ -86,7 +88,8 @@ fn main() -> anyhow::Result<()> {
             to,
             topics,
             bag_version,
-        }) => export(&input, &output, from, to, topics, &bag_version),
+            column,
+        }) => export(&input, &output, from, to, topics, &bag_version, column),
         Some(Command::Sim {
             file,
             synthetic,
@@ -219,12 +222,14 @@ fn export(
     to: Option<f64>,
     topics: Vec<String>,
     bag_version: &str,
+    column: Option<String>,
 ) -> anyhow::Result<()> {
     let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
     let options = ulog_recv::export::ExportOptions {
         from_us: from.map(us),
         to_us: to.map(us),
         topics,
+        column,
     };
     let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !["mcap", "bag", "ulg"].contains(&extension) {

@@ -54,7 +54,7 @@ fn report(session: &Path) -> anyhow::Result<Report> {
     let mut splits_uploaded = 0;
     let mut bytes_uploaded = 0;
     let mut in_progress = None;
-    for split in manifest.splits.iter().filter(|s| s.closed) {
+    for split in manifest.all_splits().filter(|s| s.closed) {
         match journal.objects.get(&split.file) {
             Some(ObjectRecord::Done { sha256, size, .. })
                 if Some(sha256) == split.sha256.as_ref() =>
@@ -83,7 +83,7 @@ fn report(session: &Path) -> anyhow::Result<Report> {
             .file_name()
             .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
         closed: manifest.closed,
-        splits_closed: manifest.splits.iter().filter(|s| s.closed).count(),
+        splits_closed: manifest.all_splits().filter(|s| s.closed).count(),
         splits_uploaded,
         bytes_uploaded,
         in_progress,
