@@ -103,8 +103,9 @@
 //!   unplugged adapter) and TCP; kill -9 at random moments; every file read by pyulog.
 //! - `tests/store.rs`, `tests/snippet.rs`, `tests/disk.rs`, `tests/faults.rs`: splits are the
 //!   stream byte for byte without their preambles and open alone in pyulog; columns
-//!   (`tests/columns.rs`) read back as the log, their exports equal; the budget and a
-//!   real full tmpfs; a slow card (`strace --inject`), a stalled disk, kill -9 every 2 s,
+//!   (`tests/columns.rs`) read back as the log, their exports equal; referencing snippets
+//!   (`tests/reference.rs`) read back as the copied ones and survive the budget; the budget
+//!   and a real full tmpfs; a slow card (`strace --inject`), a stalled disk, kill -9 every 2 s,
 //!   crash leftovers, bad settings.
 //! - `tests/publish.rs`, `tests/live.rs`: the live socket in memory and over the real socket
 //!   (slow, vanishing and flooding clients, `tail`, `topics`). `tests/ros2msg.rs`: rosbags

@@ -2,13 +2,15 @@
 //! read back as one stream ([`crate::store::reading`]: its splits joined, amendments merged,
 //! its columns joined, or the one column asked for). With a time window, a session is cut by
 //! its manifest's time index, reading only the splits the window needs
-//! ([`crate::store::snippet`]).
+//! ([`crate::store::snippet`]). A referencing snippet's directory reads as the bytes it
+//! references ([`crate::store::reference`]).
 
 use std::path::Path;
 
 use crate::export::{ExportError, ExportOptions};
 use crate::store::reading::read_session;
-use crate::store::snippet::snippet;
+use crate::store::reference::{is_snippet, read_reference};
+use crate::store::snippet::{cut_stream, snippet};
 use crate::store::splitter::SplitPolicy;
 
 /// Reads `input` (a `.ulg` or a session directory) as one ULog stream.
@@ -20,10 +22,20 @@ pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportErro
         });
     }
     let column = options.column.as_deref();
+    let window = (
+        options.from_us.unwrap_or(0),
+        options.to_us.unwrap_or(u64::MAX),
+    );
+    if is_snippet(input) {
+        let stream = read_reference(input, column)?;
+        if options.from_us.is_none() && options.to_us.is_none() {
+            return Ok(stream);
+        }
+        let (bytes, _) = cut_stream(&stream, window.0, window.1, &SplitPolicy::unlimited())?;
+        return Ok(bytes);
+    }
     if options.from_us.is_some() || options.to_us.is_some() {
-        let from = options.from_us.unwrap_or(0);
-        let to = options.to_us.unwrap_or(u64::MAX);
-        let (bytes, _) = snippet(input, from, to, &SplitPolicy::unlimited(), column)?;
+        let (bytes, _) = snippet(input, window.0, window.1, &SplitPolicy::unlimited(), column)?;
         return Ok(bytes);
     }
     Ok(read_session(input, column)?)

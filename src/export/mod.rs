@@ -71,6 +71,8 @@ pub enum ExportError {
     Session(#[from] crate::store::snippet::SnippetError),
     #[error(transparent)]
     Reading(#[from] crate::store::reading::SessionError),
+    #[error(transparent)]
+    Reference(#[from] crate::store::reference::ReferenceError),
     #[error("not a ULog stream: {0}")]
     NotULog(#[from] crate::ulog::ReadError),
     #[error("cannot write the bag: {0}")]

@@ -28,17 +28,18 @@ use sha2::{Digest, Sha256};
 
 use bytes::BytesMut;
 
-use crate::store::amend::{AmendmentEntry, UnfilledGap};
 use crate::store::columns::{ColumnRouter, ColumnSpec};
+pub use crate::store::manifest::{
+    ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
+    write_file_durably, write_manifest,
+};
+use crate::store::manifest::{replace_manifest, sync_dir};
+use crate::store::reference::materialise_references;
 use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::gaps::GapMarker;
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, plausible_header};
 
-/// The manifest's file name in a session directory.
-pub const MANIFEST: &str = "manifest.json";
-/// Identifies the manifest's format.
-pub const MANIFEST_FORMAT: &str = "ulog-recv-manifest/1";
 /// A file in a session directory that says the session is kept elsewhere too (the uploader
 /// puts it there once everything is uploaded): the disk budget deletes such sessions first.
 pub const UPLOADED_MARK: &str = "uploaded";
@@ -79,95 +80,6 @@ impl StoreOptions {
             columns: Vec::new(),
         }
     }
-}
-
-/// `manifest.json`: what a log session holds.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Manifest {
-    pub format: String,
-    pub system_id: u8,
-    pub component_id: u8,
-    /// UTC start, RFC 3339.
-    pub started_utc: String,
-    /// Log start (the first header's timestamp), microseconds since the vehicle's boot.
-    pub log_start_us: Option<u64>,
-    /// The session is over (its last split is closed).
-    pub closed: bool,
-    /// The main column's splits (every topic when there are no other columns).
-    pub splits: Vec<SplitEntry>,
-    /// The other columns: their topics and splits.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub columns: Vec<ColumnEntry>,
-    /// Records recovered from the vehicle's SD log ([`crate::store::amend`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub amendments: Vec<AmendmentEntry>,
-    /// Dropouts the last fill could not fill, and why.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unfilled: Vec<UnfilledGap>,
-    /// How the last fill ended: `done`, or `failed: WHY`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fill: Option<String>,
-}
-
-/// A column besides the main one in the manifest.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ColumnEntry {
-    pub name: String,
-    pub patterns: Vec<String>,
-    /// Its splits; their files are `NAME/split_NNNN.ulg`.
-    pub splits: Vec<SplitEntry>,
-}
-
-impl Manifest {
-    /// The splits of column `k`: 0 the main column, `k` the `k`th of [`Manifest::columns`].
-    pub fn column_splits(&self, k: usize) -> &[SplitEntry] {
-        match k {
-            0 => &self.splits,
-            k => self.columns.get(k - 1).map_or(&[], |c| &c.splits),
-        }
-    }
-
-    fn column_splits_mut(&mut self, k: usize) -> Option<&mut Vec<SplitEntry>> {
-        match k {
-            0 => Some(&mut self.splits),
-            k => self.columns.get_mut(k - 1).map(|c| &mut c.splits),
-        }
-    }
-
-    /// The splits of the column called `name` (`main`: the session's own).
-    pub fn splits_of(&self, name: &str) -> Option<&[SplitEntry]> {
-        if name == crate::store::columns::MAIN {
-            return Some(&self.splits);
-        }
-        self.columns
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| c.splits.as_slice())
-    }
-
-    /// The column names, the main column first.
-    pub fn column_names(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(crate::store::columns::MAIN)
-            .chain(self.columns.iter().map(|c| c.name.as_str()))
-    }
-
-    /// Every split of every column: the main column's first, then each column's in order.
-    pub fn all_splits(&self) -> impl Iterator<Item = &SplitEntry> {
-        self.splits
-            .iter()
-            .chain(self.columns.iter().flat_map(|c| &c.splits))
-    }
-}
-
-/// One split in the manifest.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SplitEntry {
-    pub file: String,
-    pub closed: bool,
-    /// Hex SHA-256 of the file, once closed.
-    pub sha256: Option<String>,
-    #[serde(flatten)]
-    pub summary: SplitSummary,
 }
 
 /// The open log session.
@@ -756,6 +668,8 @@ impl LogStore {
 
     fn keep_budget(&mut self) -> io::Result<()> {
         let open = self.session.as_ref().map(|s| s.dir.clone());
+        // Sessions a snippet references and that it could not be given its own copy of.
+        let mut held: Vec<PathBuf> = Vec::new();
         loop {
             let used = dir_size(&self.options.dir)?;
             let free = crate::sys::os::free_bytes(&self.options.dir)?;
@@ -769,7 +683,7 @@ impl LogStore {
             // uploaded ones before any other.
             let mut sessions: Vec<PathBuf> = std::fs::read_dir(&self.options.dir)?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir() && Some(p) != open.as_ref())
+                .filter(|p| p.is_dir() && Some(p) != open.as_ref() && !held.contains(p))
                 .filter(|p| is_set_aside(p) || read_manifest(p).is_ok_and(|m| m.closed))
                 .collect();
             sessions.sort_by_key(|p| (!p.join(UPLOADED_MARK).exists(), p.clone()));
@@ -778,7 +692,9 @@ impl LogStore {
                     tracing::warn!(
                         used,
                         free,
-                        "over the disk budget, and only the open session is left"
+                        held = held.len(),
+                        "over the disk budget, and only the open session is left (and those \
+                         held for snippets)"
                     );
                     self.budget_blocked = true;
                 }
@@ -797,7 +713,16 @@ impl LogStore {
             } else {
                 tracing::warn!(session = %oldest.display(), bytes = size, "deleting the oldest session: {why}");
             }
-            delete_session(oldest)?;
+            // A snippet that references the session gets its own copy first.
+            match materialise_references(oldest) {
+                Ok(_) => delete_session(oldest)?,
+                Err(e) => {
+                    tracing::error!(session = %oldest.display(), error = %e,
+                        "a snippet references this session and cannot be given its own copy: \
+                         the session stays");
+                    held.push(oldest.clone());
+                }
+            }
         }
     }
 
@@ -848,40 +773,6 @@ impl OpenSession {
     }
 }
 
-/// Writes `manifest.json` atomically and durably: a temporary file, synced, renamed over the
-/// old one, and the directory synced.
-pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
-    replace_manifest(dir, manifest)?;
-    sync_dir(dir)
-}
-
-/// Writes `manifest.json` atomically: a temporary file, synced (so that the name never points
-/// at a file a power cut emptied), renamed over the old one. The directory is the caller's to
-/// sync.
-fn replace_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
-    let mut text = serde_json::to_vec_pretty(manifest).map_err(io::Error::other)?;
-    text.push(b'\n');
-    replace_file(dir, MANIFEST, &text)
-}
-
-/// Replaces `dir/name` with `bytes` atomically: a temporary file, synced (so that the name
-/// never points at a file a power cut emptied), renamed over the old one. The directory is
-/// the caller's to sync.
-fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))
-}
-
-/// Writes `dir/name` atomically and durably (a temporary file, synced, renamed over the old
-/// one, the directory synced): after a power cut it is the old file or the new, whole.
-pub fn write_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    replace_file(dir, name, bytes)?;
-    sync_dir(dir)
-}
-
 /// The session directories under `dir` (those set aside or being deleted left out), oldest
 /// (by name: UTC start) first.
 pub fn list_sessions(dir: &Path) -> io::Result<Vec<PathBuf>> {
@@ -898,12 +789,6 @@ pub fn list_sessions(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(sessions)
 }
 
-/// Reads a session's manifest.
-pub fn read_manifest(dir: &Path) -> io::Result<Manifest> {
-    let bytes = std::fs::read(dir.join(MANIFEST))?;
-    serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-}
-
 /// Bytes of all files under `dir`.
 fn dir_size(dir: &Path) -> io::Result<u64> {
     let mut total = 0;
@@ -917,15 +802,6 @@ fn dir_size(dir: &Path) -> io::Result<u64> {
         };
     }
     Ok(total)
-}
-
-/// Lower-case hex digits of `bytes` (how SHA-256 sums are written).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// A closed split: its write bits go, the rest of its mode (the umask's group bits) stays.

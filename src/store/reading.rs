@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::store::amend::read_split;
 use crate::store::columns::join;
-use crate::store::files::{Manifest, SplitEntry, read_manifest};
+use crate::store::manifest::{Manifest, SplitEntry, read_manifest};
 
 /// Why a session cannot be read.
 #[derive(Debug, thiserror::Error)]

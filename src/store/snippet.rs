@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::store::amend::read_split;
 use crate::store::columns::join;
-use crate::store::files::{Manifest, SplitEntry, read_manifest};
+use crate::store::manifest::{Manifest, SplitEntry, read_manifest};
 use crate::store::reading::{SessionError, selected_columns};
 use crate::store::splitter::{SplitPolicy, Splitter};
 use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
@@ -75,13 +75,13 @@ pub fn snippet(
         }
         any_closed = true;
         let cut = cut_column(session_dir, &manifest, &splits, from_us, to_us, latched)?;
-        let Some((bytes, column_stats)) = cut else {
+        let Some(cut) = cut else {
             continue;
         };
-        stats.splits_read += column_stats.splits_read;
-        stats.samples += column_stats.samples;
-        stats.latched_samples += column_stats.latched_samples;
-        cuts.push(bytes);
+        stats.splits_read += cut.stats.splits_read;
+        stats.samples += cut.stats.samples;
+        stats.latched_samples += cut.stats.latched_samples;
+        cuts.push(cut.bytes);
     }
     if !any_closed {
         return Err(SnippetError::NoClosedSplit);
@@ -97,16 +97,32 @@ pub fn snippet(
     Ok((out, stats))
 }
 
+/// The window cut out of one column.
+pub(crate) struct ColumnCut<'m> {
+    /// The cut as one standalone ULog.
+    pub bytes: Vec<u8>,
+    pub stats: SnippetStats,
+    /// Bytes of `bytes` before its first message from a split: the preamble.
+    pub preamble_len: usize,
+    /// Where the rest of `bytes` comes from: per split that contributed, the bytes `[start,
+    /// end)` (of the split as [`read_split`] reads them) from its first message in the cut to
+    /// its last, in order: (index into `splits`, start, end). Followed by a [`WindowFollower`]
+    /// from the preamble, the spans give the rest of `bytes` back.
+    pub spans: Vec<(usize, u64, u64)>,
+    /// The splits read, in order.
+    pub splits: Vec<&'m SplitEntry>,
+}
+
 /// Cuts the window out of one column's closed `splits`; `None` when no sample of it lies in
 /// the window.
-fn cut_column(
+pub(crate) fn cut_column<'m>(
     session_dir: &Path,
     manifest: &Manifest,
-    splits: &[&SplitEntry],
+    splits: &[&'m SplitEntry],
     from_us: u64,
     to_us: u64,
     latched: &SplitPolicy,
-) -> Result<Option<(Vec<u8>, SnippetStats)>, SnippetError> {
+) -> Result<Option<ColumnCut<'m>>, SnippetError> {
     // Split start times are log time (the largest sample time so far), so a sample stamped
     // inside the window cannot sit in a split before the last one starting before the window.
     // Samples come a little late at times: read on until a split starts well after it.
@@ -137,11 +153,41 @@ fn cut_column(
         cutter.feed(&bytes, skip);
         stats.splits_read += 1;
     }
-    Ok(cutter.finish().map(|(out, samples, latched_samples)| {
+    let (spans, preamble_len) = (std::mem::take(&mut cutter.spans), cutter.preamble_len);
+    Ok(cutter.finish().map(|(bytes, samples, latched_samples)| {
         stats.samples = samples;
         stats.latched_samples = latched_samples;
-        (out, stats)
+        ColumnCut {
+            bytes,
+            stats,
+            preamble_len,
+            spans,
+            splits: splits[first..=last].to_vec(),
+        }
     }))
+}
+
+/// Cuts the window `[from_us, to_us]` out of a whole ULog stream (a snippet's, read back).
+pub fn cut_stream(
+    stream: &[u8],
+    from_us: u64,
+    to_us: u64,
+    latched: &SplitPolicy,
+) -> Result<(Vec<u8>, SnippetStats), SnippetError> {
+    if to_us < from_us {
+        return Err(SnippetError::EmptyWindow { from_us, to_us });
+    }
+    let mut cutter = Cutter::new(from_us, to_us, latched.clone());
+    cutter.feed(stream, 0);
+    let (bytes, samples, latched_samples) = cutter.finish().ok_or(SnippetError::NoData)?;
+    Ok((
+        bytes,
+        SnippetStats {
+            splits_read: 0,
+            samples,
+            latched_samples,
+        },
+    ))
 }
 
 /// The window cut over a message stream (sans-IO).
@@ -152,6 +198,12 @@ struct Cutter {
     out: Option<Vec<u8>>,
     samples: u64,
     latched_samples: u64,
+    /// Per input that contributed, the bytes from its first message in the cut to the end of
+    /// its last: (input, start, end); the inputs count the calls to `feed`.
+    spans: Vec<(usize, u64, u64)>,
+    /// Bytes of the cut before its first message from the input (its preamble).
+    preamble_len: usize,
+    fed: usize,
 }
 
 impl Cutter {
@@ -163,11 +215,25 @@ impl Cutter {
             out: None,
             samples: 0,
             latched_samples: 0,
+            spans: Vec::new(),
+            preamble_len: 0,
+            fed: 0,
+        }
+    }
+
+    /// Notes that `message` (at `offset` of the current input) went into the cut.
+    fn take(&mut self, offset: usize, len: usize) {
+        let input = self.fed - 1;
+        let (start, end) = (offset as u64, (offset + len) as u64);
+        match self.spans.last_mut() {
+            Some((i, _, e)) if *i == input => *e = end,
+            _ => self.spans.push((input, start, end)),
         }
     }
 
     /// Takes a split's bytes; `skip` bytes of preamble are left out (not the first split's).
     fn feed(&mut self, bytes: &[u8], skip: usize) {
+        self.fed += 1;
         let at = if skip == 0 {
             if bytes.len() < FILE_HEADER_LEN {
                 return;
@@ -178,9 +244,10 @@ impl Cutter {
             skip
         };
         for message in framed(bytes.get(at..).unwrap_or(&[])) {
+            let offset = message.as_ptr() as usize - bytes.as_ptr() as usize;
             let is_data = message[2] == msg_type::DATA;
             let timestamp = self.state.observe(message);
-            let in_window = timestamp.is_some_and(|t| t >= self.from_us && t <= self.to_us);
+            let in_window = in_window(timestamp, self.from_us, self.to_us);
             if self.out.is_none() {
                 if !(is_data && in_window) {
                     continue;
@@ -189,17 +256,20 @@ impl Cutter {
                 // The state before this sample, stamped with its time.
                 let (mut preamble, latched) = self.preamble_before(message, start);
                 self.latched_samples = latched;
+                self.preamble_len = preamble.len();
+                self.take(offset, message.len());
                 preamble.extend_from_slice(message);
                 self.samples += 1;
                 self.out = Some(preamble);
                 continue;
             }
-            if is_data && !in_window {
+            if !in_cut(is_data, in_window) {
                 continue;
             }
             if is_data {
                 self.samples += 1;
             }
+            self.take(offset, message.len());
             if let Some(out) = &mut self.out {
                 out.extend_from_slice(message);
             }
@@ -223,6 +293,53 @@ impl Cutter {
 
     fn finish(self) -> Option<(Vec<u8>, u64, u64)> {
         self.out.map(|o| (o, self.samples, self.latched_samples))
+    }
+}
+
+fn in_window(timestamp: Option<u64>, from_us: u64, to_us: u64) -> bool {
+    timestamp.is_some_and(|t| t >= from_us && t <= to_us)
+}
+
+/// Whether a message after a cut's first sample belongs to the cut: all but the samples
+/// stamped outside the window.
+fn in_cut(is_data: bool, in_window: bool) -> bool {
+    !is_data || in_window
+}
+
+/// Continues a cut from its preamble (sans-IO): given the bytes that followed the preamble in
+/// the splits ([`ColumnCut::spans`]), keeps what the cut kept.
+pub(crate) struct WindowFollower {
+    state: Splitter,
+    from_us: u64,
+    to_us: u64,
+}
+
+impl WindowFollower {
+    /// Starts from a cut's `preamble` (header and messages) and its window.
+    pub fn new(preamble: &[u8], from_us: u64, to_us: u64) -> Self {
+        let mut state = Splitter::new(SplitPolicy::unlimited());
+        if preamble.len() >= FILE_HEADER_LEN {
+            state.observe(&preamble[..FILE_HEADER_LEN]);
+            for message in framed(&preamble[FILE_HEADER_LEN..]) {
+                state.observe(message);
+            }
+        }
+        Self {
+            state,
+            from_us,
+            to_us,
+        }
+    }
+
+    /// Appends to `out` the messages of `bytes` (whole messages) that the cut kept.
+    pub fn follow(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+        for message in framed(bytes) {
+            let is_data = message[2] == msg_type::DATA;
+            let timestamp = self.state.observe(message);
+            if in_cut(is_data, in_window(timestamp, self.from_us, self.to_us)) {
+                out.extend_from_slice(message);
+            }
+        }
     }
 }
 

@@ -666,7 +666,7 @@ pub(crate) enum Command {
     },
     /// Cut a window of log time from a log session into one standalone .ulg.
     Snippet {
-        /// The session directory (holding manifest.json).
+        /// The session directory (holding manifest.json), or a referencing snippet.
         session: PathBuf,
         /// Start of the window, seconds of log time (as `info` prints them).
         #[arg(long)]
@@ -680,6 +680,12 @@ pub(crate) enum Command {
         /// other column takes) [default: every column, joined].
         #[arg(long, value_name = "NAME")]
         column: Option<String>,
+        /// Copy nothing: OUTPUT becomes a directory holding the snippet's preamble (a few
+        /// KB) and the byte spans of the session's splits it references; export, snippet
+        /// and info read it as a file. Before the disk budget deletes the session, the
+        /// snippet is made its own copy.
+        #[arg(long)]
+        reference: bool,
     },
     /// Export a flight (a .ulg, or a session directory: its splits and columns joined) to MCAP (ROS 2
     /// types, CDR; for Foxglove, PlotJuggler, ros2 bag) or a ROS 1 bag (format 2.0; for ROS 1

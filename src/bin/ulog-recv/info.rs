@@ -8,12 +8,21 @@ use anyhow::Context;
 use ulog_recv::ulog::summary::{OwnedValue, Summary, SummaryBuilder};
 
 pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
+    let mut builder = SummaryBuilder::default();
+    if ulog_recv::store::reference::is_snippet(path) {
+        // A referencing snippet: the bytes it references, summarised as a file's.
+        let stream = ulog_recv::store::reference::read_reference(path, None)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        builder
+            .push(&stream)
+            .with_context(|| format!("{} cannot be read", path.display()))?;
+        return print_summary(builder.finish(), json);
+    }
     if path.is_dir() {
         return session_info(path, json);
     }
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut builder = SummaryBuilder::default();
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = file
@@ -26,7 +35,10 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
             .push(&buf[..n])
             .with_context(|| format!("{} cannot be read", path.display()))?;
     }
-    let summary = builder.finish();
+    print_summary(builder.finish(), json)
+}
+
+fn print_summary(summary: Summary, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

@@ -59,28 +59,8 @@ fn main() -> anyhow::Result<()> {
             to,
             output,
             column,
-        }) => {
-            let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
-            let (bytes, stats) = ulog_recv::store::snippet::snippet(
-                &session,
-                us(from),
-                us(to),
-                &SplitPolicy::unlimited(),
-                column.as_deref(),
-            )
-            .with_context(|| format!("cannot cut {}", session.display()))?;
-            std::fs::write(&output, &bytes)
-                .with_context(|| format!("cannot write {}", output.display()))?;
-            println!(
-                "{}: {} bytes, {} samples in the window (+{} latched), from {} split(s)",
-                output.display(),
-                bytes.len(),
-                stats.samples,
-                stats.latched_samples,
-                stats.splits_read
-            );
-            Ok(())
-        }
+            reference,
+        }) => snippet(&session, from, to, &output, column.as_deref(), reference),
         Some(Command::Export {
             input,
             output,
@@ -212,6 +192,64 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+/// `ulog-recv snippet`.
+fn snippet(
+    session: &std::path::Path,
+    from: f64,
+    to: f64,
+    output: &std::path::Path,
+    column: Option<&str>,
+    reference: bool,
+) -> anyhow::Result<()> {
+    use ulog_recv::store::reference;
+    let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
+    let (from, to) = (us(from), us(to));
+    let latched = SplitPolicy::unlimited();
+    let cut = || format!("cannot cut {}", session.display());
+    if reference {
+        if reference::is_snippet(session) {
+            bail!("a referencing snippet is cut from a session, not from another snippet");
+        }
+        let (stats, copied) =
+            reference::snippet_reference(session, from, to, &latched, column, output)
+                .with_context(cut)?;
+        let size: u64 = std::fs::read_dir(output)
+            .with_context(|| format!("cannot read {}", output.display()))?
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        println!(
+            "{}: {} bytes referencing {} bytes of {} ({:.2} %), {} samples in the window (+{} \
+             latched), from {} split(s)",
+            output.display(),
+            size,
+            copied,
+            session.display(),
+            100.0 * size as f64 / copied.max(1) as f64,
+            stats.samples,
+            stats.latched_samples,
+            stats.splits_read
+        );
+        return Ok(());
+    }
+    let (bytes, stats) = if reference::is_snippet(session) {
+        let stream = reference::read_reference(session, column).with_context(cut)?;
+        ulog_recv::store::snippet::cut_stream(&stream, from, to, &latched).with_context(cut)?
+    } else {
+        ulog_recv::store::snippet::snippet(session, from, to, &latched, column).with_context(cut)?
+    };
+    std::fs::write(output, &bytes).with_context(|| format!("cannot write {}", output.display()))?;
+    println!(
+        "{}: {} bytes, {} samples in the window (+{} latched), from {} split(s)",
+        output.display(),
+        bytes.len(),
+        stats.samples,
+        stats.latched_samples,
+        stats.splits_read
+    );
+    Ok(())
 }
 
 /// `ulog-recv export`.

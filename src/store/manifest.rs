@@ -1,0 +1,153 @@
+//! The manifest of a session (`manifest.json`: its columns, splits, amendments) and the
+//! power-safe way every file of the store is replaced: a temporary file, synced, renamed over
+//! the old one, the directory synced.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+use crate::store::amend::{AmendmentEntry, UnfilledGap};
+use crate::store::splitter::SplitSummary;
+
+/// The manifest's file name in a session directory.
+pub const MANIFEST: &str = "manifest.json";
+/// Identifies the manifest's format.
+pub const MANIFEST_FORMAT: &str = "ulog-recv-manifest/1";
+
+/// `manifest.json`: what a log session holds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub system_id: u8,
+    pub component_id: u8,
+    /// UTC start, RFC 3339.
+    pub started_utc: String,
+    /// Log start (the first header's timestamp), microseconds since the vehicle's boot.
+    pub log_start_us: Option<u64>,
+    /// The session is over (its last split is closed).
+    pub closed: bool,
+    /// The main column's splits (every topic when there are no other columns).
+    pub splits: Vec<SplitEntry>,
+    /// The other columns: their topics and splits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnEntry>,
+    /// Records recovered from the vehicle's SD log ([`crate::store::amend`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amendments: Vec<AmendmentEntry>,
+    /// Dropouts the last fill could not fill, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfilled: Vec<UnfilledGap>,
+    /// How the last fill ended: `done`, or `failed: WHY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<String>,
+}
+
+/// A column besides the main one in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ColumnEntry {
+    pub name: String,
+    pub patterns: Vec<String>,
+    /// Its splits; their files are `NAME/split_NNNN.ulg`.
+    pub splits: Vec<SplitEntry>,
+}
+
+impl Manifest {
+    /// The splits of column `k`: 0 the main column, `k` the `k`th of [`Manifest::columns`].
+    pub fn column_splits(&self, k: usize) -> &[SplitEntry] {
+        match k {
+            0 => &self.splits,
+            k => self.columns.get(k - 1).map_or(&[], |c| &c.splits),
+        }
+    }
+
+    pub(crate) fn column_splits_mut(&mut self, k: usize) -> Option<&mut Vec<SplitEntry>> {
+        match k {
+            0 => Some(&mut self.splits),
+            k => self.columns.get_mut(k - 1).map(|c| &mut c.splits),
+        }
+    }
+
+    /// The splits of the column called `name` (`main`: the session's own).
+    pub fn splits_of(&self, name: &str) -> Option<&[SplitEntry]> {
+        if name == crate::store::columns::MAIN {
+            return Some(&self.splits);
+        }
+        self.columns
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.splits.as_slice())
+    }
+
+    /// The column names, the main column first.
+    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(crate::store::columns::MAIN)
+            .chain(self.columns.iter().map(|c| c.name.as_str()))
+    }
+
+    /// Every split of every column: the main column's first, then each column's in order.
+    pub fn all_splits(&self) -> impl Iterator<Item = &SplitEntry> {
+        self.splits
+            .iter()
+            .chain(self.columns.iter().flat_map(|c| &c.splits))
+    }
+}
+
+/// One split in the manifest.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SplitEntry {
+    pub file: String,
+    pub closed: bool,
+    /// Hex SHA-256 of the file, once closed.
+    pub sha256: Option<String>,
+    #[serde(flatten)]
+    pub summary: SplitSummary,
+}
+
+/// Writes `manifest.json` atomically and durably: a temporary file, synced, renamed over the
+/// old one, and the directory synced.
+pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
+    replace_manifest(dir, manifest)?;
+    sync_dir(dir)
+}
+
+/// Writes `manifest.json` atomically: a temporary file, synced (so that the name never points
+/// at a file a power cut emptied), renamed over the old one. The directory is the caller's to
+/// sync.
+pub(crate) fn replace_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
+    let mut text = serde_json::to_vec_pretty(manifest).map_err(io::Error::other)?;
+    text.push(b'\n');
+    replace_file(dir, MANIFEST, &text)
+}
+
+/// Replaces `dir/name` with `bytes` atomically: a temporary file, synced (so that the name
+/// never points at a file a power cut emptied), renamed over the old one. The directory is
+/// the caller's to sync.
+fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// Writes `dir/name` atomically and durably (a temporary file, synced, renamed over the old
+/// one, the directory synced): after a power cut it is the old file or the new, whole.
+pub fn write_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    replace_file(dir, name, bytes)?;
+    sync_dir(dir)
+}
+
+/// Reads a session's manifest.
+pub fn read_manifest(dir: &Path) -> io::Result<Manifest> {
+    let bytes = std::fs::read(dir.join(MANIFEST))?;
+    serde_json::from_slice(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Lower-case hex digits of `bytes` (how SHA-256 sums are written).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
