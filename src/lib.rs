@@ -20,7 +20,7 @@
 //! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: dropouts found again by the records around them, byte ranges to read, amendments | `ulog` |
-//! | [`store`] | no | splits and columns (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill` |
+//! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `upload`, `sys` |
@@ -104,7 +104,9 @@
 //! - `tests/store.rs`, `tests/snippet.rs`, `tests/disk.rs`, `tests/faults.rs`: splits are the
 //!   stream byte for byte without their preambles and open alone in pyulog; columns
 //!   (`tests/columns.rs`) read back as the log, their exports equal; referencing snippets
-//!   (`tests/reference.rs`) read back as the copied ones and survive the budget; the budget
+//!   (`tests/reference.rs`) read back as the copied ones and survive the budget; event
+//!   buffers (`tests/events.rs`) hold their topics exactly inside the events' windows in
+//!   pyulog, with `ulog-recv event` and the triggers through the daemon; the budget
 //!   and a real full tmpfs; a slow card (`strace --inject`), a stalled disk, kill -9 every 2 s,
 //!   crash leftovers, bad settings.
 //! - `tests/publish.rs`, `tests/live.rs`: the live socket in memory and over the real socket

@@ -296,6 +296,12 @@ fn sample_value(key: &str) -> &'static str {
         "foxglove" => "8765",
         "store-queue" => "\"16M\"",
         "column" => "{ imu = [\"sensor_*\", \"vehicle_imu*\"], esc = \"esc_status\" }",
+        "event-buffer" => "{ burst = [\"sensor_gyro*\"] }",
+        "event-before" => "8",
+        "event-after" => "3",
+        "event-buffer-size" => "\"8M\"",
+        "event-on-log" => "[\"(?i)failsafe|crash\", \"Landing, detected\"]",
+        "event-when" => "[\"vehicle_status.failsafe == 1\"]",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         "upload-to" => "\"s3://flight-logs/fleet\"",
         "upload-endpoint" => "\"http://127.0.0.1:3900\"",
@@ -381,6 +387,11 @@ fn the_config_file_sets_every_option_the_command_line_wins_and_errors_name_the_k
         set["column"],
         "{ \"esc\" = [\"esc_status\"], \"imu\" = [\"sensor_*\", \"vehicle_imu*\"] }"
     );
+    // A pattern's comma is part of the pattern, not a separator.
+    assert_eq!(
+        set["event-on-log"],
+        "[\"(?i)failsafe|crash\", \"Landing, detected\"]"
+    );
     for key in exclusive {
         let group_free: String = base
             .lines()
@@ -432,6 +443,16 @@ fn the_config_file_sets_every_option_the_command_line_wins_and_errors_name_the_k
         ("udp = 1\nbaud = [1]\n", "baud", "a string or a number"),
         ("udp = 99999\n", "udp", "invalid value"),
         ("udp = 1\nlog-level = \"=+!\"\n", "log-level", "log-level"),
+        (
+            "udp = 1\nevent-when = [\"vehicle_status.failsafe\"]\n",
+            "event-when",
+            "TOPIC.FIELD OP NUMBER",
+        ),
+        (
+            "udp = 1\nevent-on-log = [\"(unclosed\"]\n",
+            "event-on-log",
+            "not a regular expression",
+        ),
     ] {
         let e = check(&dir, text, &[]).unwrap_err();
         assert!(e.contains(&format!("'{key}'")), "{text}: {e}");

@@ -33,6 +33,7 @@ use crate::live::ndjson::server::{
     BoundSocket, ClientMsg, Listener, accept_clients, bind_unix, spawn_client,
 };
 use crate::live::ndjson::{ClientId, Publisher, ServerStats};
+use crate::store::events::{EventOutcome, EventRequest};
 use crate::store::thread::StorageStats;
 use crate::sys::latency::LatencyHistogram;
 use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
@@ -51,6 +52,9 @@ pub struct PublishConfig {
     pub client_queue_bytes: usize,
     /// Log bytes handed over and not yet published beyond which samples are skipped.
     pub backlog_bytes: usize,
+    /// Where the events clients ask for go (the store, through the network loop); `None`:
+    /// they are refused.
+    pub event_requests: Option<mpsc::UnboundedSender<EventRequest>>,
 }
 
 impl Default for PublishConfig {
@@ -61,6 +65,7 @@ impl Default for PublishConfig {
             foxglove: None,
             client_queue_bytes: 4 << 20,
             backlog_bytes: 8 << 20,
+            event_requests: None,
         }
     }
 }
@@ -75,6 +80,7 @@ enum Feed {
     Event(Event),
     Stats(Box<(SessionStats, StorageStats)>),
     Uploads(Box<UploadStatus>),
+    EventOutcome(Box<EventOutcome>),
 }
 
 /// The network loop's end of the server: hands over log bytes, events and counters without
@@ -129,6 +135,12 @@ impl PublishFeed {
         let _ = self.tx.send(Feed::Uploads(Box::new(status)));
     }
 
+    /// What became of an event (entered in the manifest, or refused).
+    pub fn event_outcome(&mut self, outcome: EventOutcome) {
+        self.flush();
+        let _ = self.tx.send(Feed::EventOutcome(Box::new(outcome)));
+    }
+
     /// Hands the gathered log bytes over (stripped of samples when the server is behind).
     pub fn flush(&mut self) {
         if self.batch.is_empty() {
@@ -178,6 +190,7 @@ impl PublishServer {
             header_left: 0,
         };
         let queue = config.client_queue_bytes;
+        let event_requests = config.event_requests.clone();
         let clients = Arc::new(AtomicUsize::new(0));
         let count = clients.clone();
         let thread = std::thread::Builder::new()
@@ -195,7 +208,7 @@ impl PublishServer {
                     tcp,
                     foxglove,
                 };
-                rt.block_on(serve(rx, backlog, listeners, queue, count));
+                rt.block_on(serve(rx, backlog, listeners, queue, count, event_requests));
             })
             .map_err(ServeError::Thread)?;
         Ok((
@@ -256,6 +269,7 @@ async fn serve(
     listeners: Listeners,
     queue_bytes: usize,
     client_count: Arc<AtomicUsize>,
+    event_requests: Option<mpsc::UnboundedSender<EventRequest>>,
 ) {
     let Listeners {
         unix,
@@ -296,6 +310,7 @@ async fn serve(
                 }
                 Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
                 Some(Feed::Uploads(status)) => publisher.handle_uploads(*status),
+                Some(Feed::EventOutcome(outcome)) => publisher.handle_event_outcome(&outcome),
                 Some(Feed::Event(e)) => {
                     publisher.handle_event(&e, Instant::now());
                     if let Some(fox) = fox.as_mut() {
@@ -341,6 +356,16 @@ async fn serve(
                         None => Line::TooLong,
                     };
                     publisher.handle_request(id, line);
+                    while let Some(request) = publisher.poll_request() {
+                        let name = request.name.clone();
+                        let sent = event_requests.as_ref().is_some_and(|tx| tx.send(request).is_ok());
+                        if !sent {
+                            publisher.handle_event_outcome(&EventOutcome::Refused {
+                                name,
+                                reason: "this server takes no events".into(),
+                            });
+                        }
+                    }
                 }
                 ClientMsg::Gone(id) => {
                     publisher.disconnect(id);

@@ -1,7 +1,8 @@
 //! The daemon's config file (TOML): every key is a command-line option's long name
 //! (`udp = 14550`, `log-dir = "/var/lib/ulog-recv"`, `split-size = "64M"`,
 //! `latched = ["vehicle_status", "battery_status"]`, `no-socket = true`, a table for a
-//! repeatable option: `[column]` then `imu = ["sensor_*"]`), turned into the
+//! repeatable option of `NAME=VALUES`: `[column]` then `imu = ["sensor_*"]`; a list for
+//! another repeatable one: `event-on-log = ["(?i)failsafe", "crash"]`), turned into the
 //! arguments that option would take, so that the command line and the file share one parser,
 //! one set of defaults and one set of checks. The command line wins: its arguments come after
 //! the file's.
@@ -24,6 +25,9 @@ pub enum OptionKind {
     /// A repeatable `NAME=VALUE[,VALUE…]`: a table of lists (or strings), `--key=NAME=…`
     /// for each entry.
     Table,
+    /// A repeatable value that may hold commas (a regular expression): a list of strings (or
+    /// one string), `--key=ITEM` for each.
+    Repeated,
 }
 
 /// An option the file may set.
@@ -118,6 +122,17 @@ pub fn parse(text: &str, options: &[OptionSpec]) -> Result<Vec<ConfigArg>, Confi
                 args
             }
             (OptionKind::Table, _) => return Err(bad("must be a table of lists of strings")),
+            (OptionKind::Repeated, toml::Value::Array(items)) => {
+                let items: Option<Vec<String>> = items.iter().map(scalar).collect();
+                match items {
+                    Some(items) => items.into_iter().flat_map(with_value).collect(),
+                    None => return Err(bad("must be a list of strings")),
+                }
+            }
+            (OptionKind::Repeated, v) => match scalar(v) {
+                Some(s) => with_value(s),
+                None => return Err(bad("must be a list of strings")),
+            },
         };
         out.push(ConfigArg {
             key: key.clone(),
@@ -139,6 +154,7 @@ mod tests {
             ("latched", OptionKind::List),
             ("no-socket", OptionKind::Flag),
             ("column", OptionKind::Table),
+            ("event-on-log", OptionKind::Repeated),
         ]
         .into_iter()
         .map(|(n, kind)| OptionSpec {
@@ -161,6 +177,22 @@ mod tests {
         assert!(matches!(
             args("column = \"imu\"").unwrap_err(),
             ConfigError::BadValue { key, .. } if key == "column"
+        ));
+    }
+
+    #[test]
+    fn a_repeated_option_is_one_argument_per_item_commas_kept() {
+        assert_eq!(
+            args("event-on-log = [\"(?i)failsafe\", \"a{1,3}\"]\n").unwrap(),
+            [vec!["--event-on-log=(?i)failsafe", "--event-on-log=a{1,3}"]]
+        );
+        assert_eq!(
+            args("event-on-log = \"crash\"").unwrap(),
+            [vec!["--event-on-log=crash"]]
+        );
+        assert!(matches!(
+            args("event-on-log = [1.5, true]").unwrap_err(),
+            ConfigError::BadValue { key, .. } if key == "event-on-log"
         ));
     }
 

@@ -20,6 +20,7 @@ use crate::live::thread::PublishFeed;
 use crate::shell::keyfile::Reservation;
 use crate::shell::transport::{Link, LinkStats, Received};
 use crate::shell::vehicle_files::FtpRequest;
+use crate::store::events::EventRequest;
 use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
 use crate::store::{LogStore, StoreError, StoreOptions};
 use crate::sys::latency::LatencyHistogram;
@@ -45,6 +46,8 @@ pub struct ReceiverOptions {
     /// MAVLink FTP operations to run on the session, one at a time (the fill's, see
     /// [`crate::shell::fill`]).
     pub ftp: Option<tokio::sync::mpsc::UnboundedReceiver<FtpRequest>>,
+    /// Events asked for on the live socket, for the store.
+    pub event_requests: Option<tokio::sync::mpsc::UnboundedReceiver<EventRequest>>,
 }
 
 /// Why the receiver stopped other than by its shutdown.
@@ -89,7 +92,7 @@ pub enum Control {
     /// Start a new split before the next sample.
     Roll,
     /// New storage options (split policy, sync interval, budget; not the directory).
-    Reconfigure(StoreOptions),
+    Reconfigure(Box<StoreOptions>),
 }
 
 /// Runs the receiver on `link` until `shutdown` completes and the STOP handshake that follows
@@ -122,6 +125,7 @@ pub async fn run(
     };
     let mut stopping = false;
     let mut ftp = options.ftp;
+    let mut event_requests = options.event_requests;
     let mut ftp_pending: Option<FtpAnswer> = None;
     tokio::pin!(shutdown);
     loop {
@@ -174,7 +178,7 @@ pub async fn run(
                     }
                     Control::Reconfigure(options) => {
                         tracing::info!(?options, "storage options reloaded");
-                        store.reconfigure(options);
+                        store.reconfigure(*options);
                     }
                 }
             }
@@ -186,6 +190,11 @@ pub async fn run(
                     }
                 }
                 transmit(&mut session, &mut link).await;
+            }
+            Some(request) = next_request(&mut event_requests) => {
+                // The log bytes received so far first: the event's log time is theirs.
+                batch.hand_over(&mut store);
+                store.event(request);
             }
             _ = hand_over.tick() => batch.hand_over(&mut store),
             _ = tick.tick() => {
@@ -218,7 +227,7 @@ pub async fn run(
             p.flush();
         }
         for r in store.reports() {
-            report(r, &mut status, &mut notify);
+            report(r, &mut status, publish.as_mut(), &mut notify);
         }
         if session.is_closed() {
             break;
@@ -233,14 +242,16 @@ pub async fn run(
         &mut ftp_pending,
         &mut notify,
     );
-    if let Some(mut p) = publish.take() {
+    if let Some(p) = publish.as_mut() {
         p.stats(session.stats(), store.stats());
     }
     batch.hand_over(&mut store);
     status.storage = store.stats();
     for r in store.finish() {
-        report(r, &mut status, &mut notify);
+        report(r, &mut status, publish.as_mut(), &mut notify);
     }
+    // The live server stops once its feed is gone.
+    drop(publish);
     status.session = session.stats();
     status.link = link.stats();
     reservation.finish().await;
@@ -320,6 +331,15 @@ async fn next_ftp(
     }
 }
 
+async fn next_request(
+    requests: &mut Option<tokio::sync::mpsc::UnboundedReceiver<EventRequest>>,
+) -> Option<EventRequest> {
+    match requests {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn transmit(session: &mut Session, link: &mut Link) {
     while let Some(frame) = session.poll_transmit() {
         link.send(&frame).await;
@@ -374,7 +394,12 @@ fn handle_events(
 }
 
 /// Tells what the store thread did.
-fn report(r: StoreReport, status: &mut Status, notify: &mut impl FnMut(Notice<'_>)) {
+fn report(
+    r: StoreReport,
+    status: &mut Status,
+    publish: Option<&mut PublishFeed>,
+    notify: &mut impl FnMut(Notice<'_>),
+) {
     match r {
         StoreReport::Opened(dir) => {
             notify(Notice::SessionOpened(&dir));
@@ -382,5 +407,10 @@ fn report(r: StoreReport, status: &mut Status, notify: &mut impl FnMut(Notice<'_
         }
         StoreReport::Closed(dir) => notify(Notice::SessionClosed(&dir)),
         StoreReport::WriteError { bytes } => status.write_errors += bytes,
+        StoreReport::Event(outcome) => {
+            if let Some(p) = publish {
+                p.event_outcome(outcome);
+            }
+        }
     }
 }

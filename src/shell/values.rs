@@ -40,7 +40,6 @@ pub const BUDGET: SizeRange = SizeRange {
     min: 1 << 20,
     max: 1 << 50,
 };
-/// Memory queues (a live client's, the store's): at least 64 KiB, at most 4 GiB.
 /// Upload rate caps, bytes per second.
 pub const UPLOAD_RATE: SizeRange = SizeRange {
     min: 1 << 10,
@@ -53,6 +52,8 @@ pub const PART_SIZE: SizeRange = SizeRange {
     max: 5 << 30,
 };
 
+/// Memory queues (a live client's, the store's, an event buffer's): at least 64 KiB, at most
+/// 4 GiB.
 pub const QUEUE: SizeRange = SizeRange {
     min: 64 << 10,
     max: 4 << 30,
@@ -81,6 +82,11 @@ pub const VEHICLE_WAIT: SecondsRange = SecondsRange {
 pub const SPLIT_DURATION: SecondsRange = SecondsRange {
     min: 1.0,
     max: 7.0 * 86_400.0,
+};
+/// Log time an event buffer keeps before an event, or writes after it: up to 10 minutes.
+pub const EVENT_WINDOW: SecondsRange = SecondsRange {
+    min: 0.0,
+    max: 600.0,
 };
 /// Syncs of the open split: 10 ms to an hour.
 pub const FSYNC_INTERVAL: SecondsRange = SecondsRange {

@@ -29,8 +29,11 @@ use sha2::{Digest, Sha256};
 use bytes::BytesMut;
 
 use crate::store::columns::{ColumnRouter, ColumnSpec};
+use crate::store::events::{
+    BufferWindow, EventBufferSpec, EventGate, EventRecord, EventSource, Trigger, TriggerWatch,
+};
 pub use crate::store::manifest::{
-    ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
+    BufferEntry, ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
     write_file_durably, write_manifest,
 };
 use crate::store::manifest::{replace_manifest, sync_dir};
@@ -65,6 +68,11 @@ pub struct StoreOptions {
     pub uploads: bool,
     /// Columns besides the main one (checked with [`crate::store::columns::check_columns`]).
     pub columns: Vec<ColumnSpec>,
+    /// Event buffers: columns written only around events (after the columns; checked with
+    /// [`crate::store::events::check_buffers`]).
+    pub event_buffers: Vec<EventBufferSpec>,
+    /// What makes an event besides a request ([`LogStore::request_event`]).
+    pub triggers: Vec<Trigger>,
 }
 
 impl StoreOptions {
@@ -78,6 +86,8 @@ impl StoreOptions {
             min_free: None,
             uploads: false,
             columns: Vec::new(),
+            event_buffers: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 }
@@ -92,8 +102,14 @@ struct OpenSession {
     gaps: GapMarker,
     /// Cuts the log into a stream per column; `None` without columns.
     router: Option<ColumnRouter>,
-    /// The main column first, then one per column.
+    /// The main column first, then one per column (event buffers last).
     columns: Vec<ColumnWriter>,
+    /// Per column: its gate when it is an event buffer.
+    gates: Vec<Option<EventGate>>,
+    /// Follows the log for events; `None` without event buffers and triggers.
+    watch: Option<TriggerWatch>,
+    /// Events entered in the manifest, not yet handed out.
+    recorded: Vec<EventRecord>,
 }
 
 /// One column's splitter and files.
@@ -247,6 +263,8 @@ pub struct LogStore {
     last_manifest: Instant,
     /// Over the budget with nothing left to delete: said once until it changes.
     budget_blocked: bool,
+    /// Events of sessions that ended, not yet handed out.
+    events: Vec<EventRecord>,
 }
 
 /// Longest time the manifest goes without the open split's latest summary.
@@ -279,6 +297,7 @@ impl LogStore {
             last_sync: Instant::now(),
             last_manifest: Instant::now(),
             budget_blocked: false,
+            events: Vec::new(),
         })
     }
 
@@ -310,7 +329,11 @@ impl LogStore {
             splitter: Splitter::new(self.options.policy.clone()),
             sink: FileSink::new(dir.clone(), String::new()),
         }];
-        for column in &self.options.columns {
+        let buffers = self.options.event_buffers.iter();
+        let all_columns: Vec<ColumnSpec> = (self.options.columns.iter().cloned())
+            .chain(buffers.clone().map(|b| b.column.clone()))
+            .collect();
+        for column in &all_columns {
             let column_dir = dir.join(&column.name);
             std::fs::create_dir(&column_dir)?;
             self.unsynced.dirs.push(column_dir.clone());
@@ -324,14 +347,21 @@ impl LogStore {
             system_id: vehicle.0,
             component_id: vehicle.1,
             started_utc: stamp,
-            columns: self
-                .options
-                .columns
-                .iter()
-                .map(|c| ColumnEntry {
+            columns: (self.options.columns.iter())
+                .map(|c| (c, None))
+                .chain(buffers.clone().map(|b| {
+                    let entry = BufferEntry {
+                        before_us: b.before_us,
+                        after_us: b.after_us,
+                        ..BufferEntry::default()
+                    };
+                    (&b.column, Some(entry))
+                }))
+                .map(|(c, event_buffer)| ColumnEntry {
                     name: c.name.clone(),
                     patterns: c.patterns.clone(),
                     splits: Vec::new(),
+                    event_buffer,
                 })
                 .collect(),
             ..Manifest::default()
@@ -341,9 +371,17 @@ impl LogStore {
         replace_manifest(&dir, &manifest)?;
         self.unsynced.dirs.push(self.options.dir.clone());
         self.unsynced.dirs.push(dir.clone());
-        let router = (!self.options.columns.is_empty())
-            .then(|| ColumnRouter::new(self.options.columns.clone()));
+        let gates = std::iter::repeat_with(|| None)
+            .take(self.options.columns.len() + 1)
+            .chain(buffers.map(|b| Some(EventGate::new(b.clone()))))
+            .collect();
+        let watch = (!self.options.triggers.is_empty() || !self.options.event_buffers.is_empty())
+            .then(|| TriggerWatch::new(self.options.triggers.clone()));
+        let router = (!all_columns.is_empty()).then(|| ColumnRouter::new(all_columns));
         self.session = Some(OpenSession {
+            gates,
+            watch,
+            recorded: Vec::new(),
             framer: Framer::file(),
             gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
             router,
@@ -378,7 +416,29 @@ impl LogStore {
         });
         s.split(&out);
         self.unsynced.data |= !out.is_empty();
+        self.unsynced.manifest |= !s.recorded.is_empty();
         self.absorb()
+    }
+
+    /// An event asked for from outside (`ulog-recv event`): at the log time reached, its
+    /// windows opened in every event buffer (`after_us` instead of their own when given).
+    /// Entered in the manifest at the next sync; handed out by
+    /// [`take_events`](Self::take_events). `None` when no log is open.
+    pub fn request_event(&mut self, name: &str, after_us: Option<u64>) -> Option<EventRecord> {
+        let s = self.session.as_mut()?;
+        let record = s.request_event(name, after_us);
+        self.unsynced.manifest = true;
+        self.unsynced.data = true;
+        Some(record)
+    }
+
+    /// The events entered in the manifest since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<EventRecord> {
+        let mut events = std::mem::take(&mut self.events);
+        if let Some(s) = &mut self.session {
+            events.append(&mut s.recorded);
+        }
+        events
     }
 
     /// Takes new options (a config reload): the split policy from the next message on, the
@@ -533,6 +593,7 @@ impl LogStore {
             return Ok(None);
         };
         s.manifest.closed = true;
+        self.events.append(&mut s.recorded);
         // Everything durable: the last split, then the manifest that says the session is
         // over, then its directory.
         self.unsynced.manifest = true;
@@ -750,10 +811,26 @@ impl LogStore {
     }
 }
 
+/// Opens `event`'s window in `gate`, noting it in the event; the held samples it takes go to
+/// `out`.
+fn open_window(gate: &mut EventGate, event: &mut EventRecord, out: &mut BytesMut) {
+    let [from_us, to_us] = gate.open(event.at_us, event.after_us, out);
+    event.windows.push(BufferWindow {
+        buffer: gate.spec().column.name.clone(),
+        from_us,
+        to_us,
+    });
+}
+
 impl OpenSession {
     /// Whole units of the log to the columns' splitters (through the router when there are
-    /// columns).
+    /// columns, and each event buffer's through its gate); the events they make are
+    /// recorded.
     fn split(&mut self, bytes: &[u8]) {
+        let mut events = Vec::new();
+        if let Some(watch) = &mut self.watch {
+            watch.push(bytes, &mut events);
+        }
         match &mut self.router {
             None => {
                 let c = &mut self.columns[0];
@@ -763,13 +840,72 @@ impl OpenSession {
                 let mut outs: Vec<BytesMut> =
                     (0..router.outputs()).map(|_| BytesMut::new()).collect();
                 router.push(bytes, &mut outs);
-                for (c, out) in self.columns.iter_mut().zip(&outs) {
+                for ((c, gate), out) in self.columns.iter_mut().zip(&mut self.gates).zip(&outs) {
+                    let gated;
+                    let out = match gate {
+                        Some(gate) => {
+                            let mut held_back = BytesMut::new();
+                            gate.push(out, &mut held_back);
+                            for e in &mut events {
+                                open_window(gate, e, &mut held_back);
+                            }
+                            gated = held_back;
+                            &gated
+                        }
+                        None => out,
+                    };
                     if !out.is_empty() {
                         c.splitter.push(out, &mut c.sink);
                     }
                 }
             }
         }
+        for e in events {
+            self.record(e);
+        }
+    }
+
+    fn request_event(&mut self, name: &str, after_us: Option<u64>) -> EventRecord {
+        let at_us = match &self.watch {
+            Some(w) => w.log_time(),
+            None => self.columns[0].splitter.log_time(),
+        };
+        let mut event = EventRecord {
+            name: name.to_owned(),
+            source: EventSource::Request,
+            at_us,
+            detail: String::new(),
+            after_us,
+            windows: Vec::new(),
+        };
+        for (c, gate) in self.columns.iter_mut().zip(&mut self.gates) {
+            if let Some(gate) = gate {
+                let mut gated = BytesMut::new();
+                open_window(gate, &mut event, &mut gated);
+                c.splitter.push(&gated, &mut c.sink);
+            }
+        }
+        self.record(event.clone());
+        event
+    }
+
+    /// Enters an event in the manifest, with the buffers' windows as they are now.
+    fn record(&mut self, event: EventRecord) {
+        tracing::info!(
+            name = %event.name,
+            source = ?event.source,
+            at_s = event.at_us as f64 / 1e6,
+            detail = %event.detail,
+            "event"
+        );
+        for (entry, gate) in self.manifest.columns.iter_mut().zip(&self.gates[1..]) {
+            if let (Some(b), Some(gate)) = (&mut entry.event_buffer, gate) {
+                b.windows = gate.windows().to_vec();
+                b.dropped_for_memory = gate.dropped_for_memory;
+            }
+        }
+        self.manifest.events.push(event.clone());
+        self.recorded.push(event);
     }
 }
 

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::store::amend::{AmendmentEntry, UnfilledGap};
+use crate::store::events::EventRecord;
 use crate::store::splitter::SplitSummary;
 
 /// The manifest's file name in a session directory.
@@ -40,6 +41,9 @@ pub struct Manifest {
     /// How the last fill ended: `done`, or `failed: WHY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<String>,
+    /// Events, in the order they came ([`crate::store::events`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventRecord>,
 }
 
 /// A column besides the main one in the manifest.
@@ -49,6 +53,26 @@ pub struct ColumnEntry {
     pub patterns: Vec<String>,
     /// Its splits; their files are `NAME/split_NNNN.ulg`.
     pub splits: Vec<SplitEntry>,
+    /// An event buffer: its samples are only those of its windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_buffer: Option<BufferEntry>,
+}
+
+/// What the manifest says of an event buffer.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BufferEntry {
+    pub before_us: u64,
+    pub after_us: u64,
+    /// The windows written, merged, by start: `[from, to]` µs of log time.
+    pub windows: Vec<[u64; 2]>,
+    /// Samples the memory bound dropped before their time was up (a window opened then
+    /// lacks them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_for_memory: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Manifest {

@@ -13,13 +13,15 @@
 //!   the disk budget (renamed aside before deletion, so a power cut never half-deletes).
 //! - [`columns`] (sans-IO): topics routed to columns of their own (`SESSION/NAME/` splits)
 //!   and joined back for reading.
+//! - [`events`] (sans-IO): event buffers (columns written only around events) and the
+//!   triggers that make events.
 //! - [`manifest`]: `manifest.json` (columns, splits, amendments) and the atomic, durable
 //!   replacement of a file.
 //! - [`amend`]: amendments (records recovered from the vehicle's SD log, beside the splits,
 //!   entered in the manifest); [`amend::read_split`] is how every reader takes a split.
 //! - [`reading`]: a session read back as one stream (columns joined) or one column alone.
-//! - [`reference`](mod@reference): snippets that copy nothing (byte spans of the splits and a preamble),
-//!   made their own copy before the budget deletes their session.
+//! - [`reference`](mod@reference): snippets that copy nothing (byte spans of the splits and a
+//!   preamble), made their own copy before the budget deletes their session.
 //! - [`thread`]: the network loop never waits for the disk: past the queue's bound, samples
 //!   are stripped (definitions, parameters and strings kept) and the log gets a dropout.
 //!
@@ -28,6 +30,7 @@
 
 pub mod amend;
 pub mod columns;
+pub mod events;
 pub mod files;
 pub mod manifest;
 pub mod reading;

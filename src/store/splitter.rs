@@ -374,6 +374,11 @@ impl Splitter {
         (bytes, self.latched_samples.len() as u64)
     }
 
+    /// The largest sample time followed so far, µs (the header's before any sample).
+    pub fn log_time(&self) -> u64 {
+        self.decoder.last_timestamp()
+    }
+
     /// Follows one whole message (or, first, the 16-byte file header) without producing
     /// output; returns its sample timestamp for a data message that has one.
     pub fn observe(&mut self, message: &[u8]) -> Option<u64> {

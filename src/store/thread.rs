@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::store::events::{EventOutcome, EventRequest};
 use crate::store::{LogStore, StoreOptions};
 use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
 
@@ -46,6 +47,7 @@ enum Command {
     End,
     Roll,
     Reconfigure(StoreOptions),
+    Event(EventRequest),
 }
 
 /// What the store thread did, for the network loop to tell.
@@ -57,6 +59,9 @@ pub enum StoreReport {
     Closed(PathBuf),
     /// Bytes that could not be written (disk full, I/O error).
     WriteError { bytes: u64 },
+    /// An event was entered in the manifest (a trigger fired, or one was asked for), or
+    /// refused.
+    Event(EventOutcome),
 }
 
 /// The store's counters and state, for the status line and the live socket's `stats`.
@@ -237,6 +242,11 @@ impl StoreThread {
         self.send(Command::Reconfigure(options));
     }
 
+    /// An event asked for from outside; its outcome comes as a [`StoreReport::Event`].
+    pub fn event(&mut self, request: EventRequest) {
+        self.send(Command::Event(request));
+    }
+
     fn send(&self, command: Command) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(command);
@@ -312,6 +322,22 @@ fn apply(
         },
         Command::Roll => store.roll(),
         Command::Reconfigure(options) => store.reconfigure(options),
+        Command::Event(request) => {
+            if store
+                .request_event(&request.name, request.after_us)
+                .is_none()
+            {
+                let reason = "no log is open (the vehicle is not streaming)".to_owned();
+                tracing::warn!(name = %request.name, "event refused: {reason}");
+                let _ = reports.send(StoreReport::Event(EventOutcome::Refused {
+                    name: request.name,
+                    reason,
+                }));
+            }
+        }
+    }
+    for e in store.take_events() {
+        let _ = reports.send(StoreReport::Event(EventOutcome::Recorded(e)));
     }
     health.idle();
 }

@@ -299,6 +299,7 @@ mod tests {
                 sha256: Some("i".into()),
                 ..Default::default()
             }],
+            event_buffer: None,
         });
         let next = |m: &Manifest, j: &Journal| match next_step(m, j, false) {
             Some(Step::Split { file, .. }) => file,

@@ -15,6 +15,9 @@ use ulog_recv::shell::transport::LinkSpec;
 use ulog_recv::shell::values::{self, ValueError};
 use ulog_recv::sim::Impairment;
 use ulog_recv::store::columns::{ColumnError, ColumnSpec};
+use ulog_recv::store::events::{
+    EventBufferSpec, EventError, EventRequest, FieldCondition, Trigger,
+};
 use ulog_recv::store::{SplitPolicy, StoreOptions};
 use ulog_recv::sys::secret::read_secret_file;
 use ulog_recv::upload::flight_review::FlightReviewOptions;
@@ -314,7 +317,10 @@ impl PublishArgs {
     /// Starts the live socket's server. A socket given on the command line must work; the
     /// default one may fail (e.g. no /run/ulog-recv for an ordinary user): the daemon then
     /// logs without it, and says so.
-    pub(crate) fn start(&self) -> anyhow::Result<Option<(PublishFeed, PublishServer)>> {
+    pub(crate) fn start(
+        &self,
+        event_requests: tokio::sync::mpsc::UnboundedSender<EventRequest>,
+    ) -> anyhow::Result<Option<(PublishFeed, PublishServer)>> {
         let unix = match (&self.socket, self.no_socket) {
             (_, true) => None,
             (Some(p), _) => Some(p.clone()),
@@ -328,6 +334,7 @@ impl PublishArgs {
             tcp: self.publish_tcp,
             foxglove: self.foxglove,
             client_queue_bytes: self.client_queue as usize,
+            event_requests: Some(event_requests.clone()),
             ..PublishConfig::default()
         };
         match PublishServer::start(config(unix.clone())) {
@@ -386,6 +393,36 @@ pub(crate) struct StoreArgs {
     #[arg(long = "column", value_parser = column_spec, value_name = "NAME=PATTERNS",
           action = clap::ArgAction::Append)]
     pub(crate) columns: Vec<ColumnSpec>,
+    /// Topics written only around events, NAME=PATTERN[,PATTERN…] (repeatable; in the config
+    /// file a table, `[event-buffer]` then `imu = ["sensor_accel"]`): a column
+    /// (SESSION/NAME/) whose samples are held in memory and written from --event-before
+    /// ahead of each event to --event-after past it. Events: `ulog-recv event NAME`,
+    /// --event-on-log, --event-when.
+    #[arg(long = "event-buffer", value_parser = column_spec, value_name = "NAME=PATTERNS",
+          action = clap::ArgAction::Append)]
+    pub(crate) event_buffers: Vec<ColumnSpec>,
+    /// Seconds of log time an event buffer keeps before an event (0 to 600).
+    #[arg(long, alias = "before", value_parser = event_window, default_value = "10",
+          value_name = "SECONDS")]
+    pub(crate) event_before: Duration,
+    /// Seconds of log time an event buffer writes after an event (0 to 600; an event may ask
+    /// for another).
+    #[arg(long, alias = "after", value_parser = event_window, default_value = "5",
+          value_name = "SECONDS")]
+    pub(crate) event_after: Duration,
+    /// Most bytes of samples an event buffer holds (64K to 4G); beyond, its oldest go first.
+    #[arg(long, value_parser = queue_size, default_value = "32M")]
+    pub(crate) event_buffer_size: u64,
+    /// A logged string that matches this regular expression is an event (repeatable), e.g.
+    /// '(?i)failsafe|crash'.
+    #[arg(long, value_parser = log_trigger, value_name = "REGEX",
+          action = clap::ArgAction::Append)]
+    pub(crate) event_on_log: Vec<Trigger>,
+    /// A field condition that turns true is an event (repeatable): TOPIC.FIELD OP NUMBER,
+    /// e.g. 'vehicle_status.failsafe == 1' (OP one of == != < <= > >=).
+    #[arg(long, value_parser = field_trigger, value_name = "CONDITION",
+          action = clap::ArgAction::Append)]
+    pub(crate) event_when: Vec<Trigger>,
 }
 
 impl StoreArgs {
@@ -403,13 +440,21 @@ impl StoreArgs {
             max_total: self.max_total,
             min_free: self.min_free,
             uploads: false,
-            // A column given again (the command line after the config file) replaces it.
-            columns: self
-                .columns
+            columns: last_of_each(&self.columns),
+            event_buffers: last_of_each(&self.event_buffers)
+                .into_iter()
+                .map(|column| EventBufferSpec {
+                    column,
+                    before_us: self.event_before.as_micros() as u64,
+                    after_us: self.event_after.as_micros() as u64,
+                    max_bytes: self.event_buffer_size,
+                })
+                .collect(),
+            triggers: self
+                .event_on_log
                 .iter()
-                .enumerate()
-                .filter(|(i, c)| !self.columns[i + 1..].iter().any(|d| d.name == c.name))
-                .map(|(_, c)| c.clone())
+                .chain(&self.event_when)
+                .cloned()
                 .collect(),
         }
     }
@@ -443,6 +488,29 @@ fn split_size(s: &str) -> Result<u64, ValueError> {
 
 fn column_spec(s: &str) -> Result<ColumnSpec, ColumnError> {
     ColumnSpec::parse(s)
+}
+
+/// Columns as given, one given again (the command line after the config file) replacing
+/// the earlier.
+fn last_of_each(columns: &[ColumnSpec]) -> Vec<ColumnSpec> {
+    columns
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| !columns[i + 1..].iter().any(|d| d.name == c.name))
+        .map(|(_, c)| c.clone())
+        .collect()
+}
+
+fn event_window(s: &str) -> Result<Duration, ValueError> {
+    values::parse_seconds(s, values::EVENT_WINDOW)
+}
+
+fn log_trigger(s: &str) -> Result<Trigger, EventError> {
+    Trigger::logged_text(s)
+}
+
+fn field_trigger(s: &str) -> Result<Trigger, EventError> {
+    FieldCondition::parse(s).map(Trigger::Field)
 }
 
 fn budget_size(s: &str) -> Result<u64, ValueError> {
@@ -756,6 +824,21 @@ pub(crate) enum Command {
     /// List the topics a running daemon has now.
     Topics {
         /// The daemon's `topics` line (JSON) instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        endpoint: EndpointArgs,
+    },
+    /// Mark an event in a running daemon's log: every event buffer writes its samples from
+    /// --event-before ahead of now to --event-after past it; the event goes into the
+    /// session's manifest. Prints the windows written.
+    Event {
+        /// The event's name (1 to 200 characters), e.g. `payload_drop`.
+        name: String,
+        /// Seconds after the event to write instead of each buffer's --event-after (0 to 600).
+        #[arg(long, value_parser = event_window)]
+        after: Option<Duration>,
+        /// The daemon's `event` line (JSON) instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]

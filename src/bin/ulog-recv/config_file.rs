@@ -28,7 +28,14 @@ pub(crate) fn config_options() -> Vec<(OptionSpec, String)> {
             let kind = match a.get_action() {
                 clap::ArgAction::SetTrue => OptionKind::Flag,
                 _ if a.get_value_delimiter().is_some() => OptionKind::List,
-                clap::ArgAction::Append => OptionKind::Table,
+                // `NAME=PATTERNS`: a table; any other repeatable value: a list of its own.
+                clap::ArgAction::Append
+                    if a.get_value_names()
+                        .is_some_and(|n| n.iter().any(|n| n.contains('='))) =>
+                {
+                    OptionKind::Table
+                }
+                clap::ArgAction::Append => OptionKind::Repeated,
                 _ => OptionKind::Value,
             };
             let spec = OptionSpec {
@@ -63,7 +70,7 @@ pub(crate) fn options_in_force(args: &[OsString]) -> String {
                     .collect();
                 let toml_string = |v: &String| toml::Value::String(v.clone()).to_string();
                 match spec.kind {
-                    OptionKind::List => {
+                    OptionKind::List | OptionKind::Repeated => {
                         let items: Vec<String> = raw.iter().map(toml_string).collect();
                         format!("[{}]", items.join(", "))
                     }

@@ -83,7 +83,8 @@ pub(crate) async fn receive(
         None
     };
     let link = Link::open(&spec).await?;
-    let (feed, server) = args.publish.start()?.unzip();
+    let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (feed, server) = args.publish.start(event_tx)?.unzip();
     // The handlers before the start line: a SIGHUP or SIGTERM from then on is taken as meant.
     let controls = controls_on_sighup(reloader(args.clone(), argv, levels))?;
     let stop_signal = shutdown_signal()?;
@@ -102,10 +103,13 @@ pub(crate) async fn receive(
     );
     let mut store = args.store.options(log_dir.clone());
     store.uploads = uploader.is_some();
-    ulog_recv::store::columns::check_columns(&store.columns)?;
-    if !store.columns.is_empty() && matches!(args.fill, FillArg::Auto) {
+    ulog_recv::store::events::check_buffers(&store.columns, &store.event_buffers)?;
+    if (!store.columns.is_empty() || !store.event_buffers.is_empty())
+        && matches!(args.fill, FillArg::Auto)
+    {
         anyhow::bail!(
-            "--fill auto does not fill sessions stored in columns yet: drop --column or --fill"
+            "--fill auto does not fill sessions stored in columns yet: drop --column and \
+             --event-buffer, or --fill"
         );
     }
     let (ftp, auto_fill) = match args.fill {
@@ -127,6 +131,7 @@ pub(crate) async fn receive(
         store_queue_bytes: args.store.store_queue as usize,
         uploads: uploader.as_ref().map(|u| u.shared_status()),
         ftp,
+        event_requests: Some(event_rx),
     };
     let clients = server.as_ref().map(|s| s.clients_counter());
     let mut text = StatusText::default();
@@ -211,7 +216,8 @@ pub(crate) async fn receive(
 }
 
 /// What SIGHUP re-reads: the config file (if any) with the same command line. Storage options
-/// and the log level apply at once; other changes need a restart, and the log says so.
+/// (but columns and event buffers) and the log level apply at once; other changes need a
+/// restart, and the log says so.
 pub(crate) fn reloader(
     running: ReceiveArgs,
     argv: Vec<OsString>,
@@ -267,8 +273,24 @@ pub(crate) fn reloader(
                 tracing::warn!("config reloaded: {what} changed, which takes a restart");
             }
         }
+        // Columns, event buffers and triggers shape the session directories: kept as they
+        // were checked at start.
+        let mut options = new.store.options(running.log_dir());
+        let kept = running.store.options(running.log_dir());
+        let layout = |o: &ulog_recv::store::StoreOptions| {
+            format!("{:?}{:?}{:?}", o.columns, o.event_buffers, o.triggers)
+        };
+        if layout(&options) != layout(&kept) {
+            tracing::warn!(
+                "config reloaded: columns, event buffers or event triggers changed, which \
+                 takes a restart"
+            );
+        }
+        options.columns = kept.columns;
+        options.event_buffers = kept.event_buffers;
+        options.triggers = kept.triggers;
         tracing::info!("config reloaded from {}", path.display());
-        Some(Control::Reconfigure(new.store.options(running.log_dir())))
+        Some(Control::Reconfigure(Box::new(options)))
     }
 }
 

@@ -126,9 +126,11 @@ pub(crate) async fn demo(
     policy.max_duration_us = Some(20_000_000);
     // The demo publishes too: `ulog-recv tail` in another terminal follows it.
     let socket = std::env::temp_dir().join(format!("ulog-recv-demo-{}.sock", std::process::id()));
+    let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel();
     let config = |foxglove| PublishConfig {
         unix: Some(socket.clone()),
         foxglove: Some(foxglove),
+        event_requests: Some(event_tx.clone()),
         ..PublishConfig::default()
     };
     let (feed, server) = match PublishServer::start(config(foxglove)) {
@@ -160,6 +162,7 @@ pub(crate) async fn demo(
         store_queue_bytes: 32 << 20,
         uploads: None,
         ftp: None,
+        event_requests: Some(event_rx),
     };
     let stop = shutdown_signal()?;
     let receiver = ulog_recv::shell::receiver::run(

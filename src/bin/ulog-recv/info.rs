@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
+use ulog_recv::store::events::EventSource;
 use ulog_recv::ulog::summary::{OwnedValue, Summary, SummaryBuilder};
 
 pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
@@ -50,6 +51,7 @@ fn print_summary(summary: Summary, json: bool) -> anyhow::Result<()> {
 /// A session directory: its splits, what fills recovered and what is still missing, then the
 /// flight (splits joined, amendments merged) summarised as a file is.
 fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let secs = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / 1e6;
     let manifest = ulog_recv::store::files::read_manifest(dir)
         .with_context(|| format!("{} is not a log session", dir.display()))?;
     let flight = ulog_recv::export::flight::load(dir, &Default::default())
@@ -73,12 +75,19 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
                 0 => Vec::new(),
                 k => manifest.columns[k - 1].patterns.clone(),
             };
-            serde_json::json!({
+            let mut column = serde_json::json!({
                 "name": name,
                 "patterns": patterns,
                 "splits": splits.len(),
                 "bytes": splits.iter().map(|s| s.summary.bytes).sum::<u64>(),
-            })
+            });
+            if let Some(b) = k
+                .checked_sub(1)
+                .and_then(|k| manifest.columns[k].event_buffer.as_ref())
+            {
+                column["event_buffer"] = serde_json::json!(b);
+            }
+            column
         })
         .collect();
     if json {
@@ -93,6 +102,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             "unfilled": manifest.unfilled,
             "dropouts_remaining": summary.dropouts.len(),
             "columns": columns,
+            "events": manifest.events,
         });
         println!(
             "{}",
@@ -131,7 +141,38 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
                     _ => " (every other topic)".to_owned(),
                 }
             );
+            if let Some(windows) = c["event_buffer"]["windows"].as_array() {
+                let shown: Vec<String> = windows
+                    .iter()
+                    .map(|w| format!("{:.3}-{:.3} s", secs(&w[0]), secs(&w[1])))
+                    .collect();
+                println!(
+                    "    event buffer: written only around events: {}",
+                    if shown.is_empty() {
+                        "none yet".to_owned()
+                    } else {
+                        shown.join(", ")
+                    }
+                );
+            }
         }
+    }
+    for e in &manifest.events {
+        println!(
+            "  event {} at {:.3} s ({}){}",
+            e.name,
+            e.at_us as f64 / 1e6,
+            match e.source {
+                EventSource::Request => "asked for",
+                EventSource::LoggedText => "logged string",
+                EventSource::Field => "field condition",
+            },
+            if e.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", e.detail)
+            }
+        );
     }
     if !manifest.amendments.is_empty() {
         println!(

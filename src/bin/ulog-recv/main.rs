@@ -156,6 +156,19 @@ fn main() -> anyhow::Result<()> {
             });
             quiet_on_closed_output(result)
         }
+        Some(Command::Event {
+            name,
+            after,
+            json,
+            endpoint,
+        }) => {
+            let result = runtime()?.block_on(async {
+                let conn = client::connect(endpoint.endpoint()).await?;
+                let after_s = after.map(|d| d.as_secs_f64());
+                client::run_event(conn, &name, after_s, json, &mut std::io::stdout().lock()).await
+            });
+            quiet_on_closed_output(result)
+        }
         Some(Command::Demo {
             log_dir,
             duration,

@@ -1,5 +1,6 @@
 //! The live socket's clients: `ulog-recv tail` (samples as aligned text for a person, or
-//! JSON lines for scripts) and `ulog-recv topics` (what is available now).
+//! JSON lines for scripts), `ulog-recv topics` (what is available now) and `ulog-recv event`
+//! (an event for the daemon's event buffers).
 //!
 //! The formatting is plain functions over the protocol's JSON ([`TailView`]), tested without a
 //! socket; [`connect`] and [`run_tail`] / [`run_topics`] are the thin async part.
@@ -57,6 +58,8 @@ pub enum ClientError {
     Refused(String),
     #[error("the daemon closed the connection before sending the topic catalogue")]
     NoCatalogue,
+    #[error("the daemon did not answer within {0:?} (an older daemon, or a busy one)")]
+    NoAnswer(std::time::Duration),
 }
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
@@ -194,6 +197,80 @@ pub async fn run_topics(
         }
     }
     Err(ClientError::NoCatalogue)
+}
+
+/// How long `ulog-recv event` waits for the daemon's answer.
+pub const EVENT_ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Asks the daemon for an event named `name` (its windows `after_s` past it instead of each
+/// buffer's own when given) and waits for the answer: the `event` line (printed, as text or
+/// as the daemon's JSON) or `event_refused` (an error).
+pub async fn run_event(
+    (reader, mut writer): (Reader, Writer),
+    name: &str,
+    after_s: Option<f64>,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), ClientError> {
+    let mut request = serde_json::json!({"event": name});
+    if let Some(s) = after_s {
+        request["after_s"] = s.into();
+    }
+    let mut request = serde_json::to_vec(&request).expect("a JSON value serialises");
+    request.push(b'\n');
+    writer.write_all(&request).await?;
+    let mut lines = BufReader::new(reader).lines();
+    let answer = async {
+        while let Some(text) = lines.next_line().await? {
+            let line: Json =
+                serde_json::from_str(&text).map_err(|_| ClientError::BadLine(text.clone()))?;
+            let ours = line["name"] == name;
+            match line["type"].as_str() {
+                Some("event") if ours && line["source"] == "request" => return Ok((line, text)),
+                Some("event_refused") if ours => {
+                    let reason = line["reason"].as_str().unwrap_or("no reason given");
+                    return Err(ClientError::Refused(reason.to_owned()));
+                }
+                Some("error") => {
+                    let message = line["message"].as_str().unwrap_or("no reason given");
+                    return Err(ClientError::Refused(message.to_owned()));
+                }
+                _ => {}
+            }
+        }
+        Err(ClientError::Io(io::ErrorKind::UnexpectedEof.into()))
+    };
+    let (line, text) = tokio::time::timeout(EVENT_ANSWER_TIMEOUT, answer)
+        .await
+        .map_err(|_| ClientError::NoAnswer(EVENT_ANSWER_TIMEOUT))??;
+    let shown = if json { text } else { event_text(&line) };
+    writeln!(out, "{shown}")
+        .and_then(|_| out.flush())
+        .map_err(ClientError::Output)
+}
+
+/// An `event` line for a person: `event NAME at 123.456 s: imu 118.456–125.456 s`.
+pub fn event_text(line: &Json) -> String {
+    let seconds = |v: &Json| v.as_u64().unwrap_or(0) as f64 / 1e6;
+    let mut text = format!(
+        "event {} at {:.3} s",
+        line["name"].as_str().unwrap_or("?"),
+        seconds(&line["at_us"])
+    );
+    let windows = line["windows"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if windows.is_empty() {
+        text.push_str(": no event buffer (entered in the manifest only)");
+    }
+    for (k, w) in windows.iter().enumerate() {
+        text.push_str(if k == 0 { ": " } else { ", " });
+        text.push_str(&format!(
+            "{} {:.3}-{:.3} s",
+            w["buffer"].as_str().unwrap_or("?"),
+            seconds(&w["from_us"]),
+            seconds(&w["to_us"])
+        ));
+    }
+    text
 }
 
 /// The `topics` line as a table for a person.

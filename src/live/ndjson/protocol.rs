@@ -7,12 +7,17 @@
 
 use serde_json::Value as Json;
 
+use crate::store::events::EventRequest;
+
 /// Version of the protocol, sent in the `hello` line. Adding line types or keys keeps the
 /// version; changing or removing one bumps it.
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Longest request line accepted (newline excluded).
 pub const MAX_REQUEST_LINE: usize = 64 * 1024;
+
+/// Longest event name, characters.
+pub const MAX_EVENT_NAME: usize = 200;
 
 /// Most patterns in one subscription.
 pub const MAX_PATTERNS: usize = 1024;
@@ -27,6 +32,8 @@ pub enum Request {
         /// At most this many samples per second of each topic instance (log time).
         max_rate_hz: Option<f64>,
     },
+    /// `{"event": NAME, "after_s": S}`: an event now (see [`crate::store::events`]).
+    Event(EventRequest),
 }
 
 /// Why a request line was refused. The connection stays open.
@@ -36,8 +43,12 @@ pub enum RequestError {
     NotJson(String),
     #[error("request must be a JSON object")]
     NotObject,
-    #[error("unknown key '{0}' (known: subscribe, max_rate_hz)")]
+    #[error("unknown key '{0}' (known: subscribe, max_rate_hz; event, after_s)")]
     UnknownKey(String),
+    #[error("'event' must be a name of 1 to {MAX_EVENT_NAME} characters")]
+    BadEventName,
+    #[error("'after_s' must be a number of seconds from 0 to 600")]
+    BadAfter,
     #[error("'subscribe' is missing")]
     NoSubscribe,
     #[error("'subscribe' must be a list of topic patterns (strings)")]
@@ -58,6 +69,9 @@ impl Request {
         let Json::Object(map) = json else {
             return Err(RequestError::NotObject);
         };
+        if map.contains_key("event") {
+            return Self::event(&map);
+        }
         if let Some(k) = map
             .keys()
             .find(|k| !matches!(k.as_str(), "subscribe" | "max_rate_hz"))
@@ -89,6 +103,33 @@ impl Request {
             patterns,
             max_rate_hz,
         })
+    }
+}
+
+impl Request {
+    fn event(map: &serde_json::Map<String, Json>) -> Result<Self, RequestError> {
+        if let Some(k) = map
+            .keys()
+            .find(|k| !matches!(k.as_str(), "event" | "after_s"))
+        {
+            return Err(RequestError::UnknownKey(k.clone()));
+        }
+        let name = match map.get("event") {
+            Some(Json::String(s))
+                if !s.trim().is_empty() && s.chars().count() <= MAX_EVENT_NAME =>
+            {
+                s.trim().to_owned()
+            }
+            _ => return Err(RequestError::BadEventName),
+        };
+        let after_us = match map.get("after_s") {
+            None | Some(Json::Null) => None,
+            Some(v) => match v.as_f64() {
+                Some(s) if (0.0..=600.0).contains(&s) => Some((s * 1e6).round() as u64),
+                _ => return Err(RequestError::BadAfter),
+            },
+        };
+        Ok(Request::Event(EventRequest { name, after_us }))
     }
 }
 
@@ -176,6 +217,41 @@ pub fn level_name(level: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_requests_parse_and_bad_ones_say_why() {
+        assert_eq!(
+            Request::parse(br#"{"event": " landing ", "after_s": 2.5}"#),
+            Ok(Request::Event(EventRequest {
+                name: "landing".into(),
+                after_us: Some(2_500_000)
+            }))
+        );
+        assert_eq!(
+            Request::parse(br#"{"event": "mark"}"#),
+            Ok(Request::Event(EventRequest {
+                name: "mark".into(),
+                after_us: None
+            }))
+        );
+        for (bad, why) in [
+            (&br#"{"event": ""}"#[..], RequestError::BadEventName),
+            (br#"{"event": 3}"#, RequestError::BadEventName),
+            (br#"{"event": "x", "after_s": -1}"#, RequestError::BadAfter),
+            (br#"{"event": "x", "after_s": 601}"#, RequestError::BadAfter),
+            (
+                br#"{"event": "x", "subscribe": []}"#,
+                RequestError::UnknownKey("subscribe".into()),
+            ),
+        ] {
+            assert_eq!(Request::parse(bad), Err(why));
+        }
+        let long = format!(r#"{{"event": "{}"}}"#, "x".repeat(MAX_EVENT_NAME + 1));
+        assert_eq!(
+            Request::parse(long.as_bytes()),
+            Err(RequestError::BadEventName)
+        );
+    }
 
     #[test]
     fn subscribe_requests_parse_and_bad_ones_say_why() {

@@ -21,6 +21,7 @@ use crate::link::{CloseReason, Event, SessionStats};
 use crate::live::ndjson::JsonShape;
 use crate::live::ndjson::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
 use crate::live::outbox::Keep;
+use crate::store::events::{EventOutcome, EventRequest};
 use crate::store::thread::StorageStats;
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::glob;
@@ -74,6 +75,8 @@ pub struct Publisher {
     skipped_samples: u64,
     /// The uploader's state, when uploads are on.
     uploads: Option<UploadStatus>,
+    /// Events clients asked for, for the shell to hand to the store.
+    requests: VecDeque<EventRequest>,
 }
 
 /// The open log.
@@ -190,6 +193,7 @@ impl Publisher {
             last_stats: None,
             skipped_samples: 0,
             uploads: None,
+            requests: VecDeque::new(),
         }
     }
 
@@ -256,11 +260,48 @@ impl Publisher {
                     "topics": matching,
                 })
             }
+            Ok(Request::Event(request)) => {
+                // Its outcome comes back from the store, to every client.
+                self.requests.push_back(request);
+                return;
+            }
             Err(e) => json!({"type": "error", "message": e.to_string()}),
         };
         if self.clients.contains_key(&id) {
             self.send(id, line(&reply), Keep::Droppable);
         }
+    }
+
+    /// The next event a client asked for, for the store.
+    pub fn poll_request(&mut self) -> Option<EventRequest> {
+        self.requests.pop_front()
+    }
+
+    /// What became of an event (a trigger's, or one a client asked for): an `event` line, or
+    /// `event_refused`, to every client.
+    pub fn handle_event_outcome(&mut self, outcome: &EventOutcome) {
+        let message = match outcome {
+            EventOutcome::Recorded(e) => {
+                let mut v = json!({
+                    "type": "event",
+                    "name": e.name,
+                    "source": e.source,
+                    "at_us": e.at_us,
+                    "windows": e.windows,
+                });
+                if !e.detail.is_empty() {
+                    v["detail"] = json!(e.detail);
+                }
+                if let Some(after) = e.after_us {
+                    v["after_us"] = json!(after);
+                }
+                v
+            }
+            EventOutcome::Refused { name, reason } => {
+                json!({"type": "event_refused", "name": name, "reason": reason})
+            }
+        };
+        self.broadcast(line(&message), Keep::Always);
     }
 
     /// Names of the current topics that `patterns` match, sorted, each once.
