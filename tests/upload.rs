@@ -1,6 +1,7 @@
 //! Uploads against the real servers users run: Garage (a production S3 server) and PX4's
 //! Flight Review, with the daemon and the simulator as processes. What is in the bucket is
-//! read back by boto3 (`tests/s3_objects.py`), an S3 client independent of ours.
+//! read back by boto3 (`tests/s3_objects.py`), an S3 client independent of ours. Sessions
+//! stored in columns (an event buffer among them) go up whole, the main column first.
 //!
 //! Garage is `cargo install --locked garage@2.5.0` (`.ci/run` caches it under
 //! `~/.cache/ulog-recv/`; `$GARAGE` names another binary); Flight Review is
@@ -480,4 +481,74 @@ fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_s
         }
         other => panic!("garbage not refused: {other:?}"),
     }
+}
+
+#[test]
+fn columns_and_an_event_buffer_reach_the_bucket_main_column_first() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(garage) = garage("columns") else {
+        return;
+    };
+    let dir = fresh_dir("upload-columns");
+    let creds = credentials(&dir, SECRET_KEY);
+    let extra: Vec<String> = [
+        "--column=esc=esc_status",
+        "--event-buffer=accel=sensor_accel",
+        "--event-on-log=Takeoff",
+        "--split-size=1M",
+    ]
+    .map(String::from)
+    .to_vec();
+    let session = record(&dir, 400, &extra);
+    let out = Command::new(common::procs::BIN)
+        .arg("upload")
+        .arg(&session)
+        .args(garage.upload_args("columns", &creds))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    // One line per step: "  FILE → KEY  (0.1 s)".
+    let keys: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.split(" → ").nth(1)?.split_whitespace().next())
+        .collect();
+
+    let manifest = ulog_recv::store::files::read_manifest(&session).unwrap();
+    assert_eq!(manifest.events.len(), 1, "{:?}", manifest.events);
+    let buffer = manifest.columns[1].event_buffer.as_ref().unwrap();
+    assert_eq!(buffer.windows.len(), 1);
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let prefix = format!("columns/sys1/{name}/");
+    let found = garage.objects(&py, &prefix);
+    let objects = found["objects"].as_object().unwrap();
+    let splits: Vec<_> = manifest.all_splits().collect();
+    assert!(
+        manifest.columns.iter().all(|c| !c.splits.is_empty()),
+        "{manifest:?}"
+    );
+    assert_eq!(objects.len(), splits.len() + 1, "{:?}", objects.keys());
+    for split in &splits {
+        let object = &objects[&format!("{prefix}{}", split.file)];
+        assert_eq!(
+            object["sha256"].as_str().unwrap(),
+            sha256_file(&session.join(&split.file)),
+            "{}",
+            split.file
+        );
+    }
+    // The main column's splits went first, the manifest last.
+    let first_other = keys
+        .iter()
+        .position(|k| k.contains("/esc/") || k.contains("/accel/"));
+    let last_main = keys
+        .iter()
+        .rposition(|k| k.contains(&format!("{name}/split_")));
+    assert!(
+        first_other.is_some() && last_main.is_some() && last_main < first_other,
+        "{keys:?}"
+    );
+    assert!(keys.last().unwrap().ends_with("manifest.json"), "{keys:?}");
 }
