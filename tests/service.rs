@@ -483,14 +483,26 @@ fn sighup_rereads_the_config_and_applies_the_storage_options_at_once() {
         .unwrap();
     let mut sim = synthetic_sim(port, 60, 150000, &["--once"], Stdio::piped());
     std::thread::sleep(Duration::from_millis(800));
-    // A split every 5 s of log time from now on.
-    std::fs::write(&config, format!("{base}split-duration = 5\n")).unwrap();
+    // A split every 5 s of log time from now on; an event buffer only at a restart.
+    std::fs::write(
+        &config,
+        format!("{base}split-duration = 5\n[event-buffer]\naccel = \"sensor_accel\"\n"),
+    )
+    .unwrap();
     unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
     // The whole log was sent (3 s at 150 KB/s): stop the daemon while the vehicle streams.
     std::thread::sleep(Duration::from_millis(3500));
     let err = stop_and_read_stderr(daemon);
     assert!(sim.wait().unwrap().success());
     assert!(err.contains("config reloaded from"), "{err}");
+    assert!(
+        err.contains("event buffers or event triggers changed, which takes a restart"),
+        "{err}"
+    );
+    for session in common::procs::session_dirs(&logs) {
+        let manifest = ulog_recv::store::files::read_manifest(&session).unwrap();
+        assert!(manifest.columns.is_empty(), "{manifest:?}");
+    }
     // The SIGHUP itself makes a second split; the new size makes several more.
     let files = ulg_files(&logs);
     assert!(files.len() >= 4, "{} splits: {files:?}", files.len());
