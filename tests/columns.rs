@@ -51,24 +51,12 @@ fn logs() -> Vec<(String, Vec<u8>)> {
 
 /// Stores `log` in a session under `dir` (splits of 20 s of log time), with `columns`.
 fn store(dir: &Path, log: &[u8], columns: Vec<ColumnSpec>) -> PathBuf {
-    let mut policy = SplitPolicy::unlimited();
-    policy.max_duration_us = Some(20_000_000);
-    let options = StoreOptions {
-        policy,
-        columns,
-        ..StoreOptions::new(dir.to_owned())
-    };
-    let mut store = LogStore::open(options).unwrap();
-    store
-        .begin_log(
-            (1, 1),
-            SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-        )
-        .unwrap();
-    for piece in log.chunks(7_001) {
-        store.write(piece).unwrap();
-    }
-    store.end_log().unwrap().unwrap()
+    common::store_session(
+        common::split_every(dir, 20, columns),
+        log,
+        7_001,
+        1_800_000_000,
+    )
 }
 
 /// A stream's content as readers see it: per subscription (topic/multi_id) its samples in

@@ -18,7 +18,7 @@ use ulog_recv::store::events::{
 };
 use ulog_recv::store::files::read_manifest;
 use ulog_recv::store::reading::read_session;
-use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
+use ulog_recv::store::{LogStore, StoreOptions};
 use ulog_recv::ulog::Writer;
 use ulog_recv::ulog::message::{Message, framed, msg_type};
 
@@ -82,16 +82,13 @@ fn store(
     buffer: EventBufferSpec,
     request_at: u64,
 ) -> (PathBuf, EventRecord, Vec<EventRecord>) {
-    let mut policy = SplitPolicy::unlimited();
-    policy.max_duration_us = Some(20 * SECOND);
     let options = StoreOptions {
-        policy,
         event_buffers: vec![buffer],
         triggers: vec![
             Trigger::logged_text("(?i)failsafe|crash").unwrap(),
             Trigger::Field(FieldCondition::parse(LOW_VOLTAGE).unwrap()),
         ],
-        ..StoreOptions::new(dir.to_owned())
+        ..common::split_every(dir, 20, Vec::new())
     };
     let mut store = LogStore::open(options).unwrap();
     assert!(

@@ -28,24 +28,12 @@ fn synthetic(duration_s: u32) -> Vec<u8> {
 
 /// Stores `log` as a closed session under `dir` (splits of 60 s of log time).
 fn store(dir: &Path, log: &[u8], columns: Vec<ColumnSpec>, started: u64) -> PathBuf {
-    let mut policy = SplitPolicy::unlimited();
-    policy.max_duration_us = Some(60_000_000);
-    let options = StoreOptions {
-        policy,
-        columns,
-        ..StoreOptions::new(dir.to_owned())
-    };
-    let mut store = LogStore::open(options).unwrap();
-    store
-        .begin_log(
-            (1, 1),
-            SystemTime::UNIX_EPOCH + Duration::from_secs(started),
-        )
-        .unwrap();
-    for piece in log.chunks(64 << 10) {
-        store.write(piece).unwrap();
-    }
-    store.end_log().unwrap().unwrap()
+    common::store_session(
+        common::split_every(dir, 60, columns),
+        log,
+        64 << 10,
+        started,
+    )
 }
 
 fn dir_bytes(dir: &Path) -> u64 {

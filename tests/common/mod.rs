@@ -6,7 +6,8 @@ pub mod garage;
 pub mod procs;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value as Json, json};
 use ulog_recv::ulog::summary::{OwnedValue, summarize};
@@ -644,4 +645,40 @@ pub fn sha256_file(path: &std::path::Path) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Storage options for `dir` with a split every `split_s` seconds of log time and `columns`.
+pub fn split_every(
+    dir: &Path,
+    split_s: u64,
+    columns: Vec<ulog_recv::store::columns::ColumnSpec>,
+) -> ulog_recv::store::StoreOptions {
+    let mut policy = ulog_recv::store::SplitPolicy::unlimited();
+    policy.max_duration_us = Some(split_s * 1_000_000);
+    ulog_recv::store::StoreOptions {
+        policy,
+        columns,
+        ..ulog_recv::store::StoreOptions::new(dir.to_owned())
+    }
+}
+
+/// Stores `log` as one closed session with `options`, written in pieces of `piece` bytes,
+/// the session started `started_s` seconds after the epoch; its directory.
+pub fn store_session(
+    options: ulog_recv::store::StoreOptions,
+    log: &[u8],
+    piece: usize,
+    started_s: u64,
+) -> PathBuf {
+    let mut store = ulog_recv::store::LogStore::open(options).unwrap();
+    store
+        .begin_log(
+            (1, 1),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(started_s),
+        )
+        .unwrap();
+    for piece in log.chunks(piece) {
+        store.write(piece).unwrap();
+    }
+    store.end_log().unwrap().unwrap()
 }
