@@ -14,7 +14,8 @@ use common::procs::{BIN, Proc, fresh_dir, wait_for_line};
 use ulog_recv::sim::synth::{START_US, SynthOptions, generate};
 use ulog_recv::store::columns::ColumnSpec;
 use ulog_recv::store::events::{
-    EventBufferSpec, EventRecord, EventSource, FieldCondition, Trigger,
+    EventBufferSpec, EventRecord, EventRefused, EventSource, FieldCondition, MAX_LISTED_EVENTS,
+    Trigger,
 };
 use ulog_recv::store::files::read_manifest;
 use ulog_recv::store::reading::read_session;
@@ -73,26 +74,32 @@ fn accel_buffer(max_bytes: u64) -> EventBufferSpec {
     }
 }
 
-/// Stores `log` with `buffer` and the failsafe and low-voltage triggers (splits of 20 s),
-/// asking for an event named "payload_drop" once the log reaches `request_at`. Returns the
-/// session, the request's record and every event handed out.
+/// The failsafe string's and the low voltage's triggers.
+fn failsafe_and_low_voltage() -> Vec<Trigger> {
+    vec![
+        Trigger::logged_text("(?i)failsafe|crash").unwrap(),
+        Trigger::Field(FieldCondition::parse(LOW_VOLTAGE).unwrap()),
+    ]
+}
+
+/// Stores `log` with `buffer` and `triggers` (splits of 20 s), asking for an event named
+/// "payload_drop" once the log reaches `request_at`. Returns the session, what the request
+/// got and every event handed out.
 fn store(
     dir: &Path,
     log: &[u8],
     buffer: EventBufferSpec,
+    triggers: Vec<Trigger>,
     request_at: u64,
-) -> (PathBuf, EventRecord, Vec<EventRecord>) {
+) -> (PathBuf, Result<EventRecord, EventRefused>, Vec<EventRecord>) {
     let options = StoreOptions {
         event_buffers: vec![buffer],
-        triggers: vec![
-            Trigger::logged_text("(?i)failsafe|crash").unwrap(),
-            Trigger::Field(FieldCondition::parse(LOW_VOLTAGE).unwrap()),
-        ],
+        triggers,
         ..common::split_every(dir, 20, Vec::new())
     };
     let mut store = LogStore::open(options).unwrap();
     assert!(
-        store.request_event("too early", None).is_none(),
+        store.request_event("too early", None) == Err(EventRefused::NoLog),
         "no log is open yet"
     );
     store
@@ -107,7 +114,7 @@ fn store(
         store.write(piece).unwrap();
         events.extend(store.take_events());
     }
-    let request = store.request_event("payload_drop", None).unwrap();
+    let request = store.request_event("payload_drop", None);
     for piece in log[cut..].chunks(3_001) {
         store.write(piece).unwrap();
         events.extend(store.take_events());
@@ -156,8 +163,14 @@ fn the_buffer_holds_its_topics_exactly_inside_the_windows_of_each_event() {
     let original = root.join("original.ulg");
     std::fs::write(&original, &log).unwrap();
     let request_at = START_US + 15 * SECOND;
-    let (session, request, events) =
-        store(&root.join("logs"), &log, accel_buffer(32 << 20), request_at);
+    let (session, request, events) = store(
+        &root.join("logs"),
+        &log,
+        accel_buffer(32 << 20),
+        failsafe_and_low_voltage(),
+        request_at,
+    );
+    let request = request.unwrap();
 
     // The request takes the log time reached: the last sample written before it.
     let t = log_time_before(&log, offset_of_time(&log, request_at));
@@ -242,8 +255,10 @@ fn the_byte_bound_drops_the_oldest_held_samples_and_the_manifest_says_how_many()
         &root.join("logs"),
         &log,
         accel_buffer(16 << 10),
+        failsafe_and_low_voltage(),
         START_US + 15 * SECOND,
     );
+    let request = request.unwrap();
     let manifest = read_manifest(&session).unwrap();
     let buffer = manifest.columns[0].event_buffer.as_ref().unwrap();
     assert!(buffer.dropped_for_memory > 0, "{buffer:?}");
@@ -264,6 +279,40 @@ fn the_byte_bound_drops_the_oldest_held_samples_and_the_manifest_says_how_many()
         from as f64 / 1e6,
         request.at_us as f64 / 1e6
     );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_trigger_that_fires_on_every_few_samples_lists_a_thousand_events_and_still_writes_windows() {
+    let root = fresh_dir("events-flood");
+    let log = flight_with_failsafe();
+    // The synthetic z acceleration is -9.81 m/s² with noise: below -9.81 on about every
+    // other sample, a rising edge many times a second.
+    let noisy = Trigger::Field(FieldCondition::parse("sensor_accel.z < -9.81").unwrap());
+    let (session, request, events) = store(
+        &root.join("logs"),
+        &log,
+        accel_buffer(32 << 20),
+        vec![noisy],
+        START_US + 50 * SECOND,
+    );
+    assert_eq!(request, Err(EventRefused::TooMany));
+    assert_eq!(events.len(), MAX_LISTED_EVENTS);
+    let manifest = read_manifest(&session).unwrap();
+    assert_eq!(manifest.events.len(), MAX_LISTED_EVENTS);
+    assert!(
+        manifest.events_unlisted > 500,
+        "{}",
+        manifest.events_unlisted
+    );
+    // The events past the list still wrote their windows: one, from 5 s before the first
+    // to 2 s after the last.
+    let buffer = manifest.columns[0].event_buffer.as_ref().unwrap();
+    assert_eq!(buffer.windows.len(), 1, "{:?}", buffer.windows);
+    let [from, to] = buffer.windows[0];
+    assert_eq!(from, manifest.events[0].at_us - 5 * SECOND);
+    let last_sample = framed(&log[16..]).filter_map(data_time).max().unwrap();
+    assert!(to > last_sample - SECOND, "{to} {last_sample}");
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -34,6 +34,10 @@ pub const HOLD_MARGIN_US: u64 = 2_000_000;
 /// Default bound of one buffer's held samples.
 pub const DEFAULT_BUFFER_BYTES: u64 = 32 << 20;
 
+/// Most events a session's manifest lists (a trigger that fires on every sample must not grow
+/// the manifest without bound); past them, events still open their windows and are counted.
+pub const MAX_LISTED_EVENTS: usize = 1000;
+
 /// Longest text of a logged string kept in an event's record.
 const MAX_DETAIL: usize = 200;
 
@@ -210,7 +214,17 @@ pub struct EventRequest {
     pub after_us: Option<u64>,
 }
 
-/// What became of an event: entered in the manifest, or refused (asked for with no log open).
+/// Why an event asked for was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventRefused {
+    #[error("no log is open (the vehicle is not streaming)")]
+    NoLog,
+    #[error("this log has {MAX_LISTED_EVENTS} events already; no more are taken")]
+    TooMany,
+}
+
+/// What became of an event: entered in the manifest, or refused (asked for with no log open,
+/// or past [`MAX_LISTED_EVENTS`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventOutcome {
     Recorded(EventRecord),
@@ -490,6 +504,15 @@ impl EventGate {
             at_us.saturating_sub(self.spec.before_us),
             at_us.saturating_add(after_us.unwrap_or(self.spec.after_us)),
         ];
+        // Held samples are older than the newest sample and outside every window: when the
+        // window's part up to now is covered already, none can be in it (a trigger firing on
+        // every sample costs no scan of what is held).
+        let past_end = window[1].min(self.decoder.last_timestamp());
+        let scan = window[0] <= past_end
+            && !self
+                .windows
+                .iter()
+                .any(|w| w[0] <= window[0] && w[1] >= past_end);
         let [mut from, mut to] = window;
         self.windows.retain(|w| {
             let overlaps = w[0] <= to && w[1] >= from;
@@ -501,11 +524,13 @@ impl EventGate {
         });
         let k = self.windows.partition_point(|w| w[0] < from);
         self.windows.insert(k, [from, to]);
-        let written = &mut self.written;
-        self.held.take_where(
-            |ts, _| ts >= from && ts <= to,
-            |ts, msg_id, m| write_in_order(written, ts, msg_id, m, out),
-        );
+        if scan {
+            let written = &mut self.written;
+            self.held.take_where(
+                |ts, _| ts >= from && ts <= to,
+                |ts, msg_id, m| write_in_order(written, ts, msg_id, m, out),
+            );
+        }
         window
     }
 }

@@ -30,7 +30,8 @@ use bytes::BytesMut;
 
 use crate::store::columns::{ColumnRouter, ColumnSpec};
 use crate::store::events::{
-    BufferWindow, EventBufferSpec, EventGate, EventRecord, EventSource, Trigger, TriggerWatch,
+    BufferWindow, EventBufferSpec, EventGate, EventRecord, EventRefused, EventSource,
+    MAX_LISTED_EVENTS, Trigger, TriggerWatch,
 };
 pub use crate::store::manifest::{
     BufferEntry, ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
@@ -423,13 +424,21 @@ impl LogStore {
     /// An event asked for from outside (`ulog-recv event`): at the log time reached, its
     /// windows opened in every event buffer (`after_us` instead of their own when given).
     /// Entered in the manifest at the next sync; handed out by
-    /// [`take_events`](Self::take_events). `None` when no log is open.
-    pub fn request_event(&mut self, name: &str, after_us: Option<u64>) -> Option<EventRecord> {
-        let s = self.session.as_mut()?;
+    /// [`take_events`](Self::take_events). Refused when no log is open, or when the log
+    /// lists [`MAX_LISTED_EVENTS`] events already.
+    pub fn request_event(
+        &mut self,
+        name: &str,
+        after_us: Option<u64>,
+    ) -> Result<EventRecord, EventRefused> {
+        let s = self.session.as_mut().ok_or(EventRefused::NoLog)?;
+        if s.manifest.events.len() >= MAX_LISTED_EVENTS {
+            return Err(EventRefused::TooMany);
+        }
         let record = s.request_event(name, after_us);
         self.unsynced.manifest = true;
         self.unsynced.data = true;
-        Some(record)
+        Ok(record)
     }
 
     /// The events entered in the manifest since the last call, in order.
@@ -890,7 +899,24 @@ impl OpenSession {
     }
 
     /// Enters an event in the manifest, with the buffers' windows as they are now.
+    /// Past [`MAX_LISTED_EVENTS`] only the windows are: the event is counted.
     fn record(&mut self, event: EventRecord) {
+        for (entry, gate) in self.manifest.columns.iter_mut().zip(&self.gates[1..]) {
+            if let (Some(b), Some(gate)) = (&mut entry.event_buffer, gate) {
+                b.windows = gate.windows().to_vec();
+                b.dropped_for_memory = gate.dropped_for_memory;
+            }
+        }
+        if self.manifest.events.len() >= MAX_LISTED_EVENTS {
+            if self.manifest.events_unlisted == 0 {
+                tracing::warn!(
+                    "{MAX_LISTED_EVENTS} events in this log: further ones still write their \
+                     windows but are not listed (a trigger that fires too often?)"
+                );
+            }
+            self.manifest.events_unlisted += 1;
+            return;
+        }
         tracing::info!(
             name = %event.name,
             source = ?event.source,
@@ -898,12 +924,6 @@ impl OpenSession {
             detail = %event.detail,
             "event"
         );
-        for (entry, gate) in self.manifest.columns.iter_mut().zip(&self.gates[1..]) {
-            if let (Some(b), Some(gate)) = (&mut entry.event_buffer, gate) {
-                b.windows = gate.windows().to_vec();
-                b.dropped_for_memory = gate.dropped_for_memory;
-            }
-        }
         self.manifest.events.push(event.clone());
         self.recorded.push(event);
     }

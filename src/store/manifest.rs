@@ -41,9 +41,13 @@ pub struct Manifest {
     /// How the last fill ended: `done`, or `failed: WHY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<String>,
-    /// Events, in the order they came ([`crate::store::events`]).
+    /// Events, in the order they came ([`crate::store::events`]); at most
+    /// [`MAX_LISTED_EVENTS`](crate::store::events::MAX_LISTED_EVENTS).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventRecord>,
+    /// Events past that many: their windows were written, they are not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub events_unlisted: u64,
 }
 
 /// A column besides the main one in the manifest.

@@ -323,15 +323,11 @@ fn apply(
         Command::Roll => store.roll(),
         Command::Reconfigure(options) => store.reconfigure(options),
         Command::Event(request) => {
-            if store
-                .request_event(&request.name, request.after_us)
-                .is_none()
-            {
-                let reason = "no log is open (the vehicle is not streaming)".to_owned();
-                tracing::warn!(name = %request.name, "event refused: {reason}");
+            if let Err(why) = store.request_event(&request.name, request.after_us) {
+                tracing::warn!(name = %request.name, "event refused: {why}");
                 let _ = reports.send(StoreReport::Event(EventOutcome::Refused {
                     name: request.name,
-                    reason,
+                    reason: why.to_string(),
                 }));
             }
         }
