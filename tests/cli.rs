@@ -1,4 +1,4 @@
-//! The `ulog-recv info` command, run as a user runs it.
+//! The `ulog-recv info` command, run as a user runs it (also into a pipe closed early).
 
 use std::process::Command;
 
@@ -55,6 +55,30 @@ fn info_text_and_clear_errors() {
 
 /// README's first command: the demo receives a simulated flight over a lossy link, stores it
 /// in splits, summarises it, and publishes it live (`tail` follows it while it runs).
+#[test]
+fn info_into_a_closed_pipe_ends_quietly() {
+    // `ulog-recv info FILE | head -1`: the reader is gone before the writer is done.
+    let (read_end, write_end) = std::io::pipe().unwrap();
+    drop(read_end);
+    for args in [
+        &["testdata/synthetic.ulg"][..],
+        &["testdata/synthetic.ulg", "--json"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+            .arg("info")
+            .args(args)
+            .stdout(write_end.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{args:?}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_demo_receives_stores_summarises_and_publishes_a_flight() {
     use std::io::{BufRead, BufReader, Read};

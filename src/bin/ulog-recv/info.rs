@@ -6,6 +6,22 @@ use std::path::Path;
 
 use anyhow::Context;
 use ulog_recv::store::events::EventSource;
+
+/// `println!` for a command whose output may be cut short (`ulog-recv info FILE | head`): a
+/// closed pipe ends the process quietly, as it ends `cat`; another write error is said once.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        match writeln!(std::io::stdout().lock(), $($arg)*) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(e) => {
+                eprintln!("ulog-recv: cannot write the output: {e}");
+                std::process::exit(1)
+            }
+        }
+    }};
+}
 use ulog_recv::ulog::summary::{OwnedValue, Summary, SummaryBuilder};
 
 pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
@@ -41,7 +57,7 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
 
 fn print_summary(summary: Summary, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        say!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_text(&summary);
     }
@@ -104,7 +120,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             "columns": columns,
             "events": manifest.events,
         });
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({"session": session, "flight": summary})
@@ -112,7 +128,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    println!(
+    say!(
         "Session {}: {} split(s){}, {} dropout(s) as received",
         dir.display(),
         manifest.splits.len(),
@@ -125,7 +141,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
     );
     if !manifest.columns.is_empty() {
         for c in &columns {
-            println!(
+            say!(
                 "  column {}: {} split(s), {} bytes{}",
                 c["name"].as_str().unwrap_or_default(),
                 c["splits"],
@@ -146,7 +162,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
                     .iter()
                     .map(|w| format!("{:.3}-{:.3} s", secs(&w[0]), secs(&w[1])))
                     .collect();
-                println!(
+                say!(
                     "    event buffer: written only around events: {}",
                     if shown.is_empty() {
                         "none yet".to_owned()
@@ -158,7 +174,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
         }
     }
     for e in &manifest.events {
-        println!(
+        say!(
             "  event {} at {:.3} s ({}){}",
             e.name,
             e.at_us as f64 / 1e6,
@@ -175,7 +191,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
         );
     }
     if !manifest.amendments.is_empty() {
-        println!(
+        say!(
             "Filled from the vehicle's SD log: {} gap(s) ({} partly: the SD log lost records \
              there too), {} record(s) recovered, in {}",
             fills.len(),
@@ -190,9 +206,9 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
         );
     }
     for u in &manifest.unfilled {
-        println!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
+        say!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
     }
-    println!(
+    say!(
         "Still missing: {} dropout(s) in the flight as it reads now\n",
         summary.dropouts.len()
     );
@@ -212,42 +228,48 @@ pub(crate) fn show(v: &OwnedValue) -> String {
 
 pub(crate) fn print_text(s: &Summary) {
     let secs = |t: u64| t as f64 * 1e-6;
-    println!(
+    say!(
         "ULog version {}, log start {:.3} s after boot, last sample at {:.3} s ({:.1} s of data)",
         s.version,
         secs(s.start_timestamp),
         secs(s.last_timestamp),
         secs(s.last_timestamp.saturating_sub(s.start_timestamp))
     );
-    println!("\nInfo:");
+    say!("\nInfo:");
     for (k, v) in &s.info {
-        println!("  {k}: {}", show(v));
+        say!("  {k}: {}", show(v));
     }
     let defaults: usize = s.default_parameters.values().map(|m| m.len()).sum();
-    println!(
+    say!(
         "\nParameters: {} initial, {} changes, {} defaults",
         s.initial_parameters.len(),
         s.changed_parameters.len(),
         defaults
     );
-    println!(
+    say!(
         "\n{:<40} {:>5} {:>9} {:>10}",
-        "Topic", "multi", "samples", "rate (Hz)"
+        "Topic",
+        "multi",
+        "samples",
+        "rate (Hz)"
     );
     for d in &s.datasets {
         let rate = d.rate_hz().map_or("-".to_owned(), |r| format!("{r:.1}"));
-        println!(
+        say!(
             "{:<40} {:>5} {:>9} {:>10}",
-            d.name, d.multi_id, d.count, rate
+            d.name,
+            d.multi_id,
+            d.count,
+            rate
         );
     }
-    println!("\nDropouts: {}", s.dropouts.len());
+    say!("\nDropouts: {}", s.dropouts.len());
     for d in &s.dropouts {
-        println!("  at {:.3} s: {} ms", secs(d.timestamp), d.duration_ms);
+        say!("  at {:.3} s: {} ms", secs(d.timestamp), d.duration_ms);
     }
-    println!("\nLogged messages: {}", s.logged_messages.len());
+    say!("\nLogged messages: {}", s.logged_messages.len());
     for m in &s.logged_messages {
-        println!(
+        say!(
             "  {:.3} [{}] {}",
             secs(m.timestamp),
             m.level as char,
@@ -258,12 +280,16 @@ pub(crate) fn print_text(s: &Summary) {
     if r.resyncs + r.malformed_messages + r.unknown_messages + s.truncated_bytes > 0
         || !s.errors.is_empty()
     {
-        println!(
+        say!(
             "\nReader: {} unknown messages, {} malformed, {} resyncs ({} bytes skipped), {} bytes truncated",
-            r.unknown_messages, r.malformed_messages, r.resyncs, r.skipped_bytes, s.truncated_bytes
+            r.unknown_messages,
+            r.malformed_messages,
+            r.resyncs,
+            r.skipped_bytes,
+            s.truncated_bytes
         );
         for e in &s.errors {
-            println!("  {e}");
+            say!("  {e}");
         }
     }
 }
