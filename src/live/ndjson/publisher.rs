@@ -280,7 +280,7 @@ impl Publisher {
     /// What became of an event (a trigger's, or one a client asked for): an `event` line, or
     /// `event_refused`, to every client.
     pub fn handle_event_outcome(&mut self, outcome: &EventOutcome) {
-        let message = match outcome {
+        let (message, keep) = match outcome {
             EventOutcome::Recorded(e) => {
                 let mut v = json!({
                     "type": "event",
@@ -295,13 +295,17 @@ impl Publisher {
                 if let Some(after) = e.after_us {
                     v["after_us"] = json!(after);
                 }
-                v
+                // At most a log's listed events: never dropped.
+                (v, Keep::Always)
             }
-            EventOutcome::Refused { name, reason } => {
-                json!({"type": "event_refused", "name": name, "reason": reason})
-            }
+            // A reply, as droppable as the others (a client asking in a loop must not fill
+            // the queues of the rest).
+            EventOutcome::Refused { name, reason } => (
+                json!({"type": "event_refused", "name": name, "reason": reason}),
+                Keep::Droppable,
+            ),
         };
-        self.broadcast(line(&message), Keep::Always);
+        self.broadcast(line(&message), keep);
     }
 
     /// Names of the current topics that `patterns` match, sorted, each once.
@@ -716,6 +720,55 @@ mod tests {
             .map(|o| serde_json::from_slice::<Json>(&o.line).unwrap())
             .find(|j| j["type"] == "stats")
             .expect("a stats line")
+    }
+
+    #[test]
+    fn an_event_request_goes_to_the_store_and_its_outcome_to_every_client() {
+        use crate::store::events::{EventRecord, EventSource};
+        let mut p = Publisher::new("test");
+        hello_of_a_new_client(&mut p);
+        let asker = p.connect().unwrap();
+        while p.poll_transmit().is_some() {}
+        p.handle_request(asker, Line::Text(br#"{"event": "drop", "after_s": 3}"#));
+        assert_eq!(
+            p.poll_request(),
+            Some(EventRequest {
+                name: "drop".into(),
+                after_us: Some(3_000_000)
+            })
+        );
+        assert_eq!(p.poll_request(), None);
+        // No reply of its own: the outcome comes from the store, to both clients.
+        assert!(p.poll_transmit().is_none());
+        p.handle_event_outcome(&EventOutcome::Recorded(EventRecord {
+            name: "drop".into(),
+            source: EventSource::Request,
+            at_us: 42_000_000,
+            detail: String::new(),
+            after_us: Some(3_000_000),
+            windows: Vec::new(),
+        }));
+        let lines: Vec<Outgoing> = std::iter::from_fn(|| p.poll_transmit()).collect();
+        assert_eq!(lines.len(), 2);
+        for o in &lines {
+            assert_eq!(o.keep, Keep::Always);
+            let v: Json = serde_json::from_slice(&o.line).unwrap();
+            assert_eq!(
+                (v["type"].as_str(), v["name"].as_str(), v["source"].as_str()),
+                (Some("event"), Some("drop"), Some("request"))
+            );
+            assert_eq!(
+                (v["at_us"].as_u64(), v["after_us"].as_u64()),
+                (Some(42_000_000), Some(3_000_000))
+            );
+        }
+        p.handle_event_outcome(&EventOutcome::Refused {
+            name: "drop".into(),
+            reason: "no log is open".into(),
+        });
+        let refused: Vec<Outgoing> = std::iter::from_fn(|| p.poll_transmit()).collect();
+        assert_eq!(refused.len(), 2);
+        assert!(refused.iter().all(|o| o.keep == Keep::Droppable));
     }
 
     #[test]
