@@ -461,6 +461,7 @@ impl TailView {
                 }
             }
             "stats" => Shown::Status(status_text(line)),
+            "event" => Shown::Note(format!("({})", event_text(line))),
             _ => Shown::Nothing,
         }
     }
@@ -669,6 +670,17 @@ mod tests {
         );
         let none = json!({"type":"subscribed","patterns":["nope*"],"topics":[]});
         assert!(matches!(view.render(&none, ""), Shown::Note(s) if s.contains("no topic matches")));
+        let event = json!({"type":"event","name":"(?i)failsafe","source":"logged_text",
+            "at_us":45_000_000u64,"windows":[{"buffer":"imu","from_us":40_000_000u64,"to_us":47_000_000u64}]});
+        assert_eq!(
+            view.render(&event, ""),
+            Shown::Note("(event (?i)failsafe at 45.000 s: imu 40.000-47.000 s)".into())
+        );
+        let bare = json!({"type":"event","name":"mark","source":"request","at_us":1_500_000u64,"windows":[]});
+        assert_eq!(
+            event_text(&bare),
+            "event mark at 1.500 s: no event buffer (entered in the manifest only)"
+        );
     }
 
     #[test]
