@@ -439,6 +439,15 @@ fn the_daemon_takes_events_from_the_event_command_and_its_triggers() {
             String::from_utf8_lossy(&out.stderr)
         );
         check_windows(&original, &exported, session);
+        let out = run_bin(&["info", session.to_str().unwrap(), "--json"]);
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["session"]["events"].as_array().unwrap().len(), 3);
+        let accel = &info["session"]["columns"][1];
+        assert_eq!(accel["name"], "accel");
+        assert_eq!(
+            accel["event_buffer"]["windows"],
+            serde_json::json!(manifest.columns[0].event_buffer.as_ref().unwrap().windows)
+        );
         let out = run_bin(&["info", session.to_str().unwrap()]);
         let info = String::from_utf8_lossy(&out.stdout);
         assert!(
