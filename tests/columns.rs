@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use common::procs::{BIN, Proc, fresh_dir, wait_for_line};
+use common::procs::{BIN, Proc, finish_recording, fresh_dir, run_ok};
 use ulog_recv::store::columns::ColumnSpec;
 use ulog_recv::store::files::read_manifest;
 use ulog_recv::store::reading::read_session;
@@ -222,16 +222,6 @@ fn each_column_split_stands_alone_and_the_session_reads_back_as_the_log() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-fn run_bin(args: &[&str]) -> String {
-    let out = std::process::Command::new(BIN).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn the_joined_export_equals_the_single_column_export_in_independent_readers() {
     let Some(py) = common::venv_python() else {
@@ -248,13 +238,13 @@ fn the_joined_export_equals_the_single_column_export_in_independent_readers() {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     for ext in ["ulg", "mcap"] {
         let (a, b) = (root.join(format!("a.{ext}")), root.join(format!("b.{ext}")));
-        run_bin(&[
+        run_ok(&[
             "export",
             columns.to_str().unwrap(),
             "-o",
             a.to_str().unwrap(),
         ]);
-        run_bin(&[
+        run_ok(&[
             "export",
             single.to_str().unwrap(),
             "-o",
@@ -264,17 +254,11 @@ fn the_joined_export_equals_the_single_column_export_in_independent_readers() {
             "ulg" => "tests/same_samples.py",
             _ => "tests/mcap_same.py",
         };
-        let out = std::process::Command::new(&py)
-            .arg(here.join(script))
-            .args([&a, &b])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let report = common::json_output(
+            std::process::Command::new(&py)
+                .arg(here.join(script))
+                .args([&a, &b]),
         );
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(
             report["differ"],
             serde_json::json!({}),
@@ -461,16 +445,7 @@ fn the_daemon_stores_columns_given_on_the_command_line_or_in_the_config_file() {
                 format!("127.0.0.1:{port}"),
             ],
         );
-        wait_for_line(&lines, "the whole log was sent", Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            daemon.terminate().success(),
-            "{how}: the daemon exits cleanly"
-        );
-        assert!(sim.wait(Duration::from_secs(10)).success());
-        let sessions = common::procs::session_dirs(&dir.join("logs"));
-        assert_eq!(sessions.len(), 1, "{how}: {sessions:?}");
-        let session = sessions[0].clone();
+        let session = finish_recording(&mut daemon, &mut sim, &lines, &dir.join("logs"));
         let manifest = read_manifest(&session).unwrap();
         let names: Vec<&str> = manifest.column_names().collect();
         assert_eq!(names.len(), 3, "{how}: {names:?}");
@@ -484,7 +459,7 @@ fn the_daemon_stores_columns_given_on_the_command_line_or_in_the_config_file() {
                 common::check_with_pyulog(&session.join(&s.file));
             }
         }
-        let info = run_bin(&["info", session.to_str().unwrap()]);
+        let info = run_ok(&["info", session.to_str().unwrap()]);
         assert!(info.contains("column imu:"), "{info}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use common::procs::{BIN, Proc, fresh_dir, wait_for_line};
+use common::procs::{BIN, Proc, finish_recording, fresh_dir, wait_for_line};
 use ulog_recv::sim::synth::{START_US, SynthOptions, generate};
 use ulog_recv::store::columns::ColumnSpec;
 use ulog_recv::store::events::{
@@ -140,19 +140,12 @@ fn joined_file(session: &Path) -> PathBuf {
 fn check_windows(original: &Path, stored: &Path, session: &Path) -> Option<serde_json::Value> {
     let py = common::venv_python()?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/event_windows.py");
-    let out = std::process::Command::new(py)
-        .arg(script)
-        .args([original, stored, &session.join("manifest.json")])
-        .arg("accel")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyulog disagrees: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(serde_json::from_slice(&out.stdout).unwrap())
+    Some(common::json_output(
+        std::process::Command::new(py)
+            .arg(script)
+            .args([original, stored, &session.join("manifest.json")])
+            .arg("accel"),
+    ))
 }
 
 #[test]
@@ -404,17 +397,7 @@ fn the_daemon_takes_events_from_the_event_command_and_its_triggers() {
         assert_eq!(line["windows"][0]["buffer"], "accel");
         assert_eq!(line["windows"][0]["to_us"], at + SECOND);
 
-        wait_for_line(&sim_log, "the whole log was sent", Duration::from_secs(120));
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            daemon.terminate().success(),
-            "{how}: the daemon exits cleanly"
-        );
-        assert!(sim.wait(Duration::from_secs(10)).success());
-
-        let sessions = common::procs::session_dirs(&dir.join("logs"));
-        assert_eq!(sessions.len(), 1, "{how}: {sessions:?}");
-        let session = &sessions[0];
+        let session = &finish_recording(&mut daemon, &mut sim, &sim_log, &dir.join("logs"));
         let manifest = read_manifest(session).unwrap();
         let names: Vec<&str> = manifest.events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(

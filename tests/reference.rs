@@ -144,15 +144,7 @@ fn its_export_holds_the_copied_snippets_messages_in_the_mcap_reader() {
     );
     let (from, to) = window(&session, 0.3, 0.6);
     let (from_s, to_s) = (from as f64 / 1e6, to as f64 / 1e6);
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(BIN).args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let run = common::procs::run_ok;
     let s = session.to_str().unwrap();
     let (copy, reference) = (root.join("copy.ulg"), root.join("reference"));
     let f = format!("{from_s}");
@@ -187,17 +179,11 @@ fn its_export_holds_the_copied_snippets_messages_in_the_mcap_reader() {
         "-o",
         b.to_str().unwrap(),
     ]);
-    let out = std::process::Command::new(py)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcap_same.py"))
-        .args([&a, &b])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let report = common::json_output(
+        std::process::Command::new(py)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcap_same.py"))
+            .args([&a, &b]),
     );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["differ"], serde_json::json!({}), "{report}");
     assert_eq!(report["metadata_differ"], false, "{report}");
     assert!(report["samples"][0].as_u64().unwrap() > 10_000, "{report}");

@@ -682,3 +682,16 @@ pub fn store_session(
     }
     store.end_log().unwrap().unwrap()
 }
+
+/// Runs `command` (a cross-check script) to its end; asserts it succeeded (its output says
+/// why not) and parses its standard output as one JSON value.
+pub fn json_output(command: &mut std::process::Command) -> Json {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -149,3 +149,36 @@ pub fn wait_for_line(
         }
     }
 }
+
+/// Runs `ulog-recv ARGS` to its end; asserts it succeeded (its stderr says why not) and
+/// returns its standard output.
+pub fn run_ok(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Ends a recording: waits until the simulator has sent its whole log (on `sim_lines`), stops
+/// the daemon (it must exit cleanly) and the simulator; returns the one session in `logs`.
+pub fn finish_recording(
+    daemon: &mut Proc,
+    sim: &mut Proc,
+    sim_lines: &std::sync::mpsc::Receiver<String>,
+    logs: &Path,
+) -> PathBuf {
+    wait_for_line(
+        sim_lines,
+        "the whole log was sent",
+        Duration::from_secs(120),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(daemon.terminate().success(), "the daemon exits cleanly");
+    assert!(sim.wait(Duration::from_secs(10)).success());
+    let sessions = session_dirs(logs);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    sessions[0].clone()
+}
