@@ -8,7 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use ulog_recv::fill::{BlockCache, FlightScan, Locator, Outcome};
+use ulog_recv::fill::locate::LOST_AT_STOP;
+use ulog_recv::fill::{BlockCache, Edge, FlightScan, Locator, Outcome};
 use ulog_recv::link::{Event, Session, SessionConfig};
 use ulog_recv::sim::{Impairment, SimVehicle, VehicleConfig, chunk_log};
 use ulog_recv::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
@@ -105,7 +106,10 @@ fn fill(ours: &[u8], flight: &FlightScan, sd: &[u8]) -> (Vec<u8>, u64, Vec<Outco
     // What the shell does: blocks fetched once.
     let mut cache = BlockCache::new(sd.len() as u64, 4 << 20);
     for site in &flight.sites {
-        let mut locator = Locator::new(flight, site, sd.len() as u64, from);
+        // What the shell does: the SD log's start from its header.
+        let sd_start = sd.get(8..16).map_or(0, |t| u64::from_le_bytes(t.try_into().unwrap()));
+        let mut locator =
+            Locator::new(flight, site, sd.len() as u64, from).with_sd_start(sd_start);
         while let Some((offset, len)) = locator.next_read() {
             while let Some((at, n)) = cache.missing(offset, len) {
                 let end = ((at + n) as usize).min(sd.len());
@@ -194,12 +198,7 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
         let flight = ulog_recv::fill::scan::scan([("log", &ours[..], 0)]);
         let (filled, read, outcomes) = fill(&ours, &flight, &sd);
         let name = log.file_name().unwrap().to_string_lossy();
-        let filled_count = outcomes
-            .iter()
-            .filter(|o| matches!(o, Outcome::Filled { .. }))
-            .count();
-        // A dropout before the first sample or after the last has nothing to find it by.
-        let edges = outcomes.len() - filled_count;
+        // The head and the tail too: every dropout is found again.
         let unfilled: Vec<_> = outcomes
             .iter()
             .filter_map(|o| match o {
@@ -207,7 +206,7 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
                 Outcome::Filled { .. } => None,
             })
             .collect();
-        assert!(edges <= 2, "{name}: {unfilled:?}");
+        assert!(unfilled.is_empty(), "{name}: {unfilled:?}");
         let lost_bytes: usize = records(&sd).iter().map(Vec::len).sum::<usize>()
             - records(&ours).iter().map(Vec::len).sum::<usize>();
         let bound = 2 * lost_bytes as u64 + 65_536 * flight.sites.len() as u64;
@@ -218,16 +217,183 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
             sd.len()
         );
         assert!(read <= bound, "{name}: read {read}, bound {bound}");
-        if edges == 0 {
-            let (got, want) = (records(&filled), records(&sd));
-            let first = got.iter().zip(&want).position(|(a, b)| a != b);
-            assert!(
-                got == want,
-                "{name}: the records differ: {} against {}, first at {first:?}",
-                got.len(),
-                want.len()
-            );
+        assert_same_records(&filled, &sd, &name);
+    }
+}
+
+/// The data records and strings of `got` are those of `want`, in order.
+fn assert_same_records(got: &[u8], want: &[u8], what: &str) {
+    let (got, want) = (records(got), records(want));
+    let first = got.iter().zip(&want).position(|(a, b)| a != b);
+    assert!(
+        got == want,
+        "{what}: the records differ: {} against {}, first at {first:?}",
+        got.len(),
+        want.len()
+    );
+}
+
+/// Where each message after the definitions starts in `log` (its data section), and where
+/// the messages end.
+fn message_starts(log: &[u8]) -> (Vec<usize>, usize) {
+    let mut at = FILE_HEADER_LEN;
+    let mut starts = Vec::new();
+    let mut data = false;
+    for m in framed(&log[FILE_HEADER_LEN..]) {
+        data |= matches!(m[2], msg_type::DATA | msg_type::LOGGING | msg_type::DROPOUT);
+        if data {
+            starts.push(at);
         }
+        at += m.len();
+    }
+    (starts, at)
+}
+
+/// `log` as a receiver has it when the link lost its data messages `range` (indexes into
+/// the data section's messages): a dropout in their place, as the session writes one.
+fn lose(log: &[u8], range: std::ops::Range<usize>, dropout: bool) -> Vec<u8> {
+    let (starts, end) = message_starts(log);
+    let from = starts[range.start];
+    let to = starts.get(range.end).copied().unwrap_or(end);
+    let mut out = log[..from].to_vec();
+    if dropout {
+        out.extend_from_slice(&[2, 0, msg_type::DROPOUT, 100, 0]);
+    }
+    out.extend_from_slice(&log[to..]);
+    out
+}
+
+/// The logs the edge tests stream: the synthetic one and every real one beside the project.
+fn edge_logs() -> Vec<(String, Vec<u8>)> {
+    let synthetic = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/synthetic.ulg");
+    let mut logs = vec![std::path::PathBuf::from(synthetic)];
+    logs.extend(common::shared_logs().unwrap_or_default());
+    logs.iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(p).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn the_head_before_the_first_sample_is_filled_from_the_streams_start() {
+    // PX4 drops ~1.5 s right after every acked header: a dropout before any sample. Real
+    // logs carry samples stamped before their header (a topic's last sample is logged when
+    // it is subscribed): the head is found by records, not by comparing times.
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 3);
+        let (starts, _) = message_starts(&ours);
+        let cut = lose(&ours, 0..starts.len() / 10, true);
+        let flight = ulog_recv::fill::scan::scan([("log", &cut[..], 0)]);
+        let head = &flight.sites[0];
+        assert_eq!(head.edge(), Some(Edge::Head), "{name}");
+        assert!(head.starts_flight, "{name}");
+        let (filled, read, outcomes) = fill(&cut, &flight, &sd);
+        let Outcome::Filled {
+            recovered, edge, ..
+        } = &outcomes[0]
+        else {
+            panic!("{name}: the head: {:?}", outcomes[0])
+        };
+        assert_eq!(*edge, Some(Edge::Head));
+        eprintln!("{name}: head: {recovered} records recovered, {read} bytes read");
+        assert_same_records(&filled, &sd, &name);
+    }
+}
+
+#[test]
+fn a_tail_the_link_lost_is_filled_to_the_sd_logs_end() {
+    // The link gone before the end, STOP and post-flight data included: where the stream
+    // ended is not known, so the SD log's records after the last anchor are all taken.
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 4);
+        let (starts, _) = message_starts(&ours);
+        let cut = lose(&ours, starts.len() * 7 / 10..starts.len(), false);
+        let flight = ulog_recv::fill::scan::scan([("log", &cut[..], 0)]);
+        assert!(!flight.stopped, "{name}");
+        let tail = flight.sites.last().unwrap();
+        assert_eq!(tail.edge(), Some(Edge::Tail), "{name}");
+        assert!(tail.ends_flight, "{name}");
+        let (filled, _, outcomes) = fill(&cut, &flight, &sd);
+        let Outcome::Filled {
+            recovered, edge, ..
+        } = outcomes.last().unwrap()
+        else {
+            panic!("{name}: the tail: {:?}", outcomes.last())
+        };
+        assert_eq!(*edge, Some(Edge::Tail));
+        assert!(
+            *recovered as usize >= records(&sd).len() - records(&cut).len(),
+            "{name}"
+        );
+        assert_same_records(&filled, &sd, &name);
+        // With a dropout written at the end (the receiver saw the gap), the same.
+        let marked = lose(&ours, starts.len() * 7 / 10..starts.len(), true);
+        let flight = ulog_recv::fill::scan::scan([("log", &marked[..], 0)]);
+        let (filled, _, _) = fill(&marked, &flight, &sd);
+        assert_same_records(&filled, &sd, &format!("{name} with a dropout at the end"));
+    }
+}
+
+#[test]
+fn a_clean_stop_that_lost_its_last_partial_chunk_gets_it_back_and_no_more() {
+    // PX4 discards the partial chunk pending at a STOP: the stream's last records, fewer
+    // than a chunk's bytes, are missing before its post-flight data.
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 5);
+        let flight = ulog_recv::fill::scan::scan([("log", &ours[..], 0)]);
+        assert!(flight.stopped, "{name}: the stream ended with a STOP");
+        // The last data records, up to 200 bytes of them, lost.
+        let (starts, _) = message_starts(&ours);
+        let last_record = (0..starts.len())
+            .rev()
+            .find(|i| ours[starts[*i] + 2] == msg_type::DATA)
+            .unwrap();
+        let mut first = last_record;
+        while first > 0
+            && ours[starts[first - 1] + 2] == msg_type::DATA
+            && starts[last_record + 1] - starts[first - 1] <= 200
+        {
+            first -= 1;
+        }
+        let cut = lose(&ours, first..last_record + 1, false);
+        let flight = ulog_recv::fill::scan::scan([("log", &cut[..], 0)]);
+        let (filled, _, outcomes) = fill(&cut, &flight, &sd);
+        let Outcome::Filled { recovered, .. } = outcomes.last().unwrap() else {
+            panic!("{name}: {:?}", outcomes.last())
+        };
+        assert_eq!(*recovered as usize, last_record + 1 - first, "{name}");
+        assert_same_records(&filled, &sd, &name);
+        // PX4's SD log goes on after the stream stopped: here the stream stopped at 70 %
+        // of the flight (its post-flight data right after, its last 200 bytes of records
+        // lost): those come back, and no more than a chunk's worth after them.
+        let stop = starts.len() * 7 / 10;
+        let postflight = (0..starts.len())
+            .rev()
+            .take_while(|i| ours[starts[*i] + 2] == msg_type::INFO_MULTIPLE)
+            .last()
+            .unwrap();
+        let mut first = stop;
+        while starts[stop] - starts[first - 1] <= 200 {
+            first -= 1;
+        }
+        let stopped = lose(&ours, first..postflight, false);
+        let flight = ulog_recv::fill::scan::scan([("log", &stopped[..], 0)]);
+        assert!(flight.stopped);
+        let (filled, _, _) = fill(&stopped, &flight, &sd);
+        let (got, want) = (records(&filled), records(&ours[..starts[stop]]));
+        assert!(
+            got.starts_with(&want),
+            "{name}: the stream's records up to its stop: {} of {}",
+            got.len(),
+            want.len()
+        );
+        let extra: usize = got[want.len()..].iter().map(Vec::len).sum();
+        assert!(
+            extra as u64 <= LOST_AT_STOP,
+            "{name}: {extra} bytes taken past the stop"
+        );
     }
 }
 
@@ -250,6 +416,12 @@ fn a_dropout_the_sd_log_has_too_stays_and_nothing_is_added() {
                 Outcome::Filled {
                     recovered: 0,
                     complete: false,
+                    edge: None,
+                    ..
+                } | Outcome::Filled {
+                    recovered: 0,
+                    complete: true,
+                    edge: Some(Edge::Tail),
                     ..
                 }
             ),

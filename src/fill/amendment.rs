@@ -5,13 +5,15 @@
 
 use std::collections::BTreeSet;
 
-use crate::fill::scan::FlightScan;
+use crate::fill::scan::{Edge, FlightScan};
 use crate::ulog::message::{framed, msg_type};
 
 /// One gap an amendment fills, in the manifest.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Fill {
-    /// The split holding the gap and the byte offset of its (first) 'O' message there.
+    /// The split holding the gap and the byte offset of its (first) 'O' message there; for
+    /// the flight's tail without a dropout, the end of the split (`from..to` then ends
+    /// there, and may be empty: records added at the end).
     pub split: String,
     pub offset: u64,
     /// The split's bytes `[from, to)` that read as the amendment's `[start, end)`: the
@@ -25,6 +27,9 @@ pub struct Fill {
     pub records: u64,
     /// False when the SD log had a dropout there too (kept among the records).
     pub complete: bool,
+    /// The flight's head or tail, if the gap is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<Edge>,
 }
 
 /// One gap's merged records, to go into an amendment.
@@ -38,6 +43,7 @@ pub struct Recovered {
     pub records: Vec<u8>,
     pub recovered: u64,
     pub complete: bool,
+    pub edge: Option<Edge>,
 }
 
 /// Builds the amendment file of `recovered` (in order); returns its bytes and one
@@ -84,6 +90,7 @@ pub fn build(flight: &FlightScan, recovered: &[Recovered]) -> (Vec<u8>, Vec<Fill
             end: out.len() as u64,
             records: r.recovered,
             complete: r.complete,
+            edge: r.edge,
         });
     }
     (out, fills)

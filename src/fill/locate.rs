@@ -22,10 +22,25 @@
 //! lagging samples can mislead the bisection), up to [`MAX_STEP_BACKS`] times. It gives up
 //! once the SD log's records run [`GIVE_UP_US`] past the anchors (a few hundred of them: one
 //! stray clock is not enough).
+//!
+//! The edges ([`Edge`]) have anchors on one side only:
+//! - The head: the stream began when its header says (the logger's start, in the SD log's
+//!   clock: one boot). The SD log's records from the first one stamped at or after that
+//!   time (from its first record when the SD log itself began then or later) up to the
+//!   first anchor after the dropout are the stretch. Never a header time against a sample
+//!   time to choose the log: samples older than a header are common (a topic's last sample
+//!   is logged when it is subscribed).
+//! - The tail: the stretch runs from the last anchor found to where the stream stopped.
+//!   After a STOP ([`FlightScan::stopped`]) that is at most the partial chunk PX4 discards,
+//!   [`LOST_AT_STOP`] bytes of records the stream does not have; without one (the link
+//!   went first) it is not known, and the stretch runs to the SD log's end, read in
+//!   pieces of [`TAIL_PIECE`].
 
 use std::collections::HashMap;
 
-use crate::fill::scan::{DropoutSite, FlightScan};
+use std::collections::HashSet;
+
+use crate::fill::scan::{DropoutSite, Edge, FlightScan};
 use crate::ulog::message::{MSG_HEADER_LEN, framed, msg_type, plausible_header};
 use crate::ulog::{Decoder, Message};
 
@@ -50,6 +65,11 @@ pub const MAX_STEP_BACKS: u32 = 4;
 const PAST_RECORDS: u32 = 256;
 /// Messages in a row that must fit for a boundary to be taken.
 const CHAIN: usize = 4;
+/// Bytes of records after the last anchor that a stream ended by a STOP may have lost: the
+/// partial chunk PX4 discards (a LOGGING_DATA chunk carries 249 bytes).
+pub const LOST_AT_STOP: u64 = 249;
+/// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
+pub const TAIL_PIECE: u64 = 256 * 1024;
 
 /// Why a dropout stays a dropout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -58,10 +78,13 @@ pub enum Unfilled {
     NoRecordBefore,
     #[error("the SD log does not hold the records after the dropout")]
     NoRecordAfter,
-    #[error("the dropout is at the end of the log: nothing after it to find it by")]
-    AtTheEnd,
-    #[error("the dropout is before any sample: nothing before it to find it by")]
-    AtTheStart,
+    #[error(
+        "the dropout begins or ends a split, not the flight: no record on that side of it in \
+         its split to find it by"
+    )]
+    AtSplitEdge,
+    #[error("no timestamped record on either side of the dropout to find it by")]
+    NoAnchors,
 }
 
 /// What a dropout came to.
@@ -80,6 +103,8 @@ pub enum Outcome {
         /// Bytes of the `recovered` records.
         recovered_bytes: u64,
         complete: bool,
+        /// The flight's head or tail (anchors on one side only), if it is one.
+        edge: Option<Edge>,
     },
     Unfilled(Unfilled),
 }
@@ -103,12 +128,17 @@ struct Scan {
     /// Bytes read but not yet cut into messages.
     carry: Vec<u8>,
     synced: bool,
+    /// The stretch has begun: at an anchor before the dropout, or (the head) at the
+    /// stream's start.
+    begun: bool,
     /// The last anchor before the dropout found so far (its index in the site's messages).
     anchor: Option<usize>,
-    /// The SD log's messages since that anchor.
+    /// The SD log's messages since the stretch began (since that anchor).
     stretch: Vec<Vec<u8>>,
     /// Records seen stamped after the give-up time.
     past: u32,
+    /// Bytes of the tail's records that the stream does not have.
+    lost: u64,
 }
 
 /// See the module docs.
@@ -120,6 +150,14 @@ pub struct Locator {
     after: HashMap<Vec<u8>, usize>,
     target_us: u64,
     give_up_us: u64,
+    edge: Option<Edge>,
+    /// The stream's start (its header's time) and whether it ended with a STOP.
+    start_us: u64,
+    stopped: bool,
+    /// The SD log began at or after the stream did: all its records are the stream's.
+    sd_from_start: bool,
+    /// The site's messages (a tail's records the stream has are no loss).
+    ours: HashSet<Vec<u8>>,
     sd_len: u64,
     decoder: Decoder,
     stage: Stage,
@@ -134,10 +172,11 @@ impl Locator {
     /// the records are known to lie at or after `from` (where the previous dropout's scan
     /// began: dropouts come in the SD log's order).
     pub fn new(flight: &FlightScan, site: &DropoutSite, sd_len: u64, from: u64) -> Self {
-        let stage = if site.before.is_empty() {
-            Stage::Done(Outcome::Unfilled(Unfilled::AtTheStart))
-        } else if site.after.is_empty() {
-            Stage::Done(Outcome::Unfilled(Unfilled::AtTheEnd))
+        let edge = site.edge();
+        let stage = if site.before.is_empty() && site.after.is_empty() {
+            Stage::Done(Outcome::Unfilled(Unfilled::NoAnchors))
+        } else if !site.at_flight_edge() {
+            Stage::Done(Outcome::Unfilled(Unfilled::AtSplitEdge))
         } else if sd_len == 0 {
             Stage::Done(Outcome::Unfilled(Unfilled::NoRecordBefore))
         } else {
@@ -152,12 +191,25 @@ impl Locator {
                 .map(|i| (site.messages[*i].bytes.clone(), *i))
                 .collect()
         };
+        let target_us = match edge {
+            Some(Edge::Head) => flight.start_us,
+            _ => site.before_us,
+        };
         Self {
             before: index(&site.before),
             after: index(&site.after),
-            site: site.clone(),
-            target_us: site.before_us.saturating_sub(MARGIN_US),
+            target_us: target_us.saturating_sub(MARGIN_US),
             give_up_us: site.after_us.unwrap_or(site.before_us) + GIVE_UP_US,
+            edge,
+            start_us: flight.start_us,
+            stopped: flight.stopped,
+            sd_from_start: false,
+            ours: if edge == Some(Edge::Tail) {
+                site.messages.iter().map(|m| m.bytes.clone()).collect()
+            } else {
+                HashSet::new()
+            },
+            site: site.clone(),
             sd_len,
             decoder: flight.decoder(),
             stage,
@@ -165,6 +217,14 @@ impl Locator {
             from: from.min(sd_len),
             step_backs: 0,
         }
+    }
+
+    /// The SD log's header says it began at `start_us` (log time): when that is at or
+    /// after the stream's start, every record of it belongs to the stream's window (the
+    /// head's stretch starts at its first record).
+    pub fn with_sd_start(mut self, start_us: u64) -> Self {
+        self.sd_from_start = start_us >= self.start_us;
+        self
     }
 
     /// The byte range to read next, `None` once done.
@@ -175,7 +235,12 @@ impl Locator {
                 Some((mid, (*probe).min(self.sd_len - mid)))
             }
             Stage::Scan(s) if s.at < self.sd_len => {
-                Some((s.at, SCAN_PIECE.min(self.sd_len - s.at)))
+                let piece = if self.edge == Some(Edge::Tail) && s.begun && !self.stopped {
+                    TAIL_PIECE
+                } else {
+                    SCAN_PIECE
+                };
+                Some((s.at, piece.min(self.sd_len - s.at)))
             }
             Stage::Scan(_) => None,
             Stage::Done(_) => None,
@@ -247,7 +312,7 @@ impl Locator {
                 let ended = data.is_empty() || s.at >= self.sd_len;
                 let outcome = match self.scan_carry() {
                     Some(outcome) => Some(outcome),
-                    None if ended => Some(Outcome::Unfilled(self.missing_anchor())),
+                    None if ended => Some(self.at_eof()),
                     None => None,
                 };
                 match outcome {
@@ -289,10 +354,14 @@ impl Locator {
         }
     }
 
-    fn missing_anchor(&self) -> Unfilled {
+    /// The SD log ended before the outcome: a tail that began takes all it read.
+    fn at_eof(&self) -> Outcome {
         match &self.stage {
-            Stage::Scan(s) if s.anchor.is_some() => Unfilled::NoRecordAfter,
-            _ => Unfilled::NoRecordBefore,
+            Stage::Scan(s) if s.begun && self.edge == Some(Edge::Tail) => {
+                merge(&self.site, s.anchor, None, &s.stretch)
+            }
+            Stage::Scan(s) if s.begun => Outcome::Unfilled(Unfilled::NoRecordAfter),
+            _ => Outcome::Unfilled(Unfilled::NoRecordBefore),
         }
     }
 
@@ -320,34 +389,60 @@ impl Locator {
         }
         let mut consumed = start;
         let mut outcome = None;
+        let tail = self.edge == Some(Edge::Tail);
         for raw in framed(&carry[start..]) {
             consumed += raw.len();
-            if timestamp(&mut self.decoder, raw).is_some_and(|ts| ts > self.give_up_us) {
+            let ts = timestamp(&mut self.decoder, raw);
+            if ts.is_some_and(|ts| ts > self.give_up_us) {
                 s.past += 1;
             }
+            if self.edge == Some(Edge::Head) && !s.begun {
+                // The stream's first record in the SD log: the first one stamped since the
+                // stream began, or the first anchor after the dropout if that comes sooner.
+                let record = matches!(
+                    raw[2],
+                    msg_type::DATA | msg_type::LOGGING | msg_type::LOGGING_TAGGED
+                );
+                let since_start = self.sd_from_start || ts.is_some_and(|ts| ts >= self.start_us);
+                if self.after.contains_key(raw) || (record && since_start) {
+                    s.begun = true;
+                }
+            }
             if let Some(&i) = self.before.get(raw) {
+                s.begun = true;
                 s.anchor = Some(i);
                 s.stretch.clear();
+                s.lost = 0;
                 continue;
             }
             if let Some(&j) = self.after.get(raw) {
-                outcome = Some(match s.anchor {
-                    Some(i) => merge(&self.site, i, j, &s.stretch),
-                    None => Outcome::Unfilled(Unfilled::NoRecordBefore),
+                outcome = Some(if s.begun {
+                    merge(&self.site, s.anchor, Some(j), &s.stretch)
+                } else {
+                    Outcome::Unfilled(Unfilled::NoRecordBefore)
                 });
                 break;
             }
-            if s.past > PAST_RECORDS {
-                outcome = Some(Outcome::Unfilled(if s.anchor.is_some() {
+            if s.past > PAST_RECORDS && !(tail && s.begun) {
+                outcome = Some(Outcome::Unfilled(if s.begun {
                     Unfilled::NoRecordAfter
                 } else {
                     Unfilled::NoRecordBefore
                 }));
                 break;
             }
-            if s.anchor.is_some() {
-                s.stretch.push(raw.to_vec());
+            if !s.begun {
+                continue;
             }
+            if tail && self.stopped && !self.ours.contains(raw) {
+                s.lost += raw.len() as u64;
+                if s.lost > LOST_AT_STOP {
+                    // Past the chunk a STOP can lose: the stream had stopped.
+                    outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
+                    break;
+                }
+            }
+            s.stretch.push(raw.to_vec());
         }
         carry.drain(..consumed.min(carry.len()));
         s.carry = carry;
@@ -357,9 +452,12 @@ impl Locator {
 
 /// The site's messages between its anchors `i` and `j` merged in order with the SD log's
 /// `stretch` between the same anchors: a message both have once, each one only one has in
-/// its place; the stream's dropouts left out, the SD log's kept.
-fn merge(site: &DropoutSite, i: usize, j: usize, stretch: &[Vec<u8>]) -> Outcome {
-    let ours: Vec<&[u8]> = site.messages[i + 1..j]
+/// its place; the stream's dropouts left out, the SD log's kept. Without `i` (the head) the
+/// site's messages from its first, without `j` (the tail) to its end.
+fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<u8>]) -> Outcome {
+    let lo = i.map_or(0, |i| i + 1);
+    let hi = j.unwrap_or(site.messages.len());
+    let ours: Vec<&[u8]> = site.messages[lo..hi]
         .iter()
         .map(|m| &m.bytes[..])
         .filter(|m| m[2] != msg_type::DROPOUT)
@@ -407,14 +505,18 @@ fn merge(site: &DropoutSite, i: usize, j: usize, stretch: &[Vec<u8>]) -> Outcome
             b += 1;
         }
     }
-    let start = &site.messages[i];
+    let from = match i {
+        Some(i) => site.messages[i].offset + site.messages[i].bytes.len() as u64,
+        None => site.messages.first().map_or(site.offset, |m| m.offset),
+    };
     Outcome::Filled {
-        from: start.offset + start.bytes.len() as u64,
-        to: site.messages[j].offset,
+        from,
+        to: j.map_or(site.end, |j| site.messages[j].offset),
         records,
         recovered,
         recovered_bytes,
         complete,
+        edge: site.edge(),
     }
 }
 

@@ -25,4 +25,4 @@ pub mod scan;
 pub use amendment::{Fill, Recovered};
 pub use cache::BlockCache;
 pub use locate::{Locator, Outcome, Unfilled};
-pub use scan::{DropoutSite, FlightScan};
+pub use scan::{DropoutSite, Edge, FlightScan};

@@ -1,10 +1,16 @@
 //! What a fill needs to know of the flight as received, sans-IO: its definitions (header,
 //! formats, subscriptions: the SD log of the same boot uses the same message ids) and every
 //! dropout with the records around it that find it again in the SD log.
+//!
+//! Two sites have records on one side only. The head: a dropout before the first anchor
+//! (PX4 drops ~1.5 s right after every acked header), found by the log's own start time
+//! and the anchors after it. The tail: the flight's end, found by its last anchors, whether
+//! or not a dropout was written there: a link gone before the end loses what came after,
+//! and a clean STOP can lose PX4's last partial chunk.
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
+use crate::ulog::message::{FILE_HEADER_LEN, framed, is_postflight, msg_type};
 use crate::ulog::{Decoder, FileHeader, Message};
 
 /// Anchors kept on each side of a dropout to find it again in the SD log: data records with
@@ -36,6 +42,14 @@ pub struct DropoutSite {
     pub before_us: u64,
     /// Largest timestamp of the anchors after it, µs.
     pub after_us: Option<u64>,
+    /// Where its last message ends in the split.
+    pub end: u64,
+    /// No anchor in the whole flight before it: with none before it, what the SD log has
+    /// from the stream's start to its first anchor after is what the stream lost.
+    pub starts_flight: bool,
+    /// No anchor in the whole flight after it: with none after it, what the SD log has
+    /// after its last anchor is what the stream lost.
+    pub ends_flight: bool,
 }
 
 impl DropoutSite {
@@ -43,6 +57,28 @@ impl DropoutSite {
     pub fn anchors(&self) -> (Vec<&[u8]>, Vec<&[u8]>) {
         let pick = |ix: &[usize]| ix.iter().map(|i| &self.messages[*i].bytes[..]).collect();
         (pick(&self.before), pick(&self.after))
+    }
+
+    /// Which side has no anchor, if one does not (a split's first or last dropout has
+    /// none on one side either, but is no edge of the flight: see
+    /// [`starts_flight`](Self::starts_flight)).
+    pub fn edge(&self) -> Option<Edge> {
+        if self.before.is_empty() {
+            Some(Edge::Head)
+        } else if self.after.is_empty() {
+            Some(Edge::Tail)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the side without anchors is the flight's own start or end (not a split's).
+    pub fn at_flight_edge(&self) -> bool {
+        match self.edge() {
+            Some(Edge::Head) => self.starts_flight,
+            Some(Edge::Tail) => self.ends_flight,
+            None => true,
+        }
     }
 
     /// Every dropout offset of the site.
@@ -54,10 +90,26 @@ impl DropoutSite {
     }
 }
 
+/// A site with anchors on one side only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Edge {
+    /// Before the flight's first anchor: found by the log's start time.
+    Head,
+    /// After the flight's last anchor (or the last anchor of a split).
+    Tail,
+}
+
 /// The flight as received, as far as a fill needs it.
 #[derive(Debug, Clone, Default)]
 pub struct FlightScan {
     pub header: Vec<u8>,
+    /// The header's timestamp: when the logger began this stream (log time, µs).
+    pub start_us: u64,
+    /// The stream ended with PX4's STOP handshake (its post-flight perf counters are in
+    /// it): it stopped where its last records are, give or take the partial chunk PX4
+    /// discards at a stop. Without it, where the stream ended is not known.
+    pub stopped: bool,
     /// The 'F' messages, whole, in order.
     pub formats: Vec<Vec<u8>>,
     /// The 'A' message of each message id, whole.
@@ -79,6 +131,10 @@ impl FlightScan {
     }
 }
 
+/// Messages kept before the flight's first anchor, for its head site; past this the head
+/// has no site (a flight without timestamps).
+const MAX_HEAD_MESSAGES: usize = 65_536;
+
 /// Scans a session's splits in order: each `(file name, bytes, bytes of its preamble to
 /// skip)`; the first split's header is the flight's.
 pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) -> FlightScan {
@@ -86,6 +142,14 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
     let mut decoder = Decoder::new();
     let mut last_ts: HashMap<u16, u64> = HashMap::new();
     let mut repeats: HashSet<u16> = HashSet::new();
+    // No anchor yet in the whole flight: the head's messages are kept from the first
+    // record (or dropout) on.
+    let mut anchored = false;
+    let mut head_begun = false;
+    // Where the flight's tail site starts: the messages from the last anchors of the last
+    // split that ends on anchors (`None` when a dropout without anchors after it ends the
+    // flight instead).
+    let mut tail: Option<(String, Vec<Placed>, Vec<usize>, u64)> = None;
     for (name, bytes, skip) in splits {
         let mut offset = if scan.header.is_empty() {
             if bytes.len() < FILE_HEADER_LEN {
@@ -93,6 +157,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             }
             scan.header = bytes[..FILE_HEADER_LEN].to_vec();
             if let Some(h) = FileHeader::parse(bytes[..FILE_HEADER_LEN].try_into().expect("16")) {
+                scan.start_us = h.timestamp;
                 let _ = decoder.handle(&Message::Header(h));
             }
             FILE_HEADER_LEN.max(skip)
@@ -122,6 +187,21 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 }
                 _ => {}
             }
+            if ty == msg_type::INFO_MULTIPLE && is_postflight(raw) {
+                scan.stopped = true;
+            }
+            if !anchored
+                && matches!(
+                    ty,
+                    msg_type::DATA
+                        | msg_type::LOGGING
+                        | msg_type::LOGGING_TAGGED
+                        | msg_type::DROPOUT
+                )
+            {
+                head_begun = true;
+            }
+            let keep_head = !anchored && head_begun && window.len() < MAX_HEAD_MESSAGES;
             let placed = Placed {
                 bytes: raw.to_vec(),
                 offset: at,
@@ -132,8 +212,13 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                     Some(site) if site.after.is_empty() => site.messages.push(placed),
                     _ => {
                         scan.sites.extend(open.take());
-                        // The site's messages start at its first anchor before it.
-                        let first = recent.first().copied().unwrap_or(window.len());
+                        // The site's messages start at its first anchor before it (at the
+                        // head: at the first record).
+                        let first = recent.first().copied().unwrap_or(if keep_head {
+                            0
+                        } else {
+                            window.len()
+                        });
                         let messages: Vec<Placed> = window.drain(first..).collect();
                         let before: Vec<usize> = recent.iter().map(|i| i - first).collect();
                         let before_us = before
@@ -149,6 +234,9 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                             after: Vec::new(),
                             before_us,
                             after_us: None,
+                            end: at + raw.len() as u64,
+                            starts_flight: !anchored,
+                            ends_flight: false,
                         };
                         site.messages.push(placed);
                         open = Some(site);
@@ -179,7 +267,11 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 }
                 true
             });
+            if anchor {
+                anchored = true;
+            }
             if let Some(site) = &mut open {
+                site.end = at + raw.len() as u64;
                 site.messages.push(placed.clone());
                 if anchor {
                     site.after.push(site.messages.len() - 1);
@@ -202,12 +294,50 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                         *i -= first;
                     }
                 }
-            } else if recent.is_empty() {
+            } else if recent.is_empty() && !keep_head {
                 window.clear();
             }
         }
         // A split ends its sites: anchors are taken within one split.
+        let open_at_end = open.as_ref().is_some_and(|site| site.after.is_empty());
         scan.sites.extend(open.take());
+        if let Some(first) = recent.first().copied() {
+            let before = recent.iter().map(|i| i - first).collect();
+            tail = Some((
+                name.to_string(),
+                window.split_off(first),
+                before,
+                offset as u64,
+            ));
+        } else if open_at_end {
+            tail = None;
+        }
+    }
+    // The flight's end: its last site when no anchor follows it, else a site of its own
+    // after the last anchors (no dropout in it: nothing to replace, only to add).
+    match scan.sites.last_mut() {
+        Some(site) if site.after.is_empty() && tail.is_none() => site.ends_flight = true,
+        _ => {
+            if let Some((split, messages, before, end)) = tail {
+                let before_us = before
+                    .iter()
+                    .filter_map(|i: &usize| sample_time(&mut decoder, &messages[*i].bytes))
+                    .min()
+                    .unwrap_or(0);
+                scan.sites.push(DropoutSite {
+                    split,
+                    offset: end,
+                    messages,
+                    before,
+                    after: Vec::new(),
+                    before_us,
+                    after_us: None,
+                    end,
+                    starts_flight: false,
+                    ends_flight: true,
+                });
+            }
+        }
     }
     scan
 }

@@ -1,7 +1,7 @@
-//! Fills a closed session's dropouts from the vehicle's SD log over MAVLink FTP (the shell
-//! around [`crate::fill`]): finds the SD log of the same boot and flight (the newest logs
-//! first: its header must start before the first dropout and its records must match the
-//! stream's around it), fetches only the byte ranges the locators ask for, and writes the
+//! Fills a closed session's dropouts, head and tail from the vehicle's SD log over MAVLink
+//! FTP (the shell around [`crate::fill`]): finds the SD log of the same boot and flight by
+//! its records (the newest logs first: the one where a dropout is found again, its records
+//! around it the stream's), fetches only the byte ranges the locators ask for, and writes the
 //! recovered records as amendments beside the splits, each amendment durable before the
 //! manifest names it, every 64 gaps or 5 s (a fill cut short loses at most that; run again,
 //! it goes on with the dropouts not filled yet, never twice).
@@ -11,7 +11,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::fill::amendment::{Recovered, build};
-use crate::fill::{BlockCache, FlightScan, Locator, Outcome, Unfilled};
+use crate::fill::{BlockCache, DropoutSite, Edge, FlightScan, Locator, Outcome, Unfilled};
 use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
@@ -42,8 +42,8 @@ pub enum FillError {
     #[error(transparent)]
     Files(#[from] FilesError),
     #[error(
-        "no SD log of this flight on the vehicle ({checked} newest checked: none starts before \
-         the first dropout with the same records around it)"
+        "no SD log of this flight on the vehicle ({checked} newest checked: none holds the \
+         stream's records around its first dropout)"
     )]
     NoSdLog { checked: usize },
 }
@@ -66,6 +66,10 @@ pub struct FillReport {
     /// Records recovered from the SD log, and their bytes.
     pub records: u64,
     pub record_bytes: u64,
+    /// Of those, the ones before the stream's first record (the head) and after its last
+    /// (the tail).
+    pub head_records: u64,
+    pub tail_records: u64,
     /// File bytes received over FTP (duplicates included).
     pub fetched_bytes: u64,
     pub amendments: Vec<String>,
@@ -107,11 +111,13 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         return Ok(report);
     }
     let fetched_before = files.stats().bytes_received;
-    // The SD log is told by the first dropout with records on both sides; those before it
-    // have nothing to find them by.
-    let probe = sites
-        .iter()
-        .position(|s| !s.before.is_empty() && !s.after.is_empty());
+    // The SD log is told by a dropout with records on both sides (the head's may be missing
+    // from an SD log that began later), else by the head or the tail.
+    let probe = sites.iter().position(|s| s.edge().is_none()).or_else(|| {
+        sites
+            .iter()
+            .position(|s| !s.before.is_empty() || !s.after.is_empty())
+    });
     let Some(probe) = probe else {
         for site in &sites {
             let outcome = Locator::new(&flight, site, 0, 0).outcome().cloned();
@@ -123,7 +129,8 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         }
         return Ok(report);
     };
-    let (sd_log, sd_len, first, mut cache) = find_sd_log(files, &flight, sites[probe]).await?;
+    let sd = find_sd_log(files, &flight, sites[probe]).await?;
+    let (sd_log, first, mut cache) = (sd.path, sd.outcome, sd.cache);
     report.sd_log = Some(sd_log.clone());
     let mut first = Some(first);
     let mut from = 0;
@@ -132,7 +139,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     for (k, site) in sites.iter().enumerate() {
         let outcome = match first.take_if(|_| k == probe) {
             Some(o) => o,
-            None => locate(files, &flight, site, sd_len, &mut from, &mut cache).await?,
+            None => locate(files, &flight, site, &sd.log, &mut from, &mut cache).await?,
         };
         match outcome {
             Outcome::Filled {
@@ -142,11 +149,17 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                 recovered,
                 recovered_bytes,
                 complete,
+                edge,
             } => {
                 report.filled += 1;
                 report.partial += usize::from(!complete);
                 report.records += recovered;
                 report.record_bytes += recovered_bytes;
+                match edge {
+                    Some(Edge::Head) => report.head_records += recovered,
+                    Some(Edge::Tail) => report.tail_records += recovered,
+                    None => {}
+                }
                 batch.push(Recovered {
                     split: site.split.clone(),
                     offset: site.offset,
@@ -155,6 +168,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                     records,
                     recovered,
                     complete,
+                    edge,
                 });
             }
             Outcome::Unfilled(why) => {
@@ -206,13 +220,29 @@ pub fn mark(dir: &Path, outcome: &str) -> std::io::Result<()> {
     write_manifest(dir, &manifest)
 }
 
-/// The SD log of the flight (newest first), its size, and the outcome of the dropout `first`
-/// (one with records on both sides) there.
+/// An SD log open for reading: its size and its header's start time (log time, µs).
+struct SdLog {
+    len: u64,
+    start_us: u64,
+}
+
+/// The flight's SD log, found: its path, what it is, the probe's outcome there and the
+/// bytes read of it.
+struct Found {
+    path: String,
+    log: SdLog,
+    outcome: Outcome,
+    cache: BlockCache,
+}
+
+/// The SD log of the flight (newest first): the first where the dropout `probe` is found
+/// again, its records around it the stream's. Several logs of one boot (one per arming), an
+/// SD log that began after the stream, samples older than a header: the records decide.
 async fn find_sd_log(
     files: &mut VehicleFiles,
     flight: &FlightScan,
-    first: &crate::fill::DropoutSite,
-) -> Result<(String, u64, Outcome, BlockCache), FillError> {
+    probe: &DropoutSite,
+) -> Result<Found, FillError> {
     let logs = files.list_logs().await?;
     let mut checked = 0;
     for log in logs
@@ -222,26 +252,27 @@ async fn find_sd_log(
         .take(CANDIDATES)
     {
         checked += 1;
-        let size = files.open(&log.path).await?;
+        let len = files.open(&log.path).await?;
         let header = files.read(0, FILE_HEADER_LEN as u64).await?;
-        let starts = header
-            .get(8..16)
-            .map(|t| u64::from_le_bytes(t.try_into().expect("8 bytes")));
-        if !header.starts_with(&FILE_MAGIC) || starts.is_none_or(|t| t > first.before_us) {
-            tracing::debug!(log = log.path, "not this flight's SD log: it starts later");
+        if !header.starts_with(&FILE_MAGIC) || header.len() < FILE_HEADER_LEN {
+            tracing::debug!(log = log.path, "not a ULog file");
             continue;
         }
-        let mut cache = BlockCache::new(size, CACHE_BYTES);
-        let outcome = locate(files, flight, first, size, &mut 0, &mut cache).await?;
-        if outcome == Outcome::Unfilled(Unfilled::NoRecordBefore) {
-            tracing::debug!(
-                log = log.path,
-                "not this flight's SD log: its records differ"
-            );
+        let start_us = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+        let sd = SdLog { len, start_us };
+        let mut cache = BlockCache::new(len, CACHE_BYTES);
+        let outcome = locate(files, flight, probe, &sd, &mut 0, &mut cache).await?;
+        if let Outcome::Unfilled(why) = outcome {
+            tracing::debug!(log = log.path, "not this flight's SD log: {why}");
             continue;
         }
-        tracing::info!(log = log.path, size, "the flight's SD log");
-        return Ok((log.path.clone(), size, outcome, cache));
+        tracing::info!(log = log.path, len, "the flight's SD log");
+        return Ok(Found {
+            path: log.path.clone(),
+            log: sd,
+            outcome,
+            cache,
+        });
     }
     Err(FillError::NoSdLog { checked })
 }
@@ -251,12 +282,12 @@ async fn find_sd_log(
 async fn locate(
     files: &mut VehicleFiles,
     flight: &FlightScan,
-    site: &crate::fill::DropoutSite,
-    sd_len: u64,
+    site: &DropoutSite,
+    sd: &SdLog,
     from: &mut u64,
     cache: &mut BlockCache,
 ) -> Result<Outcome, FillError> {
-    let mut locator = Locator::new(flight, site, sd_len, *from);
+    let mut locator = Locator::new(flight, site, sd.len, *from).with_sd_start(sd.start_us);
     while let Some((offset, len)) = locator.next_read() {
         while let Some((at, n)) = cache.missing(offset, len) {
             let fetched = files.read(at, n).await?;

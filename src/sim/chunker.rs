@@ -13,8 +13,10 @@
 //! (a made-up set when the file has none) and streamed by [`ChunkedLog::stop_after`].
 
 use crate::link::assembler::NO_MESSAGE_START;
-use crate::ulog::message::{FILE_HEADER_LEN, INCOMPAT_DATA_APPENDED, MSG_HEADER_LEN, msg_type};
-use crate::ulog::{Message, ReadError, Reader, Writer};
+use crate::ulog::message::{
+    FILE_HEADER_LEN, INCOMPAT_DATA_APPENDED, MSG_HEADER_LEN, is_postflight, msg_type,
+};
+use crate::ulog::{ReadError, Reader, Writer};
 
 /// Bytes of log data in one LOGGING_DATA(_ACKED) message.
 pub const CHUNK_DATA_LEN: usize = 249;
@@ -57,14 +59,6 @@ fn is_definition(ty: u8) -> bool {
             | msg_type::PARAMETER_DEFAULT
             | msg_type::ADD_LOGGED
     )
-}
-
-/// An 'M' message of the post-flight perf counters (its raw bytes, header included).
-fn is_postflight(raw: &[u8]) -> bool {
-    raw.len() > MSG_HEADER_LEN
-        && raw[2] == msg_type::INFO_MULTIPLE
-        && matches!(Message::parse_framed(raw), Some(Message::InfoMultiple { kv, .. })
-            if kv.name.ends_with("_postflight"))
 }
 
 /// Chunks the log in `file` (a .ulg file's bytes). Sequence numbers start at `first_seq`.

@@ -40,7 +40,7 @@ pub fn is_filled(amendments: &[AmendmentEntry], split: &str, offset: u64) -> boo
     amendments
         .iter()
         .flat_map(|a| &a.fills)
-        .any(|f| f.split == split && (f.from..f.to).contains(&offset))
+        .any(|f| f.split == split && (f.offset == offset || (f.from..f.to).contains(&offset)))
 }
 
 /// The bytes of split `file` of the session in `dir` (with the manifest's `amendments`), each
@@ -61,8 +61,11 @@ pub fn read_split(dir: &Path, amendments: &[AmendmentEntry], file: &str) -> io::
     let mut edits: Vec<(usize, usize, std::ops::Range<usize>, usize)> = Vec::new();
     for (entry, fill) in &fills {
         let (from, to, o) = (fill.from as usize, fill.to as usize, fill.offset as usize);
-        let at_dropout = bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]);
-        if from > to || to > bytes.len() || !(from..to).contains(&o) || !at_dropout {
+        let at_dropout =
+            bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]) && (from..to).contains(&o);
+        // The flight's tail without a dropout: its fill ends where the split's messages do.
+        let at_tail = o == to;
+        if from > to || to > bytes.len() || !(at_dropout || at_tail) {
             tracing::warn!(
                 file,
                 offset = o,

@@ -62,6 +62,15 @@ pub fn min_payload_len(ty: u8) -> Option<usize> {
 
 /// Unknown message types larger than this are taken as corruption rather than a future
 /// message type (the threshold pyulog uses too).
+/// Whether `raw` (one framed message) is an 'M' message of PX4's post-flight perf counters
+/// (`perf_counter_postflight`, `perf_top_postflight`), which its logger writes when stopped.
+pub fn is_postflight(raw: &[u8]) -> bool {
+    raw.len() > MSG_HEADER_LEN
+        && raw[2] == msg_type::INFO_MULTIPLE
+        && matches!(Message::parse_framed(raw), Some(Message::InfoMultiple { kv, .. })
+            if kv.name.ends_with("_postflight"))
+}
+
 pub const MAX_UNKNOWN_MESSAGE_LEN: usize = 10_000;
 /// Largest plausible 'A' payload: multi id, message id and a topic name under 256 bytes.
 const MAX_ADD_LOGGED_LEN: usize = 3 + 255;
