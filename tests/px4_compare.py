@@ -1,7 +1,7 @@
 """Holds the log ulog-recv received from a PX4 against PX4's own file log of the same boot,
 both read by pyulog: samples are matched by topic, instance and timestamp.
 
-usage: px4_compare.py [--sent SENT.ulg] SD_LOG SPLIT [SPLIT ...]
+usage: px4_compare.py [--sent SENT.ulg] [--from-start] SD_LOG SPLIT [SPLIT ...]
 
 With --sent (the stream PX4 put on the wire, rebuilt from a capture by px4_sent.py), an SD
 sample that PX4 never sent (its stream drops what does not fit under its rate limit, without
@@ -9,7 +9,10 @@ a sequence gap) is counted as not_sent, not missing.
 
 Prints one JSON object:
 - window: [first, last) data timestamps of ours (us; a sample stamped at the last instant may
-  be cut by the STOP, so the window ends before it);
+  be cut by the STOP, so the window ends before it); with --from-start it opens at our log's
+  start instead (its header's timestamp: when PX4 began the stream), so that what the stream
+  lost before its first sample counts too (ours may hold samples stamped before it, as PX4's
+  file does: a topic's last sample is logged when it is subscribed);
 - sd_samples: the SD log's samples in that window; matched: those also in ours;
 - missing: SD samples in the window that are neither in ours nor inside one of our dropouts
   (a gap whose lost samples the dropout accounts for: from the dropout's timestamp to its
@@ -63,15 +66,24 @@ def same(a, b):
 def main():
     args = sys.argv[1:]
     sent = None
-    if args[0] == "--sent":
-        sent = samples([ULog(args[1])])
-        args = args[2:]
+    from_start = False
+    while args[0].startswith("--"):
+        if args[0] == "--sent":
+            sent = samples([ULog(args[1])])
+            args = args[2:]
+        elif args[0] == "--from-start":
+            from_start = True
+            args = args[1:]
+        else:
+            sys.exit(f"unknown option {args[0]}")
     sd = ULog(args[0])
     ours_logs = [ULog(p) for p in args[1:]]
     theirs = samples([sd])
     ours = samples(ours_logs)
     stamps = [t for table in ours.values() for t in table]
     first, last = min(stamps), max(stamps)
+    if from_start:
+        first = min(u.start_timestamp for u in ours_logs)
     dropouts = [(d.timestamp, d.duration) for u in ours_logs for d in u.dropouts]
     sd_dropouts = [(d.timestamp, d.duration) for d in sd.dropouts]
 

@@ -182,6 +182,100 @@ fn check_against_px4(py: &Path, sd: &Path, sent: &Path, splits: &[PathBuf], what
     report
 }
 
+/// `ulog-recv fill SESSION --json` through `port` (PX4's own MAVLink FTP): its report.
+fn fill_from_px4(session: &Path, port: u16) -> Json {
+    let out = Command::new(common::procs::BIN)
+        .arg("fill")
+        .arg(session)
+        .args(["--json", "--udp", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fill from PX4: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fill: Json = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("fill from PX4: {fill}");
+    fill
+}
+
+/// The session exported as one log, `out`.
+fn export_session(session: &Path, out: &Path) -> PathBuf {
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let done = Command::new(common::procs::BIN)
+        .arg("export")
+        .arg(session)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "export: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    out.to_path_buf()
+}
+
+/// Holds a filled session, exported as one log, against PX4's log `sd`: every sample PX4
+/// logged from the stream's start (the header's time, so the head counts) to its last is in
+/// it, none invented, none twice, every value equal.
+fn check_whole(py: &Path, sd: &Path, merged: &Path, what: &str) -> Json {
+    let out = Command::new(py)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
+        .arg("--from-start")
+        .arg(sd)
+        .arg(merged)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "px4_compare.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let sd_samples = report["sd_samples"].as_u64().unwrap();
+    let matched = report["matched"].as_u64().unwrap();
+    eprintln!(
+        "{what}: {matched} of {sd_samples} samples of PX4's log from the stream's start \
+         ({:.3} %): {report}",
+        100.0 * matched as f64 / sd_samples as f64
+    );
+    assert!(sd_samples > 5_000, "{what}: {report}");
+    assert_eq!(matched, sd_samples, "{what}: not whole: {report}");
+    assert_eq!(report["invented"], 0, "{what}: {report}");
+    assert_eq!(report["value_mismatches"], 0, "{what}: {report}");
+    let out = Command::new(py)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/same_samples.py"
+        ))
+        .arg(merged)
+        .arg(sd)
+        .output()
+        .unwrap();
+    let same: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        same["extra_in_a"], 0,
+        "{what}: a sample twice, or one PX4 never logged: {same}"
+    );
+    report
+}
+
+/// The session's own splits (not its amendments).
+fn split_files(session: &Path) -> Vec<PathBuf> {
+    common::procs::ulg_files(session)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("split_")
+        })
+        .collect()
+}
+
 fn daemon(dir: &Path, port: u16) -> Proc {
     Proc::spawn(
         "the daemon",
@@ -242,12 +336,20 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
         stop_took < Duration::from_secs(8),
         "stopped in {stop_took:?}"
     );
+    // The session completed from PX4's SD log: the ~1.5 s PX4 drops after every acked
+    // header (the head) and whatever its STOP discarded (the tail).
+    let session = session_dirs(&dir)[0].clone();
+    let fill = fill_from_px4(&session, relay.daemon_port);
+    assert!(fill["head_records"].as_u64().unwrap() > 0, "{fill}");
+    assert_eq!(fill["unfilled"], serde_json::json!([]), "{fill}");
     let sd_logs = px4.stop();
     let (_, sent) = relay.finish(&py);
     assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");
-    let splits = common::procs::ulg_files(&dir);
+    let splits = split_files(&session);
     assert!(splits.len() >= 3, "{} splits", splits.len());
     let report = check_against_px4(&py, &sd_logs[0], &sent, &splits, "20 s of stream");
+    let merged = export_session(&session, &fresh_dir("px4-stream-merged").join("flight.ulg"));
+    check_whole(&py, &sd_logs[0], &merged, "20 s of stream, filled");
     let sd = report["sd_samples"].as_u64().unwrap();
     let matched = report["matched"].as_u64().unwrap();
     assert!(matched as f64 >= 0.99 * sd as f64, "{report}");
@@ -264,7 +366,7 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     // The session in the bucket: what the daemon sent while PX4 streamed, and the rest by
     // hand after it stopped (nothing twice); read back by boto3, byte for byte.
     let Ok(garage) = garage else { return };
-    let session = &session_dirs(&dir)[0];
+    let session = &session;
     // What the daemon uploaded while PX4 streamed: each split as it closed.
     let journal: Json = std::fs::read(session.join("upload.json"))
         .ok()
@@ -304,8 +406,10 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     let prefix = format!("px4/{vehicle}/{name}/");
     let found = garage.objects(&py, &prefix);
     let objects = found["objects"].as_object().unwrap();
-    assert_eq!(objects.len(), splits.len() + 1, "{found}");
-    for file in splits.iter().chain([&session.join("manifest.json")]) {
+    // The splits and the fill's amendments.
+    let files = common::procs::ulg_files(&session);
+    assert_eq!(objects.len(), files.len() + 1, "{found}");
+    for file in files.iter().chain([&session.join("manifest.json")]) {
         let key = format!("{prefix}{}", file.file_name().unwrap().to_string_lossy());
         let local = common::sha256_file(file);
         assert_eq!(
@@ -337,16 +441,34 @@ fn a_daemon_killed_and_restarted_while_px4_streams_gets_a_new_log_whole() {
     let mut second = daemon(&dir, port);
     std::thread::sleep(Duration::from_secs(10));
     assert!(second.terminate().success());
-    let sd_logs = px4.stop();
-    assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");
     let sessions = session_dirs(&dir);
     assert_eq!(sessions.len(), 2, "{sessions:?}");
+    // Each session filled: the first, cut by the crash, to the end of PX4's log (where its
+    // stream ended is not known), the second from its header on.
+    let fills: Vec<Json> = sessions.iter().map(|s| fill_from_px4(s, port)).collect();
+    assert!(
+        fills[0]["tail_records"].as_u64().unwrap() > 0,
+        "{}",
+        fills[0]
+    );
+    assert!(
+        fills[1]["head_records"].as_u64().unwrap() > 0,
+        "{}",
+        fills[1]
+    );
+    let sd_logs = px4.stop();
+    assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");
     // The second daemon stopped the old stream and got a new log, with its header: it opens
     // alone and holds what PX4 logged in its window.
-    let splits = common::procs::ulg_files(&sessions[1]);
+    let splits = split_files(&sessions[1]);
     let (_, sent) = relay.finish(&py);
     let report = check_against_px4(&py, &sd_logs[0], &sent, &splits, "after a restart");
     assert_eq!(report["postflight"], true, "{report}");
+    let out = fresh_dir("px4-restart-merged");
+    for (k, session) in sessions.iter().enumerate() {
+        let merged = export_session(session, &out.join(format!("{k}.ulg")));
+        check_whole(&py, &sd_logs[0], &merged, &format!("session {k}, filled"));
+    }
 }
 
 /// Relays UDP between PX4 (sending to `listen`) and the daemon (at `daemon`), losing `loss`

@@ -31,10 +31,14 @@
 //!   time to choose the log: samples older than a header are common (a topic's last sample
 //!   is logged when it is subscribed).
 //! - The tail: the stretch runs from the last anchor found to where the stream stopped.
-//!   After a STOP ([`FlightScan::stopped`]) that is at most the partial chunk PX4 discards,
-//!   [`LOST_AT_STOP`] bytes of records the stream does not have; without one (the link
-//!   went first) it is not known, and the stretch runs to the SD log's end, read in
-//!   pieces of [`TAIL_PIECE`].
+//!   After a STOP ([`FlightScan::stopped`]) the stream lost at most the partial chunk PX4
+//!   discards: the first [`LOST_AT_STOP`] bytes of records after the last anchor that the
+//!   stream does not have are taken, and the newest time among them and the stream's is
+//!   where it stopped; after them, only records stamped no later than that are taken (PX4
+//!   logs a slow topic's sample up to a period after its time), until the SD log's records
+//!   run [`TAIL_LAG_US`] past it. So the flight holds every sample of the SD log stamped up
+//!   to its last one. Without a STOP (the link went first) where the stream ended is not
+//!   known, and the stretch runs to the SD log's end, read in pieces of [`TAIL_PIECE`].
 
 use std::collections::HashMap;
 
@@ -70,6 +74,9 @@ const CHAIN: usize = 4;
 pub const LOST_AT_STOP: u64 = 249;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
 pub const TAIL_PIECE: u64 = 256 * 1024;
+/// How long after its time PX4 may log a sample (a slow topic's period, and then some):
+/// how far past a stopped stream's end its tail looks for samples stamped before it.
+pub const TAIL_LAG_US: u64 = 1_500_000;
 
 /// Why a dropout stays a dropout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -139,6 +146,11 @@ struct Scan {
     past: u32,
     /// Bytes of the tail's records that the stream does not have.
     lost: u64,
+    /// A stopped stream's end so far (log time): its newest anchor's time, or a newer one
+    /// of the records its last chunk lost.
+    stop_us: u64,
+    /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
+    beyond: u32,
 }
 
 /// See the module docs.
@@ -154,6 +166,9 @@ pub struct Locator {
     /// The stream's start (its header's time) and whether it ended with a STOP.
     start_us: u64,
     stopped: bool,
+    /// The newest time of the anchors before the site (a stopped stream's tail: the last
+    /// instant it surely streamed).
+    last_us: u64,
     /// The SD log began at or after the stream did: all its records are the stream's.
     sd_from_start: bool,
     /// The site's messages (a tail's records the stream has are no loss).
@@ -203,6 +218,7 @@ impl Locator {
             edge,
             start_us: flight.start_us,
             stopped: flight.stopped,
+            last_us: site.last_before_us,
             sd_from_start: false,
             ours: if edge == Some(Edge::Tail) {
                 site.messages.iter().map(|m| m.bytes.clone()).collect()
@@ -413,6 +429,8 @@ impl Locator {
                 s.anchor = Some(i);
                 s.stretch.clear();
                 s.lost = 0;
+                s.stop_us = self.last_us;
+                s.beyond = 0;
                 continue;
             }
             if let Some(&j) = self.after.get(raw) {
@@ -435,11 +453,30 @@ impl Locator {
                 continue;
             }
             if tail && self.stopped && !self.ours.contains(raw) {
-                s.lost += raw.len() as u64;
-                if s.lost > LOST_AT_STOP {
-                    // Past the chunk a STOP can lose: the stream had stopped.
-                    outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
-                    break;
+                let within_lag = |t: u64| t <= self.last_us + TAIL_LAG_US;
+                if s.lost + raw.len() as u64 <= LOST_AT_STOP {
+                    // What the chunk a STOP discards can hold: the stream's last records.
+                    s.lost += raw.len() as u64;
+                    if let Some(t) = ts.filter(|t| within_lag(*t)) {
+                        s.stop_us = s.stop_us.max(t);
+                    }
+                } else {
+                    // Logged after the stream stopped: only samples stamped before its end.
+                    s.lost = LOST_AT_STOP + 1;
+                    match ts {
+                        Some(t) if t <= s.stop_us => {}
+                        Some(t) => {
+                            if t > s.stop_us + TAIL_LAG_US {
+                                s.beyond += 1;
+                                if s.beyond > PAST_RECORDS {
+                                    outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
+                                    break;
+                                }
+                            }
+                            continue;
+                        }
+                        None => continue,
+                    }
                 }
             }
             s.stretch.push(raw.to_vec());

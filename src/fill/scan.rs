@@ -40,6 +40,8 @@ pub struct DropoutSite {
     pub after: Vec<usize>,
     /// Smallest timestamp of the anchors before it (where to look in the SD log), µs.
     pub before_us: u64,
+    /// Largest timestamp of the anchors before it, µs.
+    pub last_before_us: u64,
     /// Largest timestamp of the anchors after it, µs.
     pub after_us: Option<u64>,
     /// Where its last message ends in the split.
@@ -221,11 +223,8 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                         });
                         let messages: Vec<Placed> = window.drain(first..).collect();
                         let before: Vec<usize> = recent.iter().map(|i| i - first).collect();
-                        let before_us = before
-                            .iter()
-                            .filter_map(|i| sample_time(&mut decoder, &messages[*i].bytes))
-                            .min()
-                            .unwrap_or(0);
+                        let (before_us, last_before_us) =
+                            anchor_times(&mut decoder, &messages, &before);
                         let mut site = DropoutSite {
                             split: name.to_string(),
                             offset: at,
@@ -233,6 +232,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                             before,
                             after: Vec::new(),
                             before_us,
+                            last_before_us,
                             after_us: None,
                             end: at + raw.len() as u64,
                             starts_flight: !anchored,
@@ -319,11 +319,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
         Some(site) if site.after.is_empty() && tail.is_none() => site.ends_flight = true,
         _ => {
             if let Some((split, messages, before, end)) = tail {
-                let before_us = before
-                    .iter()
-                    .filter_map(|i: &usize| sample_time(&mut decoder, &messages[*i].bytes))
-                    .min()
-                    .unwrap_or(0);
+                let (before_us, last_before_us) = anchor_times(&mut decoder, &messages, &before);
                 scan.sites.push(DropoutSite {
                     split,
                     offset: end,
@@ -331,6 +327,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                     before,
                     after: Vec::new(),
                     before_us,
+                    last_before_us,
                     after_us: None,
                     end,
                     starts_flight: false,
@@ -340,6 +337,18 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
         }
     }
     scan
+}
+
+/// The oldest and newest time of the anchors `ix` among `messages` (0 without any).
+fn anchor_times(decoder: &mut Decoder, messages: &[Placed], ix: &[usize]) -> (u64, u64) {
+    let times: Vec<u64> = ix
+        .iter()
+        .filter_map(|i| sample_time(decoder, &messages[*i].bytes))
+        .collect();
+    (
+        times.iter().copied().min().unwrap_or(0),
+        times.iter().copied().max().unwrap_or(0),
+    )
 }
 
 /// The timestamp of a data record the decoder knows (the decoder already followed it).
