@@ -407,7 +407,7 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     let found = garage.objects(&py, &prefix);
     let objects = found["objects"].as_object().unwrap();
     // The splits and the fill's amendments.
-    let files = common::procs::ulg_files(&session);
+    let files = common::procs::ulg_files(session);
     assert_eq!(objects.len(), files.len() + 1, "{found}");
     for file in files.iter().chain([&session.join("manifest.json")]) {
         let key = format!("{prefix}{}", file.file_name().unwrap().to_string_lossy());
