@@ -151,6 +151,9 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
+    /// Records read that the flight's definitions date: none, and the SD log's records
+    /// are not the flight's (another boot: other ids and sizes).
+    dated: u32,
 }
 
 /// See the module docs.
@@ -336,7 +339,8 @@ impl Locator {
                     // looked early): start again further back.
                     Some(Outcome::Unfilled(Unfilled::NoRecordBefore))
                         if self.step_backs < MAX_STEP_BACKS
-                            && self.scan_start.is_some_and(|s| s > self.from) =>
+                            && self.scan_start.is_some_and(|s| s > self.from)
+                            && matches!(&self.stage, Stage::Scan(s) if s.dated > 0) =>
                     {
                         let back = STEP_BACK << self.step_backs;
                         self.step_backs += 1;
@@ -409,6 +413,7 @@ impl Locator {
         for raw in framed(&carry[start..]) {
             consumed += raw.len();
             let ts = timestamp(&mut self.decoder, raw);
+            s.dated += u32::from(ts.is_some());
             if ts.is_some_and(|ts| ts > self.give_up_us) {
                 s.past += 1;
             }
