@@ -57,10 +57,19 @@ fn daemon_args(port: u16, dir: &Path, extra: &[&str]) -> Vec<String> {
 
 /// Records the simulator's whole flight with the daemon; the session directory.
 fn record(port: u16, dir: &Path, sim_lines: &std::sync::mpsc::Receiver<String>) -> PathBuf {
-    let mut daemon = Proc::spawn(
-        "the daemon",
-        &daemon_args(port, dir, &["--split-duration", "10"]),
-    );
+    record_with(port, dir, sim_lines, &[])
+}
+
+/// [`record`], the daemon given `extra` too.
+fn record_with(
+    port: u16,
+    dir: &Path,
+    sim_lines: &std::sync::mpsc::Receiver<String>,
+    extra: &[&str],
+) -> PathBuf {
+    let mut args = vec!["--split-duration", "10"];
+    args.extend_from_slice(extra);
+    let mut daemon = Proc::spawn("the daemon", &daemon_args(port, dir, &args));
     wait_for_line(sim_lines, "whole log was sent", Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
     assert!(daemon.terminate().success());
@@ -264,6 +273,87 @@ fn a_fill_over_a_lossy_slow_link_makes_the_session_the_whole_flight_each_record_
     let again = fill(&session, port).unwrap();
     assert_eq!(again["filled"], 0, "{again}");
     assert_eq!(again["fetched_bytes"], 0, "{again}");
+}
+
+#[test]
+fn a_session_in_columns_with_an_event_buffer_is_filled_column_by_column_and_only_inside_windows() {
+    // vehicle_attitude in a column of its own, sensor_accel held by an event buffer whose
+    // windows open around each logged string: each column takes its own topics from the SD
+    // log, none twice, and the buffer only what its windows hold.
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("fill-e2e-columns");
+    let port = free_udp_port();
+    let (_sim, lines) = sim(port, &[SYNTHETIC], &[]);
+    let session = record_with(
+        port,
+        &dir,
+        &lines,
+        &[
+            "--column",
+            "att=vehicle_attitude",
+            "--event-buffer",
+            "accel=sensor_accel",
+            "--event-before",
+            "1",
+            "--event-after",
+            "1",
+            "--event-on-log",
+            "Takeoff|Disarmed",
+        ],
+    );
+    let report = fill(&session, port).unwrap();
+    eprintln!("fill: {report}");
+    assert_eq!(report["unfilled"], serde_json::json!([]), "{report}");
+    assert!(report["records"].as_u64().unwrap() > 0, "{report}");
+    let merged = dir.join("merged.ulg");
+    export(&session, &merged);
+    common::check_with_pyulog(&merged);
+    let windows = python(
+        &py,
+        "tests/event_windows.py",
+        &[
+            Path::new(SYNTHETIC),
+            &merged,
+            &session.join("manifest.json"),
+            Path::new("accel"),
+        ],
+    );
+    eprintln!("event windows: {windows}");
+    assert!(windows["gated_kept"].as_u64().unwrap() > 0, "{windows}");
+    // Each amendment opens alone, and each column read alone holds its own topics.
+    for entry in std::fs::read_dir(&session).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("amend_")
+        {
+            common::check_with_pyulog(&path);
+        }
+    }
+    let att = dir.join("att.ulg");
+    let out = Command::new(BIN)
+        .arg("export")
+        .arg(&session)
+        .args(["--column", "att", "-o"])
+        .arg(&att)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let same = python(&py, "tests/same_samples.py", &[&att, Path::new(SYNTHETIC)]);
+    assert_eq!(same["extra_in_a"], 0, "{same}");
+    assert_eq!(
+        same["differ"]["vehicle_attitude/0"],
+        serde_json::Value::Null,
+        "the column holds every vehicle_attitude sample: {same}"
+    );
 }
 
 #[test]

@@ -44,6 +44,7 @@ use std::collections::HashMap;
 
 use std::collections::HashSet;
 
+use crate::fill::column::ColumnFilter;
 use crate::fill::scan::{DropoutSite, Edge, FlightScan};
 use crate::ulog::message::{MSG_HEADER_LEN, framed, msg_type, plausible_header};
 use crate::ulog::{Decoder, Message};
@@ -72,6 +73,8 @@ const CHAIN: usize = 4;
 /// Bytes of records after the last anchor that a stream ended by a STOP may have lost: the
 /// partial chunk PX4 discards (a LOGGING_DATA chunk carries 249 bytes).
 pub const LOST_AT_STOP: u64 = 249;
+/// Bytes read per scan step once a head or a window began (burst reads).
+pub const STRETCH_PIECE: u64 = 64 * 1024;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
 pub const TAIL_PIECE: u64 = 256 * 1024;
 /// How long after its time PX4 may log a sample (a slow topic's period, and then some):
@@ -151,9 +154,6 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
-    /// Records read that the flight's definitions date: none, and the SD log's records
-    /// are not the flight's (another boot: other ids and sizes).
-    dated: u32,
 }
 
 /// See the module docs.
@@ -176,6 +176,8 @@ pub struct Locator {
     sd_from_start: bool,
     /// The site's messages (a tail's records the stream has are no loss).
     ours: HashSet<Vec<u8>>,
+    /// What of the SD log's stretch the site's column takes.
+    filter: ColumnFilter,
     sd_len: u64,
     decoder: Decoder,
     stage: Stage,
@@ -183,6 +185,10 @@ pub struct Locator {
     /// The lower bound the caller gave, and how often the scan started further back.
     from: u64,
     step_backs: u32,
+    /// Records were read that the flight's definitions date: without any, the SD log's
+    /// records are not the flight's (another boot: other ids and sizes), and a scan that
+    /// found nothing does not step back.
+    dated: bool,
 }
 
 impl Locator {
@@ -191,7 +197,8 @@ impl Locator {
     /// began: dropouts come in the SD log's order).
     pub fn new(flight: &FlightScan, site: &DropoutSite, sd_len: u64, from: u64) -> Self {
         let edge = site.edge();
-        let stage = if site.before.is_empty() && site.after.is_empty() {
+        let window = site.window.filter(|_| edge == Some(Edge::Window));
+        let stage = if window.is_none() && site.before.is_empty() && site.after.is_empty() {
             Stage::Done(Outcome::Unfilled(Unfilled::NoAnchors))
         } else if !site.at_flight_edge() {
             Stage::Done(Outcome::Unfilled(Unfilled::AtSplitEdge))
@@ -209,25 +216,31 @@ impl Locator {
                 .map(|i| (site.messages[*i].bytes.clone(), *i))
                 .collect()
         };
-        let target_us = match edge {
-            Some(Edge::Head) => flight.start_us,
+        let target_us = match (edge, window) {
+            (Some(Edge::Head), _) => flight.start_us,
+            (_, Some([from, _])) => from,
             _ => site.before_us,
         };
         Self {
             before: index(&site.before),
             after: index(&site.after),
             target_us: target_us.saturating_sub(MARGIN_US),
-            give_up_us: site.after_us.unwrap_or(site.before_us) + GIVE_UP_US,
+            give_up_us: site
+                .after_us
+                .or(window.map(|w| w[1]))
+                .unwrap_or(site.before_us)
+                + GIVE_UP_US,
             edge,
-            start_us: flight.start_us,
+            start_us: window.map_or(flight.start_us, |w| w[0]),
             stopped: flight.stopped,
-            last_us: site.last_before_us,
+            last_us: window.map_or(site.last_before_us, |w| w[1]),
             sd_from_start: false,
-            ours: if edge == Some(Edge::Tail) {
+            ours: if matches!(edge, Some(Edge::Tail | Edge::Window)) {
                 site.messages.iter().map(|m| m.bytes.clone()).collect()
             } else {
                 HashSet::new()
             },
+            filter: ColumnFilter::all(),
             site: site.clone(),
             sd_len,
             decoder: flight.decoder(),
@@ -235,6 +248,7 @@ impl Locator {
             scan_start: None,
             from: from.min(sd_len),
             step_backs: 0,
+            dated: false,
         }
     }
 
@@ -246,6 +260,13 @@ impl Locator {
         self
     }
 
+    /// Takes only what `filter` keeps of the SD log's records (a session stored in
+    /// columns: the site's column).
+    pub fn with_filter(mut self, filter: ColumnFilter) -> Self {
+        self.filter = filter;
+        self
+    }
+
     /// The byte range to read next, `None` once done.
     pub fn next_read(&self) -> Option<(u64, u64)> {
         match &self.stage {
@@ -254,10 +275,11 @@ impl Locator {
                 Some((mid, (*probe).min(self.sd_len - mid)))
             }
             Stage::Scan(s) if s.at < self.sd_len => {
-                let piece = if self.edge == Some(Edge::Tail) && s.begun && !self.stopped {
-                    TAIL_PIECE
-                } else {
-                    SCAN_PIECE
+                let piece = match self.edge {
+                    Some(Edge::Tail) if s.begun && !self.stopped => TAIL_PIECE,
+                    // A stretch that runs to a time: seconds of log, not a gap's worth.
+                    Some(Edge::Head | Edge::Window) if s.begun => STRETCH_PIECE,
+                    _ => SCAN_PIECE,
                 };
                 Some((s.at, piece.min(self.sd_len - s.at)))
             }
@@ -307,6 +329,7 @@ impl Locator {
                 // The median: some topics carry another clock or none (0), some lag.
                 times.sort_unstable();
                 let front = times.get(times.len() / 2).copied();
+                self.dated |= front.is_some();
                 if front.is_none() && *probe < MAX_PROBE && data.len() as u64 == *probe {
                     // Messages without a time (a run of 'M' or 'P'): look further.
                     *probe *= 2;
@@ -340,7 +363,7 @@ impl Locator {
                     Some(Outcome::Unfilled(Unfilled::NoRecordBefore))
                         if self.step_backs < MAX_STEP_BACKS
                             && self.scan_start.is_some_and(|s| s > self.from)
-                            && matches!(&self.stage, Stage::Scan(s) if s.dated > 0) =>
+                            && self.dated =>
                     {
                         let back = STEP_BACK << self.step_backs;
                         self.step_backs += 1;
@@ -377,7 +400,7 @@ impl Locator {
     /// The SD log ended before the outcome: a tail that began takes all it read.
     fn at_eof(&self) -> Outcome {
         match &self.stage {
-            Stage::Scan(s) if s.begun && self.edge == Some(Edge::Tail) => {
+            Stage::Scan(s) if s.begun && matches!(self.edge, Some(Edge::Tail | Edge::Window)) => {
                 merge(&self.site, s.anchor, None, &s.stretch)
             }
             Stage::Scan(s) if s.begun => Outcome::Unfilled(Unfilled::NoRecordAfter),
@@ -410,16 +433,20 @@ impl Locator {
         let mut consumed = start;
         let mut outcome = None;
         let tail = self.edge == Some(Edge::Tail);
+        let window = self.edge == Some(Edge::Window);
+        // The stretch ends at a time: a stopped stream's tail, a window.
+        let ends_by_time = (tail && self.stopped) || window;
         for raw in framed(&carry[start..]) {
             consumed += raw.len();
             let ts = timestamp(&mut self.decoder, raw);
-            s.dated += u32::from(ts.is_some());
+            self.dated |= ts.is_some();
             if ts.is_some_and(|ts| ts > self.give_up_us) {
                 s.past += 1;
             }
-            if self.edge == Some(Edge::Head) && !s.begun {
-                // The stream's first record in the SD log: the first one stamped since the
-                // stream began, or the first anchor after the dropout if that comes sooner.
+            if matches!(self.edge, Some(Edge::Head | Edge::Window)) && !s.begun {
+                // The stream's (the window's) first record in the SD log: the first one
+                // stamped since it began, or the first anchor after the dropout if that
+                // comes sooner.
                 let record = matches!(
                     raw[2],
                     msg_type::DATA | msg_type::LOGGING | msg_type::LOGGING_TAGGED
@@ -427,6 +454,7 @@ impl Locator {
                 let since_start = self.sd_from_start || ts.is_some_and(|ts| ts >= self.start_us);
                 if self.after.contains_key(raw) || (record && since_start) {
                     s.begun = true;
+                    s.stop_us = self.last_us;
                 }
             }
             if let Some(&i) = self.before.get(raw) {
@@ -446,7 +474,7 @@ impl Locator {
                 });
                 break;
             }
-            if s.past > PAST_RECORDS && !(tail && s.begun) {
+            if s.past > PAST_RECORDS && !((tail || window) && s.begun) {
                 outcome = Some(Outcome::Unfilled(if s.begun {
                     Unfilled::NoRecordAfter
                 } else {
@@ -457,17 +485,19 @@ impl Locator {
             if !s.begun {
                 continue;
             }
-            if tail && self.stopped && !self.ours.contains(raw) {
+            if ends_by_time && !self.ours.contains(raw) {
                 let within_lag = |t: u64| t <= self.last_us + TAIL_LAG_US;
-                if s.lost + raw.len() as u64 <= LOST_AT_STOP {
+                let budget = if tail { LOST_AT_STOP } else { 0 };
+                if s.lost + raw.len() as u64 <= budget {
                     // What the chunk a STOP discards can hold: the stream's last records.
                     s.lost += raw.len() as u64;
                     if let Some(t) = ts.filter(|t| within_lag(*t)) {
                         s.stop_us = s.stop_us.max(t);
                     }
                 } else {
-                    // Logged after the stream stopped: only samples stamped before its end.
-                    s.lost = LOST_AT_STOP + 1;
+                    // Logged after the stream stopped (the window ended): only samples
+                    // stamped before its end.
+                    s.lost = budget + 1;
                     match ts {
                         Some(t) if t <= s.stop_us => {}
                         Some(t) => {
@@ -484,7 +514,9 @@ impl Locator {
                     }
                 }
             }
-            s.stretch.push(raw.to_vec());
+            if self.filter.keeps(raw, ts) {
+                s.stretch.push(raw.to_vec());
+            }
         }
         carry.drain(..consumed.min(carry.len()));
         s.carry = carry;

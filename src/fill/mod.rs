@@ -8,6 +8,8 @@
 //!   records on each side of it.
 //! - [`locate`]: [`Locator`], one dropout: which byte ranges of the SD log to read
 //!   (bisection on offsets, then a scan), and what the stream lost there.
+//! - [`column`]: [`ColumnFilter`], which of the SD log's records a column of the session
+//!   takes (each topic in one column; an event buffer only inside its windows).
 //! - [`cache`]: the SD log's bytes already fetched, in blocks (dropouts close together read
 //!   the same stretch).
 //! - [`amendment`]: the recovered records as a standalone ULog and where each dropout's lie
@@ -19,10 +21,12 @@
 
 pub mod amendment;
 pub mod cache;
+pub mod column;
 pub mod locate;
 pub mod scan;
 
 pub use amendment::{Fill, Recovered};
 pub use cache::BlockCache;
+pub use column::ColumnFilter;
 pub use locate::{Locator, Outcome, Unfilled};
 pub use scan::{DropoutSite, Edge, FlightScan};

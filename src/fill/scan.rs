@@ -52,6 +52,8 @@ pub struct DropoutSite {
     /// No anchor in the whole flight after it: with none after it, what the SD log has
     /// after its last anchor is what the stream lost.
     pub ends_flight: bool,
+    /// An event buffer's window, `[from, to]` µs: the site is its samples in the column.
+    pub window: Option<[u64; 2]>,
 }
 
 impl DropoutSite {
@@ -65,7 +67,9 @@ impl DropoutSite {
     /// none on one side either, but is no edge of the flight: see
     /// [`starts_flight`](Self::starts_flight)).
     pub fn edge(&self) -> Option<Edge> {
-        if self.before.is_empty() {
+        if self.window.is_some() {
+            Some(Edge::Window)
+        } else if self.before.is_empty() {
             Some(Edge::Head)
         } else if self.after.is_empty() {
             Some(Edge::Tail)
@@ -79,7 +83,7 @@ impl DropoutSite {
         match self.edge() {
             Some(Edge::Head) => self.starts_flight,
             Some(Edge::Tail) => self.ends_flight,
-            None => true,
+            Some(Edge::Window) | None => true,
         }
     }
 
@@ -100,6 +104,10 @@ pub enum Edge {
     Head,
     /// After the flight's last anchor (or the last anchor of a split).
     Tail,
+    /// An event buffer's window: its samples were held and written when the event came,
+    /// after the dropouts around them, so no anchor tells a gap; the window is filled whole,
+    /// from its start time to its end time ([`window_sites`]).
+    Window,
 }
 
 /// The flight as received, as far as a fill needs it.
@@ -237,6 +245,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                             end: at + raw.len() as u64,
                             starts_flight: !anchored,
                             ends_flight: false,
+                            window: None,
                         };
                         site.messages.push(placed);
                         open = Some(site);
@@ -332,11 +341,106 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                     end,
                     starts_flight: false,
                     ends_flight: true,
+                    window: None,
                 });
             }
         }
     }
     scan
+}
+
+/// The sites of an event buffer's column (its splits as for [`scan`]): one per window of
+/// `windows` (`[from, to]` µs) for which `needs` says so, each the column's messages from
+/// the window's first sample to its last (the held ones, written when the event came, and
+/// those written as they came until its end). A window whose samples lie in two splits, or
+/// that holds none, has no site (it is returned in the second list).
+pub fn window_sites<'a>(
+    splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>,
+    windows: &[[u64; 2]],
+    needs: impl Fn([u64; 2]) -> bool,
+) -> (Vec<DropoutSite>, Vec<[u64; 2]>) {
+    // Per window: the split and the indexes of its first and last sample there.
+    let mut found: Vec<Option<(usize, usize, usize)>> = vec![None; windows.len()];
+    let mut split_messages: Vec<(String, Vec<Placed>)> = Vec::new();
+    let mut torn = vec![false; windows.len()];
+    let mut decoder = Decoder::new();
+    for (name, bytes, skip) in splits {
+        let mut offset = if split_messages.is_empty() {
+            if bytes.len() < FILE_HEADER_LEN {
+                continue;
+            }
+            if let Some(h) = FileHeader::parse(bytes[..FILE_HEADER_LEN].try_into().expect("16")) {
+                let _ = decoder.handle(&Message::Header(h));
+            }
+            FILE_HEADER_LEN.max(skip)
+        } else {
+            skip
+        };
+        if offset > bytes.len() {
+            continue;
+        }
+        let k = split_messages.len();
+        let mut messages = Vec::new();
+        for raw in framed(&bytes[offset..]) {
+            let at = offset as u64;
+            offset += raw.len();
+            let time = match Message::parse_framed(raw) {
+                Some(m @ Message::Data { .. }) => decoder.timestamp_of(Some(&m)),
+                Some(m) => {
+                    let _ = decoder.handle(&m);
+                    None
+                }
+                None => None,
+            };
+            let i = messages.len();
+            messages.push(Placed {
+                bytes: raw.to_vec(),
+                offset: at,
+            });
+            let Some(w) =
+                time.and_then(|t| windows.iter().position(|[a, b]| (*a..=*b).contains(&t)))
+            else {
+                continue;
+            };
+            match &mut found[w] {
+                Some((split, _, last)) if *split == k => *last = i,
+                Some(_) => torn[w] = true,
+                none => *none = Some((k, i, i)),
+            }
+        }
+        split_messages.push((name.to_string(), messages));
+    }
+    let mut sites = Vec::new();
+    let mut left = Vec::new();
+    for (w, window) in windows.iter().enumerate() {
+        if !needs(*window) {
+            continue;
+        }
+        let Some((k, first, last)) = found[w].filter(|_| !torn[w]) else {
+            left.push(*window);
+            continue;
+        };
+        let (split, messages) = &split_messages[k];
+        let messages: Vec<Placed> = messages[first..=last].to_vec();
+        let end = messages
+            .last()
+            .map_or(0, |m| m.offset + m.bytes.len() as u64);
+        sites.push(DropoutSite {
+            split: split.clone(),
+            offset: messages[0].offset,
+            messages,
+            before: Vec::new(),
+            after: Vec::new(),
+            before_us: window[0],
+            last_before_us: window[1],
+            after_us: None,
+            end,
+            starts_flight: false,
+            ends_flight: false,
+            window: Some(*window),
+        });
+    }
+    (sites, left)
 }
 
 /// The oldest and newest time of the anchors `ix` among `messages` (0 without any).

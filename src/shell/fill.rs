@@ -11,11 +11,16 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::fill::amendment::{Recovered, build};
-use crate::fill::{BlockCache, DropoutSite, Edge, FlightScan, Locator, Outcome, Unfilled};
+use std::collections::HashSet;
+
+use crate::fill::{
+    BlockCache, ColumnFilter, DropoutSite, Edge, FlightScan, Locator, Outcome, Unfilled,
+};
 use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
 use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
+use crate::store::manifest::Manifest;
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC};
 
 /// An amendment is written every this many gaps or [`FLUSH_EVERY`], whichever comes first:
@@ -34,11 +39,6 @@ pub enum FillError {
     Io(#[from] std::io::Error),
     #[error("the session is still being recorded (its manifest is not closed)")]
     NotClosed,
-    #[error(
-        "the session is stored in columns ({0}): a fill does not complete those yet (each \
-         column holds its own copy of every dropout)"
-    )]
-    Columns(String),
     #[error(transparent)]
     Files(#[from] FilesError),
     #[error(
@@ -47,6 +47,10 @@ pub enum FillError {
     )]
     NoSdLog { checked: usize },
 }
+
+/// A gap not filled: its split, its offset there (a window's start time for an event
+/// buffer's window without a site), and why.
+pub type NotFilled = (String, u64, String);
 
 /// What a fill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -62,7 +66,7 @@ pub struct FillReport {
     /// Filled now, with a dropout of the SD log's own among the records.
     pub partial: usize,
     /// Not filled, with why.
-    pub unfilled: Vec<(String, u64, String)>,
+    pub unfilled: Vec<NotFilled>,
     /// Records recovered from the SD log, and their bytes.
     pub records: u64,
     pub record_bytes: u64,
@@ -75,136 +79,282 @@ pub struct FillReport {
     pub amendments: Vec<String>,
 }
 
-/// Fills the dropouts of the closed session in `dir` from the vehicle `files` reaches.
+/// One column of the session as a fill sees it: the flight as received in it (with every
+/// column's definitions: the SD log's records are read with all of them) and what of the SD
+/// log it takes.
+struct ColumnScan {
+    flight: FlightScan,
+    filter: ColumnFilter,
+}
+
+/// The splits of column `k` of the session in `dir`: each `(file, bytes, preamble bytes)`.
+fn read_column(
+    dir: &Path,
+    manifest: &Manifest,
+    k: usize,
+) -> std::io::Result<Vec<(String, Vec<u8>, usize)>> {
+    manifest
+        .column_splits(k)
+        .iter()
+        .map(|split| {
+            Ok((
+                split.file.clone(),
+                std::fs::read(dir.join(&split.file))?,
+                split.summary.preamble_bytes as usize,
+            ))
+        })
+        .collect()
+}
+
+/// The splits as [`crate::fill::scan::scan`] takes them (the first one whole).
+fn as_scanned(raw: &[(String, Vec<u8>, usize)]) -> impl Iterator<Item = (&str, &[u8], usize)> {
+    raw.iter()
+        .enumerate()
+        .map(|(k, (name, bytes, skip))| (name.as_str(), &bytes[..], if k == 0 { 0 } else { *skip }))
+}
+
+/// When a gap may have lost samples (log time, µs): from its last anchor before (less what
+/// PX4 logs late) to its first after.
+fn gap_span(flight: &FlightScan, site: &DropoutSite) -> Option<[u64; 2]> {
+    let lag = crate::fill::locate::TAIL_LAG_US;
+    match site.edge() {
+        Some(Edge::Window) => None,
+        Some(Edge::Head) => Some([flight.start_us, site.after_us.unwrap_or(u64::MAX)]),
+        _ => Some([
+            site.last_before_us.saturating_sub(lag),
+            site.after_us.unwrap_or(u64::MAX),
+        ]),
+    }
+}
+
+/// Scans each column of the session in `dir` (the main column first); an event buffer's
+/// sites are its windows that a gap of the other columns may have touched (those that cannot
+/// be filled come back with why, as unfilled gaps).
+fn scan_columns(
+    dir: &Path,
+    manifest: &Manifest,
+) -> std::io::Result<(Vec<ColumnScan>, Vec<NotFilled>)> {
+    let mut flights = Vec::new();
+    for k in 0..=manifest.columns.len() {
+        let raw = read_column(dir, manifest, k)?;
+        flights.push(crate::fill::scan::scan(as_scanned(&raw)));
+    }
+    let buffer = |k: usize| {
+        k.checked_sub(1)
+            .and_then(|c| manifest.columns[c].event_buffer.as_ref())
+    };
+    let spans: Vec<[u64; 2]> = flights
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| buffer(*k).is_none())
+        .flat_map(|(_, f)| f.sites.iter().filter_map(|s| gap_span(f, s)))
+        .collect();
+    let mut unfillable = Vec::new();
+    for (k, flight) in flights.iter_mut().enumerate() {
+        let Some(buffer) = buffer(k) else { continue };
+        let raw = read_column(dir, manifest, k)?;
+        let touched = |[from, to]: [u64; 2]| spans.iter().any(|[a, b]| *a <= to && from <= *b);
+        let (sites, left) =
+            crate::fill::scan::window_sites(as_scanned(&raw), &buffer.windows, touched);
+        flight.sites = sites;
+        let column = &manifest.columns[k - 1].name;
+        unfillable.extend(left.into_iter().map(|[from, to]| {
+            (
+                format!("{column}/"),
+                from,
+                format!(
+                    "the event buffer's window {from}..{to} µs has no samples in one split to \
+                     put the SD log's beside"
+                ),
+            )
+        }));
+    }
+    let ids: Vec<HashSet<u16>> = flights
+        .iter()
+        .map(|f| f.subscriptions.keys().copied().collect())
+        .collect();
+    let mut formats: Vec<Vec<u8>> = Vec::new();
+    let mut subscriptions = std::collections::HashMap::new();
+    for f in &flights {
+        for format in &f.formats {
+            if !formats.contains(format) {
+                formats.push(format.clone());
+            }
+        }
+        subscriptions.extend(f.subscriptions.iter().map(|(id, a)| (*id, a.clone())));
+    }
+    let one_column = flights.len() == 1;
+    let columns = flights
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut flight)| {
+            let filter = if one_column {
+                ColumnFilter::all()
+            } else {
+                let others = ids
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != k)
+                    .flat_map(|(_, ids)| ids.iter().copied())
+                    .collect();
+                let filter = ColumnFilter::column(ids[k].clone(), others, k == 0);
+                match k
+                    .checked_sub(1)
+                    .and_then(|c| manifest.columns[c].event_buffer.as_ref())
+                {
+                    Some(buffer) => filter.with_windows(buffer.windows.clone()),
+                    None => filter,
+                }
+            };
+            flight.formats = formats.clone();
+            flight.subscriptions = subscriptions.clone();
+            ColumnScan { flight, filter }
+        })
+        .collect();
+    Ok((columns, unfillable))
+}
+
+/// Fills the dropouts, head and tail of the closed session in `dir` from the vehicle
+/// `files` reaches; a session stored in columns column by column, each taking its own
+/// topics (an event buffer only inside its windows).
 pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillReport, FillError> {
     let mut manifest = read_manifest(dir)?;
     if !manifest.closed {
         return Err(FillError::NotClosed);
     }
-    if !manifest.columns.is_empty() {
-        let names: Vec<&str> = manifest.column_names().collect();
-        return Err(FillError::Columns(names.join(", ")));
-    }
-    let mut raw = Vec::new();
-    for split in &manifest.splits {
-        raw.push((
-            split.file.clone(),
-            std::fs::read(dir.join(&split.file))?,
-            split.summary.preamble_bytes as usize,
-        ));
-    }
-    let flight = crate::fill::scan::scan(raw.iter().enumerate().map(|(k, (name, bytes, skip))| {
-        (name.as_str(), &bytes[..], if k == 0 { 0 } else { *skip })
-    }));
-    drop(raw);
+    let (columns, unfillable) = scan_columns(dir, &manifest)?;
     let mut report = FillReport {
-        dropouts: flight.sites.len(),
+        unfilled: unfillable,
         ..FillReport::default()
     };
-    let sites: Vec<_> = flight
-        .sites
-        .iter()
-        .filter(|s| !is_filled(&manifest.amendments, &s.split, s.offset))
-        .collect();
-    report.already_filled = report.dropouts - sites.len();
-    if sites.is_empty() {
+    // Each column's sites not filled yet.
+    let mut todo: Vec<Vec<&DropoutSite>> = Vec::new();
+    for column in &columns {
+        report.dropouts += column.flight.sites.len();
+        todo.push(
+            column
+                .flight
+                .sites
+                .iter()
+                .filter(|s| !is_filled(&manifest.amendments, &s.split, s.offset))
+                .collect(),
+        );
+    }
+    let left: usize = todo.iter().map(Vec::len).sum();
+    report.already_filled = report.dropouts - left;
+    if left == 0 {
         return Ok(report);
     }
     let fetched_before = files.stats().bytes_received;
     // The SD log is told by a dropout with records on both sides (the head's may be missing
-    // from an SD log that began later), else by the head or the tail.
-    let probe = sites.iter().position(|s| s.edge().is_none()).or_else(|| {
-        sites
-            .iter()
-            .position(|s| !s.before.is_empty() || !s.after.is_empty())
-    });
+    // from an SD log that began later), else by the head or the tail; the main column's
+    // first.
+    let all = || {
+        todo.iter()
+            .enumerate()
+            .flat_map(|(c, sites)| sites.iter().enumerate().map(move |(k, s)| (c, k, *s)))
+    };
+    let probe = all()
+        .find(|(_, _, s)| s.edge().is_none())
+        .or_else(|| all().find(|(_, _, s)| !s.before.is_empty() || !s.after.is_empty()))
+        .map(|(c, k, _)| (c, k));
     let Some(probe) = probe else {
-        for site in &sites {
-            let outcome = Locator::new(&flight, site, 0, 0).outcome().cloned();
-            if let Some(Outcome::Unfilled(why)) = outcome {
-                report
-                    .unfilled
-                    .push((site.split.clone(), site.offset, why.to_string()));
+        for (c, sites) in todo.iter().enumerate() {
+            for site in sites {
+                let outcome = Locator::new(&columns[c].flight, site, 0, 0)
+                    .outcome()
+                    .cloned();
+                if let Some(Outcome::Unfilled(why)) = outcome {
+                    report
+                        .unfilled
+                        .push((site.split.clone(), site.offset, why.to_string()));
+                }
             }
         }
         return Ok(report);
     };
-    let sd = find_sd_log(files, &flight, sites[probe]).await?;
-    let (sd_log, first, mut cache) = (sd.path, sd.outcome, sd.cache);
+    let (c, k) = probe;
+    let sd = find_sd_log(files, &columns[c], todo[c][k]).await?;
+    let (sd_log, mut cache) = (sd.path, sd.cache);
     report.sd_log = Some(sd_log.clone());
-    let mut first = Some(first);
-    let mut from = 0;
-    let mut batch: Vec<Recovered> = Vec::new();
+    let mut first = Some(sd.outcome);
     let mut flushed = std::time::Instant::now();
-    for (k, site) in sites.iter().enumerate() {
-        let outcome = match first.take_if(|_| k == probe) {
-            Some(o) => o,
-            None => locate(files, &flight, site, &sd.log, &mut from, &mut cache).await?,
-        };
-        match outcome {
-            Outcome::Filled {
-                from,
-                to,
-                records,
-                recovered,
-                recovered_bytes,
-                complete,
-                edge,
-            } => {
-                report.filled += 1;
-                report.partial += usize::from(!complete);
-                report.records += recovered;
-                report.record_bytes += recovered_bytes;
-                match edge {
-                    Some(Edge::Head) => report.head_records += recovered,
-                    Some(Edge::Tail) => report.tail_records += recovered,
-                    None => {}
-                }
-                batch.push(Recovered {
-                    split: site.split.clone(),
-                    offset: site.offset,
+    for (c, sites) in todo.iter().enumerate() {
+        let column = &columns[c];
+        let mut from = 0;
+        let mut batch: Vec<Recovered> = Vec::new();
+        for (k, site) in sites.iter().enumerate() {
+            let outcome = match first.take_if(|_| (c, k) == probe) {
+                Some(o) => o,
+                None => locate(files, column, site, &sd.log, &mut from, &mut cache).await?,
+            };
+            match outcome {
+                Outcome::Filled {
                     from,
                     to,
                     records,
                     recovered,
+                    recovered_bytes,
                     complete,
                     edge,
-                });
+                } => {
+                    report.filled += 1;
+                    report.partial += usize::from(!complete);
+                    report.records += recovered;
+                    report.record_bytes += recovered_bytes;
+                    match edge {
+                        Some(Edge::Head) => report.head_records += recovered,
+                        Some(Edge::Tail) => report.tail_records += recovered,
+                        Some(Edge::Window) | None => {}
+                    }
+                    batch.push(Recovered {
+                        split: site.split.clone(),
+                        offset: site.offset,
+                        from,
+                        to,
+                        records,
+                        recovered,
+                        complete,
+                        edge,
+                    });
+                }
+                Outcome::Unfilled(why) => {
+                    report
+                        .unfilled
+                        .push((site.split.clone(), site.offset, why.to_string()));
+                }
             }
-            Outcome::Unfilled(why) => {
-                report
+            let column_done = k + 1 == sites.len();
+            if batch.len() >= BATCH || flushed.elapsed() >= FLUSH_EVERY || column_done {
+                flushed = std::time::Instant::now();
+                let all_done = column_done && todo[c + 1..].iter().all(Vec::is_empty);
+                if all_done {
+                    manifest.fill = Some("done".into());
+                }
+                manifest.unfilled = report
                     .unfilled
-                    .push((site.split.clone(), site.offset, why.to_string()));
+                    .iter()
+                    .map(|(split, offset, reason)| amend::UnfilledGap {
+                        split: split.clone(),
+                        offset: *offset,
+                        reason: reason.clone(),
+                    })
+                    .collect();
+                if !batch.is_empty() {
+                    let name = amendment_name(manifest.amendments.len());
+                    let (bytes, fills) = build(&column.flight, &batch);
+                    write_file_durably(dir, &name, &bytes)?;
+                    manifest.amendments.push(AmendmentEntry {
+                        file: name.clone(),
+                        sha256: hex(&Sha256::digest(&bytes)),
+                        source: sd_log.clone(),
+                        fills,
+                    });
+                    report.amendments.push(name);
+                    batch.clear();
+                }
+                write_manifest(dir, &manifest)?;
             }
-        }
-        if batch.len() >= BATCH || flushed.elapsed() >= FLUSH_EVERY || k + 1 == sites.len() {
-            flushed = std::time::Instant::now();
-            if k + 1 == sites.len() {
-                manifest.fill = Some("done".into());
-            }
-            manifest.unfilled = report
-                .unfilled
-                .iter()
-                .map(|(split, offset, reason)| amend::UnfilledGap {
-                    split: split.clone(),
-                    offset: *offset,
-                    reason: reason.clone(),
-                })
-                .collect();
-            if !batch.is_empty() {
-                let name = amendment_name(manifest.amendments.len());
-                let (bytes, fills) = build(&flight, &batch);
-                write_file_durably(dir, &name, &bytes)?;
-                manifest.amendments.push(AmendmentEntry {
-                    file: name.clone(),
-                    sha256: hex(&Sha256::digest(&bytes)),
-                    source: sd_log.clone(),
-                    fills,
-                });
-                report.amendments.push(name);
-                batch.clear();
-            }
-            write_manifest(dir, &manifest)?;
         }
     }
     files.close().await?;
@@ -240,7 +390,7 @@ struct Found {
 /// SD log that began after the stream, samples older than a header: the records decide.
 async fn find_sd_log(
     files: &mut VehicleFiles,
-    flight: &FlightScan,
+    column: &ColumnScan,
     probe: &DropoutSite,
 ) -> Result<Found, FillError> {
     let logs = files.list_logs().await?;
@@ -261,7 +411,7 @@ async fn find_sd_log(
         let start_us = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
         let sd = SdLog { len, start_us };
         let mut cache = BlockCache::new(len, CACHE_BYTES);
-        let outcome = locate(files, flight, probe, &sd, &mut 0, &mut cache).await?;
+        let outcome = locate(files, column, probe, &sd, &mut 0, &mut cache).await?;
         if let Outcome::Unfilled(why) = outcome {
             tracing::debug!(log = log.path, "not this flight's SD log: {why}");
             continue;
@@ -281,13 +431,15 @@ async fn find_sd_log(
 /// scan began, for the next dropout).
 async fn locate(
     files: &mut VehicleFiles,
-    flight: &FlightScan,
+    column: &ColumnScan,
     site: &DropoutSite,
     sd: &SdLog,
     from: &mut u64,
     cache: &mut BlockCache,
 ) -> Result<Outcome, FillError> {
-    let mut locator = Locator::new(flight, site, sd.len, *from).with_sd_start(sd.start_us);
+    let mut locator = Locator::new(&column.flight, site, sd.len, *from)
+        .with_sd_start(sd.start_us)
+        .with_filter(column.filter.clone());
     while let Some((offset, len)) = locator.next_read() {
         while let Some((at, n)) = cache.missing(offset, len) {
             let fetched = files.read(at, n).await?;
@@ -330,12 +482,7 @@ impl AutoFill {
     ) -> std::io::Result<Self> {
         let (sessions, rx) = std::sync::mpsc::channel::<std::path::PathBuf>();
         for dir in crate::store::files::list_sessions(log_dir).unwrap_or_default() {
-            if read_manifest(&dir).is_ok_and(|m| {
-                m.closed
-                    && m.fill.is_none()
-                    && m.columns.is_empty()
-                    && m.splits.iter().any(|s| s.summary.dropouts > 0)
-            }) {
+            if read_manifest(&dir).is_ok_and(|m| m.closed && m.fill.is_none()) {
                 let _ = sessions.send(dir);
             }
         }

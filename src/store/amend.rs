@@ -63,9 +63,11 @@ pub fn read_split(dir: &Path, amendments: &[AmendmentEntry], file: &str) -> io::
         let (from, to, o) = (fill.from as usize, fill.to as usize, fill.offset as usize);
         let at_dropout =
             bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]) && (from..to).contains(&o);
-        // The flight's tail without a dropout: its fill ends where the split's messages do.
+        // The flight's tail without a dropout: its fill ends where the split's messages do;
+        // an event buffer's window: its fill starts at the window's first sample.
         let at_tail = o == to;
-        if from > to || to > bytes.len() || !(at_dropout || at_tail) {
+        let at_window = o == from && from < to;
+        if from > to || to > bytes.len() || !(at_dropout || at_tail || at_window) {
             tracing::warn!(
                 file,
                 offset = o,

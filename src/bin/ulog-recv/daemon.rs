@@ -104,14 +104,6 @@ pub(crate) async fn receive(
     let mut store = args.store.options(log_dir.clone());
     store.uploads = uploader.is_some();
     ulog_recv::store::events::check_buffers(&store.columns, &store.event_buffers)?;
-    if (!store.columns.is_empty() || !store.event_buffers.is_empty())
-        && matches!(args.fill, FillArg::Auto)
-    {
-        anyhow::bail!(
-            "--fill auto does not fill sessions stored in columns yet: drop --column and \
-             --event-buffer, or --fill"
-        );
-    }
     let (ftp, auto_fill) = match args.fill {
         FillArg::Auto => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
