@@ -276,6 +276,87 @@ fn edge_logs() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// Fills a flight stored in `splits` (`(name, bytes, preamble bytes)`) from `sd`; the
+/// splits with their fills, joined (each after the first without its preamble), and the
+/// outcomes.
+fn fill_splits(splits: &[(&str, Vec<u8>, usize)], sd: &[u8]) -> (Vec<u8>, Vec<Outcome>) {
+    let flight = ulog_recv::fill::scan::scan(
+        splits
+            .iter()
+            .enumerate()
+            .map(|(k, (name, bytes, skip))| (*name, &bytes[..], if k == 0 { 0 } else { *skip })),
+    );
+    let mut edited: Vec<Vec<u8>> = splits.iter().map(|s| s.1.clone()).collect();
+    let mut edits: Vec<(usize, usize, usize, Vec<u8>)> = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut cache = BlockCache::new(sd.len() as u64, 4 << 20);
+    for site in &flight.sites {
+        let mut locator = Locator::new(&flight, site, sd.len() as u64, 0);
+        while let Some((offset, len)) = locator.next_read() {
+            while let Some((at, n)) = cache.missing(offset, len) {
+                let end = ((at + n) as usize).min(sd.len());
+                cache.insert(at, &sd[at as usize..end]);
+            }
+            locator.handle_read(offset, &cache.get(offset, len).unwrap());
+        }
+        let outcome = locator.outcome().cloned().expect("an outcome");
+        if let Outcome::Filled {
+            from, to, records, ..
+        } = &outcome
+        {
+            let k = splits.iter().position(|s| s.0 == site.split).unwrap();
+            edits.push((k, *from as usize, *to as usize, records.clone()));
+        }
+        outcomes.push(outcome);
+    }
+    edits.sort_by_key(|e| (e.0, e.1));
+    for (k, from, to, records) in edits.into_iter().rev() {
+        edited[k].splice(from..to, records);
+    }
+    let mut joined = Vec::new();
+    for (k, bytes) in edited.iter().enumerate() {
+        joined.extend_from_slice(if k == 0 { bytes } else { &bytes[splits[k].2..] });
+    }
+    (joined, outcomes)
+}
+
+#[test]
+fn a_dropout_at_a_splits_last_or_first_message_is_filled_by_the_next_or_previous_splits_anchors() {
+    // A split closes (or opens) right at a gap: its anchors on one side are in the split
+    // beside it, whose messages stay where they are.
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 6);
+        let (starts, _) = message_starts(&ours);
+        let m = starts.len() * 2 / 5;
+        let cut = lose(&ours, m..m + 4, true);
+        let (cut_starts, _) = message_starts(&cut);
+        let preamble = cut[..cut_starts[0]].to_vec();
+        // The 'O' at cut_starts[m]: the last message of the first split, then the first of
+        // the second.
+        for (what, at) in [("last", cut_starts[m + 1]), ("first", cut_starts[m])] {
+            let second = [&preamble[..], &cut[at..]].concat();
+            let splits = [
+                ("split_0000.ulg", cut[..at].to_vec(), 0),
+                ("split_0001.ulg", second, preamble.len()),
+            ];
+            let (joined, outcomes) = fill_splits(&splits, &sd);
+            let unfilled: Vec<_> = outcomes
+                .iter()
+                .filter(|o| matches!(o, Outcome::Unfilled(_)))
+                .collect();
+            assert!(
+                unfilled.is_empty(),
+                "{name}, the dropout the {what} message: {unfilled:?}"
+            );
+            assert_same_records(
+                &joined,
+                &sd,
+                &format!("{name}, the dropout the {what} message"),
+            );
+        }
+    }
+}
+
 #[test]
 fn the_head_before_the_first_sample_is_filled_from_the_streams_start() {
     // PX4 drops ~1.5 s right after every acked header: a dropout before any sample. Real

@@ -527,18 +527,38 @@ impl Locator {
 /// The site's messages between its anchors `i` and `j` merged in order with the SD log's
 /// `stretch` between the same anchors: a message both have once, each one only one has in
 /// its place; the stream's dropouts left out, the SD log's kept. Without `i` (the head) the
-/// site's messages from its first, without `j` (the tail) to its end.
+/// site's messages from its first, without `j` (the tail) to its end. Messages of the split
+/// before or after (a dropout at a split's edge) stay there: the SD log's copies of them
+/// are left out.
 fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<u8>]) -> Outcome {
-    let lo = i.map_or(0, |i| i + 1);
-    let hi = j.unwrap_or(site.messages.len());
+    let lo = i.map_or(0, |i| i + 1).max(site.own.start);
+    let hi = j.unwrap_or(site.messages.len()).min(site.own.end).max(lo);
     let ours: Vec<&[u8]> = site.messages[lo..hi]
         .iter()
         .map(|m| &m.bytes[..])
         .filter(|m| m[2] != msg_type::DROPOUT)
         .collect();
+    // The other split's messages between the anchors, by how often each is there.
+    let mut elsewhere: HashMap<&[u8], usize> = HashMap::new();
+    let (a, b) = (i.map_or(0, |i| i + 1), j.unwrap_or(site.messages.len()));
+    for (k, m) in site.messages.iter().enumerate().take(b).skip(a) {
+        if !site.own.contains(&k) && m.bytes[2] != msg_type::DROPOUT {
+            *elsewhere.entry(&m.bytes[..]).or_default() += 1;
+        }
+    }
+    let stretch: Vec<&Vec<u8>> = stretch
+        .iter()
+        .filter(|m| match elsewhere.get_mut(&m[..]) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .collect();
     // How often each message is still to come in the SD log's stretch.
     let mut ahead: HashMap<&[u8], usize> = HashMap::new();
-    for m in stretch {
+    for m in &stretch {
         *ahead.entry(&m[..]).or_default() += 1;
     }
     let (mut a, mut b) = (0, 0);
@@ -559,7 +579,7 @@ fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<
             (None, Some(_)) => false,
         };
         if take_sd {
-            let sd = &stretch[a];
+            let sd = stretch[a];
             a += 1;
             if let Some(n) = ahead.get_mut(&sd[..]) {
                 *n -= 1;
@@ -580,12 +600,21 @@ fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<
         }
     }
     let from = match i {
-        Some(i) => site.messages[i].offset + site.messages[i].bytes.len() as u64,
-        None => site.messages.first().map_or(site.offset, |m| m.offset),
+        Some(i) if site.own.contains(&i) => {
+            site.messages[i].offset + site.messages[i].bytes.len() as u64
+        }
+        _ => site
+            .messages
+            .get(site.own.start)
+            .map_or(site.offset, |m| m.offset),
+    };
+    let to = match j {
+        Some(j) if site.own.contains(&j) => site.messages[j].offset,
+        _ => site.end,
     };
     Outcome::Filled {
         from,
-        to: j.map_or(site.end, |j| site.messages[j].offset),
+        to,
         records,
         recovered,
         recovered_bytes,

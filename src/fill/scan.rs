@@ -33,8 +33,11 @@ pub struct DropoutSite {
     pub split: String,
     pub offset: u64,
     /// Every message of the split from the first anchor before the dropout to the last one
-    /// after it, the dropouts included.
+    /// after it, the dropouts included. A dropout at a split's start or end borrows its
+    /// anchors from the split before or after it: only `messages[own]` are of `split`, the
+    /// others stay where they are.
     pub messages: Vec<Placed>,
+    pub own: std::ops::Range<usize>,
     /// Which of `messages` are anchors, before and after the dropout.
     pub before: Vec<usize>,
     pub after: Vec<usize>,
@@ -158,8 +161,11 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
     let mut head_begun = false;
     // Where the flight's tail site starts: the messages from the last anchors of the last
     // split that ends on anchors (`None` when a dropout without anchors after it ends the
-    // flight instead).
+    // flight instead). A dropout at the next split's start borrows them too.
     let mut tail: Option<(String, Vec<Placed>, Vec<usize>, u64)> = None;
+    // A site whose split ended before an anchor after it: it goes on taking anchors (not
+    // messages of its own) from the next split.
+    let mut open: Option<DropoutSite> = None;
     for (name, bytes, skip) in splits {
         let mut offset = if scan.header.is_empty() {
             if bytes.len() < FILE_HEADER_LEN {
@@ -182,7 +188,11 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
         let mut window: Vec<Placed> = Vec::new();
         // Anchors (indexes into `window`) since the last dropout.
         let mut recent: Vec<usize> = Vec::new();
-        let mut open: Option<DropoutSite> = None;
+        // Before this split's first anchor or dropout: a dropout there borrows the anchors
+        // the split before ended on.
+        let mut split_start = tail.is_some() && open.is_none();
+        // The open site is the previous split's.
+        let mut carried = open.is_some();
         for raw in framed(&bytes[offset..]) {
             let at = offset as u64;
             offset += raw.len();
@@ -211,7 +221,8 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             {
                 head_begun = true;
             }
-            let keep_head = !anchored && head_begun && window.len() < MAX_HEAD_MESSAGES;
+            let keep_head =
+                (!anchored && head_begun || split_start) && window.len() < MAX_HEAD_MESSAGES;
             let placed = Placed {
                 bytes: raw.to_vec(),
                 offset: at,
@@ -219,24 +230,38 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             if ty == msg_type::DROPOUT {
                 match &mut open {
                     // No anchor since the last dropout: the same gap.
-                    Some(site) if site.after.is_empty() => site.messages.push(placed),
+                    Some(site) if site.after.is_empty() && !carried => {
+                        site.messages.push(placed);
+                        site.own.end = site.messages.len();
+                    }
                     _ => {
                         scan.sites.extend(open.take());
+                        carried = false;
                         // The site's messages start at its first anchor before it (at the
-                        // head: at the first record).
+                        // head: at the first record; at a split's start: at the anchors the
+                        // split before ended on).
                         let first = recent.first().copied().unwrap_or(if keep_head {
                             0
                         } else {
                             window.len()
                         });
-                        let messages: Vec<Placed> = window.drain(first..).collect();
-                        let before: Vec<usize> = recent.iter().map(|i| i - first).collect();
+                        let mut messages: Vec<Placed> = window.drain(first..).collect();
+                        let mut before: Vec<usize> = recent.iter().map(|i| i - first).collect();
+                        let mut own = 0..messages.len() + 1;
+                        if split_start && let Some((_, borrowed, anchors, _)) = &tail {
+                            let n = borrowed.len();
+                            messages.splice(0..0, borrowed.iter().cloned());
+                            before = anchors.clone();
+                            own = n..messages.len() + 1;
+                        }
+                        split_start = false;
                         let (before_us, last_before_us) =
                             anchor_times(&mut decoder, &messages, &before);
                         let mut site = DropoutSite {
                             split: name.to_string(),
                             offset: at,
                             messages,
+                            own,
                             before,
                             after: Vec::new(),
                             before_us,
@@ -278,10 +303,14 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             });
             if anchor {
                 anchored = true;
+                split_start = false;
             }
             if let Some(site) = &mut open {
-                site.end = at + raw.len() as u64;
                 site.messages.push(placed.clone());
+                if !carried {
+                    site.end = at + raw.len() as u64;
+                    site.own.end = site.messages.len();
+                }
                 if anchor {
                     site.after.push(site.messages.len() - 1);
                     let ts = timestamp.expect("an anchor has a time");
@@ -307,9 +336,11 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 window.clear();
             }
         }
-        // A split ends its sites: anchors are taken within one split.
+        // A site that ends its split without anchors after it takes them from the next.
         let open_at_end = open.as_ref().is_some_and(|site| site.after.is_empty());
-        scan.sites.extend(open.take());
+        if !open_at_end || carried {
+            scan.sites.extend(open.take());
+        }
         if let Some(first) = recent.first().copied() {
             let before = recent.iter().map(|i| i - first).collect();
             tail = Some((
@@ -322,6 +353,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             tail = None;
         }
     }
+    scan.sites.extend(open.take());
     // The flight's end: its last site when no anchor follows it, else a site of its own
     // after the last anchors (no dropout in it: nothing to replace, only to add).
     match scan.sites.last_mut() {
@@ -332,6 +364,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 scan.sites.push(DropoutSite {
                     split,
                     offset: end,
+                    own: 0..messages.len(),
                     messages,
                     before,
                     after: Vec::new(),
@@ -428,6 +461,7 @@ pub fn window_sites<'a>(
         sites.push(DropoutSite {
             split: split.clone(),
             offset: messages[0].offset,
+            own: 0..messages.len(),
             messages,
             before: Vec::new(),
             after: Vec::new(),
