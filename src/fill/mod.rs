@@ -5,10 +5,11 @@
 //! reading the whole file.
 //!
 //! - [`scan`]: the flight as received: its definitions and every dropout with the data
-//!   records on each side of it.
+//!   records on each side of it, the stream's head (before its first record) and tail (after
+//!   its last) counted as dropouts too.
 //! - [`locate`]: [`Locator`], one dropout: which byte ranges of the SD log to read
 //!   (bisection on offsets, then a scan), and what the stream lost there.
-//! - [`column`]: [`ColumnFilter`], which of the SD log's records a column of the session
+//! - [`mod@column`]: [`ColumnFilter`], which of the SD log's records a column of the session
 //!   takes (each topic in one column; an event buffer only inside its windows).
 //! - [`cache`]: the SD log's bytes already fetched, in blocks (dropouts close together read
 //!   the same stretch).
