@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use ulog_recv::fill::{BlockCache, Edge, FlightScan, Locator, Outcome};
+use ulog_recv::fill::{BlockCache, Edge, FlightScan, Landmark, Locator, Outcome};
 use ulog_recv::link::{Event, Session, SessionConfig};
 use ulog_recv::sim::{Impairment, SimVehicle, VehicleConfig, chunk_log};
 use ulog_recv::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
@@ -94,10 +94,22 @@ fn records(log: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Runs the locator of every dropout of `flight` against `sd`; the flight with each
-/// recovered run in place of its 'O', the bytes read, and the outcomes.
+/// Runs the locator of every dropout of `flight` against `sd`, each from where the one
+/// before predicts it; the flight with each recovered run in place of its 'O', the bytes
+/// read, and the outcomes.
 fn fill(ours: &[u8], flight: &FlightScan, sd: &[u8]) -> (Vec<u8>, u64, Vec<Outcome>) {
+    fill_hinted(ours, flight, sd, |hint| hint)
+}
+
+/// [`fill`], with each hint the landmarks give passed through `hint` first.
+fn fill_hinted(
+    ours: &[u8],
+    flight: &FlightScan,
+    sd: &[u8],
+    hint: impl Fn(Option<u64>) -> Option<u64>,
+) -> (Vec<u8>, u64, Vec<Outcome>) {
     let mut out = ours.to_vec();
+    let mut landmark: Option<Landmark> = None;
     let mut read = 0u64;
     let mut outcomes = Vec::new();
     let mut from = 0;
@@ -110,6 +122,9 @@ fn fill(ours: &[u8], flight: &FlightScan, sd: &[u8]) -> (Vec<u8>, u64, Vec<Outco
             .get(8..16)
             .map_or(0, |t| u64::from_le_bytes(t.try_into().unwrap()));
         let mut locator = Locator::new(flight, site, sd.len() as u64, from).with_sd_start(sd_start);
+        if let Some(at) = hint(landmark.as_ref().and_then(|l| l.hint(site))) {
+            locator = locator.with_hint(at);
+        }
         while let Some((offset, len)) = locator.next_read() {
             while let Some((at, n)) = cache.missing(offset, len) {
                 let end = ((at + n) as usize).min(sd.len());
@@ -121,6 +136,7 @@ fn fill(ours: &[u8], flight: &FlightScan, sd: &[u8]) -> (Vec<u8>, u64, Vec<Outco
         if let Some(s) = locator.scan_start() {
             from = s;
         }
+        landmark = locator.landmark();
         let outcome = locator.outcome().cloned().expect("an outcome");
         if let Outcome::Filled {
             from, to, records, ..
@@ -532,4 +548,41 @@ fn an_empty_or_junk_sd_log_ends_the_search_at_once() {
     let (_, read, outcomes) = fill(&file, &flight, &junk);
     assert!(read <= junk.len() as u64);
     assert!(outcomes.iter().all(|o| matches!(o, Outcome::Unfilled(_))));
+}
+
+#[test]
+fn each_dropout_read_where_the_one_before_says_costs_a_few_packets_and_a_wrong_hint_nothing() {
+    let Some(logs) = common::shared_logs() else {
+        return;
+    };
+    for log in logs {
+        let file = std::fs::read(&log).unwrap();
+        let name = log.file_name().unwrap().to_string_lossy().into_owned();
+        let (ours, sd) = receive(&file, 0.01, 11);
+        let flight = ulog_recv::fill::scan::scan([("log", &ours[..], 0)]);
+        let (hinted, read_hinted, _) = fill(&ours, &flight, &sd);
+        let (unhinted, read_unhinted, _) = fill_hinted(&ours, &flight, &sd, |_| None);
+        // A hint one byte off (or past the end) is refused by the anchor's bytes.
+        let (off, read_off, _) = fill_hinted(&ours, &flight, &sd, |h| h.map(|h| h + 1));
+        let (past, _, _) = fill_hinted(&ours, &flight, &sd, |h| h.map(|_| u64::MAX / 2));
+        for (got, how) in [
+            (&hinted, "hinted"),
+            (&off, "off by one"),
+            (&past, "past the end"),
+        ] {
+            assert_same_records(got, &sd, &format!("{name}, {how}"));
+        }
+        assert_eq!(hinted, unhinted, "{name}");
+        let lost: usize = records(&sd).iter().map(Vec::len).sum::<usize>()
+            - records(&ours).iter().map(Vec::len).sum::<usize>();
+        eprintln!(
+            "{name}: {} dropouts, {lost} bytes lost; read {read_hinted} hinted, {read_unhinted} \
+             without hints, {read_off} with hints one byte off",
+            flight.sites.len()
+        );
+        assert!(
+            read_hinted * 2 < read_unhinted,
+            "{name}: {read_hinted} hinted, {read_unhinted} not"
+        );
+    }
 }

@@ -18,6 +18,11 @@
 //!    messages: a message both have once, one only the stream has kept, the SD log's own
 //!    dropouts kept (the fill is then partial).
 //!
+//! With a hint ([`Locator::with_hint`]: where the SD log's copy of the last anchor before
+//! the dropout should start, known from the dropout before it) the scan starts right there
+//! in pieces of [`HINT_PIECE`] and reads little more than the lost records and their two
+//! anchors; a hint whose bytes are not that anchor falls back to the bisection.
+//!
 //! A scan that finds no anchor before the dropout starts again further back (a stretch of
 //! lagging samples can mislead the bisection), up to [`MAX_STEP_BACKS`] times. It gives up
 //! once the SD log's records run [`GIVE_UP_US`] past the anchors (a few hundred of them: one
@@ -73,6 +78,9 @@ const CHAIN: usize = 4;
 /// Bytes of records after the last anchor that a stream ended by a STOP may have lost: the
 /// partial chunk PX4 discards (a LOGGING_DATA chunk carries 249 bytes).
 pub const LOST_AT_STOP: u64 = 249;
+/// Bytes read per scan step from a hint (the dropouts of a lossy link lose a chunk or two:
+/// a few hundred bytes between anchors).
+pub const HINT_PIECE: u64 = 128;
 /// Bytes read per scan step once a head or a window began (burst reads).
 pub const STRETCH_PIECE: u64 = 64 * 1024;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
@@ -80,6 +88,28 @@ pub const TAIL_PIECE: u64 = 256 * 1024;
 /// How long after its time PX4 may log a sample (a slow topic's period, and then some):
 /// how far past a stopped stream's end its tail looks for samples stamped before it.
 pub const TAIL_LAG_US: u64 = 1_500_000;
+
+/// A message of a split found again in the SD log ([`Locator::landmark`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Landmark {
+    pub split: String,
+    /// Where it starts in its split and in the SD log.
+    pub offset: u64,
+    pub sd_offset: u64,
+}
+
+impl Landmark {
+    /// Where the SD log's copy of `site`'s last anchor before it should start
+    /// ([`Locator::with_hint`]), if that anchor is in the landmark's split after it: as far
+    /// after the landmark as it is in their split. Exact when `site` is the next dropout of
+    /// the same column (the stream lost nothing between them).
+    pub fn hint(&self, site: &DropoutSite) -> Option<u64> {
+        let last = site.before.iter().max().copied()?;
+        let same_split = site.own.contains(&last) && site.split == self.split;
+        let ahead = site.messages[last].offset.checked_sub(self.offset)?;
+        same_split.then_some(self.sd_offset + ahead)
+    }
+}
 
 /// Why a dropout stays a dropout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -135,9 +165,14 @@ enum Stage {
 struct Scan {
     /// The next byte to read.
     at: u64,
-    /// Bytes read but not yet cut into messages.
+    /// Bytes read but not yet cut into messages, and where in the SD log they begin.
     carry: Vec<u8>,
+    carry_at: u64,
     synced: bool,
+    /// Started at a hint not yet seen to hold the anchor it promised.
+    hinted: bool,
+    /// The hint's bytes were not the anchor.
+    missed: bool,
     /// The stretch has begun: at an anchor before the dropout, or (the head) at the
     /// stream's start.
     begun: bool,
@@ -154,6 +189,17 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
+}
+
+impl Scan {
+    /// A scan from `at` on, which finds its first message boundary itself.
+    fn from(at: u64) -> Self {
+        Self {
+            at,
+            carry_at: at,
+            ..Self::default()
+        }
+    }
 }
 
 /// See the module docs.
@@ -189,6 +235,11 @@ pub struct Locator {
     /// records are not the flight's (another boot: other ids and sizes), and a scan that
     /// found nothing does not step back.
     dated: bool,
+    /// The SD log's copy of the first anchor after the dropout: its index in the site's
+    /// messages and its offset in the SD log.
+    found_after: Option<(usize, u64)>,
+    /// The scan started at a hint that held the anchor it promised.
+    hint_held: bool,
 }
 
 impl Locator {
@@ -249,7 +300,42 @@ impl Locator {
             from: from.min(sd_len),
             step_backs: 0,
             dated: false,
+            found_after: None,
+            hint_held: false,
         }
+    }
+
+    /// The SD log's copy of the site's last anchor before the dropout should start at
+    /// `offset` (the dropout before ended at a known offset, and the stream lost nothing
+    /// between): the scan starts there, without a bisection, and falls back to one if the
+    /// bytes there are not that anchor.
+    pub fn with_hint(mut self, offset: u64) -> Self {
+        let bisecting = matches!(self.stage, Stage::Bisect { .. });
+        if bisecting && offset < self.sd_len && !self.site.before.is_empty() {
+            self.scan_start = Some(offset);
+            self.stage = Stage::Scan(Scan {
+                synced: true,
+                hinted: true,
+                ..Scan::from(offset)
+            });
+        }
+        self
+    }
+
+    /// Where the SD log's copy of the dropout's first anchor after it was found, if that
+    /// anchor is of the site's own split: the next dropout's hint.
+    pub fn landmark(&self) -> Option<Landmark> {
+        let (j, sd_offset) = self.found_after?;
+        self.site.own.contains(&j).then(|| Landmark {
+            split: self.site.split.clone(),
+            offset: self.site.messages[j].offset,
+            sd_offset,
+        })
+    }
+
+    /// Whether the hint held (the scan found the anchor where it said).
+    pub fn hint_held(&self) -> bool {
+        self.hint_held
     }
 
     /// The SD log's header says it began at `start_us` (log time): when that is at or
@@ -279,6 +365,7 @@ impl Locator {
                     Some(Edge::Tail) if s.begun && !self.stopped => TAIL_PIECE,
                     // A stretch that runs to a time: seconds of log, not a gap's worth.
                     Some(Edge::Head | Edge::Window) if s.begun => STRETCH_PIECE,
+                    _ if self.hint_held || s.hinted => HINT_PIECE,
                     _ => SCAN_PIECE,
                 };
                 Some((s.at, piece.min(self.sd_len - s.at)))
@@ -357,6 +444,17 @@ impl Locator {
                     None if ended => Some(self.at_eof()),
                     None => None,
                 };
+                if let Stage::Scan(s) = &self.stage
+                    && s.missed
+                {
+                    // Not the anchor the hint promised: find it the long way.
+                    self.stage = Stage::Bisect {
+                        lo: self.from,
+                        hi: self.sd_len,
+                        probe: PROBE,
+                    };
+                    return;
+                }
                 match outcome {
                     // The bisection landed past the records (a stretch of lagging samples
                     // looked early): start again further back.
@@ -371,10 +469,7 @@ impl Locator {
                             .scan_start
                             .map_or(self.from, |s| s.saturating_sub(back).max(self.from));
                         self.scan_start = Some(at);
-                        self.stage = Stage::Scan(Scan {
-                            at,
-                            ..Scan::default()
-                        });
+                        self.stage = Stage::Scan(Scan::from(at));
                     }
                     Some(outcome) => self.stage = Stage::Done(outcome),
                     None => {}
@@ -390,10 +485,7 @@ impl Locator {
             && hi - lo <= BISECT_STOP
         {
             self.scan_start = Some(lo);
-            self.stage = Stage::Scan(Scan {
-                at: lo,
-                ..Scan::default()
-            });
+            self.stage = Stage::Scan(Scan::from(lo));
         }
     }
 
@@ -415,6 +507,22 @@ impl Locator {
         };
         let mut carry = std::mem::take(&mut s.carry);
         let mut start = 0;
+        if s.hinted {
+            // The hint promised the last anchor before the dropout right there.
+            let last = self.site.before.iter().max().copied();
+            let expected = last.map_or(&[][..], |i| &self.site.messages[i].bytes[..]);
+            let n = carry.len().min(expected.len());
+            if expected.is_empty() || carry[..n] != expected[..n] {
+                s.missed = true;
+                return None;
+            }
+            if n < expected.len() {
+                s.carry = carry;
+                return None;
+            }
+            s.hinted = false;
+            self.hint_held = true;
+        }
         if !s.synced {
             match sync(&self.decoder, &carry) {
                 Some(at) => {
@@ -424,6 +532,7 @@ impl Locator {
                 None => {
                     // Keep the tail: a boundary may show once more bytes come.
                     let keep = carry.len().min(2 * CHAIN * 300);
+                    s.carry_at += (carry.len() - keep) as u64;
                     carry.drain(..carry.len() - keep);
                     s.carry = carry;
                     return None;
@@ -437,6 +546,7 @@ impl Locator {
         // The stretch ends at a time: a stopped stream's tail, a window.
         let ends_by_time = (tail && self.stopped) || window;
         for raw in framed(&carry[start..]) {
+            let at = s.carry_at + consumed as u64;
             consumed += raw.len();
             let ts = timestamp(&mut self.decoder, raw);
             self.dated |= ts.is_some();
@@ -467,6 +577,7 @@ impl Locator {
                 continue;
             }
             if let Some(&j) = self.after.get(raw) {
+                self.found_after = Some((j, at));
                 outcome = Some(if s.begun {
                     merge(&self.site, s.anchor, Some(j), &s.stretch)
                 } else {
@@ -518,7 +629,9 @@ impl Locator {
                 s.stretch.push(raw.to_vec());
             }
         }
-        carry.drain(..consumed.min(carry.len()));
+        let consumed = consumed.min(carry.len());
+        s.carry_at += consumed as u64;
+        carry.drain(..consumed);
         s.carry = carry;
         outcome
     }

@@ -14,7 +14,7 @@ use crate::fill::amendment::{Recovered, build};
 use std::collections::HashSet;
 
 use crate::fill::{
-    BlockCache, ColumnFilter, DropoutSite, Edge, FlightScan, Locator, Outcome, Unfilled,
+    BlockCache, ColumnFilter, DropoutSite, Edge, FlightScan, Landmark, Locator, Outcome, Unfilled,
 };
 use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
@@ -76,6 +76,10 @@ pub struct FillReport {
     pub tail_records: u64,
     /// File bytes received over FTP (duplicates included).
     pub fetched_bytes: u64,
+    /// Dropouts looked for where the dropout before predicted them, and how many were
+    /// right there (the others were found by bisection).
+    pub hinted: usize,
+    pub hints_held: usize,
     pub amendments: Vec<String>,
 }
 
@@ -282,11 +286,21 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     for (c, sites) in todo.iter().enumerate() {
         let column = &columns[c];
         let mut from = 0;
+        // Where the last dropout's first anchor after it lies: in its split and the SD log.
+        let mut landmark: Option<Landmark> = None;
         let mut batch: Vec<Recovered> = Vec::new();
         for (k, site) in sites.iter().enumerate() {
             let outcome = match first.take_if(|_| (c, k) == probe) {
                 Some(o) => o,
-                None => locate(files, column, site, &sd.log, &mut from, &mut cache).await?,
+                None => {
+                    let hint = landmark.as_ref().and_then(|l| l.hint(site));
+                    report.hinted += usize::from(hint.is_some());
+                    let located =
+                        locate(files, column, site, &sd.log, &mut from, hint, &mut cache).await?;
+                    report.hints_held += usize::from(located.hint_held);
+                    landmark = located.landmark;
+                    located.outcome
+                }
             };
             match outcome {
                 Outcome::Filled {
@@ -411,7 +425,9 @@ async fn find_sd_log(
         let start_us = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
         let sd = SdLog { len, start_us };
         let mut cache = BlockCache::new(len, CACHE_BYTES);
-        let outcome = locate(files, column, probe, &sd, &mut 0, &mut cache).await?;
+        let outcome = locate(files, column, probe, &sd, &mut 0, None, &mut cache)
+            .await?
+            .outcome;
         if let Outcome::Unfilled(why) = outcome {
             tracing::debug!(log = log.path, "not this flight's SD log: {why}");
             continue;
@@ -427,19 +443,32 @@ async fn find_sd_log(
     Err(FillError::NoSdLog { checked })
 }
 
+/// What one locator came to.
+struct Located {
+    outcome: Outcome,
+    /// Where the dropout's first anchor after it was found (the next one's hint).
+    landmark: Option<Landmark>,
+    /// The dropout was where the hint said.
+    hint_held: bool,
+}
+
 /// Runs one locator over the open SD log, from `from` on (which it moves to where its
-/// scan began, for the next dropout).
+/// scan began, for the next dropout), starting at `hint` if one is given.
 async fn locate(
     files: &mut VehicleFiles,
     column: &ColumnScan,
     site: &DropoutSite,
     sd: &SdLog,
     from: &mut u64,
+    hint: Option<u64>,
     cache: &mut BlockCache,
-) -> Result<Outcome, FillError> {
+) -> Result<Located, FillError> {
     let mut locator = Locator::new(&column.flight, site, sd.len, *from)
         .with_sd_start(sd.start_us)
         .with_filter(column.filter.clone());
+    if let Some(hint) = hint {
+        locator = locator.with_hint(hint);
+    }
     while let Some((offset, len)) = locator.next_read() {
         while let Some((at, n)) = cache.missing(offset, len) {
             let fetched = files.read(at, n).await?;
@@ -456,10 +485,19 @@ async fn locate(
     if let Some(start) = locator.scan_start() {
         *from = start;
     }
-    Ok(locator
+    if hint.is_some() && !locator.hint_held() {
+        tracing::debug!(split = site.split, offset = site.offset, "the hint missed");
+    }
+    let landmark = locator.landmark();
+    let outcome = locator
         .outcome()
         .cloned()
-        .unwrap_or(Outcome::Unfilled(Unfilled::NoRecordAfter)))
+        .unwrap_or(Outcome::Unfilled(Unfilled::NoRecordAfter));
+    Ok(Located {
+        outcome,
+        landmark,
+        hint_held: locator.hint_held(),
+    })
 }
 
 /// `--fill auto`: fills each session the daemon closes, on its own thread (reading splits

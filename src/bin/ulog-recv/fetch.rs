@@ -59,7 +59,8 @@ pub(crate) async fn fill(
     }
     println!(
         "{}: {} dropout(s): {} filled now ({} partly: the SD log lost records there too), {} \
-         filled before, {} not filled; {} records ({} bytes) recovered from {}; {} bytes fetched",
+         filled before, {} not filled; {} records ({} bytes) recovered from {}; {} bytes fetched ({} of {} dropouts read right where the one \
+         before said)",
         session.display(),
         report.dropouts,
         report.filled,
@@ -69,7 +70,9 @@ pub(crate) async fn fill(
         report.records,
         report.record_bytes,
         report.sd_log.as_deref().unwrap_or("-"),
-        report.fetched_bytes
+        report.fetched_bytes,
+        report.hints_held,
+        report.hinted
     );
     for (split, offset, why) in &report.unfilled {
         println!("  not filled: {split} at byte {offset}: {why}");
