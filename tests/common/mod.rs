@@ -4,6 +4,7 @@
 
 pub mod garage;
 pub mod procs;
+pub mod px4;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
