@@ -202,6 +202,32 @@ impl Scan {
     }
 }
 
+/// Where a stream stopped, across every column of a session: the newest time of the
+/// columns' last records before their tails, and those records (each column's tail site's
+/// messages). See [`Locator::with_stream_end`].
+#[derive(Debug, Clone, Default)]
+pub struct StreamEnd {
+    pub last_us: u64,
+    pub messages: HashSet<Vec<u8>>,
+}
+
+impl StreamEnd {
+    /// The end of the stream the `flights` (a session's columns) were cut from.
+    pub fn of<'a>(flights: impl IntoIterator<Item = &'a FlightScan>) -> Self {
+        let mut end = Self::default();
+        for site in flights
+            .into_iter()
+            .flat_map(|f| &f.sites)
+            .filter(|s| s.edge() == Some(Edge::Tail))
+        {
+            end.last_us = end.last_us.max(site.last_before_us);
+            end.messages
+                .extend(site.messages.iter().map(|m| m.bytes.clone()));
+        }
+        end
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Locator {
@@ -303,6 +329,18 @@ impl Locator {
             found_after: None,
             hint_held: false,
         }
+    }
+
+    /// A stopped stream's tail seen from one column of several: the stream stopped after
+    /// every column's last records, not this column's, and the records the other columns
+    /// hold are none of what the stop discarded. So the stop is looked for from `end`'s
+    /// time, with `end`'s messages as the stream's. Other sites are unchanged.
+    pub fn with_stream_end(mut self, end: &StreamEnd) -> Self {
+        if self.edge == Some(Edge::Tail) {
+            self.last_us = self.last_us.max(end.last_us);
+            self.ours.extend(end.messages.iter().cloned());
+        }
+        self
     }
 
     /// The SD log's copy of the site's last anchor before the dropout should start at

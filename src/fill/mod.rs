@@ -29,5 +29,5 @@ pub mod scan;
 pub use amendment::{Fill, Recovered};
 pub use cache::BlockCache;
 pub use column::ColumnFilter;
-pub use locate::{Landmark, Locator, Outcome, Unfilled};
+pub use locate::{Landmark, Locator, Outcome, StreamEnd, Unfilled};
 pub use scan::{DropoutSite, Edge, FlightScan};

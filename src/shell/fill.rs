@@ -14,7 +14,8 @@ use crate::fill::amendment::{Recovered, build};
 use std::collections::HashSet;
 
 use crate::fill::{
-    BlockCache, ColumnFilter, DropoutSite, Edge, FlightScan, Landmark, Locator, Outcome, Unfilled,
+    BlockCache, ColumnFilter, DropoutSite, Edge, FlightScan, Landmark, Locator, Outcome, StreamEnd,
+    Unfilled,
 };
 use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
@@ -89,6 +90,8 @@ pub struct FillReport {
 struct ColumnScan {
     flight: FlightScan,
     filter: ColumnFilter,
+    /// Where the stream stopped, across every column (a column's tail starts from it).
+    stream_end: StreamEnd,
 }
 
 /// The splits of column `k` of the session in `dir`: each `(file, bytes, preamble bytes)`.
@@ -188,6 +191,7 @@ fn scan_columns(
         subscriptions.extend(f.subscriptions.iter().map(|(id, a)| (*id, a.clone())));
     }
     let one_column = flights.len() == 1;
+    let stream_end = StreamEnd::of(&flights);
     let columns = flights
         .into_iter()
         .enumerate()
@@ -212,7 +216,11 @@ fn scan_columns(
             };
             flight.formats = formats.clone();
             flight.subscriptions = subscriptions.clone();
-            ColumnScan { flight, filter }
+            ColumnScan {
+                flight,
+                filter,
+                stream_end: stream_end.clone(),
+            }
         })
         .collect();
     Ok((columns, unfillable))
@@ -465,7 +473,8 @@ async fn locate(
 ) -> Result<Located, FillError> {
     let mut locator = Locator::new(&column.flight, site, sd.len, *from)
         .with_sd_start(sd.start_us)
-        .with_filter(column.filter.clone());
+        .with_filter(column.filter.clone())
+        .with_stream_end(&column.stream_end);
     if let Some(hint) = hint {
         locator = locator.with_hint(hint);
     }
