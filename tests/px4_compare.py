@@ -21,7 +21,8 @@ Prints one JSON object:
 - explained: SD samples missing from ours inside our dropouts;
 - not_sent: SD samples missing from ours that PX4 never sent (with --sent);
 - invented: our samples that the SD log has not, outside the SD log's own dropouts;
-- value_mismatches: matched samples whose values differ;
+- value_mismatches: matched samples whose values differ (a timestamp two samples of a topic
+  share matches when each of ours is one of the SD log's), with mismatch_examples;
 - dropouts: ours, as [timestamp, duration_ms]; sd_gaps_ms: for each of ours, the gap in the
   SD log's samples of the topics that went missing across it;
 - postflight: ours has the perf_counter_postflight info.
@@ -36,7 +37,8 @@ SLACK_US = 50_000
 
 
 def samples(ulogs):
-    """(name, multi_id) -> {timestamp: values tuple} over one or more ULog objects."""
+    """(name, multi_id) -> {timestamp: [values tuple, ...]} over one or more ULog objects
+    (a topic may publish two samples with one timestamp)."""
     out = {}
     for ulog in ulogs:
         for d in ulog.data_list:
@@ -44,7 +46,7 @@ def samples(ulogs):
             table = out.setdefault((d.name, d.multi_id), {})
             columns = [d.data[f] for f in fields]
             for i, t in enumerate(d.data["timestamp"]):
-                table[int(t)] = tuple(c[i] for c in columns)
+                table.setdefault(int(t), []).append(tuple(c[i] for c in columns))
     return out
 
 
@@ -92,6 +94,7 @@ def main():
 
     sd_samples = matched = missing = explained = invented = mismatches = not_sent = 0
     missing_examples = []
+    mismatch_examples = []
     for key, table in theirs.items():
         mine = ours.get(key, {})
         stamps = sorted(table)
@@ -105,8 +108,11 @@ def main():
             lag = min(stamps[i + 1] - t, 1_000_000) if i + 1 < len(stamps) else 0
             if t in mine:
                 matched += 1
-                if not same(values, mine[t]):
+                # Each of ours stamped t is one of the SD log's stamped t.
+                if not all(any(same(v, m) for v in values) for m in mine[t]):
                     mismatches += 1
+                    if len(mismatch_examples) < 10:
+                        mismatch_examples.append([key[0], key[1], t])
             elif inside(t, dropouts, lag):
                 explained += 1
             elif sent is not None and t not in sent.get(key, {}):
@@ -143,6 +149,7 @@ def main():
                 "not_sent": not_sent,
                 "invented": invented,
                 "value_mismatches": mismatches,
+                "mismatch_examples": mismatch_examples,
                 "dropouts": dropouts,
                 "sd_gaps_ms": sd_gaps,
                 "postflight": any(
