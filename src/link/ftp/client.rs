@@ -2,9 +2,10 @@
 //! read-only, read a byte range of it, its checksum, close), each request retried with the
 //! same sequence number until its reply (the server then resends its last reply), NAKs as
 //! typed errors, reads of [`BURST_MIN`] bytes or more as burst reads that go on from the last
-//! offset received (PX4 ends a burst after ~35 KB and ignores the size asked for). The file
+//! offset received (PX4 ends a burst after ~35 KB and ignores the size asked for); a packet a
+//! burst lost is read alone (the packets after it are kept), never with a new burst. The file
 //! is read-only, so a reply of a burst asked for earlier is as good as one of this burst:
-//! only its offset matters. An optional byte budget paces the requests (the link is shared
+//! only its offset matters (a single read whose bytes came that way asks on for the rest). An optional byte budget paces the requests (the link is shared
 //! with telemetry).
 //!
 //! Payloads in ([`FtpClient::handle_reply`]), payloads out ([`FtpClient::poll_request`]),
@@ -253,7 +254,7 @@ impl FtpClient {
                     start: offset,
                     len,
                     data: Vec::new(),
-                    burst: len >= BURST_MIN,
+                    burst: false,
                     ahead: BTreeMap::new(),
                     eof_at: None,
                 });
@@ -338,6 +339,15 @@ impl FtpClient {
         let Ok(reply) = FtpPayload::parse(raw) else {
             return;
         };
+        tracing::trace!(
+            seq = reply.seq,
+            opcode = reply.opcode,
+            req_opcode = reply.req_opcode,
+            offset = reply.offset,
+            size = reply.data.len(),
+            burst_complete = reply.burst_complete,
+            "FTP reply"
+        );
         if reply.opcode != op::ACK && reply.opcode != op::NAK {
             return;
         }
@@ -490,7 +500,9 @@ impl FtpClient {
             return self.finish_read();
         }
         if !burst {
-            if own_request && progressed {
+            // Our reply came: ask for the rest from where the read stands (a burst's
+            // packets may have filled part of it since, making this reply stale).
+            if own_request {
                 self.next_read(now);
             }
         } else if reply.burst_complete && (of_burst || own_request) {
@@ -520,19 +532,24 @@ impl FtpClient {
     }
 
     /// The request for the rest of the read in hand.
+    /// A burst while [`BURST_MIN`] bytes or more are left and none of them came yet; a
+    /// single read for a hole a burst left (its packets after the hole are kept: the next
+    /// burst would send them all again, ~35 KB for one lost packet).
     fn read_request(&mut self, session: u8) -> FtpPayload {
         let Some(Pending::Read {
             start,
             len,
             data,
             burst,
+            ahead,
             ..
-        }) = &self.pending
+        }) = &mut self.pending
         else {
             unreachable!("read_request with a read in hand")
         };
-        let at = start + data.len() as u64;
-        let left = len - data.len() as u64;
+        let at = *start + data.len() as u64;
+        let left = *len - data.len() as u64;
+        *burst = left >= BURST_MIN && ahead.is_empty();
         let opcode = if *burst {
             op::BURST_READ_FILE
         } else {
@@ -573,6 +590,13 @@ impl FtpClient {
     /// Puts the request in hand on the wire and arms its reply timeout.
     fn transmit(&mut self, now: Instant) {
         if let Some(r) = &self.request {
+            tracing::trace!(
+                seq = r.seq,
+                opcode = r.opcode,
+                offset = r.offset,
+                try_ = self.tries + 1,
+                "FTP request"
+            );
             self.out.push_back(r.clone());
             self.tries += 1;
             self.sent_at = (self.tries == 1).then_some(now);
@@ -637,4 +661,112 @@ fn own_burst(request: Option<&FtpPayload>, reply: &FtpPayload) -> bool {
             && reply.seq.wrapping_sub(r.seq) < 0x8000
             && reply.seq != r.seq
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file the server holds: byte `i` is `i as u8`.
+    fn bytes(at: u64, n: u64) -> Vec<u8> {
+        (at..at + n).map(|i| i as u8).collect()
+    }
+
+    /// A client with `path` open (session 0), and the time.
+    fn opened() -> (FtpClient, Instant) {
+        let now = Instant::now();
+        let mut client = FtpClient::new(FtpConfig::default());
+        client
+            .start(
+                FtpOp::Open {
+                    path: "/log/a.ulg".into(),
+                },
+                now,
+            )
+            .unwrap();
+        let open = client.poll_request().unwrap();
+        let reply = FtpPayload::ack(&open, 1_000_000u32.to_le_bytes().to_vec());
+        client.handle_reply(&reply.encode(), now);
+        assert!(matches!(
+            client.poll_result(),
+            Some(Ok(FtpReply::Opened { .. }))
+        ));
+        (client, now)
+    }
+
+    /// The server's answer to a single read `request`.
+    fn answer(request: &FtpPayload) -> FtpPayload {
+        FtpPayload::ack(request, bytes(request.offset as u64, MAX_DATA as u64))
+    }
+
+    /// Packet `k` of a burst asked for by `request`.
+    fn burst_packet(request: &FtpPayload, k: u16, complete: bool) -> FtpPayload {
+        let offset = request.offset + k as u32 * MAX_DATA as u32;
+        let mut p = FtpPayload::ack(request, bytes(offset as u64, MAX_DATA as u64));
+        p.seq = request.seq.wrapping_add(1 + k);
+        p.offset = offset;
+        p.burst_complete = complete;
+        p
+    }
+
+    #[test]
+    fn a_single_read_whose_reply_a_burst_made_stale_asks_for_the_rest() {
+        let (mut client, now) = opened();
+        // A burst of an earlier read is still streaming: its packets cover the start of
+        // this read before our own reply comes.
+        let earlier = FtpPayload::request(40, 0, op::BURST_READ_FILE, 0, &[]);
+        client
+            .start(
+                FtpOp::Read {
+                    offset: 0,
+                    len: 478,
+                },
+                now,
+            )
+            .unwrap();
+        let first = client.poll_request().unwrap();
+        assert_eq!((first.opcode, first.offset), (op::READ_FILE, 0));
+        client.handle_reply(&burst_packet(&earlier, 0, false).encode(), now);
+        // Our reply, for bytes the read holds already.
+        client.handle_reply(&answer(&first).encode(), now);
+        let rest = client
+            .poll_request()
+            .expect("the rest asked for at once, not the stale request resent");
+        assert_eq!((rest.opcode, rest.offset), (op::READ_FILE, 239));
+        client.handle_reply(&answer(&rest).encode(), now);
+        let Some(Ok(FtpReply::Read { offset: 0, data })) = client.poll_result() else {
+            panic!("the read ends")
+        };
+        assert_eq!(data, bytes(0, 478));
+    }
+
+    #[test]
+    fn a_packet_a_burst_lost_is_read_alone_not_in_a_new_burst() {
+        let (mut client, now) = opened();
+        let len = 10 * MAX_DATA as u64;
+        client
+            .start(
+                FtpOp::Read {
+                    offset: 0,
+                    len: BURST_MIN + len,
+                },
+                now,
+            )
+            .unwrap();
+        let burst = client.poll_request().unwrap();
+        assert_eq!(burst.opcode, op::BURST_READ_FILE);
+        // Packet 1 of the burst lost; the burst ends after packet 9.
+        for k in (0..10).filter(|k| *k != 1) {
+            client.handle_reply(&burst_packet(&burst, k, k == 9).encode(), now);
+        }
+        let hole = client.poll_request().expect("the hole asked for");
+        assert_eq!((hole.opcode, hole.offset), (op::READ_FILE, 239));
+        client.handle_reply(&answer(&hole).encode(), now);
+        // Then the rest (BURST_MIN bytes and more) as a burst from after what came.
+        let next = client.poll_request().expect("the rest asked for");
+        assert_eq!(
+            (next.opcode, next.offset),
+            (op::BURST_READ_FILE, len as u32)
+        );
+    }
 }
