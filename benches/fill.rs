@@ -80,6 +80,11 @@ fn main() {
         let t0 = Instant::now();
         let fill = run(&["fill", path(&session), "--json", "--udp", &port]);
         let fill_s = t0.elapsed().as_secs_f64();
+        assert!(
+            fill.status.success(),
+            "fill: {}",
+            String::from_utf8_lossy(&fill.stderr)
+        );
         let fill: serde_json::Value = serde_json::from_slice(&fill.stdout).unwrap();
         let sd_log = fill["sd_log"].as_str().expect("an SD log").to_owned();
 
@@ -112,8 +117,8 @@ fn main() {
             row.loss * 100.0,
             get("dropouts"),
             unfilled,
-            get("hints_held"),
-            get("hinted"),
+            get("walked"),
+            get("filled"),
             sd_size as f64 / 1e6,
             if bytes_ratio <= 3.0 && time_ratio < 1.0 {
                 "met"

@@ -63,6 +63,16 @@ impl BlockCache {
         Some((start, ((b + 1) * BLOCK).min(self.len) - start))
     }
 
+    /// The file ends at `len` (sooner than it was listed): nothing past it is asked for.
+    pub fn truncate(&mut self, len: u64) {
+        self.len = self.len.min(len);
+        let len = self.len;
+        self.blocks.retain(|b, _| b * BLOCK < len);
+        if let Some((b, block)) = self.blocks.iter_mut().next_back() {
+            block.truncate((len - b * BLOCK).min(BLOCK) as usize);
+        }
+    }
+
     /// Takes fetched bytes starting at a block boundary.
     pub fn insert(&mut self, offset: u64, data: &[u8]) {
         debug_assert_eq!(offset % BLOCK, 0);

@@ -18,10 +18,10 @@
 //!    messages: a message both have once, one only the stream has kept, the SD log's own
 //!    dropouts kept (the fill is then partial).
 //!
-//! With a hint ([`Locator::with_hint`]: where the SD log's copy of the last anchor before
-//! the dropout should start, known from the dropout before it) the scan starts right there
-//! in pieces of [`HINT_PIECE`] and reads little more than the lost records and their two
-//! anchors; a hint whose bytes are not that anchor falls back to the bisection.
+//! Most gaps of a flight are not searched for at all: [`crate::fill::walk`] reads them where
+//! the gap before puts them. The locator finds the others (the flight's head and tail, an
+//! event buffer's windows, and gaps where the two logs differ), and tells where its stretch
+//! lay ([`Locator::span`]) for the walk to go on from.
 //!
 //! A scan that finds no anchor before the dropout starts again further back (a stretch of
 //! lagging samples can mislead the bisection), up to [`MAX_STEP_BACKS`] times. It gives up
@@ -51,8 +51,9 @@ use std::collections::HashSet;
 
 use crate::fill::column::ColumnFilter;
 use crate::fill::scan::{DropoutSite, Edge, FlightScan};
+use crate::fill::walk::timestamp;
+use crate::ulog::Decoder;
 use crate::ulog::message::{MSG_HEADER_LEN, framed, msg_type, plausible_header};
-use crate::ulog::{Decoder, Message};
 
 /// Bytes read per bisection step (doubled up to [`MAX_PROBE`] while no message boundary
 /// shows).
@@ -73,14 +74,16 @@ pub const MAX_STEP_BACKS: u32 = 4;
 /// The scan gives up after this many records stamped past the give-up time (a few stray
 /// ones are a topic on another clock).
 const PAST_RECORDS: u32 = 256;
+/// A scan's first dated records: when most of them are stamped [`PAST_MARGIN_US`] after the
+/// stream resumed past the dropout, the scan began past the anchors and goes back at once
+/// (not after [`GIVE_UP_US`] of the SD log: ~700 KB of PX4's).
+const EARLY_RECORDS: usize = 32;
+const PAST_MARGIN_US: u64 = 250_000;
 /// Messages in a row that must fit for a boundary to be taken.
 const CHAIN: usize = 4;
 /// Bytes of records after the last anchor that a stream ended by a STOP may have lost: the
 /// partial chunk PX4 discards (a LOGGING_DATA chunk carries 249 bytes).
 pub const LOST_AT_STOP: u64 = 249;
-/// Bytes read per scan step from a hint (the dropouts of a lossy link lose a chunk or two:
-/// a few hundred bytes between anchors).
-pub const HINT_PIECE: u64 = 128;
 /// Bytes read per scan step once a head or a window began (burst reads).
 pub const STRETCH_PIECE: u64 = 64 * 1024;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
@@ -88,28 +91,6 @@ pub const TAIL_PIECE: u64 = 256 * 1024;
 /// How long after its time PX4 may log a sample (a slow topic's period, and then some):
 /// how far past a stopped stream's end its tail looks for samples stamped before it.
 pub const TAIL_LAG_US: u64 = 1_500_000;
-
-/// A message of a split found again in the SD log ([`Locator::landmark`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Landmark {
-    pub split: String,
-    /// Where it starts in its split and in the SD log.
-    pub offset: u64,
-    pub sd_offset: u64,
-}
-
-impl Landmark {
-    /// Where the SD log's copy of `site`'s last anchor before it should start
-    /// ([`Locator::with_hint`]), if that anchor is in the landmark's split after it: as far
-    /// after the landmark as it is in their split. Exact when `site` is the next dropout of
-    /// the same column (the stream lost nothing between them).
-    pub fn hint(&self, site: &DropoutSite) -> Option<u64> {
-        let last = site.before.iter().max().copied()?;
-        let same_split = site.own.contains(&last) && site.split == self.split;
-        let ahead = site.messages[last].offset.checked_sub(self.offset)?;
-        same_split.then_some(self.sd_offset + ahead)
-    }
-}
 
 /// Why a dropout stays a dropout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -169,13 +150,11 @@ struct Scan {
     carry: Vec<u8>,
     carry_at: u64,
     synced: bool,
-    /// Started at a hint not yet seen to hold the anchor it promised.
-    hinted: bool,
-    /// The hint's bytes were not the anchor.
-    missed: bool,
     /// The stretch has begun: at an anchor before the dropout, or (the head) at the
     /// stream's start.
     begun: bool,
+    /// Where in the SD log the stretch began (that anchor, or the head's first record).
+    begun_at: u64,
     /// The last anchor before the dropout found so far (its index in the site's messages).
     anchor: Option<usize>,
     /// The SD log's messages since the stretch began (since that anchor).
@@ -189,6 +168,8 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
+    /// The times of the first dated records of a scan not begun (at most [`EARLY_RECORDS`]).
+    early: Vec<u64>,
 }
 
 impl Scan {
@@ -261,11 +242,10 @@ pub struct Locator {
     /// records are not the flight's (another boot: other ids and sizes), and a scan that
     /// found nothing does not step back.
     dated: bool,
-    /// The SD log's copy of the first anchor after the dropout: its index in the site's
-    /// messages and its offset in the SD log.
-    found_after: Option<(usize, u64)>,
-    /// The scan started at a hint that held the anchor it promised.
-    hint_held: bool,
+    /// The SD log's offset of its copy of the first anchor after the dropout.
+    found_after: Option<u64>,
+    /// Where the stretch that ended there began.
+    begun_at: Option<u64>,
 }
 
 impl Locator {
@@ -327,7 +307,7 @@ impl Locator {
             step_backs: 0,
             dated: false,
             found_after: None,
-            hint_held: false,
+            begun_at: None,
         }
     }
 
@@ -343,37 +323,15 @@ impl Locator {
         self
     }
 
-    /// The SD log's copy of the site's last anchor before the dropout should start at
-    /// `offset` (the dropout before ended at a known offset, and the stream lost nothing
-    /// between): the scan starts there, without a bisection, and falls back to one if the
-    /// bytes there are not that anchor.
-    pub fn with_hint(mut self, offset: u64) -> Self {
-        let bisecting = matches!(self.stage, Stage::Bisect { .. });
-        if bisecting && offset < self.sd_len && !self.site.before.is_empty() {
-            self.scan_start = Some(offset);
-            self.stage = Stage::Scan(Scan {
-                synced: true,
-                hinted: true,
-                ..Scan::from(offset)
-            });
+    /// Where the filled stretch lay in the SD log, once found: from the message it began at
+    /// (the last anchor before the dropout, or the head's first record) to the first anchor
+    /// after it. Both are message boundaries; the stream resumed after the dropout between
+    /// them.
+    pub fn span(&self) -> Option<(u64, u64)> {
+        match (&self.stage, self.found_after) {
+            (Stage::Done(Outcome::Filled { .. }), Some(after)) => Some((self.begun_at?, after)),
+            _ => None,
         }
-        self
-    }
-
-    /// Where the SD log's copy of the dropout's first anchor after it was found, if that
-    /// anchor is of the site's own split: the next dropout's hint.
-    pub fn landmark(&self) -> Option<Landmark> {
-        let (j, sd_offset) = self.found_after?;
-        self.site.own.contains(&j).then(|| Landmark {
-            split: self.site.split.clone(),
-            offset: self.site.messages[j].offset,
-            sd_offset,
-        })
-    }
-
-    /// Whether the hint held (the scan found the anchor where it said).
-    pub fn hint_held(&self) -> bool {
-        self.hint_held
     }
 
     /// The SD log's header says it began at `start_us` (log time): when that is at or
@@ -403,7 +361,6 @@ impl Locator {
                     Some(Edge::Tail) if s.begun && !self.stopped => TAIL_PIECE,
                     // A stretch that runs to a time: seconds of log, not a gap's worth.
                     Some(Edge::Head | Edge::Window) if s.begun => STRETCH_PIECE,
-                    _ if self.hint_held || s.hinted => HINT_PIECE,
                     _ => SCAN_PIECE,
                 };
                 Some((s.at, piece.min(self.sd_len - s.at)))
@@ -435,14 +392,21 @@ impl Locator {
                 if offset != mid {
                     return;
                 }
+                // Nothing to date in a probe that ran to the end of the file: what follows
+                // the records (the post-flight data), so they are before it; in a probe
+                // short of the end: the definitions, so they are after it.
+                let at_end = mid + data.len() as u64 >= self.sd_len;
                 let Some(start) = sync(&self.decoder, data) else {
                     if *probe < MAX_PROBE && data.len() as u64 == *probe {
                         // Long messages: no chain of them fits; look at more.
                         *probe *= 2;
                         return;
                     }
-                    // No boundary in the biggest probe: the definitions, before the records.
-                    *lo = mid;
+                    if at_end {
+                        *hi = mid;
+                    } else {
+                        *lo = mid;
+                    }
                     return self.bisected();
                 };
                 let mut decoder = std::mem::take(&mut self.decoder);
@@ -461,12 +425,14 @@ impl Locator {
                     return;
                 }
                 *probe = PROBE;
-                // Nothing datable in the biggest probe (the definitions): the records are
-                // after it.
-                if front.is_none_or(|t| t < self.target_us) {
-                    *lo = mid;
-                } else {
+                let after = match front {
+                    Some(t) => t >= self.target_us,
+                    None => at_end,
+                };
+                if after {
                     *hi = mid;
+                } else {
+                    *lo = mid;
                 }
                 self.bisected();
             }
@@ -482,17 +448,6 @@ impl Locator {
                     None if ended => Some(self.at_eof()),
                     None => None,
                 };
-                if let Stage::Scan(s) = &self.stage
-                    && s.missed
-                {
-                    // Not the anchor the hint promised: find it the long way.
-                    self.stage = Stage::Bisect {
-                        lo: self.from,
-                        hi: self.sd_len,
-                        probe: PROBE,
-                    };
-                    return;
-                }
                 match outcome {
                     // The bisection landed past the records (a stretch of lagging samples
                     // looked early): start again further back.
@@ -545,22 +500,6 @@ impl Locator {
         };
         let mut carry = std::mem::take(&mut s.carry);
         let mut start = 0;
-        if s.hinted {
-            // The hint promised the last anchor before the dropout right there.
-            let last = self.site.before.iter().max().copied();
-            let expected = last.map_or(&[][..], |i| &self.site.messages[i].bytes[..]);
-            let n = carry.len().min(expected.len());
-            if expected.is_empty() || carry[..n] != expected[..n] {
-                s.missed = true;
-                return None;
-            }
-            if n < expected.len() {
-                s.carry = carry;
-                return None;
-            }
-            s.hinted = false;
-            self.hint_held = true;
-        }
         if !s.synced {
             match sync(&self.decoder, &carry) {
                 Some(at) => {
@@ -602,11 +541,13 @@ impl Locator {
                 let since_start = self.sd_from_start || ts.is_some_and(|ts| ts >= self.start_us);
                 if self.after.contains_key(raw) || (record && since_start) {
                     s.begun = true;
+                    s.begun_at = at;
                     s.stop_us = self.last_us;
                 }
             }
             if let Some(&i) = self.before.get(raw) {
                 s.begun = true;
+                s.begun_at = at;
                 s.anchor = Some(i);
                 s.stretch.clear();
                 s.lost = 0;
@@ -615,7 +556,8 @@ impl Locator {
                 continue;
             }
             if let Some(&j) = self.after.get(raw) {
-                self.found_after = Some((j, at));
+                self.found_after = Some(at);
+                self.begun_at = s.begun.then_some(s.begun_at);
                 outcome = Some(if s.begun {
                     merge(&self.site, s.anchor, Some(j), &s.stretch)
                 } else {
@@ -630,6 +572,22 @@ impl Locator {
                     Unfilled::NoRecordBefore
                 }));
                 break;
+            }
+            if !s.begun
+                && self.edge.is_none()
+                && let (Some(t), Some(resumed)) = (ts, self.site.after_us)
+                && s.early.len() < EARLY_RECORDS
+            {
+                s.early.push(t);
+                if s.early.len() == EARLY_RECORDS {
+                    let mut early = s.early.clone();
+                    early.sort_unstable();
+                    if early[EARLY_RECORDS / 2] > resumed + PAST_MARGIN_US {
+                        // The bisection overshot: the caller steps back.
+                        outcome = Some(Outcome::Unfilled(Unfilled::NoRecordBefore));
+                        break;
+                    }
+                }
             }
             if !s.begun {
                 continue;
@@ -771,17 +729,6 @@ fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<
         recovered_bytes,
         complete,
         edge: site.edge(),
-    }
-}
-
-/// The timestamp of a data record (or a logged string) the decoder can read.
-fn timestamp(decoder: &mut Decoder, raw: &[u8]) -> Option<u64> {
-    match Message::parse_framed(raw)? {
-        m @ Message::Data { .. } => decoder.timestamp_of(Some(&m)),
-        Message::Logging { timestamp, .. } | Message::LoggingTagged { timestamp, .. } => {
-            Some(timestamp)
-        }
-        _ => None,
     }
 }
 

@@ -1,14 +1,19 @@
 //! Completing a flight from the vehicle's SD log, sans-IO. Within one boot PX4's file log and
-//! its stream carry the same records with the same message ids, each losing its own; a
-//! dropout of the stream is found again in the SD log by the records around it and filled
-//! with the records the SD log has in between, fetched by byte range over MAVLink FTP without
-//! reading the whole file.
+//! its stream carry the same records with the same message ids, in the same order, each
+//! losing its own; a dropout of the stream is found again in the SD log (where the stream's
+//! bytes since the gap before put it, or by the records around it) and filled with the
+//! records the SD log has in between, fetched by byte range over MAVLink FTP without reading
+//! the whole file.
 //!
 //! - [`scan`]: the flight as received: its definitions and every dropout with the data
 //!   records on each side of it, the stream's head (before its first record) and tail (after
 //!   its last) counted as dropouts too.
-//! - [`locate`]: [`Locator`], one dropout: which byte ranges of the SD log to read
+//! - [`walk`]: [`Gaps`], the flight's gaps in every column, and [`GapRead`], one gap read
+//!   where the gap before puts it (the stream's bytes between two gaps are the SD log's).
+//! - [`locate`]: [`Locator`], one dropout searched for by time where the walk cannot go
 //!   (bisection on offsets, then a scan), and what the stream lost there.
+//! - [`filler`]: [`Filler`], a whole flight: its dropouts in the order of its gaps, walked
+//!   or searched for, over one SD log read through one block cache.
 //! - [`mod@column`]: [`ColumnFilter`], which of the SD log's records a column of the session
 //!   takes (each topic in one column; an event buffer only inside its windows).
 //! - [`cache`]: the SD log's bytes already fetched, in blocks (dropouts close together read
@@ -17,17 +22,22 @@
 //!   in it ([`Fill`]), which the store keeps beside the splits
 //!   ([`crate::store::amend`]).
 //!
-//! The shell ([`crate::shell::fill`]) reads the session, runs the locators over the link's
-//! FTP client and writes the amendments. Uses the engine only.
+//! The shell ([`crate::shell::fill`]) reads the session, finds the flight's SD log among the
+//! vehicle's, runs the [`Filler`] over the link's FTP client and writes the amendments. Uses
+//! the engine only.
 
 pub mod amendment;
 pub mod cache;
 pub mod column;
+pub mod filler;
 pub mod locate;
 pub mod scan;
+pub mod walk;
 
 pub use amendment::{Fill, Recovered};
 pub use cache::BlockCache;
 pub use column::ColumnFilter;
-pub use locate::{Landmark, Locator, Outcome, StreamEnd, Unfilled};
+pub use filler::{ColumnSplits, Filler, Flight, SiteFill};
+pub use locate::{Locator, Outcome, StreamEnd, Unfilled};
 pub use scan::{DropoutSite, Edge, FlightScan};
+pub use walk::{GapRead, Gaps, Walked};

@@ -11,12 +11,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::fill::amendment::{Recovered, build};
-use std::collections::HashSet;
-
-use crate::fill::{
-    BlockCache, ColumnFilter, DropoutSite, Edge, FlightScan, Landmark, Locator, Outcome, StreamEnd,
-    Unfilled,
-};
+use crate::fill::{ColumnSplits, Edge, Filler, Flight, Outcome, SiteFill};
 use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
@@ -28,8 +23,6 @@ use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC};
 /// what a fill cut short loses at most.
 const BATCH: usize = 64;
 const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-/// Bytes of the SD log kept after fetching (dropouts close together read the same stretch).
-const CACHE_BYTES: u64 = 4 << 20;
 /// SD logs tried, newest first, before giving up.
 const CANDIDATES: usize = 5;
 
@@ -56,8 +49,9 @@ pub type NotFilled = (String, u64, String);
 /// What a fill did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FillReport {
-    /// The SD log used.
+    /// The SD log used, and its size when it was opened (what the fill could read of it).
     pub sd_log: Option<String>,
+    pub sd_log_bytes: u64,
     /// Dropouts in the session.
     pub dropouts: usize,
     /// Filled by an earlier fill.
@@ -77,21 +71,9 @@ pub struct FillReport {
     pub tail_records: u64,
     /// File bytes received over FTP (duplicates included).
     pub fetched_bytes: u64,
-    /// Dropouts looked for where the dropout before predicted them, and how many were
-    /// right there (the others were found by bisection).
-    pub hinted: usize,
-    pub hints_held: usize,
+    /// Dropouts read where the gap before put them (the others were searched for by time).
+    pub walked: usize,
     pub amendments: Vec<String>,
-}
-
-/// One column of the session as a fill sees it: the flight as received in it (with every
-/// column's definitions: the SD log's records are read with all of them) and what of the SD
-/// log it takes.
-struct ColumnScan {
-    flight: FlightScan,
-    filter: ColumnFilter,
-    /// Where the stream stopped, across every column (a column's tail starts from it).
-    stream_end: StreamEnd,
 }
 
 /// The splits of column `k` of the session in `dir`: each `(file, bytes, preamble bytes)`.
@@ -113,117 +95,41 @@ fn read_column(
         .collect()
 }
 
-/// The splits as [`crate::fill::scan::scan`] takes them (the first one whole).
-fn as_scanned(raw: &[(String, Vec<u8>, usize)]) -> impl Iterator<Item = (&str, &[u8], usize)> {
-    raw.iter()
-        .enumerate()
-        .map(|(k, (name, bytes, skip))| (name.as_str(), &bytes[..], if k == 0 { 0 } else { *skip }))
-}
-
-/// When a gap may have lost samples (log time, µs): from its last anchor before (less what
-/// PX4 logs late) to its first after.
-fn gap_span(flight: &FlightScan, site: &DropoutSite) -> Option<[u64; 2]> {
-    let lag = crate::fill::locate::TAIL_LAG_US;
-    match site.edge() {
-        Some(Edge::Window) => None,
-        Some(Edge::Head) => Some([flight.start_us, site.after_us.unwrap_or(u64::MAX)]),
-        _ => Some([
-            site.last_before_us.saturating_sub(lag),
-            site.after_us.unwrap_or(u64::MAX),
-        ]),
-    }
-}
-
-/// Scans each column of the session in `dir` (the main column first); an event buffer's
-/// sites are its windows that a gap of the other columns may have touched (those that cannot
-/// be filled come back with why, as unfilled gaps).
-fn scan_columns(
-    dir: &Path,
-    manifest: &Manifest,
-) -> std::io::Result<(Vec<ColumnScan>, Vec<NotFilled>)> {
-    let mut flights = Vec::new();
-    for k in 0..=manifest.columns.len() {
-        let raw = read_column(dir, manifest, k)?;
-        flights.push(crate::fill::scan::scan(as_scanned(&raw)));
-    }
-    let buffer = |k: usize| {
-        k.checked_sub(1)
-            .and_then(|c| manifest.columns[c].event_buffer.as_ref())
-    };
-    let spans: Vec<[u64; 2]> = flights
+/// The session in `dir` as a fill sees it, and the event buffers' windows that cannot be
+/// filled, as unfilled gaps.
+fn read_flight(dir: &Path, manifest: &Manifest) -> std::io::Result<(Flight, Vec<NotFilled>)> {
+    let raw: Vec<Vec<(String, Vec<u8>, usize)>> = (0..=manifest.columns.len())
+        .map(|k| read_column(dir, manifest, k))
+        .collect::<Result<_, _>>()?;
+    let columns: Vec<ColumnSplits> = raw
         .iter()
         .enumerate()
-        .filter(|(k, _)| buffer(*k).is_none())
-        .flat_map(|(_, f)| f.sites.iter().filter_map(|s| gap_span(f, s)))
+        .map(|(k, splits)| ColumnSplits {
+            splits: splits
+                .iter()
+                .map(|(name, bytes, skip)| (name.as_str(), &bytes[..], *skip))
+                .collect(),
+            windows: k
+                .checked_sub(1)
+                .and_then(|c| manifest.columns[c].event_buffer.as_ref())
+                .map(|b| &b.windows[..]),
+        })
         .collect();
-    let mut unfillable = Vec::new();
-    for (k, flight) in flights.iter_mut().enumerate() {
-        let Some(buffer) = buffer(k) else { continue };
-        let raw = read_column(dir, manifest, k)?;
-        let touched = |[from, to]: [u64; 2]| spans.iter().any(|[a, b]| *a <= to && from <= *b);
-        let (sites, left) =
-            crate::fill::scan::window_sites(as_scanned(&raw), &buffer.windows, touched);
-        flight.sites = sites;
-        let column = &manifest.columns[k - 1].name;
-        unfillable.extend(left.into_iter().map(|[from, to]| {
+    let (flight, left) = Flight::new(&columns);
+    let unfillable = left
+        .into_iter()
+        .map(|(k, [from, to])| {
             (
-                format!("{column}/"),
+                format!("{}/", manifest.columns[k - 1].name),
                 from,
                 format!(
                     "the event buffer's window {from}..{to} µs has no samples in one split to \
                      put the SD log's beside"
                 ),
             )
-        }));
-    }
-    let ids: Vec<HashSet<u16>> = flights
-        .iter()
-        .map(|f| f.subscriptions.keys().copied().collect())
-        .collect();
-    let mut formats: Vec<Vec<u8>> = Vec::new();
-    let mut subscriptions = std::collections::HashMap::new();
-    for f in &flights {
-        for format in &f.formats {
-            if !formats.contains(format) {
-                formats.push(format.clone());
-            }
-        }
-        subscriptions.extend(f.subscriptions.iter().map(|(id, a)| (*id, a.clone())));
-    }
-    let one_column = flights.len() == 1;
-    let stream_end = StreamEnd::of(&flights);
-    let columns = flights
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut flight)| {
-            let filter = if one_column {
-                ColumnFilter::all()
-            } else {
-                let others = ids
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != k)
-                    .flat_map(|(_, ids)| ids.iter().copied())
-                    .collect();
-                let filter = ColumnFilter::column(ids[k].clone(), others, k == 0);
-                match k
-                    .checked_sub(1)
-                    .and_then(|c| manifest.columns[c].event_buffer.as_ref())
-                {
-                    Some(buffer) => filter.with_windows(buffer.windows.clone()),
-                    None => filter,
-                }
-            };
-            flight.formats = formats.clone();
-            flight.subscriptions = subscriptions.clone();
-            ColumnScan {
-                flight,
-                filter,
-                stream_end: stream_end.clone(),
-            }
         })
         .collect();
-    Ok((columns, unfillable))
+    Ok((flight, unfillable))
 }
 
 /// Fills the dropouts, head and tail of the closed session in `dir` from the vehicle
@@ -234,154 +140,154 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     if !manifest.closed {
         return Err(FillError::NotClosed);
     }
-    let (columns, unfillable) = scan_columns(dir, &manifest)?;
+    let (flight, unfillable) = read_flight(dir, &manifest)?;
     let mut report = FillReport {
         unfilled: unfillable,
         ..FillReport::default()
     };
-    // Each column's sites not filled yet.
-    let mut todo: Vec<Vec<&DropoutSite>> = Vec::new();
-    for column in &columns {
-        report.dropouts += column.flight.sites.len();
-        todo.push(
-            column
-                .flight
+    let filled: Vec<Vec<bool>> = flight
+        .columns
+        .iter()
+        .map(|c| {
+            c.flight
                 .sites
                 .iter()
-                .filter(|s| !is_filled(&manifest.amendments, &s.split, s.offset))
-                .collect(),
-        );
-    }
-    let left: usize = todo.iter().map(Vec::len).sum();
-    report.already_filled = report.dropouts - left;
-    if left == 0 {
+                .map(|s| is_filled(&manifest.amendments, &s.split, s.offset))
+                .collect()
+        })
+        .collect();
+    report.dropouts = filled.iter().map(Vec::len).sum();
+    report.already_filled = filled.iter().flatten().filter(|f| **f).count();
+    if report.already_filled == report.dropouts {
         return Ok(report);
     }
     let fetched_before = files.stats().bytes_received;
-    // The SD log is told by a dropout with records on both sides (the head's may be missing
-    // from an SD log that began later), else by the head or the tail; the main column's
-    // first.
-    let all = || {
-        todo.iter()
-            .enumerate()
-            .flat_map(|(c, sites)| sites.iter().enumerate().map(move |(k, s)| (c, k, *s)))
-    };
-    let probe = all()
-        .find(|(_, _, s)| s.edge().is_none())
-        .or_else(|| all().find(|(_, _, s)| !s.before.is_empty() || !s.after.is_empty()))
-        .map(|(c, k, _)| (c, k));
-    let Some(probe) = probe else {
-        for (c, sites) in todo.iter().enumerate() {
-            for site in sites {
-                let outcome = Locator::new(&columns[c].flight, site, 0, 0)
-                    .outcome()
-                    .cloned();
-                if let Some(Outcome::Unfilled(why)) = outcome {
-                    report
-                        .unfilled
-                        .push((site.split.clone(), site.offset, why.to_string()));
+    let Some(probe) = flight.probe(|c, k| !filled[c][k]) else {
+        // No site with a record on either side: nothing to find any of them by.
+        for (c, column) in flight.columns.iter().enumerate() {
+            for (k, site) in column.flight.sites.iter().enumerate() {
+                if !filled[c][k] {
+                    report.unfilled.push((
+                        site.split.clone(),
+                        site.offset,
+                        crate::fill::Unfilled::NoAnchors.to_string(),
+                    ));
                 }
             }
         }
         return Ok(report);
     };
-    let (c, k) = probe;
-    let sd = find_sd_log(files, &columns[c], todo[c][k]).await?;
-    let (sd_log, mut cache) = (sd.path, sd.cache);
+    let (sd_log, sd_len, mut filler) = find_sd_log(files, &flight, filled, probe).await?;
     report.sd_log = Some(sd_log.clone());
-    let mut first = Some(sd.outcome);
+    report.sd_log_bytes = sd_len;
+    // Per column: the recovered records not yet written.
+    let mut batches: Vec<Vec<Recovered>> = vec![Vec::new(); flight.columns.len()];
     let mut flushed = std::time::Instant::now();
-    for (c, sites) in todo.iter().enumerate() {
-        let column = &columns[c];
-        let mut from = 0;
-        // Where the last dropout's first anchor after it lies: in its split and the SD log.
-        let mut landmark: Option<Landmark> = None;
-        let mut batch: Vec<Recovered> = Vec::new();
-        for (k, site) in sites.iter().enumerate() {
-            let outcome = match first.take_if(|_| (c, k) == probe) {
-                Some(o) => o,
-                None => {
-                    let hint = landmark.as_ref().and_then(|l| l.hint(site));
-                    report.hinted += usize::from(hint.is_some());
-                    let located =
-                        locate(files, column, site, &sd.log, &mut from, hint, &mut cache).await?;
-                    report.hints_held += usize::from(located.hint_held);
-                    landmark = located.landmark;
-                    located.outcome
-                }
-            };
-            match outcome {
-                Outcome::Filled {
-                    from,
-                    to,
-                    records,
-                    recovered,
-                    recovered_bytes,
-                    complete,
-                    edge,
-                } => {
-                    report.filled += 1;
-                    report.partial += usize::from(!complete);
-                    report.records += recovered;
-                    report.record_bytes += recovered_bytes;
-                    match edge {
-                        Some(Edge::Head) => report.head_records += recovered,
-                        Some(Edge::Tail) => report.tail_records += recovered,
-                        Some(Edge::Window) | None => {}
-                    }
-                    batch.push(Recovered {
-                        split: site.split.clone(),
-                        offset: site.offset,
-                        from,
-                        to,
-                        records,
-                        recovered,
-                        complete,
-                        edge,
-                    });
-                }
-                Outcome::Unfilled(why) => {
-                    report
-                        .unfilled
-                        .push((site.split.clone(), site.offset, why.to_string()));
-                }
-            }
-            let column_done = k + 1 == sites.len();
-            if batch.len() >= BATCH || flushed.elapsed() >= FLUSH_EVERY || column_done {
-                flushed = std::time::Instant::now();
-                let all_done = column_done && todo[c + 1..].iter().all(Vec::is_empty);
-                if all_done {
-                    manifest.fill = Some("done".into());
-                }
-                manifest.unfilled = report
-                    .unfilled
-                    .iter()
-                    .map(|(split, offset, reason)| amend::UnfilledGap {
-                        split: split.clone(),
-                        offset: *offset,
-                        reason: reason.clone(),
-                    })
-                    .collect();
-                if !batch.is_empty() {
-                    let name = amendment_name(manifest.amendments.len());
-                    let (bytes, fills) = build(&column.flight, &batch);
-                    write_file_durably(dir, &name, &bytes)?;
-                    manifest.amendments.push(AmendmentEntry {
-                        file: name.clone(),
-                        sha256: hex(&Sha256::digest(&bytes)),
-                        source: sd_log.clone(),
-                        fills,
-                    });
-                    report.amendments.push(name);
-                    batch.clear();
-                }
-                write_manifest(dir, &manifest)?;
+    let mut stalled = false;
+    loop {
+        while let Some(done) = filler.poll() {
+            let c = done.column;
+            let site = &flight.columns[c].flight.sites[done.site];
+            if let Some(recovered) = take(&mut report, site, done) {
+                batches[c].push(recovered);
             }
         }
+        let waiting: usize = batches.iter().map(Vec::len).sum();
+        // Done, or nothing more to read (which is done too: the filler asks for what it
+        // needs until its work is over).
+        let over = filler.is_done() || stalled;
+        if over || waiting >= BATCH || flushed.elapsed() >= FLUSH_EVERY {
+            flushed = std::time::Instant::now();
+            if over {
+                manifest.fill = Some("done".into());
+            }
+            manifest.unfilled = report
+                .unfilled
+                .iter()
+                .map(|(split, offset, reason)| amend::UnfilledGap {
+                    split: split.clone(),
+                    offset: *offset,
+                    reason: reason.clone(),
+                })
+                .collect();
+            for (c, batch) in batches.iter_mut().enumerate() {
+                if batch.is_empty() {
+                    continue;
+                }
+                let name = amendment_name(manifest.amendments.len());
+                let (bytes, fills) = build(&flight.columns[c].flight, batch);
+                write_file_durably(dir, &name, &bytes)?;
+                manifest.amendments.push(AmendmentEntry {
+                    file: name.clone(),
+                    sha256: hex(&Sha256::digest(&bytes)),
+                    source: sd_log.clone(),
+                    fills,
+                });
+                report.amendments.push(name);
+                batch.clear();
+            }
+            write_manifest(dir, &manifest)?;
+        }
+        if over {
+            break;
+        }
+        let Some((at, n)) = filler.next_read() else {
+            stalled = true;
+            continue;
+        };
+        tracing::trace!(at, n, "reading the SD log");
+        let data = files.read(at, n).await?;
+        filler.handle_read(at, &data);
     }
     files.close().await?;
     report.fetched_bytes = files.stats().bytes_received - fetched_before;
     Ok(report)
+}
+
+/// Counts what one dropout came to in `report`; the records to write, if it was filled.
+fn take(
+    report: &mut FillReport,
+    site: &crate::fill::DropoutSite,
+    done: SiteFill,
+) -> Option<Recovered> {
+    match done.outcome {
+        Outcome::Filled {
+            from,
+            to,
+            records,
+            recovered,
+            recovered_bytes,
+            complete,
+            edge,
+        } => {
+            report.filled += 1;
+            report.walked += usize::from(done.walked);
+            report.partial += usize::from(!complete);
+            report.records += recovered;
+            report.record_bytes += recovered_bytes;
+            match edge {
+                Some(Edge::Head) => report.head_records += recovered,
+                Some(Edge::Tail) => report.tail_records += recovered,
+                Some(Edge::Window) | None => {}
+            }
+            Some(Recovered {
+                split: site.split.clone(),
+                offset: site.offset,
+                from,
+                to,
+                records,
+                recovered,
+                complete,
+                edge,
+            })
+        }
+        Outcome::Unfilled(why) => {
+            report
+                .unfilled
+                .push((site.split.clone(), site.offset, why.to_string()));
+            None
+        }
+    }
 }
 
 /// Records in the session's manifest how its fill ended (`done`, `failed: WHY`): the uploader
@@ -392,29 +298,16 @@ pub fn mark(dir: &Path, outcome: &str) -> std::io::Result<()> {
     write_manifest(dir, &manifest)
 }
 
-/// An SD log open for reading: its size and its header's start time (log time, µs).
-struct SdLog {
-    len: u64,
-    start_us: u64,
-}
-
-/// The flight's SD log, found: its path, what it is, the probe's outcome there and the
-/// bytes read of it.
-struct Found {
-    path: String,
-    log: SdLog,
-    outcome: Outcome,
-    cache: BlockCache,
-}
-
-/// The SD log of the flight (newest first): the first where the dropout `probe` is found
-/// again, its records around it the stream's. Several logs of one boot (one per arming), an
-/// SD log that began after the stream, samples older than a header: the records decide.
-async fn find_sd_log(
+/// The flight's SD log (newest first): the first where the dropout `probe` is found again,
+/// its records around it the stream's; its path, its size and the filler on it. Several
+/// logs of one boot (one per arming), an SD log that began after the stream, samples older
+/// than a header: the records decide.
+async fn find_sd_log<'a>(
     files: &mut VehicleFiles,
-    column: &ColumnScan,
-    probe: &DropoutSite,
-) -> Result<Found, FillError> {
+    flight: &'a Flight,
+    filled: Vec<Vec<bool>>,
+    probe: (usize, usize),
+) -> Result<(String, u64, Filler<'a>), FillError> {
     let logs = files.list_logs().await?;
     let mut checked = 0;
     for log in logs
@@ -431,82 +324,27 @@ async fn find_sd_log(
             continue;
         }
         let start_us = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-        let sd = SdLog { len, start_us };
-        let mut cache = BlockCache::new(len, CACHE_BYTES);
-        let outcome = locate(files, column, probe, &sd, &mut 0, None, &mut cache)
-            .await?
-            .outcome;
-        if let Outcome::Unfilled(why) = outcome {
-            tracing::debug!(log = log.path, "not this flight's SD log: {why}");
-            continue;
+        let mut filler = Filler::new(flight, filled.clone(), Some(probe), len, start_us);
+        while !filler.probed() && filler.wrong_log().is_none() {
+            let Some((at, n)) = filler.next_read() else {
+                break;
+            };
+            let data = files.read(at, n).await?;
+            filler.handle_read(at, &data);
         }
-        tracing::info!(log = log.path, len, "the flight's SD log");
-        return Ok(Found {
-            path: log.path.clone(),
-            log: sd,
-            outcome,
-            cache,
-        });
+        if filler.probed() {
+            tracing::info!(log = log.path, len, "the flight's SD log");
+            return Ok((log.path.clone(), len, filler));
+        }
+        tracing::debug!(
+            log = log.path,
+            "not this flight's SD log: {}",
+            filler
+                .wrong_log()
+                .map_or_else(|| "no answer".into(), |why| why.to_string())
+        );
     }
     Err(FillError::NoSdLog { checked })
-}
-
-/// What one locator came to.
-struct Located {
-    outcome: Outcome,
-    /// Where the dropout's first anchor after it was found (the next one's hint).
-    landmark: Option<Landmark>,
-    /// The dropout was where the hint said.
-    hint_held: bool,
-}
-
-/// Runs one locator over the open SD log, from `from` on (which it moves to where its
-/// scan began, for the next dropout), starting at `hint` if one is given.
-async fn locate(
-    files: &mut VehicleFiles,
-    column: &ColumnScan,
-    site: &DropoutSite,
-    sd: &SdLog,
-    from: &mut u64,
-    hint: Option<u64>,
-    cache: &mut BlockCache,
-) -> Result<Located, FillError> {
-    let mut locator = Locator::new(&column.flight, site, sd.len, *from)
-        .with_sd_start(sd.start_us)
-        .with_filter(column.filter.clone())
-        .with_stream_end(&column.stream_end);
-    if let Some(hint) = hint {
-        locator = locator.with_hint(hint);
-    }
-    while let Some((offset, len)) = locator.next_read() {
-        while let Some((at, n)) = cache.missing(offset, len) {
-            let fetched = files.read(at, n).await?;
-            let short = (fetched.len() as u64) < n;
-            cache.insert(at, &fetched);
-            if short {
-                // The file ends sooner than listed.
-                break;
-            }
-        }
-        let data = cache.get(offset, len).unwrap_or_default();
-        locator.handle_read(offset, &data);
-    }
-    if let Some(start) = locator.scan_start() {
-        *from = start;
-    }
-    if hint.is_some() && !locator.hint_held() {
-        tracing::debug!(split = site.split, offset = site.offset, "the hint missed");
-    }
-    let landmark = locator.landmark();
-    let outcome = locator
-        .outcome()
-        .cloned()
-        .unwrap_or(Outcome::Unfilled(Unfilled::NoRecordAfter));
-    Ok(Located {
-        outcome,
-        landmark,
-        hint_held: locator.hint_held(),
-    })
 }
 
 /// `--fill auto`: fills each session the daemon closes, on its own thread (reading splits

@@ -59,8 +59,9 @@ pub(crate) async fn fill(
     }
     println!(
         "{}: {} dropout(s): {} filled now ({} partly: the SD log lost records there too), {} \
-         filled before, {} not filled; {} records ({} bytes) recovered from {}; {} bytes fetched ({} of {} dropouts read right where the one \
-         before said)",
+         filled before, {} not filled; {} records ({} bytes) recovered from {} ({} before the \
+         stream's first record, {} after its last); {} bytes fetched; {} dropout(s) read where \
+         the gap before put them, the others searched for",
         session.display(),
         report.dropouts,
         report.filled,
@@ -70,9 +71,10 @@ pub(crate) async fn fill(
         report.records,
         report.record_bytes,
         report.sd_log.as_deref().unwrap_or("-"),
+        report.head_records,
+        report.tail_records,
         report.fetched_bytes,
-        report.hints_held,
-        report.hinted
+        report.walked,
     );
     for (split, offset, why) in &report.unfilled {
         println!("  not filled: {split} at byte {offset}: {why}");
