@@ -85,12 +85,23 @@ fn fill_from_px4(session: &Path, port: u16) -> Json {
         .arg("fill")
         .arg(session)
         .args(["--json", "--udp", &port.to_string()])
+        // Every FTP request and reply, and every read of the SD log, kept beside the
+        // session (~1 MB): what to read when a fill against PX4 goes wrong.
+        .env(
+            "RUST_LOG",
+            "ulog_recv::shell::fill=trace,ulog_recv::link::ftp=trace",
+        )
         .output()
         .unwrap();
+    let log = session.with_extension("fill.log");
+    std::fs::write(&log, &out.stderr).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last: Vec<&str> = stderr.lines().rev().take(30).collect();
     assert!(
         out.status.success(),
-        "fill from PX4: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "fill from PX4 (the whole trace: {}): {}",
+        log.display(),
+        last.into_iter().rev().collect::<Vec<_>>().join("\n")
     );
     let fill: Json = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!("fill from PX4: {fill}");
