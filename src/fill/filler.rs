@@ -695,7 +695,7 @@ fn site_gaps(flight: &Flight, c: usize, k: usize) -> Option<(usize, usize)> {
         .filter_map(|m| gaps.gap_of(c, &site.split, m.offset))
         .map(|(g, _)| g);
     let first = found.next()?;
-    let last = found.last().unwrap_or(first).max(first);
+    let last = found.fold(first, |last, g| last.max(g));
     Some((first, last))
 }
 

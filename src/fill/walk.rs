@@ -540,9 +540,7 @@ fn resumes(gaps: &Gaps, g: usize, bytes: &[u8]) -> Option<bool> {
     let mut next = vec![0usize; heads.len()];
     let mut messages = framed(bytes);
     for _ in 0..need {
-        let Some(raw) = messages.next() else {
-            return None;
-        };
+        let raw = messages.next()?;
         let column =
             (0..heads.len()).find(|c| heads[*c].get(next[*c]).is_some_and(|h| h[..] == *raw));
         match column {
