@@ -17,7 +17,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::fill::cache::BlockCache;
+use crate::fill::cache::ByteCache;
 use crate::fill::column::ColumnFilter;
 use crate::fill::locate::{Locator, Outcome, StreamEnd, Unfilled};
 use crate::fill::scan::{DropoutSite, Edge, FlightScan, scan, window_sites};
@@ -242,7 +242,7 @@ pub struct Filler<'a> {
     filled: Vec<Vec<bool>>,
     sd_len: u64,
     sd_start: u64,
-    cache: BlockCache,
+    cache: ByteCache,
     decoder: Decoder,
     steps: VecDeque<Step>,
     /// Per column: where its records lie at or after in the SD log.
@@ -281,7 +281,7 @@ impl<'a> Filler<'a> {
             filled,
             sd_len,
             sd_start,
-            cache: BlockCache::new(sd_len, CACHE_BYTES),
+            cache: ByteCache::new(sd_len, CACHE_BYTES),
             decoder,
             steps: steps(flight),
             from: vec![0; flight.columns.len()],
@@ -301,7 +301,28 @@ impl<'a> Filler<'a> {
         filler
     }
 
-    /// The next byte range of the SD log to read (whole cache blocks), `None` once done.
+    /// What the filler reads for now, for logs: `probe`, `walk`, `check`, `search`, `head`,
+    /// `tail`, `window`, `resync`, or `-` between two works.
+    pub fn doing(&self) -> &'static str {
+        match &self.work {
+            Work::Probe(_) => "probe",
+            Work::Walk { read, .. } if read.is_check() => "check",
+            Work::Walk { .. } => "walk",
+            Work::Search {
+                current: Some((site, _)),
+                ..
+            } => match self.flight.site(*site).edge() {
+                Some(Edge::Head) => "head",
+                Some(Edge::Tail) => "tail",
+                Some(Edge::Window) => "window",
+                None => "search",
+            },
+            Work::Resync(_) => "resync",
+            Work::Idle | Work::Search { .. } | Work::Done => "-",
+        }
+    }
+
+    /// The next byte range of the SD log to read (whole packets), `None` once done.
     pub fn next_read(&mut self) -> Option<(u64, u64)> {
         let (at, n) = self.wanted()?;
         self.asked = self.cache.missing(at, n);

@@ -13,11 +13,11 @@
 //! - [`locate`]: [`Locator`], one dropout searched for by time where the walk cannot go
 //!   (bisection on offsets, then a scan), and what the stream lost there.
 //! - [`filler`]: [`Filler`], a whole flight: its dropouts in the order of its gaps, walked
-//!   or searched for, over one SD log read through one block cache.
+//!   or searched for, over one SD log read through one cache.
 //! - [`mod@column`]: [`ColumnFilter`], which of the SD log's records a column of the session
 //!   takes (each topic in one column; an event buffer only inside its windows).
-//! - [`cache`]: the SD log's bytes already fetched, in blocks (dropouts close together read
-//!   the same stretch).
+//! - [`cache`]: the SD log's bytes already fetched, read in whole packets (dropouts close
+//!   together read the same stretch).
 //! - [`amendment`]: the recovered records as a standalone ULog and where each dropout's lie
 //!   in it ([`Fill`]), which the store keeps beside the splits
 //!   ([`crate::store::amend`]).
@@ -35,7 +35,7 @@ pub mod scan;
 pub mod walk;
 
 pub use amendment::{Fill, Recovered};
-pub use cache::BlockCache;
+pub use cache::ByteCache;
 pub use column::ColumnFilter;
 pub use filler::{ColumnSplits, Filler, Flight, SiteFill};
 pub use locate::{Locator, Outcome, StreamEnd, Unfilled};

@@ -34,7 +34,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::fill::cache::BLOCK;
+use crate::fill::cache::PACKET;
 use crate::ulog::message::{FILE_HEADER_LEN, MSG_HEADER_LEN, framed, msg_type, plausible_header};
 use crate::ulog::{Decoder, Message};
 
@@ -46,10 +46,11 @@ pub const TAILS: usize = 4;
 /// Messages in a row that must be the stream's first ones after a gap for the run to end
 /// there (fewer when the stream has fewer there).
 pub const CONFIRM: usize = 3;
-/// Bytes read past the gap's predicted start at first: a lost chunk (249 bytes), the
-/// messages it cut at both ends, and those that confirm the end; rounded to whole blocks.
-pub const AHEAD: u64 = 2 * BLOCK;
-/// Most bytes asked for at once as a run goes on (from one block, doubling).
+/// Bytes read at first for a gap, from the stream's last message before it: two packets,
+/// room for that message, a lost chunk (249 bytes) and most often the messages that confirm
+/// the end; more comes a packet at a time.
+pub const AHEAD: u64 = 2 * PACKET;
+/// Most bytes asked for at once as a run goes on (from one packet, doubling).
 pub const MAX_PIECE: u64 = 64 * 1024;
 /// A walk gives up once it has seen this many records stamped [`GIVE_UP_US`] past the
 /// stream's first ones after the gap.
@@ -293,7 +294,6 @@ impl GapRead {
     /// gap before it ended there less the stream's bytes between them).
     pub fn fill(gaps: &Gaps, g: usize, start: u64, sd_len: u64, decoder: &mut Decoder) -> Self {
         let from = start - back(gaps, g, start);
-        let end = (start + AHEAD).div_ceil(BLOCK) * BLOCK;
         let checked = from == start;
         Self::new(
             gaps,
@@ -301,7 +301,7 @@ impl GapRead {
             Mode::Fill { start, checked },
             from,
             start,
-            end - from,
+            AHEAD,
             sd_len,
             decoder,
         )
@@ -334,7 +334,7 @@ impl GapRead {
     /// Where the stream resumed after gap `g` of `gaps`, walking the SD log from `from` (a
     /// message boundary at or before it).
     pub fn find(gaps: &Gaps, g: usize, from: u64, sd_len: u64, decoder: &mut Decoder) -> Self {
-        Self::new(gaps, g, Mode::Find, from, from, 8 * BLOCK, sd_len, decoder)
+        Self::new(gaps, g, Mode::Find, from, from, 8 * PACKET, sd_len, decoder)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -418,9 +418,9 @@ impl GapRead {
         } else if ended {
             self.result = Some(Err(Miss::EndOfFile));
         } else {
-            // A block more, then twice as much each time (a long outage's run).
+            // A packet more, then twice as much each time (a long outage's run).
             self.reads += 1;
-            self.piece = (BLOCK << (self.reads - 1).min(16)).min(MAX_PIECE);
+            self.piece = (PACKET << (self.reads - 1).min(16)).min(MAX_PIECE);
         }
     }
 
