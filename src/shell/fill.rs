@@ -235,7 +235,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
             stalled = true;
             continue;
         };
-        tracing::trace!(at, n, "reading the SD log");
+        tracing::trace!(at, n, doing = filler.doing(), "reading the SD log");
         let data = files.read(at, n).await?;
         filler.handle_read(at, &data);
     }
@@ -329,6 +329,7 @@ async fn find_sd_log<'a>(
             let Some((at, n)) = filler.next_read() else {
                 break;
             };
+            tracing::trace!(at, n, doing = filler.doing(), "reading the SD log");
             let data = files.read(at, n).await?;
             filler.handle_read(at, &data);
         }
