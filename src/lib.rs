@@ -19,7 +19,7 @@
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation | `ulog` |
 //! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
-//! | [`fill`] | yes | completing a flight from the vehicle's SD log: dropouts found again by the records around them, byte ranges to read, amendments | `ulog` |
+//! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
@@ -55,7 +55,7 @@
 //!
 //! After a session closes, a fill ([`shell::fill`], by hand or `--fill auto`) completes it
 //! from the vehicle's SD log: the link's MAVLink FTP client ([`link::ftp`]) reads the byte
-//! ranges the sans-IO locators of [`fill`] ask for, and the recovered records go beside the
+//! ranges the sans-IO [`fill::Filler`] asks for, and the recovered records go beside the
 //! splits as amendments ([`store::amend`]), which every reader merges.
 //!
 //! Afterwards, `export` reads a `.ulg` or a session's splits back as one ULog stream
