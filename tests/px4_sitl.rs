@@ -250,6 +250,21 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     let fill = fill_from_px4(&session, relay.daemon_port);
     assert!(fill["head_records"].as_u64().unwrap() > 0, "{fill}");
     assert_eq!(fill["unfilled"], serde_json::json!([]), "{fill}");
+    // `info` says what the two ends brought back, as the fill did.
+    let out = Command::new(common::procs::BIN)
+        .args(["info", "--json"])
+        .arg(&session)
+        .output()
+        .unwrap();
+    let info: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        info["session"]["records_recovered_head"], fill["head_records"],
+        "{info}"
+    );
+    assert_eq!(
+        info["session"]["records_recovered_tail"], fill["tail_records"],
+        "{info}"
+    );
     let sd_logs = px4.stop();
     let (_, sent) = relay.finish(&py);
     assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");

@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
+use ulog_recv::fill::Edge;
 use ulog_recv::store::events::EventSource;
 
 /// `println!` for a command whose output may be cut short (`ulog-recv info FILE | head`): a
@@ -81,6 +82,16 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
     let fills: Vec<_> = manifest.amendments.iter().flat_map(|a| &a.fills).collect();
     let recovered: u64 = fills.iter().map(|f| f.records).sum();
     let partial = fills.iter().filter(|f| !f.complete).count();
+    // What the flight's two ends brought back (before the stream's first record, after its
+    // last).
+    let at_edge = |edge: Edge| -> u64 {
+        fills
+            .iter()
+            .filter(|f| f.edge == Some(edge))
+            .map(|f| f.records)
+            .sum()
+    };
+    let (head_records, tail_records) = (at_edge(Edge::Head), at_edge(Edge::Tail));
     // Each column: its topics, splits and bytes (the main column's topics are the rest).
     let columns: Vec<serde_json::Value> = manifest
         .column_names()
@@ -114,6 +125,8 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             "gaps_filled": fills.len(),
             "gaps_filled_partly": partial,
             "records_recovered": recovered,
+            "records_recovered_head": head_records,
+            "records_recovered_tail": tail_records,
             "amendments": manifest.amendments.iter().map(|a| &a.file).collect::<Vec<_>>(),
             "unfilled": manifest.unfilled,
             "dropouts_remaining": summary.dropouts.len(),
@@ -193,10 +206,13 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
     if !manifest.amendments.is_empty() {
         say!(
             "Filled from the vehicle's SD log: {} gap(s) ({} partly: the SD log lost records \
-             there too), {} record(s) recovered, in {}",
+             there too), {} record(s) recovered ({} before the stream's first record, {} after \
+             its last), in {}",
             fills.len(),
             partial,
             recovered,
+            head_records,
+            tail_records,
             manifest
                 .amendments
                 .iter()
