@@ -16,6 +16,21 @@ use common::procs::{Proc, fresh_dir, session_dirs};
 use common::px4::{Px4, Relay};
 use serde_json::Value as Json;
 
+/// `tests/px4_compare.py ARGS`: its report.
+fn px4_compare(py: &Path, args: &[&std::ffi::OsStr]) -> Json {
+    let out = Command::new(py)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "px4_compare.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Holds the splits of one session against PX4's log `sd`: nothing PX4 sent lost outside our
 /// dropouts (`sent`: the stream PX4 put on the wire; its rate limiter drops samples without a
 /// sequence gap), nothing invented, the same values, each dropout of 0.1 s or more about as
@@ -24,20 +39,9 @@ fn check_against_px4(py: &Path, sd: &Path, sent: &Path, splits: &[PathBuf], what
     for split in splits {
         common::check_with_pyulog(split);
     }
-    let out = Command::new(py)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
-        .arg("--sent")
-        .arg(sent)
-        .arg(sd)
-        .args(splits)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "px4_compare.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--sent".as_ref(), sent.as_ref(), sd.as_ref()];
+    args.extend(splits.iter().map(|s| s.as_os_str()));
+    let report = px4_compare(py, &args);
     let sd_samples = report["sd_samples"].as_u64().unwrap();
     let matched = report["matched"].as_u64().unwrap();
     eprintln!(
@@ -130,19 +134,7 @@ fn export_session(session: &Path, out: &Path) -> PathBuf {
 /// logged from the stream's start (the header's time, so the head counts) to its last is in
 /// it, none invented, none twice, every value equal.
 fn check_whole(py: &Path, sd: &Path, merged: &Path, what: &str) -> Json {
-    let out = Command::new(py)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
-        .arg("--from-start")
-        .arg(sd)
-        .arg(merged)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "px4_compare.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    let report = px4_compare(py, &["--from-start".as_ref(), sd.as_ref(), merged.as_ref()]);
     let sd_samples = report["sd_samples"].as_u64().unwrap();
     let matched = report["matched"].as_u64().unwrap();
     eprintln!(
