@@ -80,7 +80,7 @@
 //!   crate's.
 //! - Errors are typed enums (`thiserror`) in the library; wire data never panics (the fuzz
 //!   targets in `fuzz/` drive the engine, the session, signing, the publisher, the FTP
-//!   client, the fill's locator and the ROS encoder with arbitrary bytes).
+//!   client, the fill and the ROS encoder with arbitrary bytes).
 //! - Power safety by group commit: writes reach the OS as they come, one sync per interval
 //!   makes them durable in an order that keeps every file reachable and whole.
 //! - A server that hands out the vehicle's data binds loopback unless told an address; key
