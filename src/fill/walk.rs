@@ -597,7 +597,8 @@ mod tests {
 
     #[test]
     fn a_gap_is_read_where_the_columns_bytes_put_it_and_not_where_they_do_not() {
-        // The stream: a1 b1 a2 | lost: b2 a3 | b3 a4 | lost: a5 | b4 a6 b5.
+        // The stream: a1 b1 a2 | lost: b2 a3 | b3 a4 | lost: a5 | b4 a6 b5 (an `a` is 25 bytes,
+        // a `b` 35).
         let (a, b) = (|k| data(1, k, 20), |k| data(2, k, 30));
         let sd = log(&[
             a(1),
@@ -617,20 +618,20 @@ mod tests {
         let imu = log(&[b(1), DROPOUT.to_vec(), b(3), DROPOUT.to_vec(), b(4), b(5)]);
         let gaps = Gaps::scan(&[vec![("m", &main[..], 0)], vec![("i", &imu[..], 0)]]).unwrap();
         assert_eq!(gaps.len(), 2);
-        assert_eq!(gaps.stretches[1].bytes, (23 + 33) as u64);
+        assert_eq!(gaps.stretches[1].bytes, (25 + 35) as u64);
         assert_eq!(
-            gaps.gap_of(1, "i", FILE_HEADER_LEN as u64 + 33),
+            gaps.gap_of(1, "i", FILE_HEADER_LEN as u64 + 35),
             Some((0, 0))
         );
         // Gap 1 follows gap 0, which the stream resumed after at b3.
-        let b3 = (FILE_HEADER_LEN + 2 * 23 + 2 * 33 + 23) as u64;
+        let b3 = (FILE_HEADER_LEN + 2 * 25 + 2 * 35 + 25) as u64;
         let start = b3 + gaps.stretches[1].bytes;
         let read = GapRead::fill(&gaps, 1, start, sd.len() as u64, &mut Decoder::new());
         let walked = run(read, &gaps, &sd).unwrap();
         assert_eq!(walked.run, vec![a(5)]);
-        assert_eq!(walked.resumed, start + 23);
+        assert_eq!(walked.resumed, start + 25);
         // One byte off either way: refused.
-        for start in [start - 1, start + 1, start - 23] {
+        for start in [start - 1, start + 1, start - 25] {
             let read = GapRead::fill(&gaps, 1, start, sd.len() as u64, &mut Decoder::new());
             assert!(run(read, &gaps, &sd).is_err(), "from {start}");
         }
