@@ -84,6 +84,9 @@ fn fill(session: &Path, port: u16) -> Result<Json, String> {
         .arg("fill")
         .arg(session)
         .args(["--json", "--udp", &port.to_string()])
+        // As many developers' shells have it: an error a user can act on still prints no
+        // backtrace.
+        .env("RUST_BACKTRACE", "1")
         .output()
         .unwrap();
     if out.status.success() {
@@ -371,6 +374,8 @@ fn without_an_sd_card_or_with_another_flights_log_the_fill_says_so_and_changes_n
     let (mut no_card, _) = sim(port, &[SYNTHETIC], &["--sd-log-missing"]);
     let error = fill(&session, port).unwrap_err();
     assert!(error.contains("no SD card?"), "{error}");
+    assert!(error.contains("Error: cannot fill"), "{error}");
+    assert!(!error.to_lowercase().contains("backtrace"), "{error}");
     no_card.terminate();
     // An SD log of another flight (a real PX4 log: another boot, the records differ). The
     // synthetic generator would not do: it makes the same records every time.
@@ -381,6 +386,16 @@ fn without_an_sd_card_or_with_another_flights_log_the_fill_says_so_and_changes_n
     let (_other, _) = sim(port, &[&other], &[]);
     let error = fill(&session, port).unwrap_err();
     assert!(error.contains("no SD log of this flight"), "{error}");
+    // Every command takes --log-level: the fill's debug lines say why each log was refused.
+    let out = Command::new(BIN)
+        .arg("fill")
+        .arg(&session)
+        .args(["--udp", &port.to_string(), "--log-level", "debug"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("not this flight's SD log"), "{stderr}");
     assert_eq!(files(&session), before, "the session changed");
 }
 

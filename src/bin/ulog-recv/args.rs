@@ -146,8 +146,9 @@ pub(crate) struct ReceiveArgs {
     #[arg(long)]
     pub(crate) log_dir: Option<PathBuf>,
     /// What to log: error, warn, info, debug, trace, or a filter such as
-    /// `ulog_recv::link=debug` [default: $RUST_LOG, else info].
-    #[arg(long, value_name = "LEVEL")]
+    /// `ulog_recv::link=debug` [default: $RUST_LOG, else info for the daemon and the
+    /// simulator, warn for the other commands]. Every command takes it.
+    #[arg(long, value_name = "LEVEL", global = true)]
     pub(crate) log_level: Option<String>,
     /// For tests of the watchdog: the main loop blocks this many seconds after the start.
     #[arg(long, hide = true, value_name = "SECONDS")]

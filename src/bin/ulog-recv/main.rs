@@ -31,7 +31,36 @@ use crate::demo::{demo, sim, synthetic_flight};
 use crate::info::info;
 use crate::logging::init_tracing;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", user_error(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error as its user reads it: `Error: ` and the message, then what caused it, without a
+/// backtrace (`RUST_BACKTRACE=1` is common in developers' shells; backtraces are for bugs,
+/// and a panic still prints one).
+fn user_error(error: &anyhow::Error) -> String {
+    let mut text = format!("Error: {error}");
+    let causes: Vec<String> = error.chain().skip(1).map(|c| c.to_string()).collect();
+    if !causes.is_empty() {
+        text.push_str("\n\nCaused by:");
+        for (k, cause) in causes.iter().enumerate() {
+            if causes.len() == 1 {
+                text.push_str(&format!("\n    {cause}"));
+            } else {
+                text.push_str(&format!("\n    {k}: {cause}"));
+            }
+        }
+    }
+    text
+}
+
+fn run() -> anyhow::Result<()> {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let mut cli = Cli::parse_from(&argv);
     let mut in_force = argv.clone();
@@ -40,11 +69,11 @@ fn main() -> anyhow::Result<()> {
     {
         (cli, in_force) = with_config(&argv, &path)?;
     }
-    let (level, default) = match cli.command {
-        None => (cli.receive.log_level.as_deref(), "info"),
-        // The simulator runs as long as a daemon: it tells what it does.
-        Some(Command::Sim { .. }) => (None, "info"),
-        Some(_) => (None, "warn"),
+    let level = cli.receive.log_level.as_deref();
+    let default = match cli.command {
+        // The daemon and the simulator run long: they tell what they do.
+        None | Some(Command::Sim { .. }) => "info",
+        Some(_) => "warn",
     };
     let levels = init_tracing(level, default)?;
     if cli.command.is_none() && cli.receive.check_config {
