@@ -666,3 +666,11 @@ fn a_flight_stored_in_columns_is_walked_gap_by_gap_for_every_column_at_once() {
         );
     }
 }
+
+#[test]
+fn the_fill_reads_in_packets_of_the_ftp_clients_size() {
+    assert_eq!(
+        ulog_recv::fill::cache::PACKET,
+        ulog_recv::link::ftp::wire::MAX_DATA as u64
+    );
+}

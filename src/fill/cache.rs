@@ -7,8 +7,9 @@
 
 use std::collections::BTreeMap;
 
-/// Bytes one read brings: one FTP packet's data.
-pub const PACKET: u64 = crate::link::ftp::wire::MAX_DATA as u64;
+/// Bytes one read brings: one MAVLink FTP packet's data (its 251-byte payload less the
+/// 12-byte header; `tests/fill.rs` holds it to the FTP client's own constant).
+pub const PACKET: u64 = 239;
 
 /// See the module docs.
 #[derive(Debug)]
