@@ -15,6 +15,7 @@ Prints one JSON object:
   file does: a topic's last sample is logged when it is subscribed);
 - sd_samples: the SD log's samples in that window; matched: those also in ours;
 - missing: SD samples in the window that are neither in ours nor inside one of our dropouts
+  (first_missing: the earliest one's timestamp)
   (a gap whose lost samples the dropout accounts for: from the dropout's timestamp to its
   end, with SLACK_US either side for the interleaving of topics, and a sample's own period
   before it, as PX4 logs a sample up to one period after its timestamp);
@@ -95,6 +96,7 @@ def main():
     sd_samples = matched = missing = explained = invented = mismatches = not_sent = 0
     missing_examples = []
     mismatch_examples = []
+    first_missing = None
     for key, table in theirs.items():
         mine = ours.get(key, {})
         stamps = sorted(table)
@@ -119,6 +121,7 @@ def main():
                 not_sent += 1
             else:
                 missing += 1
+                first_missing = t if first_missing is None else min(first_missing, t)
                 if len(missing_examples) < 10:
                     missing_examples.append([key[0], key[1], t])
     for key, table in ours.items():
@@ -145,6 +148,7 @@ def main():
                 "matched": matched,
                 "missing": missing,
                 "missing_examples": missing_examples,
+                "first_missing": first_missing,
                 "explained": explained,
                 "not_sent": not_sent,
                 "invented": invented,

@@ -143,7 +143,19 @@ fn check_whole(py: &Path, sd: &Path, merged: &Path, what: &str) -> Json {
         100.0 * matched as f64 / sd_samples as f64
     );
     assert!(sd_samples > 5_000, "{what}: {report}");
-    assert_eq!(matched, sd_samples, "{what}: not whole: {report}");
+    if report["postflight"] == true || matched == sd_samples {
+        assert_eq!(matched, sd_samples, "{what}: not whole: {report}");
+    } else {
+        // No STOP: the fill read PX4's log as far as it was written then, and PX4 logged
+        // on: a slow topic's sample stamped before that end can be written up to
+        // TAIL_LAG_US after it. Only those may be missing.
+        let end = report["window"][1].as_u64().unwrap();
+        let first_missing = report["first_missing"].as_u64().unwrap();
+        assert!(
+            first_missing + ulog_recv::fill::locate::TAIL_LAG_US >= end,
+            "{what}: not whole: {report}"
+        );
+    }
     assert_eq!(report["invented"], 0, "{what}: {report}");
     assert_eq!(report["value_mismatches"], 0, "{what}: {report}");
     let out = Command::new(py)
