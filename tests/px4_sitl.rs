@@ -18,17 +18,11 @@ use serde_json::Value as Json;
 
 /// `tests/px4_compare.py ARGS`: its report.
 fn px4_compare(py: &Path, args: &[&std::ffi::OsStr]) -> Json {
-    let out = Command::new(py)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "px4_compare.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_output(
+        Command::new(py)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
+            .args(args),
+    )
 }
 
 /// Holds the splits of one session against PX4's log `sd`: nothing PX4 sent lost outside our
