@@ -307,6 +307,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-endpoint" => "\"http://127.0.0.1:3900\"",
         "upload-region" => "\"garage\"",
         "upload-path-style" => "true",
+        "upload-virtual-hosted" => "true",
         "upload-credentials" => "\"/etc/ulog-recv/upload-credentials\"",
         "upload-part-size" => "\"16M\"",
         "upload-rate" => "\"1M\"",
@@ -369,7 +370,13 @@ fn the_config_file_sets_every_option_the_command_line_wins_and_errors_name_the_k
     let options = daemon_options();
     assert!(options.len() >= 20, "{options:?}");
     // Exclusive options go one at a time.
-    let exclusive = ["udp-connect", "tcp", "serial", "no-socket"];
+    let exclusive = [
+        "udp-connect",
+        "tcp",
+        "serial",
+        "no-socket",
+        "upload-virtual-hosted",
+    ];
     let mut base = String::new();
     for key in options.iter().filter(|k| !exclusive.contains(&k.as_str())) {
         base.push_str(&format!("{key} = {}\n", sample_value(key)));
@@ -395,7 +402,11 @@ fn the_config_file_sets_every_option_the_command_line_wins_and_errors_name_the_k
     for key in exclusive {
         let group_free: String = base
             .lines()
-            .filter(|l| !l.starts_with("udp ") && !l.starts_with("socket "))
+            .filter(|l| {
+                !l.starts_with("udp ")
+                    && !l.starts_with("socket ")
+                    && !l.starts_with("upload-path-style ")
+            })
             .map(|l| format!("{l}\n"))
             .collect();
         let text = format!("{group_free}{key} = {}\n", sample_value(key));

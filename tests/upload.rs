@@ -219,6 +219,8 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
     let mut args = garage.upload_args("kill", &creds);
     args.extend(
         [
+            // The explicit spelling of the default, still accepted.
+            "--upload-path-style",
             "--upload-part-size",
             "5M",
             "--upload-rate",
@@ -325,6 +327,31 @@ fn wrong_credentials_are_said_clearly_within_ten_seconds_and_nothing_is_deleted(
         journal["failing"].as_str().unwrap().contains("credentials"),
         "{journal}"
     );
+    assert!(!session.join("uploaded").exists());
+}
+
+#[test]
+fn a_missing_bucket_is_said_as_the_server_named_it_with_the_option_to_check() {
+    let Some(garage) = garage("no-bucket") else {
+        return;
+    };
+    let dir = fresh_dir("upload-no-bucket");
+    let session = record(&dir, 5, &[]);
+    let creds = credentials(&dir, SECRET_KEY);
+    let mut args = garage.upload_args("fleet", &creds);
+    let to = args.iter().position(|a| a == "--upload-to").unwrap();
+    args[to + 1] = "s3://no-such-flights/fleet".into();
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let line = wait_for_line(&lines, "upload failed", Duration::from_secs(10));
+    // Garage's own code and words, the bucket it looked for (ours: the request carried
+    // it), and the options to check.
+    assert!(line.contains("no bucket no-such-flights"), "{line}");
+    assert!(line.contains("NoSuchBucket"), "{line}");
+    assert!(line.contains("Bucket not found: no-such-flights"), "{line}");
+    assert!(line.contains("--upload-to"), "{line}");
+    assert!(line.contains("--upload-endpoint"), "{line}");
+    assert!(d.terminate().success());
+    assert!(session.join("split_0000.ulg").is_file());
     assert!(!session.join("uploaded").exists());
 }
 

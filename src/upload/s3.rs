@@ -35,13 +35,24 @@ pub struct S3Options {
     pub endpoint: Option<String>,
     /// The region (`garage` for Garage); else `$AWS_REGION`, else `us-east-1`.
     pub region: Option<String>,
-    /// Path-style addressing (`ENDPOINT/BUCKET/KEY`), which most self-hosted servers need.
+    /// Path-style addressing (`ENDPOINT/BUCKET/KEY`), which self-hosted servers (Garage,
+    /// MinIO, Ceph) need; else virtual-hosted (`BUCKET.ENDPOINT/KEY`), as AWS prefers.
+    /// [`S3Options::path_style_by_default`] says what to choose when the user did not.
     pub path_style: bool,
     /// A credentials file in the AWS format (`aws_access_key_id`, `aws_secret_access_key`,
     /// optionally `aws_session_token`); else `$AWS_ACCESS_KEY_ID` and friends.
     pub credentials: Option<PathBuf>,
     /// Files over this go up in parts of this size (at least [`MIN_PART_SIZE`]).
     pub part_size: u64,
+}
+
+impl S3Options {
+    /// The addressing boto3, rclone and MinIO's client choose when not told: path style for
+    /// a service named by its endpoint (an address on the ground network rarely has a name
+    /// per bucket), virtual-hosted for AWS itself.
+    pub fn path_style_by_default(endpoint: Option<&str>) -> bool {
+        endpoint.is_some()
+    }
 }
 
 /// Why the bucket cannot be set up: a configuration error, said once at start.
@@ -63,22 +74,34 @@ pub enum S3ConfigError {
     NoCredentials,
     #[error("--upload-part-size: parts are at least 5M (S3 refuses smaller ones)")]
     PartSize,
+    #[error("--upload-endpoint {endpoint}: not a URL with a host name ({reason})")]
+    Endpoint { endpoint: String, reason: String },
     #[error("the object store client: {0}")]
     Client(#[from] object_store::Error),
 }
 
-/// Why an upload failed; [`UploadError::is_config`] tells which need the user.
+/// Why an upload failed; [`UploadError::is_config`] tells which need the user. Each says
+/// what the server said (its error code, message, and the bucket or key it named) and which
+/// option to look at.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     #[error(
-        "the bucket refused our credentials (check --upload-credentials, or \
-         AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY): {0}"
+        "the S3 server refused our credentials (check --upload-credentials, or \
+         AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY); it said: {said}"
     )]
-    Credentials(String),
-    #[error("bucket {bucket} not found (check --upload-to and --upload-endpoint): {detail}")]
-    NoBucket { bucket: String, detail: String },
-    #[error("{0}")]
-    Transient(String),
+    Credentials { said: Box<ServerSaid> },
+    #[error("{}", no_bucket_message(bucket, said, *path_style))]
+    NoBucket {
+        /// The bucket `--upload-to` names.
+        bucket: String,
+        said: Box<ServerSaid>,
+        /// Whether the request named the bucket in its path.
+        path_style: bool,
+    },
+    #[error("the S3 server at {endpoint} cannot be reached (check --upload-endpoint): {detail}")]
+    Unreachable { endpoint: String, detail: String },
+    #[error("the S3 server answered: {said}")]
+    Transient { said: Box<ServerSaid> },
     #[error("cannot read {path}: {source}")]
     Local {
         path: PathBuf,
@@ -95,13 +118,112 @@ pub enum UploadError {
     },
 }
 
+/// What an S3 server said of a request it refused: the fields of its XML error body
+/// (`<Error><Code>NoSuchBucket</Code><Message>…</Message><BucketName>…`), as far as it sent
+/// them, and the client's own words when it sent none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerSaid {
+    /// The S3 error code: `NoSuchBucket`, `AccessDenied`, `SignatureDoesNotMatch`, ...
+    pub code: Option<String>,
+    /// The server's message.
+    pub message: Option<String>,
+    /// The bucket the server named (`BucketName`, or a message's trailing name as Garage
+    /// writes it: `Bucket not found: NAME`).
+    pub bucket: Option<String>,
+    /// The key the server named (`Key`).
+    pub key: Option<String>,
+    /// The client's description of the failure (status, method, URL), always kept.
+    pub client: String,
+}
+
+impl ServerSaid {
+    /// Reads the server's error body out of the client's error text (which carries it).
+    pub fn from_client_error(text: &str) -> Self {
+        let message = xml_field(text, "Message");
+        let bucket = xml_field(text, "BucketName").or_else(|| {
+            let (_, name) = message.as_deref()?.rsplit_once(": ")?;
+            (!name.is_empty() && !name.contains(char::is_whitespace)).then(|| name.to_string())
+        });
+        // The client's words without the body, which is said field by field.
+        let client = match text.find("<?xml").or_else(|| text.find("<Error>")) {
+            Some(at) => text[..at].trim_end().trim_end_matches(':').to_string(),
+            None => text.to_string(),
+        };
+        Self {
+            code: xml_field(text, "Code"),
+            message,
+            bucket,
+            key: xml_field(text, "Key"),
+            client,
+        }
+    }
+}
+
+impl std::fmt::Display for ServerSaid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(code) = &self.code else {
+            return f.write_str(&self.client);
+        };
+        write!(f, "{code}")?;
+        if let Some(message) = &self.message {
+            write!(f, " ({message})")?;
+        }
+        if let Some(bucket) = &self.bucket {
+            write!(f, ", bucket {bucket}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ", key {key}")?;
+        }
+        write!(f, " [{}]", self.client)
+    }
+}
+
+/// The text of the first `<NAME>…</NAME>` in `text`, XML entities decoded.
+fn xml_field(text: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = text.find(&open)? + open.len();
+    let end = start + text[start..].find(&format!("</{name}>"))?;
+    let value = text[start..end]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&");
+    (!value.is_empty()).then_some(value)
+}
+
+/// A missing bucket, said so the operator checks the right thing: when the server named
+/// another bucket than ours, it read the bucket from where the request did not put it.
+fn no_bucket_message(bucket: &str, said: &ServerSaid, path_style: bool) -> String {
+    match &said.bucket {
+        Some(named) if named != bucket => {
+            let fix = if path_style {
+                "drop --upload-path-style, or give --upload-virtual-hosted"
+            } else {
+                "drop --upload-virtual-hosted (path style is the default with \
+                 --upload-endpoint)"
+            };
+            format!(
+                "the S3 server looked for bucket {named}, but --upload-to names bucket \
+                 {bucket}: it reads the bucket from another part of the request than ours \
+                 ({fix}); it said: {said}"
+            )
+        }
+        _ => format!(
+            "the S3 server has no bucket {bucket} (create it, or check the bucket in \
+             --upload-to and the server in --upload-endpoint); it said: {said}"
+        ),
+    }
+}
+
 impl UploadError {
     /// A failure only the user can fix (credentials, bucket): said once a minute at most,
-    /// tried again slowly.
+    /// tried again slowly. An unreachable server is not one: a vehicle's network comes and
+    /// goes.
     pub fn is_config(&self) -> bool {
         matches!(
             self,
-            UploadError::Credentials(_) | UploadError::NoBucket { .. }
+            UploadError::Credentials { .. } | UploadError::NoBucket { .. }
         )
     }
 }
@@ -153,6 +275,29 @@ pub struct Bucket {
     bucket: String,
     prefix: String,
     part_size: u64,
+    path_style: bool,
+    /// The endpoint as the user gave it, for errors.
+    endpoint: String,
+}
+
+/// A virtual-hosted endpoint: the bucket's name before the host's (`http://garage:3900` →
+/// `http://BUCKET.garage:3900`), as boto3 and rclone build it, unless the user's endpoint
+/// already begins with it.
+fn bucket_endpoint(endpoint: &str, bucket: &str) -> Result<String, S3ConfigError> {
+    let bad = |reason: String| S3ConfigError::Endpoint {
+        endpoint: endpoint.to_string(),
+        reason,
+    };
+    let mut url = reqwest::Url::parse(endpoint).map_err(|e| bad(e.to_string()))?;
+    let host = url
+        .host_str()
+        .ok_or_else(|| bad("no host".into()))?
+        .to_string();
+    if !host.starts_with(&format!("{bucket}.")) {
+        url.set_host(Some(&format!("{bucket}.{host}")))
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 impl Bucket {
@@ -180,9 +325,14 @@ impl Bucket {
                     .with_timeout(Duration::from_secs(120)),
             );
         if let Some(endpoint) = &options.endpoint {
+            let endpoint = if options.path_style {
+                endpoint.clone()
+            } else {
+                bucket_endpoint(endpoint, &bucket)?
+            };
             builder = builder
-                .with_endpoint(endpoint)
-                .with_allow_http(endpoint.starts_with("http://"));
+                .with_allow_http(endpoint.starts_with("http://"))
+                .with_endpoint(endpoint);
         }
         let region = options
             .region
@@ -212,6 +362,11 @@ impl Bucket {
             bucket,
             prefix,
             part_size: options.part_size,
+            path_style: options.path_style,
+            endpoint: options
+                .endpoint
+                .clone()
+                .unwrap_or_else(|| "AWS S3".to_string()),
         })
     }
 
@@ -386,19 +541,55 @@ impl Bucket {
         Ok(())
     }
 
+    /// What a failed request means for the user: credentials, the bucket, the address, or
+    /// a failure to try again.
     fn classify(&self, e: object_store::Error) -> UploadError {
-        match e {
-            object_store::Error::PermissionDenied { .. }
-            | object_store::Error::Unauthenticated { .. } => {
-                UploadError::Credentials(e.to_string())
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            let more = s.to_string();
+            if !text.contains(&more) {
+                text.push_str(": ");
+                text.push_str(&more);
             }
-            object_store::Error::NotFound { .. } => UploadError::NoBucket {
+            source = s.source();
+        }
+        let said = Box::new(ServerSaid::from_client_error(&text));
+        let code = said.code.as_deref().unwrap_or("");
+        match (&e, code) {
+            (_, "NoSuchBucket") => UploadError::NoBucket {
                 bucket: self.bucket.clone(),
-                detail: e.to_string(),
+                said,
+                path_style: self.path_style,
             },
-            other => UploadError::Transient(other.to_string()),
+            (_, "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "Forbidden")
+            | (
+                object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. },
+                _,
+            ) => UploadError::Credentials { said },
+            // No answer at all (refused, no route, a name that does not resolve).
+            _ if said.code.is_none() && is_connect_failure(&text) => UploadError::Unreachable {
+                endpoint: self.endpoint.clone(),
+                detail: said.client,
+            },
+            _ => UploadError::Transient { said },
         }
     }
+}
+
+/// Whether a client error is a failure to reach the server rather than its answer.
+fn is_connect_failure(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    [
+        "connection refused",
+        "dns error",
+        "failed to lookup",
+        "no route to host",
+        "network is unreachable",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
 }
 
 /// The TLS stack's cryptography (ring), installed once for every HTTPS client in the process.
@@ -433,5 +624,85 @@ mod tests {
             parse_credentials("[default]\naws_access_key_id = A\n"),
             None
         );
+    }
+
+    /// The error text object_store gives for a refused request: its words, then the body.
+    fn client_error(body: &str) -> String {
+        format!(
+            "Error performing PUT http://10.0.0.5:3900/fleet/x.ulg in 4ms - Server returned \
+             non-2xx status code: 404 Not Found: {body}"
+        )
+    }
+
+    #[test]
+    fn the_server_s_code_message_and_bucket_are_read_from_its_error_body() {
+        // Garage names the bucket in its message only.
+        let garage = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>NoSuchBucket\
+                      </Code><Message>Bucket not found: fleet</Message><Resource>/fleet/x.ulg\
+                      </Resource><Region>garage</Region></Error>";
+        let said = ServerSaid::from_client_error(&client_error(garage));
+        assert_eq!(said.code.as_deref(), Some("NoSuchBucket"));
+        assert_eq!(said.message.as_deref(), Some("Bucket not found: fleet"));
+        assert_eq!(said.bucket.as_deref(), Some("fleet"));
+        assert!(said.client.ends_with("404 Not Found"), "{}", said.client);
+        // AWS and MinIO name it in a field of its own; entities are decoded.
+        let aws = "<Error><Code>NoSuchKey</Code><Message>The specified key does not exist\
+                   </Message><Key>a&amp;b.ulg</Key><BucketName>logs</BucketName></Error>";
+        let said = ServerSaid::from_client_error(&client_error(aws));
+        assert_eq!(said.bucket.as_deref(), Some("logs"));
+        assert_eq!(said.key.as_deref(), Some("a&b.ulg"));
+        assert_eq!(
+            said.to_string(),
+            format!(
+                "NoSuchKey (The specified key does not exist), bucket logs, key a&b.ulg [{}]",
+                said.client
+            )
+        );
+        // No body: the client's words as they are.
+        let bare = ServerSaid::from_client_error("connection refused");
+        assert_eq!(bare.code, None);
+        assert_eq!(bare.to_string(), "connection refused");
+    }
+
+    #[test]
+    fn a_bucket_the_server_read_from_the_wrong_place_is_said_with_the_option_to_change() {
+        let body = "<Error><Code>NoSuchBucket</Code><Message>Bucket not found: fleet</Message>\
+                    </Error>";
+        let said = ServerSaid::from_client_error(&client_error(body));
+        let wrong_place = no_bucket_message("flightlogs", &said, false);
+        assert!(
+            wrong_place
+                .contains("looked for bucket fleet, but --upload-to names bucket flightlogs"),
+            "{wrong_place}"
+        );
+        assert!(
+            wrong_place.contains("drop --upload-virtual-hosted"),
+            "{wrong_place}"
+        );
+        assert!(
+            wrong_place.contains("Bucket not found: fleet"),
+            "{wrong_place}"
+        );
+        let missing = no_bucket_message("fleet", &said, true);
+        assert!(missing.contains("has no bucket fleet"), "{missing}");
+        assert!(missing.contains("--upload-to"), "{missing}");
+        assert!(missing.contains("--upload-endpoint"), "{missing}");
+    }
+
+    #[test]
+    fn path_style_is_the_default_for_an_endpoint_and_virtual_hosting_puts_the_bucket_in_the_host() {
+        assert!(S3Options::path_style_by_default(Some(
+            "http://10.0.0.5:3900"
+        )));
+        assert!(!S3Options::path_style_by_default(None));
+        assert_eq!(
+            bucket_endpoint("http://garage.local:3900", "logs").unwrap(),
+            "http://logs.garage.local:3900"
+        );
+        assert_eq!(
+            bucket_endpoint("https://logs.s3.example.com/", "logs").unwrap(),
+            "https://logs.s3.example.com"
+        );
+        assert!(bucket_endpoint("garage.local:3900", "logs").is_err());
     }
 }

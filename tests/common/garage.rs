@@ -102,7 +102,8 @@ impl Garage {
         format!("http://127.0.0.1:{}", self.s3_port)
     }
 
-    /// The daemon's options to upload here under `prefix`, with credentials in `creds`.
+    /// The daemon's options to upload here under `prefix`, with credentials in `creds`, as an
+    /// operator gives them: the endpoint without a word on addressing (path style follows).
     pub fn upload_args(&self, prefix: &str, creds: &Path) -> Vec<String> {
         [
             "--upload-to",
@@ -111,7 +112,6 @@ impl Garage {
             &self.endpoint(),
             "--upload-region",
             "garage",
-            "--upload-path-style",
             "--upload-credentials",
             &creds.display().to_string(),
         ]

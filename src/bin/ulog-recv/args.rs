@@ -197,9 +197,14 @@ pub(crate) struct UploadArgs {
     /// The bucket's region [default: $AWS_REGION, else us-east-1; Garage: garage].
     #[arg(long)]
     pub(crate) upload_region: Option<String>,
-    /// Path-style addressing (ENDPOINT/BUCKET/KEY), which Garage, MinIO and Ceph need.
-    #[arg(long)]
+    /// Path-style addressing (ENDPOINT/BUCKET/KEY), which Garage, MinIO and Ceph need
+    /// [default: on with --upload-endpoint, as boto3 and rclone choose].
+    #[arg(long, conflicts_with = "upload_virtual_hosted")]
     pub(crate) upload_path_style: bool,
+    /// Virtual-hosted addressing (BUCKET.ENDPOINT/KEY) with --upload-endpoint, for a
+    /// service that gives each bucket a host name [default: AWS without --upload-endpoint].
+    #[arg(long)]
+    pub(crate) upload_virtual_hosted: bool,
     /// AWS-format credentials file (aws_access_key_id, aws_secret_access_key), readable by
     /// its owner only [default: $CREDENTIALS_DIRECTORY/upload-credentials when systemd gives
     /// one, else $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY].
@@ -256,7 +261,9 @@ impl UploadArgs {
             url: url.clone(),
             endpoint: self.upload_endpoint.clone(),
             region: self.upload_region.clone(),
-            path_style: self.upload_path_style,
+            path_style: self.upload_path_style
+                || (!self.upload_virtual_hosted
+                    && S3Options::path_style_by_default(self.upload_endpoint.as_deref())),
             credentials: self.upload_credentials.clone().or_else(|| {
                 let cred = PathBuf::from(std::env::var_os("CREDENTIALS_DIRECTORY")?)
                     .join("upload-credentials");
