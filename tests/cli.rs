@@ -1,4 +1,5 @@
-//! The `ulog-recv info` command, run as a user runs it (also into a pipe closed early).
+//! The `ulog-recv info` command, run as a user runs it (also into a pipe closed early), and
+//! every command that reads a log refusing what is not one.
 
 use std::process::Command;
 
@@ -48,9 +49,115 @@ fn info_text_and_clear_errors() {
 
     let out = info(&["Cargo.toml"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a ULog stream"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Cargo.toml is not a ULog log"));
     let out = info(&["/nonexistent.ulg"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.ulg"));
+}
+
+/// A file that is not a ULog log (too short, junk, empty) or a directory that is not a
+/// session: every command that reads a log refuses it, naming it and why, with a non-zero
+/// exit, and writes nothing under its output's name.
+#[test]
+fn every_command_that_reads_a_log_refuses_what_is_not_one_and_writes_nothing() {
+    let dir = std::env::temp_dir().join(format!("ulog-recv-not-a-log-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut random = vec![0u8; 100 * 1024];
+    let mut rng = fastrand::Rng::with_seed(7);
+    rng.fill(&mut random);
+    random[0] = b'X'; // never the magic's first byte by chance
+    let inputs: [(&str, Option<&[u8]>, &str); 4] = [
+        (
+            "five.ulg",
+            Some(b"junk\n"),
+            "does not begin with the ULog magic",
+        ),
+        (
+            "random.ulg",
+            Some(&random),
+            "does not begin with the ULog magic",
+        ),
+        ("empty.ulg", Some(b""), "the file is empty"),
+        ("plain-dir", None, "nor a log session"),
+    ];
+    let commands: [&[&str]; 8] = [
+        &["info"],
+        &["export", "-o", "OUT.mcap"],
+        &["export", "-o", "OUT.bag"],
+        &["export", "-o", "OUT.ulg"],
+        &["snippet", "--from", "0", "--to", "10", "-o", "OUT.ulg"],
+        &["upload", "--upload-to", "s3://flights/fleet"],
+        &["fill", "--udp", "127.0.0.1:9", "--wait", "1"],
+        &["sim", "--once", "--udp-connect", "127.0.0.1:9"],
+    ];
+    for (name, bytes, why) in inputs {
+        let input = dir.join(name);
+        match bytes {
+            Some(b) => std::fs::write(&input, b).unwrap(),
+            None => {
+                std::fs::create_dir_all(&input).unwrap();
+                std::fs::write(input.join("notes.txt"), "not a flight").unwrap();
+            }
+        }
+        for command in commands {
+            let out_dir = dir.join("out");
+            std::fs::create_dir_all(&out_dir).unwrap();
+            let args: Vec<String> = command
+                .iter()
+                .map(|a| match a.strip_prefix("OUT") {
+                    Some(ext) => out_dir.join(format!("flight{ext}")).display().to_string(),
+                    None => a.to_string(),
+                })
+                .collect();
+            let out = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+                .args(&args[..1])
+                .arg(&input)
+                .args(&args[1..])
+                .env("AWS_ACCESS_KEY_ID", "x")
+                .env("AWS_SECRET_ACCESS_KEY", "y")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let what = format!("{command:?} on {name}");
+            assert!(!out.status.success(), "{what}: exit 0, {stderr}");
+            assert!(
+                stderr.contains(&format!("{} is not a ULog log", input.display())),
+                "{what}: {stderr}"
+            );
+            assert!(stderr.contains(why), "{what}: {stderr}");
+            let written: Vec<_> = std::fs::read_dir(&out_dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(written.is_empty(), "{what}: wrote {written:?}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A log cut mid-message is read as far as it goes, and says how much was cut.
+#[test]
+fn a_log_cut_mid_message_reads_what_it_has_and_says_how_much_was_cut() {
+    let whole = std::fs::read("testdata/synthetic.ulg").unwrap();
+    let path = std::env::temp_dir().join(format!("ulog-recv-cut-{}.ulg", std::process::id()));
+    // Past the definitions, inside some message.
+    std::fs::write(&path, &whole[..whole.len() / 2 + 3]).unwrap();
+    let out = info(&[path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cut: u64 = text
+        .split(" bytes truncated")
+        .next()
+        .and_then(|t| t.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 'bytes truncated' in {text}"));
+    assert!(cut > 0, "{text}");
+    assert!(text.contains("vehicle_attitude"), "{text}");
 }
 
 /// README's first command: the demo receives a simulated flight over a lossy link, stores it
@@ -139,4 +246,37 @@ fn the_demo_receives_stores_summarises_and_publishes_a_flight() {
         .count();
     assert_eq!(data, 5, "tail followed the demo");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `snippet` cuts a window from a .ulg file as from a session.
+#[test]
+fn a_window_is_cut_from_a_ulog_file() {
+    let out_path =
+        std::env::temp_dir().join(format!("ulog-recv-file-snippet-{}.ulg", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+        .args([
+            "snippet",
+            "testdata/synthetic.ulg",
+            "--from",
+            "22",
+            "--to",
+            "25",
+            "-o",
+        ])
+        .arg(&out_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = info(&[out_path.to_str().unwrap(), "--json"]);
+    std::fs::remove_file(&out_path).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    assert_eq!(v["start_timestamp"], 22_000_000, "{v}");
+    assert_eq!(v["last_timestamp"], 25_000_000, "{v}");
+    // The file's appended data was cut inline: the snippet declares none.
+    assert_eq!(v["incompat_flags"][0], 0, "{v}");
+    assert_eq!(v["appended_offsets"], serde_json::json!([]), "{v}");
 }

@@ -226,6 +226,13 @@ fn a_truncated_last_message_is_dropped_and_reported_as_pending() {
 fn bad_magic_is_a_clear_fatal_error() {
     let (_, errors, _) = records(b"this is not a ulog file at all");
     assert_eq!(errors, [ReadError::BadMagic]);
+    // Fewer bytes than a header: a wrong start is wrong already.
+    let (_, errors, _) = records(b"junk\n");
+    assert_eq!(errors, [ReadError::BadMagic]);
+    // A right start waits for the rest of the header.
+    let (_, errors, reader) = records(b"ULog\x01");
+    assert!(errors.is_empty());
+    assert_eq!(reader.pending_bytes(), 5);
 }
 
 #[test]

@@ -8,14 +8,16 @@
 use std::path::Path;
 
 use crate::export::{ExportError, ExportOptions};
+use crate::store::input::{LogInput, log_input};
 use crate::store::reading::read_session;
 use crate::store::reference::{is_snippet, read_reference};
 use crate::store::snippet::{cut_stream, snippet};
 use crate::store::splitter::SplitPolicy;
 
-/// Reads `input` (a `.ulg` or a session directory) as one ULog stream.
+/// Reads `input` (a `.ulg` or a session directory) as one ULog stream; anything else is
+/// refused ([`crate::store::input`]).
 pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportError> {
-    if !input.is_dir() {
+    if let LogInput::File(_) = log_input(input)? {
         return std::fs::read(input).map_err(|source| ExportError::Read {
             path: input.to_owned(),
             source,

@@ -73,8 +73,10 @@ pub enum ExportError {
     Reading(#[from] crate::store::reading::SessionError),
     #[error(transparent)]
     Reference(#[from] crate::store::reference::ReferenceError),
-    #[error("not a ULog stream: {0}")]
+    #[error(transparent)]
     NotULog(#[from] crate::ulog::ReadError),
+    #[error(transparent)]
+    Input(#[from] crate::store::input::InputError),
     #[error("cannot write the bag: {0}")]
     Write(#[from] std::io::Error),
 }

@@ -17,7 +17,7 @@ use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
 use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
 use crate::store::manifest::Manifest;
-use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC};
+use crate::ulog::message::{FILE_HEADER_LEN, FileHeader};
 
 /// An amendment is written every this many gaps or [`FLUSH_EVERY`], whichever comes first:
 /// what a fill cut short loses at most.
@@ -318,12 +318,14 @@ async fn find_sd_log<'a>(
     {
         checked += 1;
         let len = files.open(&log.path).await?;
-        let header = files.read(0, FILE_HEADER_LEN as u64).await?;
-        if !header.starts_with(&FILE_MAGIC) || header.len() < FILE_HEADER_LEN {
-            tracing::debug!(log = log.path, "not a ULog file");
-            continue;
-        }
-        let start_us = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+        let first = files.read(0, FILE_HEADER_LEN as u64).await?;
+        let start_us = match FileHeader::check_file_start(&first) {
+            Ok(header) => header.timestamp,
+            Err(why) => {
+                tracing::debug!(log = log.path, "not a ULog log ({why})");
+                continue;
+            }
+        };
         let mut filler = Filler::new(flight, filled.clone(), Some(probe), len, start_us);
         while !filler.probed() && filler.wrong_log().is_none() {
             let Some((at, n)) = filler.next_read() else {

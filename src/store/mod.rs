@@ -22,6 +22,9 @@
 //! - [`reading`]: a session read back as one stream (columns joined) or one column alone.
 //! - [`reference`](mod@reference): snippets that copy nothing (byte spans of the splits and a
 //!   preamble), made their own copy before the budget deletes their session.
+//! - [`input`]: what a command was pointed at (a ULog file, a session, a snippet), anything
+//!   else refused with why; [`output`]: a file a command writes, under its final name only
+//!   once whole.
 //! - [`thread`]: the network loop never waits for the disk: past the queue's bound, samples
 //!   are stripped (definitions, parameters and strings kept) and the log gets a dropout.
 //!
@@ -32,7 +35,9 @@ pub mod amend;
 pub mod columns;
 pub mod events;
 pub mod files;
+pub mod input;
 pub mod manifest;
+pub mod output;
 pub mod reading;
 pub mod reference;
 pub mod snippet;

@@ -179,7 +179,9 @@ pub fn cut_stream(
     }
     let mut cutter = Cutter::new(from_us, to_us, latched.clone());
     cutter.feed(stream, 0);
-    let (bytes, samples, latched_samples) = cutter.finish().ok_or(SnippetError::NoData)?;
+    let (mut bytes, samples, latched_samples) = cutter.finish().ok_or(SnippetError::NoData)?;
+    // A file's appended data (PX4's crash dumps) was read in place: the cut holds it inline.
+    crate::ulog::writer::clear_appended_data(&mut bytes);
     Ok((
         bytes,
         SnippetStats {

@@ -169,6 +169,51 @@ impl FileHeader {
             timestamp: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
         })
     }
+
+    /// Checks a file's first bytes (at most [`FILE_HEADER_LEN`]; fewer only when the file
+    /// has no more) and returns its header, or why the file is not a ULog log.
+    pub fn check_file_start(first: &[u8]) -> Result<Self, NotULog> {
+        let magic_len = first.len().min(FILE_MAGIC.len());
+        if first.is_empty() {
+            return Err(NotULog::Empty);
+        }
+        if first[..magic_len] != FILE_MAGIC[..magic_len] {
+            return Err(NotULog::Magic {
+                start: first[..first.len().min(8)].to_vec(),
+            });
+        }
+        let Ok(bytes) =
+            <&[u8; FILE_HEADER_LEN]>::try_from(&first[..first.len().min(FILE_HEADER_LEN)])
+        else {
+            return Err(NotULog::Short { len: first.len() });
+        };
+        Ok(Self::parse(bytes).expect("the magic was checked"))
+    }
+}
+
+/// Why a file is not a ULog log, judged from its first bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotULog {
+    #[error("the file is empty")]
+    Empty,
+    #[error(
+        "it does not begin with the ULog magic ('ULog' 01 12 35) but with {}",
+        show_bytes(start)
+    )]
+    Magic { start: Vec<u8> },
+    #[error("it holds {len} bytes, fewer than the {FILE_HEADER_LEN} of a ULog file header")]
+    Short { len: usize },
+}
+
+/// Bytes as a reader recognises them: hex, and the text when it is printable ASCII.
+fn show_bytes(bytes: &[u8]) -> String {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex.join(" ");
+    if bytes.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{hex} (\"{}\")", String::from_utf8_lossy(bytes))
+    } else {
+        hex
+    }
 }
 
 /// 'B': compatibility flags and appended-data offsets.

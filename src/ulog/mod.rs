@@ -41,7 +41,7 @@ pub mod writer;
 pub use decoder::{DecodeError, Decoder, DecoderStats, Sample, Subscription};
 pub use format::{FieldDef, FieldType, FormatDef, FormatError};
 pub use layout::{Field, Layout, LayoutError, TimestampField};
-pub use message::{FileHeader, FlagBits, InfoValue, KeyValue, Message, MessageError};
+pub use message::{FileHeader, FlagBits, InfoValue, KeyValue, Message, MessageError, NotULog};
 pub use reader::{ReadError, Reader, ReaderStats, Record, Section};
 pub use types::{BasicType, Value};
 pub use writer::{ParamValue, WriteError, Writer};

@@ -21,8 +21,8 @@ use crate::ulog::framer::message_len;
 use crate::ulog::layout::Layout;
 
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError, SUPPORTED_VERSION,
-    SYNC_MAGIC, msg_type, plausible_header,
+    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, MessageError,
+    SUPPORTED_VERSION, SYNC_MAGIC, msg_type, plausible_header,
 };
 
 /// Bytes before the read position a resync searches for a sync magic.
@@ -319,6 +319,13 @@ impl Reader {
                 State::Failed => return None,
                 State::Header => {
                     if avail < FILE_HEADER_LEN {
+                        // A wrong start is wrong however the header ends.
+                        let start = &self.buf[self.pos..];
+                        let n = start.len().min(FILE_MAGIC.len());
+                        if start[..n] != FILE_MAGIC[..n] {
+                            self.state = State::Failed;
+                            return Some(Err(ReadError::BadMagic));
+                        }
                         return None;
                     }
                     let bytes: &[u8; FILE_HEADER_LEN] = self.buf[self.pos..][..FILE_HEADER_LEN]

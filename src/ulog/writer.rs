@@ -3,8 +3,8 @@
 //! bytes as the input.
 
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FILE_MAGIC, FLAG_BITS_LEN, KeyValue, MSG_HEADER_LEN, Message, SYNC_MAGIC,
-    msg_type,
+    FILE_HEADER_LEN, FILE_MAGIC, FLAG_BITS_LEN, INCOMPAT_DATA_APPENDED, KeyValue, MSG_HEADER_LEN,
+    Message, SYNC_MAGIC, msg_type,
 };
 
 /// Why a message cannot be written.
@@ -238,6 +238,15 @@ pub fn patch_appended_offsets(log: &mut [u8], offsets: [u64; 3]) -> Result<(), W
         log[start + 8 * i..start + 8 * i + 8].copy_from_slice(&o.to_le_bytes());
     }
     Ok(())
+}
+
+/// Says that a log held in `log` has no appended data (its flag bit cleared, its offsets
+/// zero): for a log rewritten with every message inline, whose old offsets would point
+/// anywhere. A log without flag bits is left as it is.
+pub fn clear_appended_data(log: &mut [u8]) {
+    if patch_appended_offsets(log, [0; 3]).is_ok() {
+        log[FILE_HEADER_LEN + MSG_HEADER_LEN + 8] &= !INCOMPAT_DATA_APPENDED;
+    }
 }
 
 fn kv<'a>(type_name: &'a str, name: &'a str, raw_value: &'a [u8]) -> KeyValue<'a> {

@@ -27,7 +27,8 @@ use ulog_recv::ulog::summary::{OwnedValue, Summary, SummaryBuilder};
 
 pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
     let mut builder = SummaryBuilder::default();
-    if ulog_recv::store::reference::is_snippet(path) {
+    let input = ulog_recv::store::input::log_input(path)?;
+    if input == ulog_recv::store::input::LogInput::Snippet {
         // A referencing snippet: the bytes it references, summarised as a file's.
         let stream = ulog_recv::store::reference::read_reference(path, None)
             .with_context(|| format!("cannot read {}", path.display()))?;
@@ -36,7 +37,7 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
             .with_context(|| format!("{} cannot be read", path.display()))?;
         return print_summary(builder.finish(), json);
     }
-    if path.is_dir() {
+    if input == ulog_recv::store::input::LogInput::Session {
         return session_info(path, json);
     }
     let mut file =

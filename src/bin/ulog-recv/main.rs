@@ -17,12 +17,15 @@ mod logging;
 mod uploads;
 
 use std::ffi::OsString;
+use std::io::Write;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use ulog_recv::live::ndjson::client::{self, TailOptions};
 use ulog_recv::sim::VehicleConfig;
 use ulog_recv::store::SplitPolicy;
+use ulog_recv::store::input::{LogInput, log_input};
+use ulog_recv::store::output::OutputFile;
 
 use crate::args::{Cli, Command};
 use crate::config_file::{options_in_force, with_config};
@@ -114,8 +117,13 @@ fn run() -> anyhow::Result<()> {
             impairment,
         }) => {
             let bytes = match (&file, synthetic) {
-                (Some(path), _) => std::fs::read(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?,
+                (Some(path), _) => {
+                    if !matches!(log_input(path)?, LogInput::File(_)) {
+                        bail!("{} is a directory: sim streams a .ulg file", path.display());
+                    }
+                    std::fs::read(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?
+                }
                 (None, _) => synthetic_flight(duration),
             };
             let Some(spec) = link.spec(baud) else {
@@ -236,6 +244,18 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Writes `output` through `write`, under its name only once whole and synced.
+fn write_output(
+    output: &std::path::Path,
+    write: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    let out = OutputFile::create(output)
+        .with_context(|| format!("cannot create {}", output.display()))?;
+    write(out.file())
+        .and_then(|()| out.commit())
+        .with_context(|| format!("cannot write {}", output.display()))
+}
+
 /// `ulog-recv snippet`.
 fn snippet(
     session: &std::path::Path,
@@ -250,9 +270,18 @@ fn snippet(
     let (from, to) = (us(from), us(to));
     let latched = SplitPolicy::unlimited();
     let cut = || format!("cannot cut {}", session.display());
+    let input = log_input(session)?;
     if reference {
-        if reference::is_snippet(session) {
-            bail!("a referencing snippet is cut from a session, not from another snippet");
+        match input {
+            LogInput::Session => {}
+            LogInput::Snippet => {
+                bail!("a referencing snippet is cut from a session, not from another snippet")
+            }
+            LogInput::File(_) => bail!(
+                "{} is a file: a referencing snippet is cut from a session (its splits stay \
+                 where they are)",
+                session.display()
+            ),
         }
         let (stats, copied) =
             reference::snippet_reference(session, from, to, &latched, column, output)
@@ -276,20 +305,32 @@ fn snippet(
         );
         return Ok(());
     }
-    let (bytes, stats) = if reference::is_snippet(session) {
-        let stream = reference::read_reference(session, column).with_context(cut)?;
-        ulog_recv::store::snippet::cut_stream(&stream, from, to, &latched).with_context(cut)?
-    } else {
-        ulog_recv::store::snippet::snippet(session, from, to, &latched, column).with_context(cut)?
+    let (bytes, stats) = match input {
+        LogInput::Snippet => {
+            let stream = reference::read_reference(session, column).with_context(cut)?;
+            ulog_recv::store::snippet::cut_stream(&stream, from, to, &latched).with_context(cut)?
+        }
+        LogInput::File(_) => {
+            let stream = std::fs::read(session)
+                .with_context(|| format!("cannot read {}", session.display()))?;
+            ulog_recv::store::snippet::cut_stream(&stream, from, to, &latched).with_context(cut)?
+        }
+        LogInput::Session => {
+            ulog_recv::store::snippet::snippet(session, from, to, &latched, column)
+                .with_context(cut)?
+        }
     };
-    std::fs::write(output, &bytes).with_context(|| format!("cannot write {}", output.display()))?;
+    write_output(output, |mut f| f.write_all(&bytes))?;
+    let from = match input {
+        LogInput::Session => format!(", from {} split(s)", stats.splits_read),
+        _ => String::new(),
+    };
     println!(
-        "{}: {} bytes, {} samples in the window (+{} latched), from {} split(s)",
+        "{}: {} bytes, {} samples in the window (+{} latched){from}",
         output.display(),
         bytes.len(),
         stats.samples,
         stats.latched_samples,
-        stats.splits_read
     );
     Ok(())
 }
@@ -318,24 +359,26 @@ fn export(
             output.display()
         );
     }
+    log_input(input)?;
     let flight = ulog_recv::export::flight::load(input, &options)
         .with_context(|| format!("cannot read {}", input.display()))?;
     if extension == "ulg" {
         // The flight as one log: a session's splits joined, amendments merged.
-        std::fs::write(output, &flight)
-            .with_context(|| format!("cannot write {}", output.display()))?;
+        write_output(output, |mut f| f.write_all(&flight))?;
         println!("{}: {} bytes", output.display(), flight.len());
         return Ok(());
     }
-    let file = std::fs::File::create(output)
+    let out = OutputFile::create(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    let out = std::io::BufWriter::new(file);
+    let writer = std::io::BufWriter::new(out.file());
     let stats = match (extension, bag_version) {
-        ("mcap", _) => ulog_recv::export::mcap::write(&flight, &options, out),
-        (_, "1.2") => ulog_recv::export::bag::write_v12(&flight, &options, out),
-        _ => ulog_recv::export::bag::write(&flight, &options, out),
+        ("mcap", _) => ulog_recv::export::mcap::write(&flight, &options, writer),
+        (_, "1.2") => ulog_recv::export::bag::write_v12(&flight, &options, writer),
+        _ => ulog_recv::export::bag::write(&flight, &options, writer),
     }
     .with_context(|| format!("cannot export to {}", output.display()))?;
+    out.commit()
+        .with_context(|| format!("cannot write {}", output.display()))?;
     println!(
         "{}: {} channels, {} samples, {} logged strings",
         output.display(),

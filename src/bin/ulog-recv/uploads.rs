@@ -13,6 +13,7 @@ use crate::args::UploadArgs;
 /// `ulog-recv upload SESSION`: every step on a line of its own (with the time it took), then
 /// the Flight Review page if there is one.
 pub(crate) async fn upload(session: &Path, args: &UploadArgs) -> anyhow::Result<()> {
+    ulog_recv::store::input::session_input(session, "upload")?;
     let config = args.config()?;
     if !config.is_on() {
         anyhow::bail!("say where to: --upload-to s3://BUCKET/PREFIX and/or --flight-review URL");

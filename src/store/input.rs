@@ -1,0 +1,150 @@
+//! What a command was pointed at: a ULog file, a log session, or a referencing snippet.
+//! Anything else is refused before anything is written, naming the path and why (a file
+//! that is empty, shorter than a ULog header, or does not begin with the ULog magic; a
+//! directory without a manifest).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::store::manifest::MANIFEST;
+use crate::store::reference::is_snippet;
+use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, NotULog};
+
+/// A path a command can read a flight from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogInput {
+    /// A file that opens with a ULog header (its messages may still be cut short).
+    File(FileHeader),
+    /// A session directory (its manifest is there).
+    Session,
+    /// A referencing snippet's directory.
+    Snippet,
+}
+
+/// Why a path is not something to read a flight from.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a ULog log ({why})")]
+    NotULog { path: PathBuf, why: NotULog },
+    #[error(
+        "{path} is not a ULog log nor a log session (a directory holding {MANIFEST}, as the \
+         daemon writes under --log-dir)"
+    )]
+    NotSession { path: PathBuf },
+    #[error(
+        "{path} is a ULog file; {what} takes a log session (a directory holding {MANIFEST}, \
+         as the daemon writes under --log-dir)"
+    )]
+    FileNotSession { path: PathBuf, what: &'static str },
+}
+
+/// What `path` is, judged by its first bytes or its directory's files.
+pub fn log_input(path: &Path) -> Result<LogInput, InputError> {
+    let io = |source| InputError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return if is_snippet(path) {
+            Ok(LogInput::Snippet)
+        } else if path.join(MANIFEST).is_file() {
+            Ok(LogInput::Session)
+        } else {
+            Err(InputError::NotSession {
+                path: path.to_owned(),
+            })
+        };
+    }
+    let mut first = Vec::with_capacity(FILE_HEADER_LEN);
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(FILE_HEADER_LEN as u64)
+        .read_to_end(&mut first)
+        .map_err(io)?;
+    FileHeader::check_file_start(&first)
+        .map(LogInput::File)
+        .map_err(|why| InputError::NotULog {
+            path: path.to_owned(),
+            why,
+        })
+}
+
+/// `path` as a session directory, for `what` (the command) that takes only sessions: a ULog
+/// file or anything else is refused, saying which it is.
+pub fn session_input(path: &Path, what: &'static str) -> Result<(), InputError> {
+    match log_input(path)? {
+        LogInput::Session => Ok(()),
+        LogInput::File(_) => Err(InputError::FileNotSession {
+            path: path.to_owned(),
+            what,
+        }),
+        LogInput::Snippet => Err(InputError::NotSession {
+            path: path.to_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_that_do_not_open_with_a_ulog_header_are_refused_with_why() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let why = |p: &Path| match log_input(p) {
+            Err(InputError::NotULog { why, .. }) => why,
+            other => panic!("{}: {other:?}", p.display()),
+        };
+        assert_eq!(why(&write("empty.ulg", b"")), NotULog::Empty);
+        assert_eq!(
+            why(&write("junk.ulg", b"junk\n")),
+            NotULog::Magic {
+                start: b"junk\n".to_vec()
+            }
+        );
+        assert_eq!(
+            why(&write("short.ulg", b"ULog\x01\x12\x35\x01")),
+            NotULog::Short { len: 8 }
+        );
+        let e = log_input(&write("junk2.ulg", b"junk\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("junk2.ulg is not a ULog log (it does not begin"),
+            "{e}"
+        );
+        assert!(e.contains("6a 75 6e 6b 0a"), "{e}");
+        let mut header = b"ULog\x01\x12\x35\x01".to_vec();
+        header.extend_from_slice(&7u64.to_le_bytes());
+        assert_eq!(
+            log_input(&write("header.ulg", &header)).unwrap(),
+            LogInput::File(FileHeader {
+                version: 1,
+                timestamp: 7
+            })
+        );
+        let plain = dir.join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        assert!(matches!(
+            log_input(&plain),
+            Err(InputError::NotSession { .. })
+        ));
+        assert!(matches!(
+            session_input(&dir.join("header.ulg"), "fill"),
+            Err(InputError::FileNotSession { what: "fill", .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

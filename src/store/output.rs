@@ -1,0 +1,88 @@
+//! A file a command writes (an export, a snippet): written under a temporary name beside
+//! its final one, synced, then renamed over it, so that neither a reader nor a power cut
+//! ever finds part of it under the final name. Dropped before [`OutputFile::commit`], the
+//! temporary file is removed.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::store::manifest::sync_dir;
+
+/// An output file being written. Write through [`OutputFile::file`] (`&File` is a writer).
+#[derive(Debug)]
+pub struct OutputFile {
+    path: PathBuf,
+    temporary: PathBuf,
+    file: Option<File>,
+}
+
+impl OutputFile {
+    /// Creates `.NAME.partial` beside `path` (replacing a stale one).
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+        let temporary = path.with_file_name(format!(".{}.partial", name.to_string_lossy()));
+        let file = File::create(&temporary)?;
+        Ok(Self {
+            path: path.to_owned(),
+            temporary,
+            file: Some(file),
+        })
+    }
+
+    /// The temporary file, to write to.
+    pub fn file(&self) -> &File {
+        self.file
+            .as_ref()
+            .expect("an output file not yet committed")
+    }
+
+    /// The file whole: synced, renamed to its final name, its directory synced.
+    pub fn commit(mut self) -> io::Result<()> {
+        let file = self.file.take().expect("committed once");
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.temporary, &self.path)?;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        sync_dir(dir)
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_final_name_appears_only_once_the_file_is_whole() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("flight.mcap");
+        let out = OutputFile::create(&path).unwrap();
+        out.file().write_all(b"half").unwrap();
+        assert!(!path.exists());
+        assert!(dir.join(".flight.mcap.partial").exists());
+        drop(out);
+        assert!(!dir.join(".flight.mcap.partial").exists());
+        assert!(!path.exists());
+        let out = OutputFile::create(&path).unwrap();
+        out.file().write_all(b"whole").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"whole");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
