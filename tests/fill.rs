@@ -674,3 +674,96 @@ fn the_fill_reads_in_packets_of_the_ftp_clients_size() {
         ulog_recv::link::ftp::wire::MAX_DATA as u64
     );
 }
+
+#[test]
+fn a_column_whose_last_records_a_dropout_took_still_gets_back_what_the_stop_discarded() {
+    // Two columns; the stream stops with its last partial chunk discarded (imu samples in
+    // it), and just before, a dropout took the imu column's last records: only the main
+    // column's records lie between that dropout and the stop. The imu column's tail begins
+    // at its own last record, before the dropout: what the dropout lost is no part of what
+    // the stop discarded, and must not hide the imu samples the stop took.
+    use ulog_recv::store::columns::{ColumnRouter, ColumnSpec};
+    let spec = || ColumnSpec::parse("imu=sensor_*,vehicle_*").unwrap();
+    let mut tested = 0;
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 21);
+        let (starts, _) = message_starts(&ours);
+        // Which data messages go to the imu column: the names of the 'A' messages.
+        let mut imu_ids = std::collections::HashSet::new();
+        for m in framed(&ours[FILE_HEADER_LEN..]) {
+            if m[2] == msg_type::ADD_LOGGED {
+                let id = u16::from_le_bytes([m[4], m[5]]);
+                let topic = String::from_utf8_lossy(&m[6..]).into_owned();
+                if topic.starts_with("sensor_") || topic.starts_with("vehicle_") {
+                    imu_ids.insert(id);
+                }
+            }
+        }
+        let kind = |i: usize| {
+            let m = &ours[starts[i]..];
+            match m[2] {
+                msg_type::DATA if imu_ids.contains(&u16::from_le_bytes([m[3], m[4]])) => 2,
+                msg_type::DATA => 1,
+                _ => 0,
+            }
+        };
+        let postflight = (0..starts.len())
+            .rev()
+            .take_while(|i| ours[starts[*i] + 2] == msg_type::INFO_MULTIPLE)
+            .last()
+            .unwrap();
+        // A stop whose discarded chunk (200 bytes) holds imu samples, after a run of main
+        // records only, after 300 bytes a dropout took (imu samples among them).
+        let found = (starts.len() / 2..starts.len() * 9 / 10)
+            .rev()
+            .find_map(|stop| {
+                let mut first = stop;
+                while starts[stop] - starts[first - 1] <= 200 {
+                    first -= 1;
+                }
+                if !(first..stop).any(|i| kind(i) == 2) {
+                    return None;
+                }
+                let mut b = first;
+                while kind(b - 1) == 1 {
+                    b -= 1;
+                }
+                if first - b < 2 {
+                    return None;
+                }
+                let mut a = b;
+                while starts[b] - starts[a - 1] <= 300 {
+                    a -= 1;
+                }
+                (a..b).any(|i| kind(i) == 2).then_some((a, b, first, stop))
+            });
+        let Some((a, b, first, stop)) = found else {
+            eprintln!("{name}: no such stop in this log");
+            continue;
+        };
+        tested += 1;
+        let stopped = lose(&ours, first..postflight, false);
+        let cut = lose(&stopped, a..b, true);
+        let mut router = ColumnRouter::new(vec![spec()]);
+        let mut out = vec![bytes::BytesMut::new(); 2];
+        router.push(&cut, &mut out);
+        let filled = fill_columns(
+            &[
+                vec![("split_0000.ulg", out[0].to_vec(), 0)],
+                vec![("imu/split_0000.ulg", out[1].to_vec(), 0)],
+            ],
+            &sd,
+        );
+        let got = sorted_records(filled.splits.iter().map(|c| &c[0][..]));
+        let missing: Vec<_> = records(&ours[..starts[stop]])
+            .into_iter()
+            .filter(|r| got.binary_search(r).is_err())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: {} of the stream's records before its stop missing after the fill",
+            missing.len()
+        );
+    }
+    assert!(tested > 0, "no log had such a stop");
+}

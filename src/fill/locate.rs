@@ -38,7 +38,9 @@
 //! - The tail: the stretch runs from the last anchor found to where the stream stopped.
 //!   After a STOP ([`FlightScan::stopped`]) the stream lost at most the partial chunk PX4
 //!   discards: the first [`LOST_AT_STOP`] bytes of records after the last anchor that the
-//!   stream does not have are taken, and the newest time among them and the stream's is
+//!   stream does not have and that are stamped after its end (across every column: one
+//!   column's last records may lie before another's dropout, whose records are no part of
+//!   what the stop discarded) are taken, and the newest time among them and the stream's is
 //!   where it stopped; after them, only records stamped no later than that are taken (PX4
 //!   logs a slow topic's sample up to a period after its time), until the SD log's records
 //!   run [`TAIL_LAG_US`] past it. So the flight holds every sample of the SD log stamped up
@@ -592,7 +594,10 @@ impl Locator {
             if !s.begun {
                 continue;
             }
-            if ends_by_time && !self.ours.contains(raw) {
+            // A record stamped before the stream's end that the stream lacks was lost
+            // before the stop (another column's dropout, or a slow topic logged late): it
+            // is taken, and spends none of what the stop may have discarded.
+            if ends_by_time && !self.ours.contains(raw) && ts.is_none_or(|t| t > self.last_us) {
                 let within_lag = |t: u64| t <= self.last_us + TAIL_LAG_US;
                 let budget = if tail { LOST_AT_STOP } else { 0 };
                 if s.lost + raw.len() as u64 <= budget {

@@ -33,7 +33,10 @@ pub struct FtpConfig {
     /// trips measured (smoothed, plus four deviations, at least [`MIN_TIMEOUT`]) and
     /// doubles with each resend, up to this.
     pub reply_timeout: Duration,
-    /// Sends of one request, the first included, before the operation fails.
+    /// Sends of one request, the first included, before the operation fails. Ten, with the
+    /// waits doubling to [`FtpConfig::reply_timeout`]: about 5 s of silence; a radio at the
+    /// edge of its range that loses a fifth of the datagrams each way fails a request once
+    /// in ~30,000 (six tries: once in ~400, a fill of thousands of reads cut short).
     pub max_tries: u32,
     /// Average bytes per second read at most; `None`: as fast as the server sends.
     pub rate: Option<u64>,
@@ -43,7 +46,7 @@ impl Default for FtpConfig {
     fn default() -> Self {
         Self {
             reply_timeout: Duration::from_millis(1000),
-            max_tries: 6,
+            max_tries: 10,
             rate: None,
         }
     }
