@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ulog_recv::link::ftp::wire::crc32_part;
-use ulog_recv::link::ftp::{FtpError, FtpOp, FtpReply, Nak};
+use ulog_recv::link::ftp::{FtpConfig, FtpError, FtpOp, FtpReply, Nak};
 use ulog_recv::link::{Event, Session, SessionConfig};
 use ulog_recv::sim::{Impairment, SimVehicle, VehicleConfig, chunk_log};
 
@@ -252,7 +252,7 @@ fn a_vehicle_without_an_sd_card_says_so_and_a_silent_one_times_out() {
         h.run(FtpOp::Crc32 { path }),
         Err(FtpError::Timeout {
             request: "CalcFileCRC32",
-            tries: 6
+            tries: FtpConfig::default().max_tries
         })
     );
 }

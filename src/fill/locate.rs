@@ -86,7 +86,8 @@ const CHAIN: usize = 4;
 /// Bytes of records after the last anchor that a stream ended by a STOP may have lost: the
 /// partial chunk PX4 discards (a LOGGING_DATA chunk carries 249 bytes).
 pub const LOST_AT_STOP: u64 = 249;
-/// Bytes read per scan step once a head or a window began (burst reads).
+/// Most bytes read per scan step once a head or a window began (burst reads): its pieces
+/// start at [`SCAN_PIECE`] and double.
 pub const STRETCH_PIECE: u64 = 64 * 1024;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
 pub const TAIL_PIECE: u64 = 256 * 1024;
@@ -157,6 +158,8 @@ struct Scan {
     begun: bool,
     /// Where in the SD log the stretch began (that anchor, or the head's first record).
     begun_at: u64,
+    /// Reads since the stretch began (each piece of a head or window twice the last).
+    stretch_reads: u32,
     /// The last anchor before the dropout found so far (its index in the site's messages).
     anchor: Option<usize>,
     /// The SD log's messages since the stretch began (since that anchor).
@@ -361,8 +364,11 @@ impl Locator {
             Stage::Scan(s) if s.at < self.sd_len => {
                 let piece = match self.edge {
                     Some(Edge::Tail) if s.begun && !self.stopped => TAIL_PIECE,
-                    // A stretch that runs to a time: seconds of log, not a gap's worth.
-                    Some(Edge::Head | Edge::Window) if s.begun => STRETCH_PIECE,
+                    // A stretch that runs to a time: up to seconds of log, not a gap's
+                    // worth (PX4's head holds a handful of records: the pieces grow).
+                    Some(Edge::Head | Edge::Window) if s.begun => {
+                        (SCAN_PIECE << s.stretch_reads.min(8)).min(STRETCH_PIECE)
+                    }
                     _ => SCAN_PIECE,
                 };
                 Some((s.at, piece.min(self.sd_len - s.at)))
@@ -444,6 +450,9 @@ impl Locator {
                 }
                 s.at += data.len() as u64;
                 s.carry.extend_from_slice(data);
+                if s.begun {
+                    s.stretch_reads += 1;
+                }
                 let ended = data.is_empty() || s.at >= self.sd_len;
                 let outcome = match self.scan_carry() {
                     Some(outcome) => Some(outcome),
