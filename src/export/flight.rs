@@ -10,14 +10,15 @@ use std::path::Path;
 use crate::export::{ExportError, ExportOptions};
 use crate::store::input::{LogInput, log_input};
 use crate::store::reading::read_session;
-use crate::store::reference::{is_snippet, read_reference};
+use crate::store::reference::read_reference;
 use crate::store::snippet::{cut_stream, snippet};
 use crate::store::splitter::SplitPolicy;
 
 /// Reads `input` (a `.ulg` or a session directory) as one ULog stream; anything else is
 /// refused ([`crate::store::input`]).
 pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportError> {
-    if let LogInput::File(_) = log_input(input)? {
+    let kind = log_input(input)?;
+    if let LogInput::File(_) = kind {
         return std::fs::read(input).map_err(|source| ExportError::Read {
             path: input.to_owned(),
             source,
@@ -28,7 +29,7 @@ pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportErro
         options.from_us.unwrap_or(0),
         options.to_us.unwrap_or(u64::MAX),
     );
-    if is_snippet(input) {
+    if kind == LogInput::Snippet {
         let stream = read_reference(input, column)?;
         if options.from_us.is_none() && options.to_us.is_none() {
             return Ok(stream);
