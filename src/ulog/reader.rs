@@ -21,8 +21,8 @@ use crate::ulog::framer::message_len;
 use crate::ulog::layout::Layout;
 
 use crate::ulog::message::{
-    FILE_HEADER_LEN, FILE_MAGIC, FileHeader, MSG_HEADER_LEN, Message, MessageError,
-    SUPPORTED_VERSION, SYNC_MAGIC, msg_type, plausible_header,
+    FILE_HEADER_LEN, FileHeader, MSG_HEADER_LEN, Message, MessageError, NotULog, SUPPORTED_VERSION,
+    SYNC_MAGIC, msg_type, plausible_header,
 };
 
 /// Bytes before the read position a resync searches for a sync magic.
@@ -320,9 +320,9 @@ impl Reader {
                 State::Header => {
                     if avail < FILE_HEADER_LEN {
                         // A wrong start is wrong however the header ends.
-                        let start = &self.buf[self.pos..];
-                        let n = start.len().min(FILE_MAGIC.len());
-                        if start[..n] != FILE_MAGIC[..n] {
+                        if let Err(NotULog::Magic { .. }) =
+                            FileHeader::check_file_start(&self.buf[self.pos..])
+                        {
                             self.state = State::Failed;
                             return Some(Err(ReadError::BadMagic));
                         }

@@ -244,16 +244,18 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Writes `output` through `write`, under its name only once whole and synced.
-fn write_output(
+/// Writes `output` through `write`, under its name only once whole and synced; what `write`
+/// returned.
+fn write_output<T>(
     output: &std::path::Path,
-    write: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
-) -> anyhow::Result<()> {
+    write: impl FnOnce(&std::fs::File) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let out = OutputFile::create(output)
         .with_context(|| format!("cannot create {}", output.display()))?;
-    write(out.file())
-        .and_then(|()| out.commit())
-        .with_context(|| format!("cannot write {}", output.display()))
+    let done = write(out.file())?;
+    out.commit()
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    Ok(done)
 }
 
 /// `ulog-recv snippet`.
@@ -320,7 +322,7 @@ fn snippet(
                 .with_context(cut)?
         }
     };
-    write_output(output, |mut f| f.write_all(&bytes))?;
+    write_output(output, |mut f| Ok(f.write_all(&bytes)?))?;
     let from = match input {
         LogInput::Session => format!(", from {} split(s)", stats.splits_read),
         _ => String::new(),
@@ -359,26 +361,25 @@ fn export(
             output.display()
         );
     }
+    // Refused as it is, not as a file `load` cannot read.
     log_input(input)?;
     let flight = ulog_recv::export::flight::load(input, &options)
         .with_context(|| format!("cannot read {}", input.display()))?;
     if extension == "ulg" {
         // The flight as one log: a session's splits joined, amendments merged.
-        write_output(output, |mut f| f.write_all(&flight))?;
+        write_output(output, |mut f| Ok(f.write_all(&flight)?))?;
         println!("{}: {} bytes", output.display(), flight.len());
         return Ok(());
     }
-    let out = OutputFile::create(output)
-        .with_context(|| format!("cannot create {}", output.display()))?;
-    let writer = std::io::BufWriter::new(out.file());
-    let stats = match (extension, bag_version) {
-        ("mcap", _) => ulog_recv::export::mcap::write(&flight, &options, writer),
-        (_, "1.2") => ulog_recv::export::bag::write_v12(&flight, &options, writer),
-        _ => ulog_recv::export::bag::write(&flight, &options, writer),
-    }
-    .with_context(|| format!("cannot export to {}", output.display()))?;
-    out.commit()
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    let stats = write_output(output, |file| {
+        let writer = std::io::BufWriter::new(file);
+        match (extension, bag_version) {
+            ("mcap", _) => ulog_recv::export::mcap::write(&flight, &options, writer),
+            (_, "1.2") => ulog_recv::export::bag::write_v12(&flight, &options, writer),
+            _ => ulog_recv::export::bag::write(&flight, &options, writer),
+        }
+        .with_context(|| format!("cannot export to {}", output.display()))
+    })?;
     println!(
         "{}: {} channels, {} samples, {} logged strings",
         output.display(),
