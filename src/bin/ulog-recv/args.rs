@@ -852,6 +852,18 @@ pub(crate) enum Command {
         #[command(flatten)]
         endpoint: EndpointArgs,
     },
+    /// Print the shell completion script for SHELL (packages install it for bash, zsh and
+    /// fish), e.g. `ulog-recv completions bash > ~/.local/share/bash-completion/completions/ulog-recv`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (ulog-recv.1, and ulog-recv-COMMAND.1 per command) into DIR.
+    #[command(hide = true)]
+    ManPages {
+        /// Where to write them (created if missing).
+        dir: PathBuf,
+    },
     /// A simulated vehicle and the receiver in one process, over loopback UDP: see logs
     /// arrive without a drone.
     Demo {

@@ -20,7 +20,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use anyhow::{Context, bail};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use ulog_recv::live::ndjson::client::{self, TailOptions};
 use ulog_recv::sim::VehicleConfig;
 use ulog_recv::store::SplitPolicy;
@@ -205,6 +205,18 @@ fn run() -> anyhow::Result<()> {
                 client::run_event(conn, &name, after_s, json, &mut std::io::stdout().lock()).await
             });
             quiet_on_closed_output(result)
+        }
+        Some(Command::Completions { shell }) => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "ulog-recv", &mut std::io::stdout());
+            Ok(())
+        }
+        Some(Command::ManPages { dir }) => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), &dir)
+                .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
+            Ok(())
         }
         Some(Command::Demo {
             log_dir,
