@@ -123,6 +123,10 @@
 //!   reads back what is in the bucket.
 //! - `tests/service.rs`, `tests/cli.rs`: the systemd units, sd_notify, the config file, the
 //!   command line. `tests/layering.rs`: this page's table.
+//! - `tests/package.rs`: the .deb packages and tarballs `.ci/package` builds (amd64, and
+//!   arm64 cross-built): their files, lintian, the units, the glibc floor, dpkg installing,
+//!   upgrading and purging them in a scratch root, and the arm64 binary under qemu-user
+//!   receiving a flight from the simulator.
 
 pub mod export;
 pub mod fill;

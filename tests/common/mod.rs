@@ -5,6 +5,7 @@
 pub mod garage;
 pub mod procs;
 pub mod px4;
+pub mod units;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
