@@ -1,5 +1,6 @@
 //! Export throughput: each real log (and the synthetic one) exported in memory to each format
-//! `ulog-recv export` writes, in MB/s of ULog, next to pyulog reading the same file (its
+//! `ulog-recv export` writes (TIDE with each compression), in MB/s of ULog and as a ratio to
+//! the MCAP export's time on the same log, next to pyulog reading the same file (its
 //! `ULog(path)`, parse only) in the same run: the ratio says how our export compares with the
 //! time a Python user already spends just opening the log.
 //!
@@ -58,9 +59,9 @@ fn pyulog_seconds(path: &Path) -> Option<f64> {
 
 fn main() {
     println!(
-        "| log | MB | format | MB/s of ULog | output MB | pyulog read s | export time / pyulog read |"
+        "| log | MB | format | MB/s of ULog | output MB | time / MCAP's | pyulog read s | export time / pyulog read |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|");
     for path in logs() {
         let bytes = std::fs::read(&path).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
@@ -72,23 +73,30 @@ fn main() {
             &mut std::io::Cursor<Vec<u8>>,
         )
             -> Result<ulog_recv::export::ExportStats, ulog_recv::export::ExportError>;
-        let formats: [(&str, Writer); 3] = [
+        use ulog_recv::export::tide::{Compression, write::write as tide};
+        let formats: [(&str, Writer); 6] = [
             ("MCAP", |b, o, w| ulog_recv::export::mcap::write(b, o, w)),
             ("bag 2.0", |b, o, w| ulog_recv::export::bag::write(b, o, w)),
             ("bag 1.2", |b, o, w| {
                 ulog_recv::export::bag::write_v12(b, o, w)
             }),
+            ("TIDE gzip", |b, o, w| tide(b, o, Compression::Gzip, w)),
+            ("TIDE bzip2", |b, o, w| tide(b, o, Compression::Bzip2, w)),
+            ("TIDE none", |b, o, w| tide(b, o, Compression::None, w)),
         ];
+        let mut mcap_seconds = None;
         for (format, write) in formats {
             let (t, size) = best(5, || {
                 let mut out = std::io::Cursor::new(Vec::new());
                 write(&bytes, &ExportOptions::default(), &mut out).unwrap();
                 out.into_inner().len() as u64
             });
+            let mcap = *mcap_seconds.get_or_insert(t.as_secs_f64());
             println!(
-                "| {name} | {mb:.2} | {format} | {:.0} | {:.2} | {} | {} |",
+                "| {name} | {mb:.2} | {format} | {:.0} | {:.2} | {:.2} | {} | {} |",
                 mb / t.as_secs_f64(),
                 size as f64 / 1e6,
+                t.as_secs_f64() / mcap,
                 pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
                 pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
             );

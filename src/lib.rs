@@ -59,7 +59,7 @@
 //! splits as amendments ([`store::amend`]), which every reader merges.
 //!
 //! Afterwards, `export` reads a `.ulg` or a session's splits back as one ULog stream
-//! ([`export::flight`]) and writes MCAP or ROS bags through the same ROS types the live
+//! ([`export::flight`]) and writes MCAP, ROS bags or TIDE through the same ROS types the live
 //! Foxglove server uses.
 //!
 //! # Threads
@@ -113,7 +113,8 @@
 //!   (slow, vanishing and flooding clients, `tail`, `topics`). `tests/ros2msg.rs`: rosbags
 //!   decodes our ROS 2 types. `tests/foxglove.rs`: Foxglove's own npm libraries as the
 //!   client. `tests/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
-//!   `rosbag`, all against pyulog.
+//!   `rosbag`, all against pyulog. `tests/tide.rs`: TIDE read by a reader written from the
+//!   draft's text (`tests/tide_read.py`) and by ours, against pyulog.
 //! - `tests/px4_sitl.rs`: a real PX4 (SITL) streams to the daemon; what it wrote is held
 //!   against PX4's own file log of the same boot (`tests/px4_compare.py`, pyulog): also a
 //!   restart while PX4 streams and 5 % of its datagrams lost.

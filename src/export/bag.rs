@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 
-use crate::export::{ExportError, ExportOptions, ExportStats, Sink, walk};
+use crate::export::{Flight, ExportError, ExportOptions, ExportStats, Sink, TopicSource, walk};
 use crate::ros::ros1::{self, LOG_DEFINITION, LOG_TYPE, ros_time};
 use crate::ros::ros2::Ros2Type;
 
@@ -46,9 +46,9 @@ mod op {
     pub const CONNECTION: u8 = 0x07;
 }
 
-/// Writes the ULog stream `ulog` to `out` as a ROS 1 bag (format 2.0).
+/// Writes the ULog stream of `flight` to `out` as a ROS 1 bag (format 2.0).
 pub fn write<W: Write + Seek>(
-    ulog: &[u8],
+    flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
     mut out: W,
 ) -> Result<ExportStats, ExportError> {
@@ -61,7 +61,7 @@ pub fn write<W: Write + Seek>(
         chunk: Chunk::default(),
         chunk_infos: Vec::new(),
     });
-    let (stats, _) = walk(ulog, options, &mut sink)?;
+    let (stats, _) = walk(flight, options, &mut sink)?;
     let mut sink = sink.records;
     sink.close_chunk()?;
     let index_pos = sink.position;
@@ -100,9 +100,9 @@ pub fn write<W: Write + Seek>(
     Ok(stats)
 }
 
-/// Writes the ULog stream `ulog` to `out` as a ROS 1 bag in format 1.2.
+/// Writes the ULog stream of `flight` to `out` as a ROS 1 bag in format 1.2.
 pub fn write_v12<W: Write + Seek>(
-    ulog: &[u8],
+    flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
     mut out: W,
 ) -> Result<ExportStats, ExportError> {
@@ -114,7 +114,7 @@ pub fn write_v12<W: Write + Seek>(
         topics: Vec::new(),
         record: Vec::new(),
     });
-    let (stats, _) = walk(ulog, options, &mut sink)?;
+    let (stats, _) = walk(flight, options, &mut sink)?;
     let sink = sink.records;
     let index_pos = sink.position;
     let mut tail = Vec::new();
@@ -240,7 +240,12 @@ impl<R: Records> RosSink<R> {
 }
 
 impl<R: Records> Sink for RosSink<R> {
-    fn channel(&mut self, topic: &str, ty: &Ros2Type) -> Result<u32, ExportError> {
+    fn channel(
+        &mut self,
+        topic: &str,
+        ty: &Ros2Type,
+        _source: &TopicSource<'_>,
+    ) -> Result<u32, ExportError> {
         Ok(self.records.add(Connection::of(topic, ty)))
     }
 

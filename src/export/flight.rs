@@ -1,4 +1,5 @@
-//! The flight to export, as one ULog byte stream: a `.ulg` file as it is; a session directory
+//! The flight to export, as one ULog byte stream: a `.ulg` file as it is (read from disk in
+//! pieces by the writers, [`open`]); a session directory
 //! read back as one stream ([`crate::store::reading`]: its splits joined, amendments merged,
 //! its columns joined, or the one column asked for). With a time window, a session is cut by
 //! its manifest's time index, reading only the splits the window needs
@@ -7,15 +8,34 @@
 
 use std::path::Path;
 
-use crate::export::{ExportError, ExportOptions};
+use crate::export::{ExportError, ExportOptions, Flight, FlightFile};
 use crate::store::input::{LogInput, log_input};
 use crate::store::reading::read_session;
 use crate::store::reference::read_reference;
 use crate::store::snippet::{cut_stream, snippet};
 use crate::store::splitter::SplitPolicy;
 
-/// Reads `input` (a `.ulg` or a session directory) as one ULog stream; anything else is
-/// refused ([`crate::store::input`]).
+/// `input` as the writers read it: a `.ulg` file from disk, a piece at a time (a window is cut
+/// by the writers' walk), so that its size never becomes memory; a session or a snippet as
+/// [`load`] reads it. Anything else is refused ([`crate::store::input`]).
+pub fn open(input: &Path, options: &ExportOptions) -> Result<Box<dyn Flight>, ExportError> {
+    if let LogInput::File(_) = log_input(input)? {
+        let len = std::fs::metadata(input)
+            .map_err(|source| ExportError::Read {
+                path: input.to_owned(),
+                source,
+            })?
+            .len();
+        return Ok(Box::new(FlightFile {
+            path: input.to_owned(),
+            len,
+        }));
+    }
+    Ok(Box::new(load(input, options)?))
+}
+
+/// Reads `input` (a `.ulg` or a session directory) as one ULog stream in memory; anything
+/// else is refused ([`crate::store::input`]).
 pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportError> {
     let kind = log_input(input)?;
     if let LogInput::File(_) = kind {

@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc;
 
-use crate::export::{ExportError, ExportOptions, ExportStats, FlightMetadata, Sink, walk};
+use crate::export::{Flight, 
+    ExportError, ExportOptions, ExportStats, FlightMetadata, Sink, TopicSource, walk,
+};
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 
 /// The MCAP profile: ROS 2 types, CDR.
@@ -54,13 +56,13 @@ mod op {
 }
 
 /// Message bytes per chunk, for a log of `ulog_len` bytes (see the module docs).
-fn chunk_bytes(ulog_len: usize) -> usize {
-    (ulog_len / 200).clamp(256 << 10, 1 << 20)
+pub(crate) fn chunk_bytes(ulog_len: u64) -> usize {
+    (ulog_len / 200).clamp(256 << 10, 1 << 20) as usize
 }
 
-/// Writes the ULog stream `ulog` to `out` as MCAP.
+/// Writes the ULog stream of `flight` to `out` as MCAP.
 pub fn write<W: Write + Send>(
-    ulog: &[u8],
+    flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
     out: W,
 ) -> Result<ExportStats, ExportError> {
@@ -71,14 +73,14 @@ pub fn write<W: Write + Send>(
             .spawn_scoped(scope, move || write_file(out, received))
             .map_err(ExportError::Write)?;
         let mut sink = ChunkSink {
-            chunk_limit: chunk_bytes(ulog.len()),
+            chunk_limit: chunk_bytes(flight.len()),
             chunks,
             chunk: Chunk::default(),
             summary: Summary::default(),
             log_channel: None,
             buffer: Vec::new(),
         };
-        let walked = walk(ulog, options, &mut sink).and_then(|(stats, metadata)| {
+        let walked = walk(flight, options, &mut sink).and_then(|(stats, metadata)| {
             sink.send_chunk()?;
             let summary = std::mem::take(&mut sink.summary);
             sink.send(Step::Finish { summary, metadata })?;
@@ -208,7 +210,12 @@ impl ChunkSink {
 }
 
 impl Sink for ChunkSink {
-    fn channel(&mut self, topic: &str, ty: &Ros2Type) -> Result<u32, ExportError> {
+    fn channel(
+        &mut self,
+        topic: &str,
+        ty: &Ros2Type,
+        _source: &TopicSource<'_>,
+    ) -> Result<u32, ExportError> {
         let schema = self.schema(&ty.name, &ty.schema);
         Ok(self.channel_of(schema, topic).into())
     }

@@ -1,11 +1,11 @@
 //! Flights exported to the formats other tools open: MCAP with the `ros2` profile (Foxglove,
-//! PlotJuggler, `ros2 bag`) and the ROS 1 bag format 2.0 (ROS 1 tools, Foxglove,
-//! PlotJuggler).
+//! PlotJuggler, `ros2 bag`), the ROS 1 bag formats 2.0 and 1.2 (ROS 1 tools, Foxglove,
+//! PlotJuggler) and TIDE 2.0 (the seed's self-describing log format).
 //!
 //! - [`flight`]: the input, a `.ulg` or a session directory, as one ULog byte stream.
 //! - [`walk`]: the one pass over the stream every format shares: which samples and strings
 //!   go, on which topic, with which type; a [`Sink`] writes them.
-//! - [`mcap`], [`bag`]: the writers.
+//! - [`mcap`], [`bag`], [`tide`]: the writers ([`tide`] also reads its files back).
 //!
 //! Topics are the Foxglove server's (`/NAME`, `/NAME/N`, `/log`), with the same types
 //! ([`crate::ros::ros2`], and [`crate::ros::ros1`] for ROS 1), so that a recording and the live
@@ -14,13 +14,15 @@
 pub mod bag;
 pub mod flight;
 pub mod mcap;
+pub mod tide;
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::ros::ros2::Ros2Type;
+use crate::ulog::format::{FieldType, FormatDef};
 use crate::ulog::glob;
 use crate::ulog::summary::OwnedValue;
-use crate::ulog::{Decoder, Message, Reader};
+use crate::ulog::{Decoder, Message, Reader, Value};
 
 /// What to export.
 #[derive(Debug, Clone, Default)]
@@ -77,7 +79,9 @@ pub enum ExportError {
     NotULog(#[from] crate::ulog::ReadError),
     #[error(transparent)]
     Input(#[from] crate::store::input::InputError),
-    #[error("cannot write the bag: {0}")]
+    #[error("cannot read the flight: {0}")]
+    ReadFlight(#[source] std::io::Error),
+    #[error("cannot write the export: {0}")]
     Write(#[from] std::io::Error),
 }
 
@@ -90,12 +94,53 @@ pub struct FlightMetadata {
     pub changed_parameters: BTreeMap<String, String>,
 }
 
+/// Where a channel's samples come from: the ULog topic instance and its formats.
+pub struct TopicSource<'a> {
+    /// The format (uORB topic) name: `vehicle_status`.
+    pub format: &'a str,
+    /// The instance: 0 for `/vehicle_status`, N for `/vehicle_status/N`.
+    pub multi_id: u8,
+    /// The ULog format text of the topic, then of each format it nests (each once), a line
+    /// each ([`format_texts`]).
+    pub format_texts: &'a str,
+}
+
+/// The ULog format text of `name`, then of each format it nests (each once, in the order first
+/// met), a line each: what a reader needs to read the topic's samples as ULog.
+pub fn format_texts(name: &str, formats: &HashMap<String, FormatDef>) -> String {
+    let mut names = vec![name];
+    let mut k = 0;
+    while k < names.len() {
+        if let Some(def) = formats.get(names[k]) {
+            for field in &def.fields {
+                if let FieldType::Nested(inner) = &field.ty
+                    && !names.contains(&inner.as_str())
+                {
+                    names.push(inner);
+                }
+            }
+        }
+        k += 1;
+    }
+    let mut text = String::new();
+    for def in names.iter().filter_map(|n| formats.get(*n)) {
+        text.push_str(&def.to_text());
+        text.push('\n');
+    }
+    text
+}
+
 /// Where [`walk`] puts what it exports.
 pub trait Sink {
     /// A topic instance's first exported sample comes: its channel's number for [`sample`].
     ///
     /// [`sample`]: Sink::sample
-    fn channel(&mut self, topic: &str, ty: &Ros2Type) -> Result<u32, ExportError>;
+    fn channel(
+        &mut self,
+        topic: &str,
+        ty: &Ros2Type,
+        source: &TopicSource<'_>,
+    ) -> Result<u32, ExportError>;
     /// A sample of `channel` (its data after the message id), stamped `timestamp_us`.
     fn sample(
         &mut self,
@@ -114,28 +159,117 @@ pub trait Sink {
     ) -> Result<(), ExportError>;
 }
 
-/// Reads the ULog stream `ulog` and hands `sink` what `options` export; returns the counts and
-/// the flight's info and parameters.
+/// A flight's ULog stream as the writers read it: in pieces, from the start, as many times as
+/// a writer needs (TIDE reads it twice). Bytes in memory (`[u8]`: a session joined, a
+/// snippet) or a `.ulg` file read from disk ([`FlightFile`]), so that exporting a file holds
+/// a piece of it at a time, never the whole flight.
+pub trait Flight {
+    /// Bytes in the stream (what the writers size their chunks by).
+    fn len(&self) -> u64;
+    /// Whether the stream is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The stream from its first byte.
+    fn open(&self) -> Result<Box<dyn std::io::Read + '_>, ExportError>;
+}
+
+impl Flight for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn open(&self) -> Result<Box<dyn std::io::Read + '_>, ExportError> {
+        Ok(Box::new(self))
+    }
+}
+
+impl Flight for Vec<u8> {
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    fn open(&self) -> Result<Box<dyn std::io::Read + '_>, ExportError> {
+        Ok(Box::new(self.as_slice()))
+    }
+}
+
+/// A `.ulg` file as a [`Flight`]: opened again for each pass, read in pieces.
+#[derive(Debug, Clone)]
+pub struct FlightFile {
+    pub path: std::path::PathBuf,
+    pub len: u64,
+}
+
+impl Flight for FlightFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn open(&self) -> Result<Box<dyn std::io::Read + '_>, ExportError> {
+        let file = std::fs::File::open(&self.path).map_err(|source| ExportError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(Box::new(file))
+    }
+}
+
+/// Bytes a pass over a [`Flight`] reads at a time.
+const PIECE: usize = 256 << 10;
+
+/// The records of `flight`, handed to `each` in order: the stream read in pieces through the
+/// incremental [`Reader`], so a pass holds a piece (and a message it splits), never the whole
+/// flight. `each` sees the decoder that has seen every record before it.
+fn each_record(
+    flight: &(impl Flight + ?Sized),
+    mut each: impl FnMut(&crate::ulog::Record<'_>) -> Result<bool, ExportError>,
+) -> Result<(), ExportError> {
+    let mut input = flight.open()?;
+    let mut reader = Reader::new();
+    let mut piece = vec![0u8; PIECE];
+    loop {
+        let n = loop {
+            match input.read(&mut piece) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => return Err(ExportError::ReadFlight(source)),
+            }
+        };
+        if n == 0 {
+            reader.finish();
+        } else {
+            reader.push(&piece[..n]);
+        }
+        while let Some(item) = reader.next_record() {
+            if !each(&item?)? {
+                return Ok(());
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads the ULog stream of `flight` and hands `sink` what `options` export; returns the
+/// counts and the flight's info and parameters.
 pub fn walk(
-    ulog: &[u8],
+    flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
     sink: &mut impl Sink,
 ) -> Result<(ExportStats, FlightMetadata), ExportError> {
-    let mut reader = Reader::new();
     let mut decoder = Decoder::new();
-    reader.push(ulog);
-    reader.finish();
     let mut stats = ExportStats::default();
     let mut metadata = FlightMetadata::default();
     // Channel of each (message id, format name, multi id); types by format name, compiled as
     // subscriptions appear.
     let mut channels: HashMap<(u16, u8), (String, u32)> = HashMap::new();
-    let mut types: HashMap<String, Ros2Type> = HashMap::new();
+    let mut types: HashMap<String, (Ros2Type, String)> = HashMap::new();
     let mut in_data = false;
     let mut log_channel = false;
     let wants_log = options.wants("log");
-    while let Some(item) = reader.next_record() {
-        let record = item?;
+    each_record(flight, |record| {
         let logged = match &record.message {
             Message::Info(kv) => {
                 metadata
@@ -162,7 +296,8 @@ pub fn walk(
                 if !types.contains_key(*name)
                     && let Ok(ty) = Ros2Type::compile(name, decoder.formats())
                 {
-                    types.insert((*name).to_owned(), ty);
+                    let texts = format_texts(name, decoder.formats());
+                    types.insert((*name).to_owned(), (ty, texts));
                 }
                 None
             }
@@ -188,19 +323,21 @@ pub fn walk(
                 sink.log(timestamp, level, &name, text)?;
                 stats.log_messages += 1;
             }
-            continue;
+            return Ok(true);
         }
         let latest = decoder.last_timestamp();
         let Ok(Some(sample)) = decoder.handle(&record.message) else {
-            continue;
+            return Ok(true);
         };
         let timestamp = sample.timestamp.unwrap_or(latest);
         let name = sample.name();
         if !options.in_window(timestamp) || !options.wants(name) {
-            continue;
+            return Ok(true);
         }
         // A format ROS types cannot express (never in PX4's logs) is left out.
-        let Some(ty) = types.get(name) else { continue };
+        let Some((ty, texts)) = types.get(name) else {
+            return Ok(true);
+        };
         let key = (sample.msg_id, sample.multi_id);
         let channel = match channels.get(&key) {
             Some((topic_name, channel)) if topic_name == name => *channel,
@@ -210,7 +347,12 @@ pub fn walk(
                     0 => format!("/{name}"),
                     n => format!("/{name}/{n}"),
                 };
-                let channel = sink.channel(&topic, ty)?;
+                let source = TopicSource {
+                    format: name,
+                    multi_id: sample.multi_id,
+                    format_texts: texts,
+                };
+                let channel = sink.channel(&topic, ty, &source)?;
                 channels.insert(key, (name.to_owned(), channel));
                 stats.channels += 1;
                 channel
@@ -218,7 +360,8 @@ pub fn walk(
         };
         sink.sample(channel, ty, timestamp, sample.data)?;
         stats.samples += 1;
-    }
+        Ok(true)
+    })?;
     Ok((stats, metadata))
 }
 
@@ -232,4 +375,44 @@ fn text(value: &OwnedValue) -> String {
         OwnedValue::Float(f) => f.to_string(),
         OwnedValue::Bytes(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
     }
+}
+
+/// The topics whose `time_utc_usec` field gives a flight its UTC reference (PX4 names the GPS
+/// topic one way or the other across versions).
+pub const UTC_TOPICS: [&str; 2] = ["vehicle_gps_position", "sensor_gps"];
+
+/// The flight's UTC reference: the µs to add to a log time (µs since boot) for µs since the
+/// Unix epoch, from the first GPS sample ([`UTC_TOPICS`]) that carries a UTC time
+/// (`time_utc_usec` > 0): its UTC time less its `timestamp`. `None` when no sample has one (no
+/// GPS fix, a bench or SITL log without GPS). Only the GPS topics' samples are decoded.
+pub fn utc_offset_us(flight: &(impl Flight + ?Sized)) -> Result<Option<i64>, ExportError> {
+    let mut decoder = Decoder::new();
+    let mut offset = None;
+    each_record(flight, |record| {
+        if let Message::Data { msg_id, .. } = &record.message {
+            let gps = decoder
+                .subscription(*msg_id)
+                .is_some_and(|s| UTC_TOPICS.contains(&s.name()));
+            if !gps {
+                return Ok(true);
+            }
+        }
+        let Ok(Some(sample)) = decoder.handle(&record.message) else {
+            return Ok(true);
+        };
+        if let (Some(Value::U64(utc)), Some(timestamp)) =
+            (sample.get("time_utc_usec"), sample.timestamp)
+            && utc > 0
+        {
+            offset = Some(utc as i64 - timestamp as i64);
+            return Ok(false);
+        }
+        Ok(true)
+    })
+    .or_else(|e| match e {
+        // A stream the walk will refuse says so there; before it, no reference was found.
+        ExportError::NotULog(_) => Ok(()),
+        other => Err(other),
+    })?;
+    Ok(offset)
 }

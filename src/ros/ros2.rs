@@ -403,6 +403,62 @@ fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     out.push(0);
 }
 
+/// One type of a `ros2msg` schema: its full name, its own definition (without those of its
+/// dependencies) and the full names of the types its fields use, in order, each once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeDefinition {
+    /// `px4_ulog/msg/EscReport`, `builtin_interfaces/msg/Time`.
+    pub name: String,
+    pub text: String,
+    pub dependencies: Vec<String>,
+}
+
+/// The types of the schema `schema` of type `name` (a [`Ros2Type`]'s, or [`LOG_SCHEMA`]): the
+/// main one first, then each nested one as the schema lists it (behind its `MSG:` header).
+pub fn schema_definitions(name: &str, schema: &str) -> Vec<TypeDefinition> {
+    let separator = format!("{SEPARATOR}\n");
+    schema
+        .split(separator.as_str())
+        .enumerate()
+        .map(|(k, part)| {
+            let (name, text) = match (k, part.split_once('\n')) {
+                (0, _) | (_, None) => (name.to_owned(), part),
+                (_, Some((header, rest))) => {
+                    let short = header.strip_prefix("MSG: ").unwrap_or(header);
+                    (full_type_name(short), rest)
+                }
+            };
+            let mut dependencies: Vec<String> = Vec::new();
+            for line in text.lines() {
+                let Some((ty, field)) = line.split_once(' ') else {
+                    continue;
+                };
+                let ty = ty.split('[').next().unwrap_or(ty);
+                // A constant (`byte DEBUG=10`) uses a basic type.
+                if ty.contains('/') && !field.contains('=') {
+                    let full = full_type_name(ty);
+                    if !dependencies.contains(&full) {
+                        dependencies.push(full);
+                    }
+                }
+            }
+            TypeDefinition {
+                name,
+                text: text.to_owned(),
+                dependencies,
+            }
+        })
+        .collect()
+}
+
+/// `pkg/msg/Name` for a field's `pkg/Name` (and as it is when it says `msg` already).
+fn full_type_name(short: &str) -> String {
+    match short.split_once('/') {
+        Some((package, rest)) if !rest.contains('/') => format!("{package}/msg/{rest}"),
+        _ => short.to_owned(),
+    }
+}
+
 /// The schema name of logged strings.
 pub const LOG_TYPE: &str = "rcl_interfaces/msg/Log";
 
@@ -465,6 +521,38 @@ pub fn encode_log(timestamp_us: u64, ulog_level: u8, name: &str, text: &[u8], ou
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schema_splits_into_its_types_with_their_direct_dependencies() {
+        let f = formats(&[
+            "outer:uint64_t timestamp;inner[2] a;leaf b;",
+            "inner:leaf x;float y;",
+            "leaf:uint8_t z;",
+        ]);
+        let ty = Ros2Type::compile("outer", &f).unwrap();
+        let defs = schema_definitions(&ty.name, &ty.schema);
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "px4_ulog/msg/Outer",
+                "px4_ulog/msg/Inner",
+                "px4_ulog/msg/Leaf"
+            ]
+        );
+        assert_eq!(
+            defs[0].dependencies,
+            ["px4_ulog/msg/Inner", "px4_ulog/msg/Leaf"]
+        );
+        assert_eq!(defs[1].dependencies, ["px4_ulog/msg/Leaf"]);
+        assert!(defs[2].dependencies.is_empty());
+        assert_eq!(defs[1].text, "px4_ulog/Leaf x\nfloat32 y\n");
+        let log = schema_definitions(LOG_TYPE, LOG_SCHEMA);
+        assert_eq!(log.len(), 2);
+        assert_eq!(log[0].dependencies, ["builtin_interfaces/msg/Time"]);
+        assert_eq!(log[1].name, "builtin_interfaces/msg/Time");
+        assert_eq!(log[1].text, "int32 sec\nuint32 nanosec\n");
+    }
 
     fn formats(defs: &[&str]) -> HashMap<String, FormatDef> {
         defs.iter()

@@ -662,7 +662,7 @@ pub(crate) enum Command {
     /// logged messages (for a session also what fills recovered and what is still missing).
     Info {
         /// A .ulg file, or a session directory (what fills recovered and what is still
-        /// missing, then the flight with its amendments merged).
+        /// missing, then the flight with its amendments merged), or a .tide export.
         file: PathBuf,
         /// One JSON object instead of text.
         #[arg(long)]
@@ -764,13 +764,14 @@ pub(crate) enum Command {
         reference: bool,
     },
     /// Export a flight (a .ulg, or a session directory: its splits and columns joined) to MCAP (ROS 2
-    /// types, CDR; for Foxglove, PlotJuggler, ros2 bag) or a ROS 1 bag (format 2.0; for ROS 1
-    /// tools, Foxglove, PlotJuggler); the format follows OUTPUT's extension.
+    /// types, CDR; for Foxglove, PlotJuggler, ros2 bag), a ROS 1 bag (format 2.0; for ROS 1
+    /// tools, Foxglove, PlotJuggler) or TIDE 2.0 (ROS 2 types, CDR); the format follows
+    /// OUTPUT's extension.
     Export {
         /// A .ulg file or a session directory (holding manifest.json).
         input: PathBuf,
-        /// The file to write: NAME.mcap, NAME.bag, or NAME.ulg (the flight as one log: splits
-        /// joined, amendments merged).
+        /// The file to write: NAME.mcap, NAME.bag, NAME.tide, or NAME.ulg (the flight as one
+        /// log: splits joined, amendments merged).
         #[arg(short, long)]
         output: PathBuf,
         /// Start of the window, seconds of log time (as `info` prints them).
@@ -783,6 +784,9 @@ pub(crate) enum Command {
         /// [default: all].
         #[arg(long, num_args = 1..)]
         topics: Vec<String>,
+        /// How a .tide's chunks are compressed: none, gzip or bzip2 [default: gzip].
+        #[arg(long, value_name = "none|gzip|bzip2")]
+        compression: Option<ulog_recv::export::tide::Compression>,
         /// The ROS bag format of a .bag: 2.0 (ROS 1 since 1.1) or 1.2 (ROS 0.5 to 1.0).
         #[arg(long, value_name = "VERSION", default_value = "2.0", value_parser = ["2.0", "1.2"])]
         bag_version: String,

@@ -26,6 +26,9 @@ macro_rules! say {
 use ulog_recv::ulog::summary::{OwnedValue, Summary, SummaryBuilder};
 
 pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
+    if path.is_file() && ulog_recv::export::tide::read::is_tide(path) {
+        return tide_info(path, json);
+    }
     let mut builder = SummaryBuilder::default();
     let input = ulog_recv::store::input::log_input(path)?;
     if input == ulog_recv::store::input::LogInput::Snippet {
@@ -309,4 +312,56 @@ pub(crate) fn print_text(s: &Summary) {
             say!("  {e}");
         }
     }
+}
+
+/// `info` of a TIDE export: its version, compression, time range, channels (type, entries,
+/// times) and META entries, as our reader reads its blocks.
+fn tide_info(path: &Path, json: bool) -> anyhow::Result<()> {
+    let info = ulog_recv::export::tide::read::read_info(path)
+        .with_context(|| format!("{} cannot be read", path.display()))?;
+    if json {
+        say!("{}", serde_json::to_string(&info)?);
+        return Ok(());
+    }
+    let seconds =
+        |ns: Option<u64>| ns.map_or("-".to_owned(), |ns| format!("{:.6}", ns as f64 / 1e9));
+    say!("TIDE {}.{}, {} bytes", info.major, info.minor, info.bytes);
+    let compressions: Vec<&str> = info.compressions.iter().map(String::as_str).collect();
+    say!(
+        "{} chunks ({}), {} entries, {} s to {} s since the epoch",
+        info.chunks,
+        compressions.join(", "),
+        info.entries,
+        seconds(info.start_ns),
+        seconds(info.end_ns)
+    );
+    say!(
+        "{} types, {} channels:",
+        info.types.len(),
+        info.channels.len()
+    );
+    for channel in &info.channels {
+        say!(
+            "  {:<40} {:>9} entries  {} s .. {} s  {}",
+            channel.name,
+            channel.entries,
+            seconds(channel.first_ns),
+            seconds(channel.last_ns),
+            channel.types.join(", ")
+        );
+    }
+    for (key, value) in info
+        .meta
+        .iter()
+        .filter(|(k, _)| !k.starts_with("ulog:info:"))
+    {
+        say!("{key}: {value}");
+    }
+    if !info.unknown_blocks.is_empty() {
+        say!(
+            "skipped blocks of unknown tags: {}",
+            info.unknown_blocks.join(", ")
+        );
+    }
+    Ok(())
 }

@@ -99,9 +99,21 @@ fn run() -> anyhow::Result<()> {
             from,
             to,
             topics,
+            compression,
             bag_version,
             column,
-        }) => export(&input, &output, from, to, topics, &bag_version, column),
+        }) => export(
+            &input,
+            &output,
+            ExportFormat {
+                from,
+                to,
+                topics,
+                compression,
+                bag_version,
+                column,
+            },
+        ),
         Some(Command::Sim {
             file,
             synthetic,
@@ -350,45 +362,67 @@ fn snippet(
 }
 
 /// `ulog-recv export`.
-fn export(
-    input: &std::path::Path,
-    output: &std::path::Path,
+/// What `export` writes beside its input and output.
+struct ExportFormat {
     from: Option<f64>,
     to: Option<f64>,
     topics: Vec<String>,
-    bag_version: &str,
+    compression: Option<ulog_recv::export::tide::Compression>,
+    bag_version: String,
     column: Option<String>,
+}
+
+fn export(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    format: ExportFormat,
 ) -> anyhow::Result<()> {
     let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
     let options = ulog_recv::export::ExportOptions {
-        from_us: from.map(us),
-        to_us: to.map(us),
-        topics,
-        column,
+        from_us: format.from.map(us),
+        to_us: format.to.map(us),
+        topics: format.topics,
+        column: format.column,
     };
     let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if !["mcap", "bag", "ulg"].contains(&extension) {
+    if !["mcap", "bag", "tide", "tid", "ulg"].contains(&extension) {
         bail!(
-            "cannot tell the format from {}: name the output NAME.mcap, NAME.bag or NAME.ulg",
+            "cannot tell the format from {}: name the output NAME.mcap, NAME.bag, NAME.tide or \
+             NAME.ulg",
             output.display()
         );
     }
+    let tide = matches!(extension, "tide" | "tid");
+    if format.compression.is_some() && !tide {
+        bail!("--compression is for a TIDE export (NAME.tide)");
+    }
     // Refused as it is, not as a file `load` cannot read.
     log_input(input)?;
-    let flight = ulog_recv::export::flight::load(input, &options)
+    let flight = ulog_recv::export::flight::open(input, &options)
         .with_context(|| format!("cannot read {}", input.display()))?;
+    let flight = flight.as_ref();
     if extension == "ulg" {
         // The flight as one log: a session's splits joined, amendments merged.
-        write_output(output, |mut f| Ok(f.write_all(&flight)?))?;
+        write_output(output, |mut f| {
+            std::io::copy(&mut flight.open()?, &mut f)?;
+            Ok(())
+        })?;
         println!("{}: {} bytes", output.display(), flight.len());
         return Ok(());
     }
+    let compression = format
+        .compression
+        .unwrap_or(ulog_recv::export::tide::Compression::Gzip);
+    let bag_version = format.bag_version.as_str();
     let stats = write_output(output, |file| {
         let writer = std::io::BufWriter::new(file);
         match (extension, bag_version) {
-            ("mcap", _) => ulog_recv::export::mcap::write(&flight, &options, writer),
-            (_, "1.2") => ulog_recv::export::bag::write_v12(&flight, &options, writer),
-            _ => ulog_recv::export::bag::write(&flight, &options, writer),
+            ("mcap", _) => ulog_recv::export::mcap::write(flight, &options, writer),
+            ("tide" | "tid", _) => {
+                ulog_recv::export::tide::write::write(flight, &options, compression, writer)
+            }
+            (_, "1.2") => ulog_recv::export::bag::write_v12(flight, &options, writer),
+            _ => ulog_recv::export::bag::write(flight, &options, writer),
         }
         .with_context(|| format!("cannot export to {}", output.display()))
     })?;
