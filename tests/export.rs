@@ -1,7 +1,9 @@
 //! `ulog-recv export`, read back by independent readers: MCAP by the Python `mcap` and
 //! `mcap-ros2-support` packages (`tests/mcap_read.py`), ROS 1 bags (format 2.0) by rosbags
 //! (`tests/bag_read.py`, which also recomputes every connection's MD5 sum), bags in format 1.2
-//! by ROS's own `rosbag` library (`tests/bag12_read.py`, through the topics' index). Every real log and
+//! by ROS's own `rosbag` library (`tests/bag12_read.py`, through the topics' index), a
+//! session's TIDE export by the reader written from the draft (`tests/tide.rs` has the rest).
+//! Every real log and
 //! the synthetic one, and a session of several splits recorded from the simulator by the
 //! daemon: each topic instance with pyulog's sample count, first and last values and log
 //! times (a session's latched replays counted once), `/log` with the logged strings; MCAP with
@@ -39,7 +41,9 @@ fn export(input: &Path, output: &Path, extra: &[&str]) {
 /// The independent reader's report of an export (an MCAP with a window: `START_NS:END_NS`).
 fn read(py: &Path, file: &Path, window: Option<(u64, u64)>) -> Json {
     let name = file.to_string_lossy();
-    let reader = if name.ends_with(".v12.bag") {
+    let reader = if name.ends_with(".tide") {
+        "tests/tide_read.py"
+    } else if name.ends_with(".v12.bag") {
         "tests/bag12_read.py"
     } else if name.ends_with(".bag") {
         "tests/bag_read.py"
@@ -241,6 +245,11 @@ fn a_session_of_several_splits_exports_as_one_flight() {
     let old = dir.join("session.v12.bag");
     export(&sessions[0], &old, &["--bag-version", "1.2"]);
     common::check_ros2_report(&what, &read(&py, &old, None), &expected_for(log));
+    let tide = dir.join("session.tide");
+    export(&sessions[0], &tide, &[]);
+    let report = read(&py, &tide, None);
+    assert_eq!(report["problems"], serde_json::json!([]), "{what}");
+    common::check_ros2_report(&what, &report, &expected_for(log));
     // A window of the session, cut through its manifest: only samples stamped inside it.
     let expected = expected_for(log);
     let (start, end) = (

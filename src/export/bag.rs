@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 
-use crate::export::{Flight, ExportError, ExportOptions, ExportStats, Sink, TopicSource, walk};
+use crate::export::{ExportError, ExportOptions, ExportStats, Flight, Sink, TopicSource, walk};
 use crate::ros::ros1::{self, LOG_DEFINITION, LOG_TYPE, ros_time};
 use crate::ros::ros2::Ros2Type;
 

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc;
 
-use crate::export::{Flight, 
-    ExportError, ExportOptions, ExportStats, FlightMetadata, Sink, TopicSource, walk,
+use crate::export::{
+    ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, TopicSource, walk,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 
@@ -56,7 +56,7 @@ mod op {
 }
 
 /// Message bytes per chunk, for a log of `ulog_len` bytes (see the module docs).
-pub(crate) fn chunk_bytes(ulog_len: u64) -> usize {
+fn chunk_bytes(ulog_len: u64) -> usize {
     (ulog_len / 200).clamp(256 << 10, 1 << 20) as usize
 }
 

@@ -13,9 +13,9 @@ use std::time::{Duration, SystemTime};
 use bytes::BufMut;
 
 use super::{CHUNK_FIXED, Compression, MAJOR, MINOR, SYNTAX, tag, type_hash};
-use crate::export::mcap::chunk_bytes;
-use crate::export::{Flight, 
-    ExportError, ExportOptions, ExportStats, FlightMetadata, Sink, TopicSource, utc_offset_us, walk,
+use crate::export::{
+    ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, TopicSource,
+    utc_offset_us, walk,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, schema_definitions};
 
@@ -23,6 +23,15 @@ use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, schema_defini
 const GZIP_LEVEL: u32 = 1;
 /// bzip2's block size in 100 KB units: 9, its default (chunks are up to 1 MB).
 const BZIP2_LEVEL: u32 = 9;
+
+/// Entry bytes per chunk, for a log of `ulog_len` bytes: about 1/200 of the log (a window of a
+/// long flight touches few chunks), at least 64 KB and at most 1 MB. Smaller than the MCAP
+/// export's least (256 KB) because gzip is slower than zstd: a short log's chunks compress on
+/// the writer thread while the next are decoded, and gzip's 32 KB window gains nothing from
+/// more.
+fn chunk_bytes(ulog_len: u64) -> usize {
+    (ulog_len / 200).clamp(64 << 10, 1 << 20) as usize
+}
 
 /// Writes the ULog stream of `flight` to `out` as TIDE, its chunks compressed with `compression`.
 pub fn write<W: Write + Send>(
