@@ -192,6 +192,12 @@ fn every_compression_holds_the_same_entries_and_options_cut() {
             std::fs::metadata(&tide).unwrap().len(),
         ));
     }
+    // The text `info` prints: version, compression, channels with their types and counts.
+    let text = run_ok(&["info", dir.join("bzip2.tide").to_str().unwrap()]);
+    assert!(text.starts_with("TIDE 2.0, "), "{text}");
+    assert!(text.contains(" chunks (bzip2), "), "{text}");
+    assert!(text.contains(" px4_ulog/msg/"), "{text}");
+    assert!(text.contains("dc:Source: "), "{text}");
     assert_eq!(
         reports[0].0, reports[1].0,
         "gzip and bzip2 hold the same entries"
