@@ -388,6 +388,28 @@ fn the_packaged_units_pass_systemd_analyze_verify_and_security() {
     }
 }
 
+/// `binary` (a command running a packaged binary) runs `demo`: a simulated vehicle's flight
+/// received into .ulg files, which pyulog reads as we do. Returns their directory.
+fn runs_the_demo(mut binary: Command, name: &str) -> PathBuf {
+    let logs = fresh_dir(&format!("{name}-demo"));
+    let demo = [
+        "demo",
+        "--duration",
+        "3",
+        "--clean",
+        "--foxglove",
+        "0",
+        "--log-dir",
+    ];
+    run(binary.args(demo).arg(&logs));
+    let files = ulg_files(&logs);
+    assert!(!files.is_empty(), "{name}: the demo wrote no .ulg");
+    for f in &files {
+        common::check_with_pyulog(f);
+    }
+    logs
+}
+
 /// `dpkg --root ROOT ARGS`, its maintainer scripts run without a chroot (they act inside
 /// `$DPKG_ROOT` only, and leave this machine's services alone); dependencies not checked: the
 /// root holds no libc package.
@@ -486,23 +508,7 @@ fn installed_into_a_root_it_makes_its_user_keeps_an_edited_config_on_upgrade_and
     );
 
     // The installed binary runs the demo: a simulated flight received into .ulg files.
-    let logs = fresh_dir("dpkg-root-demo");
-    run(Command::new(root.join("usr/bin/ulog-recv"))
-        .args([
-            "demo",
-            "--duration",
-            "3",
-            "--clean",
-            "--foxglove",
-            "0",
-            "--log-dir",
-        ])
-        .arg(&logs));
-    let files = ulg_files(&logs);
-    assert!(!files.is_empty(), "the demo wrote no .ulg");
-    for f in &files {
-        common::check_with_pyulog(f);
-    }
+    let logs = runs_the_demo(Command::new(root.join("usr/bin/ulog-recv")), "dpkg-root");
 
     // The operator edits the config; upgrades keep the edit.
     let config = root.join("etc/ulog-recv/ulog-recv.toml");
@@ -628,25 +634,7 @@ fn the_arm64_binary_receives_a_flight_and_reads_it_back_as_the_native_build_does
     }
 
     // From the unpacked package, the arm64 binary runs the demo too.
-    let demo_logs = fresh_dir("arm64-demo");
-    run(arm64
-        .command(&binary)
-        .unwrap()
-        .args([
-            "demo",
-            "--duration",
-            "3",
-            "--clean",
-            "--foxglove",
-            "0",
-            "--log-dir",
-        ])
-        .arg(&demo_logs));
-    let demo_files = ulg_files(&demo_logs);
-    assert!(!demo_files.is_empty(), "the arm64 demo wrote no .ulg");
-    for f in &demo_files {
-        common::check_with_pyulog(f);
-    }
+    let demo_logs = runs_the_demo(arm64.command(&binary).unwrap(), "arm64");
     for dir in [&tree, &logs, &runtime, &demo_logs] {
         std::fs::remove_dir_all(dir).unwrap();
     }

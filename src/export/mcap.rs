@@ -27,7 +27,8 @@ use std::io::Write;
 use std::sync::mpsc;
 
 use crate::export::{
-    ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, TopicSource, walk,
+    ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
+    walk, with_writer_thread,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 
@@ -66,33 +67,25 @@ pub fn write<W: Write + Send>(
     options: &ExportOptions,
     out: W,
 ) -> Result<ExportStats, ExportError> {
-    let (chunks, received) = mpsc::sync_channel::<Step>(2);
-    std::thread::scope(|scope| {
-        let writer = std::thread::Builder::new()
-            .name("mcap-writer".into())
-            .spawn_scoped(scope, move || write_file(out, received))
-            .map_err(ExportError::Write)?;
-        let mut sink = ChunkSink {
-            chunk_limit: chunk_bytes(flight.len()),
-            chunks,
-            chunk: Chunk::default(),
-            summary: Summary::default(),
-            log_channel: None,
-            buffer: Vec::new(),
-        };
-        let walked = walk(flight, options, &mut sink).and_then(|(stats, metadata)| {
+    with_writer_thread(
+        "mcap-writer",
+        move |received| write_file(out, received),
+        |chunks| {
+            let mut sink = ChunkSink {
+                chunk_limit: chunk_bytes(flight.len()),
+                chunks,
+                chunk: Chunk::default(),
+                summary: Summary::default(),
+                log_channel: None,
+                buffer: Vec::new(),
+            };
+            let (stats, metadata) = walk(flight, options, &mut sink)?;
             sink.send_chunk()?;
             let summary = std::mem::take(&mut sink.summary);
-            sink.send(Step::Finish { summary, metadata })?;
+            sink.chunks.send(Step::Finish { summary, metadata })?;
             Ok(stats)
-        });
-        drop(sink);
-        // The writer's own error says why a send failed: it comes first.
-        let written = writer
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        written.and(walked)
-    })
+        },
+    )
 }
 
 /// The uncompressed records of one chunk and what its indexes need.
@@ -129,7 +122,7 @@ enum Step {
 /// The decoding side: lays records out in the chunk under way, hands full ones over.
 struct ChunkSink {
     chunk_limit: usize,
-    chunks: mpsc::SyncSender<Step>,
+    chunks: Steps<Step>,
     chunk: Chunk,
     summary: Summary,
     log_channel: Option<u16>,
@@ -138,13 +131,6 @@ struct ChunkSink {
 }
 
 impl ChunkSink {
-    fn send(&mut self, step: Step) -> Result<(), ExportError> {
-        self.chunks.send(step).map_err(|_| {
-            // The writer thread stopped on an error, which `write` reports instead of this.
-            ExportError::Write(std::io::Error::other("the MCAP writer thread stopped"))
-        })
-    }
-
     /// Hands the chunk under way to the writer, if it holds anything.
     fn send_chunk(&mut self) -> Result<(), ExportError> {
         if self.chunk.records.is_empty() {
@@ -152,7 +138,7 @@ impl ChunkSink {
         }
         let chunk = std::mem::take(&mut self.chunk);
         self.chunk.records.reserve(self.chunk_limit + (64 << 10));
-        self.send(Step::Chunk(chunk))
+        self.chunks.send(Step::Chunk(chunk))
     }
 
     fn schema(&mut self, name: &str, text: &str) -> u16 {

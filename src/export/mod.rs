@@ -215,6 +215,46 @@ impl Flight for FlightFile {
     }
 }
 
+/// The decoding side's end of a writer thread ([`with_writer_thread`]).
+pub(crate) struct Steps<S> {
+    sender: std::sync::mpsc::SyncSender<S>,
+}
+
+impl<S> Steps<S> {
+    /// Hands `step` to the writer thread. Fails when that thread has stopped on an error,
+    /// which [`with_writer_thread`] reports instead of this one.
+    pub(crate) fn send(&self, step: S) -> Result<(), ExportError> {
+        self.sender.send(step).map_err(|_| {
+            ExportError::Write(std::io::Error::other("the export's writer thread stopped"))
+        })
+    }
+}
+
+/// Runs `decode` on the caller's thread and `write` on a writer thread named `name` (it
+/// compresses and writes while the next steps are decoded); `decode` hands it steps through
+/// [`Steps`], at most two waiting, so memory stays bounded by a step's size. Returns what
+/// `decode` returns, unless the writer failed: its error comes first, as it says why a send
+/// failed.
+pub(crate) fn with_writer_thread<S: Send, T>(
+    name: &str,
+    write: impl FnOnce(std::sync::mpsc::Receiver<S>) -> Result<(), ExportError> + Send,
+    decode: impl FnOnce(Steps<S>) -> Result<T, ExportError>,
+) -> Result<T, ExportError> {
+    let (sender, received) = std::sync::mpsc::sync_channel::<S>(2);
+    std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(scope, move || write(received))
+            .map_err(ExportError::Write)?;
+        // `decode` owns the sender: when it returns, early or not, the writer's steps end.
+        let decoded = decode(Steps { sender });
+        let written = writer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        written.and(decoded)
+    })
+}
+
 /// Bytes a pass over a [`Flight`] reads at a time.
 const PIECE: usize = 256 << 10;
 

@@ -14,8 +14,8 @@ use bytes::BufMut;
 
 use super::{CHUNK_FIXED, Compression, MAJOR, MINOR, SYNTAX, tag, type_hash};
 use crate::export::{
-    ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, TopicSource,
-    utc_offset_us, walk,
+    ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
+    utc_offset_us, walk, with_writer_thread,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, schema_definitions};
 
@@ -41,38 +41,30 @@ pub fn write<W: Write + Send>(
     out: W,
 ) -> Result<ExportStats, ExportError> {
     let utc_offset_us = utc_offset_us(flight)?;
-    let (steps, received) = mpsc::sync_channel::<Step>(2);
-    std::thread::scope(|scope| {
-        let writer = std::thread::Builder::new()
-            .name("tide-writer".into())
-            .spawn_scoped(scope, move || write_file(out, compression, received))
-            .map_err(ExportError::Write)?;
-        let mut sink = EntrySink {
-            chunk_limit: chunk_bytes(flight.len()),
-            offset_us: utc_offset_us.unwrap_or(0),
-            steps,
-            chunk: Chunk::default(),
-            blocks: Vec::new(),
-            hashes: HashMap::new(),
-            topics: HashMap::new(),
-            channels: 0,
-            log_channel: None,
-            first_ns: None,
-            buffer: Vec::new(),
-        };
-        let walked = walk(flight, options, &mut sink).and_then(|(stats, metadata)| {
+    with_writer_thread(
+        "tide-writer",
+        move |received| write_file(out, compression, received),
+        |steps| {
+            let mut sink = EntrySink {
+                chunk_limit: chunk_bytes(flight.len()),
+                offset_us: utc_offset_us.unwrap_or(0),
+                steps,
+                chunk: Chunk::default(),
+                blocks: Vec::new(),
+                hashes: HashMap::new(),
+                topics: HashMap::new(),
+                channels: 0,
+                log_channel: None,
+                first_ns: None,
+                buffer: Vec::new(),
+            };
+            let (stats, metadata) = walk(flight, options, &mut sink)?;
             sink.send_chunk()?;
             let meta = meta_block(&metadata, utc_offset_us, sink.first_ns);
-            sink.send(Step::Finish(meta))?;
+            sink.steps.send(Step::Finish(meta))?;
             Ok(stats)
-        });
-        drop(sink);
-        // The writer's own error says why a send failed: it comes first.
-        let written = writer
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        written.and(walked)
-    })
+        },
+    )
 }
 
 /// The entries of one chunk, uncompressed, and what its header and index blocks need.
@@ -100,7 +92,7 @@ struct EntrySink {
     chunk_limit: usize,
     /// µs added to a log time for the entry's time (0 without a UTC reference).
     offset_us: i64,
-    steps: mpsc::SyncSender<Step>,
+    steps: Steps<Step>,
     chunk: Chunk,
     /// Blocks of channels opened since the chunk under way was handed over.
     blocks: Vec<u8>,
@@ -117,13 +109,6 @@ struct EntrySink {
 }
 
 impl EntrySink {
-    fn send(&mut self, step: Step) -> Result<(), ExportError> {
-        self.steps.send(step).map_err(|_| {
-            // The writer thread stopped on an error, which `write` reports instead of this.
-            ExportError::Write(std::io::Error::other("the TIDE writer thread stopped"))
-        })
-    }
-
     /// Hands the chunk under way (with the blocks of the channels it opens) to the writer.
     fn send_chunk(&mut self) -> Result<(), ExportError> {
         if self.chunk.count == 0 && self.blocks.is_empty() {
@@ -132,7 +117,7 @@ impl EntrySink {
         let mut chunk = std::mem::take(&mut self.chunk);
         chunk.blocks = std::mem::take(&mut self.blocks);
         self.chunk.entries.reserve(self.chunk_limit + (64 << 10));
-        self.send(Step::Chunk(chunk))
+        self.steps.send(Step::Chunk(chunk))
     }
 
     /// Writes the `TYPE` blocks of `name` (a type with schema `schema`) and of its
