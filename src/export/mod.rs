@@ -258,9 +258,10 @@ pub(crate) fn with_writer_thread<S: Send, T>(
 /// Bytes a pass over a [`Flight`] reads at a time.
 const PIECE: usize = 256 << 10;
 
-/// The records of `flight`, handed to `each` in order: the stream read in pieces through the
-/// incremental [`Reader`], so a pass holds a piece (and a message it splits), never the whole
-/// flight. `each` sees the decoder that has seen every record before it.
+/// The records of `flight`, handed to `each` in order until it returns `false`: the stream
+/// read in pieces through the incremental [`Reader`], so a pass holds a piece (and a message
+/// it splits), never the whole flight. A record the reader refuses ends the pass with its
+/// error.
 fn each_record(
     flight: &(impl Flight + ?Sized),
     mut each: impl FnMut(&crate::ulog::Record<'_>) -> Result<bool, ExportError>,
