@@ -1,5 +1,5 @@
 //! The flight to export, as one ULog byte stream: a `.ulg` file as it is (read from disk in
-//! pieces by the writers, [`open`]); a session directory
+//! pieces by the writers, [`open`], as is a session read as one column); a session directory
 //! read back as one stream ([`crate::store::reading`]: its splits joined, amendments merged,
 //! its columns joined, or the one column asked for). With a time window, a session is cut by
 //! its manifest's time index, reading only the splits the window needs
@@ -8,18 +8,21 @@
 
 use std::path::Path;
 
-use crate::export::{ExportError, ExportOptions, Flight, FlightFile};
+use crate::export::{ExportError, ExportOptions, Flight, FlightFile, SessionColumnFlight};
 use crate::store::input::{LogInput, log_input};
-use crate::store::reading::read_session;
+use crate::store::reading::{ColumnStream, read_session};
 use crate::store::reference::read_reference;
 use crate::store::snippet::{cut_stream, snippet};
 use crate::store::splitter::SplitPolicy;
 
 /// `input` as the writers read it: a `.ulg` file from disk, a piece at a time (a window is cut
-/// by the writers' walk), so that its size never becomes memory; a session or a snippet as
-/// [`load`] reads it. Anything else is refused ([`crate::store::input`]).
+/// by the writers' walk), and a whole session read as one column (a session without
+/// columns, or `--column`) split by split, so that a flight's length never becomes memory;
+/// columns to join, a window of a session and a snippet as [`load`] reads them. Anything
+/// else is refused ([`crate::store::input`]).
 pub fn open(input: &Path, options: &ExportOptions) -> Result<Box<dyn Flight>, ExportError> {
-    if let LogInput::File(_) = log_input(input)? {
+    let kind = log_input(input)?;
+    if let LogInput::File(_) = kind {
         let len = std::fs::metadata(input)
             .map_err(|source| ExportError::Read {
                 path: input.to_owned(),
@@ -30,6 +33,17 @@ pub fn open(input: &Path, options: &ExportOptions) -> Result<Box<dyn Flight>, Ex
             path: input.to_owned(),
             len,
         }));
+    }
+    let whole = options.from_us.is_none() && options.to_us.is_none();
+    if whole && let LogInput::Session = kind {
+        let column = options.column.as_deref();
+        if let Some(stream) = ColumnStream::open(input, column)? {
+            return Ok(Box::new(SessionColumnFlight {
+                dir: input.to_owned(),
+                column: options.column.clone(),
+                len: stream.files_len(),
+            }));
+        }
     }
     Ok(Box::new(load(input, options)?))
 }

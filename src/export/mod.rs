@@ -215,6 +215,33 @@ impl Flight for FlightFile {
     }
 }
 
+/// One column of a session as a [`Flight`]: read split by split, each pass from the start
+/// ([`ColumnStream`](crate::store::reading::ColumnStream)), so a long session exports holding
+/// one split at a time.
+#[derive(Debug, Clone)]
+pub struct SessionColumnFlight {
+    pub dir: std::path::PathBuf,
+    pub column: Option<String>,
+    /// Bytes of its split files.
+    pub len: u64,
+}
+
+impl Flight for SessionColumnFlight {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn open(&self) -> Result<Box<dyn std::io::Read + '_>, ExportError> {
+        match crate::store::reading::ColumnStream::open(&self.dir, self.column.as_deref())? {
+            Some(stream) => Ok(Box::new(stream)),
+            // The manifest changed between two passes: read it as it is now, whole.
+            None => Ok(Box::new(std::io::Cursor::new(
+                crate::store::reading::read_session(&self.dir, self.column.as_deref())?,
+            ))),
+        }
+    }
+}
+
 /// The decoding side's end of a writer thread ([`with_writer_thread`]).
 pub(crate) struct Steps<S> {
     sender: std::sync::mpsc::SyncSender<S>,
