@@ -176,6 +176,21 @@ class Types:
         raise ValueError(f"{ty['name']}: no dependency defines {tname}")
 
 
+def new_channel(ch, types):
+    """A channel's report before its first entry (the shape of tests/mcap_read.py's)."""
+    return {
+        "topic": ch["name"],
+        "schemaName": types.by_hash.get(ch["hashes"][0], {}).get("name", "?"),
+        "count": 0,
+        "first": None,
+        "last": None,
+        "firstLogTime": None,
+        "lastLogTime": None,
+        "timeMismatches": 0,
+        "trailing": 0,
+    }
+
+
 def main():
     path = sys.argv[1]
     blocks = read_blocks(path)
@@ -298,20 +313,7 @@ def main():
             except (ValueError, KeyError, struct.error) as err:
                 problems.append(f"{ch['name']}: an entry does not decode: {err}")
                 continue
-            state = report.setdefault(
-                cid,
-                {
-                    "topic": ch["name"],
-                    "schemaName": types.by_hash[hash_]["name"],
-                    "count": 0,
-                    "first": None,
-                    "last": None,
-                    "firstLogTime": None,
-                    "lastLogTime": None,
-                    "timeMismatches": 0,
-                    "trailing": 0,
-                },
-            )
+            state = report.setdefault(cid, new_channel(ch, types))
             log_time = time - offset_ns
             state["count"] += 1
             if state["first"] is None:
@@ -331,12 +333,7 @@ def main():
                 state["timeMismatches"] += 1
     # Channels without entries are listed too.
     for cid, ch in channels.items():
-        report.setdefault(
-            cid,
-            {"topic": ch["name"], "schemaName": types.by_hash.get(ch["hashes"][0], {}).get("name", "?"),
-             "count": 0, "first": None, "last": None, "firstLogTime": None, "lastLogTime": None,
-             "timeMismatches": 0, "trailing": 0},
-        )
+        report.setdefault(cid, new_channel(ch, types))
     if len(problems) > 20:
         problems[20:] = [f"... and {len(problems) - 20} more"]
     json.dump(
