@@ -332,3 +332,73 @@ fn for_each_value_gives_exactly_the_values_of_every_sample() {
     }
     assert!(samples > 10_000, "only {samples} samples");
 }
+
+#[test]
+fn a_decoder_fed_records_shares_the_readers_formats_and_decodes_what_it_would_alone() {
+    let (mut shared_formats, mut samples) = (0, 0);
+    for path in all_logs() {
+        let mut reader = Reader::new();
+        let mut shared = ulog_recv::ulog::Decoder::new();
+        let mut alone = ulog_recv::ulog::Decoder::new();
+        reader.push(&read(&path));
+        reader.finish();
+        while let Some(item) = &reader.next_record() {
+            let Ok(record) = item else { continue };
+            match (&record.message, record.format) {
+                (Message::Format(_), Some(def)) => {
+                    let _ = shared.handle_record(record);
+                    // Parsed once: the decoder holds the very object the reader built.
+                    let held = &shared.formats()[&def.name];
+                    assert!(std::sync::Arc::ptr_eq(held, def), "{}", def.name);
+                    shared_formats += 1;
+                }
+                (Message::Format(text), None) => {
+                    // Only a format that does not parse comes without one.
+                    assert!(shared.handle_record(record).is_err(), "{text}");
+                }
+                (message, format) => {
+                    assert!(format.is_none(), "{message:?}");
+                    let _ = shared.handle_record(record);
+                }
+            }
+            let by_record = shared.subscriptions().count();
+            let own = alone.handle(&record.message);
+            if let (Message::Data { msg_id, .. }, Ok(Some(expected))) = (&record.message, own) {
+                let sample = shared
+                    .handle_record(record)
+                    .expect("decodes")
+                    .expect("a sample");
+                assert_eq!(sample.timestamp, expected.timestamp);
+                assert_eq!(sample.layout, expected.layout, "message id {msg_id}");
+                assert_eq!(sample.data, expected.data);
+                samples += 1;
+            }
+            assert_eq!(by_record, alone.subscriptions().count());
+        }
+    }
+    assert!(shared_formats > 100 && samples > 10_000);
+}
+
+#[test]
+fn leaf_names_are_pyulogs_and_built_only_when_asked() {
+    let formats = ulog_recv::ulog::parse_formats([
+        "outer:uint64_t timestamp;inner[2] arr;char[3] label;uint8_t[5] _padding0;",
+        "inner:float x;uint8_t[2] _padding0;int16_t y;",
+    ])
+    .unwrap();
+    let layout = Layout::compile("outer", &formats).unwrap();
+    // Names are not part of what makes two layouts equal, built or not.
+    let untouched = layout.clone();
+    assert_eq!(layout.field_index("arr[1].y"), Some(8));
+    assert_eq!(layout, untouched);
+    assert_eq!(layout.field_name(0), "timestamp");
+    assert_eq!(layout.field_name(3), "arr[0]._padding0[1]");
+    assert_eq!(layout.field_names().last().unwrap(), "label[2]");
+    assert_eq!(layout.field_names().len(), layout.fields.len());
+    assert_eq!(layout.named_fields().count(), layout.fields.len());
+    assert_eq!(
+        layout.field_index("_padding0[0]"),
+        None,
+        "trailing padding is not logged"
+    );
+}

@@ -65,22 +65,20 @@ fn rendered_samples_hold_pyulogs_values() {
             let char_len = |name: &str| {
                 sample
                     .layout
-                    .fields
-                    .iter()
-                    .filter(|f| f.ty == BasicType::Char && f.name.starts_with(&format!("{name}[")))
+                    .named_fields()
+                    .filter(|(n, f)| f.ty == BasicType::Char && n.starts_with(&format!("{name}[")))
                     .count()
             };
             let mut flat = flatten(&rendered, &char_len);
             // `float`s are written in their shortest form (0.1, not pyulog's
             // 0.10000000149011612): read them back as `float`, as a client would.
-            for f in sample
+            for (name, _) in sample
                 .layout
-                .fields
-                .iter()
-                .filter(|f| f.ty == BasicType::Float)
+                .named_fields()
+                .filter(|(_, f)| f.ty == BasicType::Float)
             {
-                if let Some(x) = flat.get(&f.name).and_then(Json::as_f64) {
-                    flat.insert(f.name.clone(), Json::from(x as f32 as f64));
+                if let Some(x) = flat.get(name).and_then(Json::as_f64) {
+                    flat.insert(name.to_owned(), Json::from(x as f32 as f64));
                 }
             }
             let row = Json::Object(flat);

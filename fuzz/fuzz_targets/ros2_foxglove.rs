@@ -11,14 +11,14 @@
 //!   subscription the client made.
 #![no_main]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
 use ulog_recv::live::foxglove::publisher::{FoxglovePublisher, is_text};
 use ulog_recv::link::Event;
 use ulog_recv::ros::ros2::Ros2Type;
-use ulog_recv::ulog::FormatDef;
+use ulog_recv::ulog::{FormatDef, Formats};
 
 fn types_and_samples(input: &[u8]) {
     let (defs, sample) = match input.iter().position(|&b| b == 0) {
@@ -26,10 +26,10 @@ fn types_and_samples(input: &[u8]) {
         None => (input, &[][..]),
     };
     let text = String::from_utf8_lossy(defs);
-    let formats: HashMap<String, FormatDef> = text
+    let formats: Formats = text
         .lines()
         .filter_map(|l| FormatDef::parse(l).ok())
-        .map(|f| (f.name.clone(), f))
+        .map(|f| (f.name.clone(), std::sync::Arc::new(f)))
         .collect();
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for name in formats.keys() {

@@ -19,7 +19,7 @@ pub mod tide;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::ros::ros2::Ros2Type;
-use crate::ulog::format::{FieldType, FormatDef};
+use crate::ulog::format::{FieldType, Formats};
 use crate::ulog::glob;
 use crate::ulog::summary::OwnedValue;
 use crate::ulog::{Decoder, Message, Reader, Value};
@@ -107,7 +107,7 @@ pub struct TopicSource<'a> {
 
 /// The ULog format text of `name`, then of each format it nests (each once, in the order first
 /// met), a line each: what a reader needs to read the topic's samples as ULog.
-pub fn format_texts(name: &str, formats: &HashMap<String, FormatDef>) -> String {
+pub fn format_texts(name: &str, formats: &Formats) -> String {
     let mut names = vec![name];
     let mut k = 0;
     while k < names.len() {
@@ -309,8 +309,10 @@ fn each_record(
         } else {
             reader.push(&piece[..n]);
         }
-        while let Some(item) = reader.next_record() {
-            if !each(&item?)? {
+        // By reference: see `Reader::next_record`.
+        while let Some(item) = &reader.next_record() {
+            let record = item.as_ref().map_err(|e| ExportError::from(e.clone()))?;
+            if !each(record)? {
                 return Ok(());
             }
         }
@@ -394,7 +396,7 @@ pub fn walk(
             return Ok(true);
         }
         let latest = decoder.last_timestamp();
-        let Ok(Some(sample)) = decoder.handle(&record.message) else {
+        let Ok(Some(sample)) = decoder.handle_record(record) else {
             return Ok(true);
         };
         let timestamp = sample.timestamp.unwrap_or(latest);
@@ -465,7 +467,7 @@ pub fn utc_offset_us(flight: &(impl Flight + ?Sized)) -> Result<Option<i64>, Exp
                 return Ok(true);
             }
         }
-        let Ok(Some(sample)) = decoder.handle(&record.message) else {
+        let Ok(Some(sample)) = decoder.handle_record(record) else {
             return Ok(true);
         };
         if let (Some(Value::U64(utc)), Some(timestamp)) =

@@ -19,9 +19,7 @@
 //! Logged strings ('L', tagged 'C') become `rcl_interfaces/msg/Log` ([`LOG_SCHEMA`],
 //! [`encode_log`]).
 
-use std::collections::HashMap;
-
-use crate::ulog::format::{FieldType, FormatDef};
+use crate::ulog::format::{FieldType, FormatDef, Formats};
 use crate::ulog::layout::{Layout, LayoutError};
 use crate::ulog::types::BasicType;
 
@@ -83,7 +81,7 @@ pub struct Ros2Type {
 impl Ros2Type {
     /// Compiles the format `name`, resolving nested formats in `formats`. Fails as
     /// [`Layout::compile`] fails (unknown, recursive, too deep, too large).
-    pub fn compile(name: &str, formats: &HashMap<String, FormatDef>) -> Result<Self, SchemaError> {
+    pub fn compile(name: &str, formats: &Formats) -> Result<Self, SchemaError> {
         // The layout compiler bounds what the walks below meet: every format defined, no
         // recursion, bounded depth and size.
         Layout::compile(name, formats)?;
@@ -240,7 +238,7 @@ fn basic_type(ty: BasicType) -> &'static str {
 
 /// The schema text of `name` (compiled already, so every nested format exists and none
 /// recurses).
-fn schema(name: &str, formats: &HashMap<String, FormatDef>) -> String {
+fn schema(name: &str, formats: &Formats) -> String {
     let mut text = String::new();
     definition(&formats[name], &mut text);
     // Nested types, each once, in the order they are first met (depth first).
@@ -306,7 +304,7 @@ fn definition(def: &FormatDef, text: &mut String) {
 }
 
 /// Bytes of one `type` value in a sample (nested formats whole, padding included).
-fn size_of(ty: &FieldType, formats: &HashMap<String, FormatDef>) -> Result<usize, SchemaError> {
+fn size_of(ty: &FieldType, formats: &Formats) -> Result<usize, SchemaError> {
     Ok(match ty {
         FieldType::Basic(b) => b.size(),
         FieldType::Nested(inner) => Layout::sample_sizes(inner, formats)?.1,
@@ -314,12 +312,7 @@ fn size_of(ty: &FieldType, formats: &HashMap<String, FormatDef>) -> Result<usize
 }
 
 /// The encoding steps of format `name` at `base` in the sample.
-fn plan(
-    name: &str,
-    formats: &HashMap<String, FormatDef>,
-    base: usize,
-    ops: &mut Vec<Op>,
-) -> Result<(), SchemaError> {
+fn plan(name: &str, formats: &Formats, base: usize, ops: &mut Vec<Op>) -> Result<(), SchemaError> {
     let def = &formats[name];
     let mut offset = base;
     let mut any = false;
@@ -554,13 +547,8 @@ mod tests {
         assert_eq!(log[1].text, "int32 sec\nuint32 nanosec\n");
     }
 
-    fn formats(defs: &[&str]) -> HashMap<String, FormatDef> {
-        defs.iter()
-            .map(|d| {
-                let f = FormatDef::parse(d).unwrap();
-                (f.name.clone(), f)
-            })
-            .collect()
+    fn formats(defs: &[&str]) -> Formats {
+        crate::ulog::format::parse_formats(defs.iter().copied()).unwrap()
     }
 
     #[test]

@@ -338,11 +338,7 @@ impl TriggerWatch {
             (self.triggers.iter().enumerate())
                 .filter_map(|(trigger, t)| match t {
                     Trigger::Field(c) if c.topic == sample.name() => {
-                        let field = sample
-                            .layout
-                            .fields
-                            .iter()
-                            .position(|f| f.name == c.field)?;
+                        let field = sample.layout.field_index(&c.field)?;
                         Some(WatchedField {
                             trigger,
                             field,

@@ -1,13 +1,19 @@
 //! The decoder (sans-IO): follows the formats and subscriptions of a log and turns each data
 //! message into a [`Sample`], a zero-copy view whose fields are read on demand through the
 //! subscription's compiled [`Layout`]. Decoding allocates nothing per sample or per field.
+//!
+//! Fed [`Record`]s from a [`Reader`](crate::ulog::Reader) ([`Decoder::handle_record`]), it
+//! shares the formats the reader parsed (the reader sizes samples from them, the decoder
+//! compiles its layouts from the same objects); fed bare [`Message`]s ([`Decoder::handle`],
+//! e.g. from the link's framer), it parses its own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::ulog::format::{FormatDef, FormatError};
-use crate::ulog::layout::{Field, Layout, LayoutError};
+use crate::ulog::format::{FormatDef, FormatError, Formats};
+use crate::ulog::layout::{Layout, LayoutError};
 use crate::ulog::message::Message;
+use crate::ulog::reader::Record;
 use crate::ulog::types::{BasicType, Value};
 
 /// A message id bound to a format and instance by an 'A' message.
@@ -75,13 +81,12 @@ impl<'a> Sample<'a> {
         f.ty.read(&self.data[f.offset..])
     }
 
-    /// Every leaf field with its value, padding included (pyulog's view).
-    pub fn values(&self) -> impl Iterator<Item = (&'a Field, Value)> + '_ {
+    /// Every leaf field's name with its value, padding included (pyulog's view).
+    pub fn values(&self) -> impl Iterator<Item = (&'a str, Value)> + '_ {
         let data = self.data;
         self.layout
-            .fields
-            .iter()
-            .map(move |f| (f, f.ty.read(&data[f.offset..])))
+            .named_fields()
+            .map(move |(name, f)| (name, f.ty.read(&data[f.offset..])))
     }
 
     /// Calls `f(field_index, value)` for every leaf field in order, padding included: the
@@ -130,11 +135,7 @@ impl<'a> Sample<'a> {
 
     /// The value of the field named `name` (a linear search: for one-off look-ups).
     pub fn get(&self, name: &str) -> Option<Value> {
-        self.layout
-            .fields
-            .iter()
-            .position(|f| f.name == name)
-            .map(|i| self.value(i))
+        self.layout.field_index(name).map(|i| self.value(i))
     }
 }
 
@@ -183,7 +184,9 @@ pub struct DecoderStats {
 /// Follows formats and subscriptions; see the module docs.
 #[derive(Debug, Default)]
 pub struct Decoder {
-    formats: HashMap<String, FormatDef>,
+    formats: Formats,
+    /// Layouts compiled here (for messages fed without the reader's), by format name; cleared
+    /// when a format is (re)defined.
     layouts: HashMap<String, Arc<Layout>>,
     /// Indexed by message id.
     subscriptions: Vec<Option<Subscription>>,
@@ -196,6 +199,25 @@ pub struct Decoder {
 impl Decoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Takes one record of a [`Reader`](crate::ulog::Reader): as [`handle`](Self::handle),
+    /// sharing the reader's parse of an 'F' message rather than parsing its text again.
+    #[inline]
+    pub fn handle_record<'s, 'a: 's>(
+        &'s mut self,
+        record: &Record<'a>,
+    ) -> Result<Option<Sample<'s>>, DecodeError> {
+        if let Message::Data { msg_id, data } = record.message {
+            return self.decode_data(msg_id, data);
+        }
+        match (record.format, &record.message) {
+            (Some(def), Message::Format(_)) => self.add_format(def.clone()),
+            _ => self
+                .handle_definition(&record.message)
+                .inspect_err(|_| self.stats.errors += 1)?,
+        }
+        Ok(None)
     }
 
     /// Takes one message. Returns the sample for a data message, `None` for the others
@@ -213,7 +235,7 @@ impl Decoder {
         Ok(None)
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode_data<'s, 'a: 's>(
         &'s mut self,
         msg_id: u16,
@@ -231,10 +253,14 @@ impl Decoder {
                 got: data.len(),
             });
         }
-        let timestamp = sub.layout.timestamp.map(|t| {
-            let raw = t.ty.read(&data[t.offset..]).as_u64().unwrap_or(0);
-            sub.unwrap_timestamp(raw, t.ty.size() as u32 * 8, t.unit_us)
-        });
+        // A `match`, not `Option::map`: a closure here was left out of line on some paths.
+        let timestamp = match sub.layout.timestamp {
+            Some(t) => {
+                let ticks = t.ticks(data);
+                Some(sub.unwrap_timestamp(ticks, t.ty.size() as u32 * 8, t.unit_us))
+            }
+            None => None,
+        };
         if let Some(ts) = timestamp
             && ts > self.last_timestamp
         {
@@ -254,10 +280,7 @@ impl Decoder {
     fn handle_definition(&mut self, message: &Message<'_>) -> Result<(), DecodeError> {
         match *message {
             Message::Header(h) => self.last_timestamp = h.timestamp,
-            Message::Format(text) => {
-                let def = FormatDef::parse(text)?;
-                self.formats.insert(def.name.clone(), def);
-            }
+            Message::Format(text) => self.add_format(Arc::new(FormatDef::parse(text)?)),
             Message::AddLogged {
                 multi_id,
                 msg_id,
@@ -274,17 +297,7 @@ impl Decoder {
                         l
                     }
                 };
-                let i = msg_id as usize;
-                if self.subscriptions.len() <= i {
-                    self.subscriptions.resize(i + 1, None);
-                }
-                self.subscriptions[i] = Some(Subscription {
-                    msg_id,
-                    multi_id,
-                    layout,
-                    last_raw_timestamp: None,
-                    last_timestamp: 0,
-                });
+                self.subscribe(msg_id, multi_id, layout);
             }
             Message::RemoveLogged { msg_id } => {
                 if let Some(slot) = self.subscriptions.get_mut(msg_id as usize) {
@@ -294,6 +307,25 @@ impl Decoder {
             _ => {}
         }
         Ok(())
+    }
+
+    fn add_format(&mut self, def: Arc<FormatDef>) {
+        self.formats.insert(def.name.clone(), def);
+        self.layouts.clear();
+    }
+
+    fn subscribe(&mut self, msg_id: u16, multi_id: u8, layout: Arc<Layout>) {
+        let i = msg_id as usize;
+        if self.subscriptions.len() <= i {
+            self.subscriptions.resize(i + 1, None);
+        }
+        self.subscriptions[i] = Some(Subscription {
+            msg_id,
+            multi_id,
+            layout,
+            last_raw_timestamp: None,
+            last_timestamp: 0,
+        });
     }
 
     /// Follows `message` (parsed or not) and returns its sample's timestamp, if it is a data
@@ -306,7 +338,7 @@ impl Decoder {
     }
 
     /// The format definitions seen so far, by name.
-    pub fn formats(&self) -> &HashMap<String, FormatDef> {
+    pub fn formats(&self) -> &Formats {
         &self.formats
     }
 
@@ -339,15 +371,9 @@ mod tests {
         let mut sub = Subscription {
             msg_id: 0,
             multi_id: 0,
-            layout: Arc::new(Layout {
-                name: "t".into(),
-                fields: vec![],
-                size: 0,
-                full_size: 0,
-                timestamp: None,
-                runs: vec![],
-                visible_runs: vec![],
-            }),
+            layout: Arc::new(
+                Layout::compile("t", &crate::ulog::format::parse_formats(["t:"]).unwrap()).unwrap(),
+            ),
             last_raw_timestamp: None,
             last_timestamp: 0,
         };

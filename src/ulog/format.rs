@@ -1,7 +1,14 @@
 //! Format definitions ('F' messages): `name:type field;type[n] field;…` parsed into
 //! [`FormatDef`]. A field's type is a basic type or the name of another format (nested).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::ulog::types::BasicType;
+
+/// The format definitions of a log by name, each parsed once and shared (by the reader, the
+/// decoder and every layout compiled from them).
+pub type Formats = HashMap<String, Arc<FormatDef>>;
 
 /// Largest array length accepted in a format (a bigger one cannot fit in a message).
 pub const MAX_ARRAY_LEN: usize = u16::MAX as usize;
@@ -43,6 +50,15 @@ impl FieldDef {
 pub struct FormatDef {
     pub name: String,
     pub fields: Vec<FieldDef>,
+}
+
+/// Parses the texts of 'F' messages into [`Formats`] (a later definition of a name replaces
+/// an earlier one, as in a log).
+pub fn parse_formats<'t>(texts: impl IntoIterator<Item = &'t str>) -> Result<Formats, FormatError> {
+    texts
+        .into_iter()
+        .map(|text| FormatDef::parse(text).map(|def| (def.name.clone(), Arc::new(def))))
+        .collect()
 }
 
 /// Why a format message cannot be used.

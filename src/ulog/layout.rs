@@ -1,11 +1,15 @@
 //! The format compiler: turns a format and the formats it nests into a flat [`Layout`], the
-//! list of basic-typed leaf fields with their byte offsets, named the way pyulog flattens them
-//! (`q[0]`, `outer.inner`, `arr[1].x`). A layout is compiled once per format and shared by
-//! every subscription that uses it.
+//! list of basic-typed leaf fields with their byte offsets. A layout is compiled once per
+//! format and shared by every subscription that uses it (the reader compiles it and the decoder
+//! borrows it).
+//!
+//! Leaf names, flattened the way pyulog flattens them (`q[0]`, `outer.inner`, `arr[1].x`), are
+//! built only when a caller first asks for one ([`Layout::field_name`]): decoding and sizing
+//! samples never need them, and building one string per leaf was most of a small log's cost.
 
-use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
-use crate::ulog::format::{FieldType, FormatDef};
+use crate::ulog::format::{FieldType, FormatDef, Formats};
 use crate::ulog::types::BasicType;
 
 /// Deepest nesting accepted (PX4 uses two or three levels).
@@ -13,11 +17,9 @@ pub const MAX_NESTING: usize = 16;
 /// Largest layout accepted: a data message cannot carry more.
 pub const MAX_LAYOUT_SIZE: usize = u16::MAX as usize;
 
-/// One leaf field of a flattened format.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One leaf field of a flattened format. Its name is [`Layout::field_name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
-    /// Flattened name, e.g. `current.lat`, `q[2]`.
-    pub name: String,
     pub ty: BasicType,
     /// Byte offset in the sample data (after the message id).
     pub offset: usize,
@@ -34,8 +36,23 @@ pub struct TimestampField {
     pub unit_us: u64,
 }
 
+impl TimestampField {
+    /// The timestamp's raw ticks in a sample's `data`, which holds at least the layout's
+    /// `size` bytes (the timestamp is one of the unsigned types [`Layout::compile`] accepts).
+    #[inline(always)]
+    pub fn ticks(&self, data: &[u8]) -> u64 {
+        let at = &data[self.offset..];
+        match self.ty {
+            BasicType::UInt64 => u64::from_le_bytes(at[..8].try_into().expect("8 bytes")),
+            BasicType::UInt32 => u32::from_le_bytes(at[..4].try_into().expect("4 bytes")).into(),
+            BasicType::UInt16 => u16::from_le_bytes(at[..2].try_into().expect("2 bytes")).into(),
+            _ => at[0].into(),
+        }
+    }
+}
+
 /// A compiled format.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Layout {
     pub name: String,
     /// All leaves in order, padding included except a trailing top-level padding (which PX4
@@ -52,7 +69,28 @@ pub struct Layout {
     /// `runs` without the padding runs: what [`crate::ulog::Sample::for_each_visible_value`]
     /// walks.
     pub visible_runs: Vec<Run>,
+    /// The formats this layout was compiled from (its own and every nested one): what names
+    /// are built from.
+    sources: Vec<Arc<FormatDef>>,
+    /// The leaf names, built on first use.
+    names: OnceLock<Vec<String>>,
 }
+
+/// Two layouts are equal when they describe the same fields; whether their names have been
+/// built yet does not matter.
+impl PartialEq for Layout {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.fields == other.fields
+            && self.size == other.size
+            && self.full_size == other.full_size
+            && self.timestamp == other.timestamp
+            && self.runs == other.runs
+            && self.sources == other.sources
+    }
+}
+
+impl Eq for Layout {}
 
 /// Consecutive fields of one type, each right after the previous one. Packed into 12 bytes
 /// (a layout is at most [`MAX_LAYOUT_SIZE`] bytes, so offsets and counts fit 16 bits): the
@@ -121,25 +159,28 @@ pub enum LayoutError {
 
 impl Layout {
     /// Compiles the format `name`, resolving nested formats in `formats`.
-    pub fn compile(name: &str, formats: &HashMap<String, FormatDef>) -> Result<Self, LayoutError> {
+    pub fn compile(name: &str, formats: &Formats) -> Result<Self, LayoutError> {
         // At least one leaf per top-level field: most formats need no reallocation.
         let mut fields = Vec::with_capacity(formats.get(name).map_or(0, |f| f.fields.len()));
+        let mut sources = Vec::new();
         let mut walk = Walk {
             formats,
             stack: Vec::new(),
-            out: Some(&mut fields),
+            fields: Some(&mut fields),
+            names: None,
+            sources: Some(&mut sources),
+            timestamp: None,
             end_of_last_kept: 0,
             steps_left: MAX_LAYOUT_SIZE * 2,
         };
         let full_size = walk.flatten(name, "", 0, false)?;
-        while fields
-            .last()
-            .is_some_and(|f| f.name.starts_with("_padding"))
-        {
+        let (size, timestamp_index) = (walk.end_of_last_kept, walk.timestamp);
+        // What follows the last kept leaf is top-level padding at the end: not logged.
+        while fields.last().is_some_and(|f| f.offset >= size) {
             fields.pop();
         }
-        let size = fields.last().map_or(0, |f| f.offset + f.ty.size());
-        let timestamp = fields.iter().find(|f| f.name == "timestamp").and_then(|f| {
+        let timestamp = timestamp_index.and_then(|i| {
+            let f = fields[i];
             let unit_us = match f.ty {
                 BasicType::UInt64 | BasicType::UInt32 | BasicType::UInt16 => 1,
                 BasicType::UInt8 => 1000,
@@ -160,24 +201,74 @@ impl Layout {
             size,
             full_size,
             timestamp,
+            sources,
+            names: OnceLock::new(),
         })
     }
 
     /// `(size, full_size)` of the format `name`, as [`compile`](Self::compile) would give
     /// them, without building the field list: what a framing check needs.
-    pub fn sample_sizes(
-        name: &str,
-        formats: &HashMap<String, FormatDef>,
-    ) -> Result<(usize, usize), LayoutError> {
+    pub fn sample_sizes(name: &str, formats: &Formats) -> Result<(usize, usize), LayoutError> {
         let mut walk = Walk {
             formats,
             stack: Vec::new(),
-            out: None,
+            fields: None,
+            names: None,
+            sources: None,
+            timestamp: None,
             end_of_last_kept: 0,
             steps_left: MAX_LAYOUT_SIZE * 2,
         };
         let full_size = walk.flatten(name, "", 0, false)?;
         Ok((walk.end_of_last_kept, full_size))
+    }
+
+    /// The flattened name of leaf field `index` of [`fields`](Self::fields), e.g.
+    /// `current.lat`, `q[2]`. The first call builds every name of the layout.
+    pub fn field_name(&self, index: usize) -> &str {
+        &self.field_names()[index]
+    }
+
+    /// The flattened names of all [`fields`](Self::fields), in order; built on first use.
+    pub fn field_names(&self) -> &[String] {
+        self.names.get_or_init(|| {
+            let mut names = Vec::with_capacity(self.fields.len());
+            let mut walk = Walk {
+                formats: &self.sources[..],
+                stack: Vec::new(),
+                fields: None,
+                names: Some(&mut names),
+                sources: None,
+                timestamp: None,
+                end_of_last_kept: 0,
+                steps_left: MAX_LAYOUT_SIZE * 2,
+            };
+            // The walk that compiled this layout succeeded on the same formats, and takes the
+            // same path: it cannot fail, nor name fewer leaves (the fallback keeps a release
+            // build from panicking should that ever be wrong).
+            let walked = walk.flatten(&self.name, "", 0, false).is_ok();
+            names.truncate(self.fields.len());
+            debug_assert!(walked && names.len() == self.fields.len(), "{}", self.name);
+            if !walked || names.len() < self.fields.len() {
+                names = (0..self.fields.len())
+                    .map(|i| format!("field{i}"))
+                    .collect();
+            }
+            names
+        })
+    }
+
+    /// Index in [`fields`](Self::fields) of the leaf named `name`.
+    pub fn field_index(&self, name: &str) -> Option<usize> {
+        self.field_names().iter().position(|n| n == name)
+    }
+
+    /// Every leaf with its name, in order, padding included.
+    pub fn named_fields(&self) -> impl Iterator<Item = (&str, &Field)> {
+        self.field_names()
+            .iter()
+            .map(String::as_str)
+            .zip(&self.fields)
     }
 
     /// The fields a person wants to see: everything but padding.
@@ -189,6 +280,24 @@ impl Layout {
     #[inline]
     pub fn accepts_len(&self, len: usize) -> bool {
         len >= self.size && len <= self.full_size.max(self.size)
+    }
+}
+
+/// Where a compilation looks formats up: a log's [`Formats`], or the few formats a layout
+/// keeps for its names.
+trait FormatLookup {
+    fn find(&self, name: &str) -> Option<&Arc<FormatDef>>;
+}
+
+impl FormatLookup for Formats {
+    fn find(&self, name: &str) -> Option<&Arc<FormatDef>> {
+        self.get(name)
+    }
+}
+
+impl FormatLookup for [Arc<FormatDef>] {
+    fn find(&self, name: &str) -> Option<&Arc<FormatDef>> {
+        self.iter().find(|f| f.name == name)
     }
 }
 
@@ -206,20 +315,27 @@ fn leaf_name(prefix: &str, name: &str, index: Option<usize>) -> String {
     out
 }
 
-/// State of one compilation: the formats, the nesting stack (for recursion checks), the leaves
-/// so far (when wanted), and a step budget that bounds the work even for empty nested formats
-/// in arrays.
-struct Walk<'f, 'o> {
-    formats: &'f HashMap<String, FormatDef>,
+/// State of one walk over a format: the formats, the nesting stack (for recursion checks),
+/// what is wanted (leaves, their names, the formats used), and a step budget that bounds the
+/// work even for empty nested formats in arrays. Every walk takes the same path, so the
+/// leaves of one and the names of another line up.
+struct Walk<'f, 'o, L: FormatLookup + ?Sized> {
+    formats: &'f L,
     stack: Vec<&'f str>,
-    /// Where the leaves go; `None` when only sizes are wanted.
-    out: Option<&'o mut Vec<Field>>,
+    /// Where the leaves go, when wanted.
+    fields: Option<&'o mut Vec<Field>>,
+    /// Where the leaves' names go, when wanted.
+    names: Option<&'o mut Vec<String>>,
+    /// Every format visited, once each, when wanted.
+    sources: Option<&'o mut Vec<Arc<FormatDef>>>,
+    /// Index of the leaf of the top-level, non-array `timestamp` field.
+    timestamp: Option<usize>,
     /// End of the last leaf outside a top-level `_padding` field: the sample size.
     end_of_last_kept: usize,
     steps_left: usize,
 }
 
-impl<'f> Walk<'f, '_> {
+impl<'f, L: FormatLookup + ?Sized> Walk<'f, '_, L> {
     /// Appends the leaves of format `name` at `base` offset under `prefix`; returns its size.
     fn flatten(
         &mut self,
@@ -228,9 +344,9 @@ impl<'f> Walk<'f, '_> {
         base: usize,
         in_padding: bool,
     ) -> Result<usize, LayoutError> {
-        let (key, def) = self
+        let def = self
             .formats
-            .get_key_value(name)
+            .find(name)
             .ok_or_else(|| LayoutError::UnknownFormat(name.to_owned()))?;
         if self.stack.contains(&name) {
             return Err(LayoutError::Recursive(name.to_owned()));
@@ -238,32 +354,49 @@ impl<'f> Walk<'f, '_> {
         if self.stack.len() >= MAX_NESTING {
             return Err(LayoutError::TooDeep(name.to_owned()));
         }
-        self.stack.push(key);
+        if let Some(sources) = self.sources.as_deref_mut()
+            && !sources.iter().any(|s| Arc::ptr_eq(s, def))
+        {
+            sources.push(def.clone());
+        }
+        self.stack.push(&def.name);
         let top_level = self.stack.len() == 1;
         let mut offset = base;
+        let mut leaves = self.fields.as_deref().map_or(0, Vec::len);
         for field in &def.fields {
             let padding = in_padding || field.is_padding();
             // Top-level padding at the end is not logged; compile() drops it from the fields.
             let kept = !(top_level && field.is_padding());
+            if top_level
+                && field.array_len.is_none()
+                && field.name == "timestamp"
+                && matches!(field.ty, FieldType::Basic(_))
+                && self.timestamp.is_none()
+            {
+                self.timestamp = Some(leaves);
+            }
             for i in 0..field.array_len.unwrap_or(1) {
                 if self.steps_left == 0 || offset > MAX_LAYOUT_SIZE {
                     return Err(LayoutError::TooLarge(self.stack[0].to_owned()));
                 }
                 self.steps_left -= 1;
-                let leaf_name = match self.out {
+                let leaf_name = match self.names {
                     None => String::new(),
                     Some(_) => leaf_name(prefix, &field.name, field.array_len.map(|_| i)),
                 };
                 match &field.ty {
                     FieldType::Basic(ty) => {
-                        if let Some(out) = self.out.as_deref_mut() {
+                        if let Some(out) = self.fields.as_deref_mut() {
                             out.push(Field {
-                                name: leaf_name,
                                 ty: *ty,
                                 offset,
                                 padding,
                             });
                         }
+                        if let Some(names) = self.names.as_deref_mut() {
+                            names.push(leaf_name);
+                        }
+                        leaves += 1;
                         offset += ty.size();
                         if kept {
                             self.end_of_last_kept = offset;
@@ -271,11 +404,12 @@ impl<'f> Walk<'f, '_> {
                     }
                     FieldType::Nested(inner) => {
                         let mut inner_prefix = leaf_name;
-                        if self.out.is_some() {
+                        if self.names.is_some() {
                             inner_prefix.push('.');
                         }
                         let before = self.end_of_last_kept;
                         offset += self.flatten(inner, &inner_prefix, offset, padding)?;
+                        leaves = self.fields.as_deref().map_or(0, Vec::len);
                         if !kept {
                             self.end_of_last_kept = before;
                         }
@@ -295,13 +429,8 @@ impl<'f> Walk<'f, '_> {
 mod tests {
     use super::*;
 
-    fn formats(defs: &[&str]) -> HashMap<String, FormatDef> {
-        defs.iter()
-            .map(|d| {
-                let f = FormatDef::parse(d).unwrap();
-                (f.name.clone(), f)
-            })
-            .collect()
+    fn formats(defs: &[&str]) -> Formats {
+        crate::ulog::format::parse_formats(defs.iter().copied()).unwrap()
     }
 
     #[test]
@@ -311,7 +440,7 @@ mod tests {
             "inner:float x;uint8_t[2] _padding0;int16_t y;",
         ]);
         let l = Layout::compile("outer", &f).unwrap();
-        let names: Vec<&str> = l.fields.iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = l.field_names().iter().map(String::as_str).collect();
         assert_eq!(
             names,
             [
@@ -325,6 +454,12 @@ mod tests {
                 "arr[1]._padding0[1]",
                 "arr[1].y",
             ]
+        );
+        assert!(l.names.get().is_some());
+        let fresh = Layout::compile("outer", &f).unwrap();
+        assert!(
+            fresh.names.get().is_none(),
+            "names are built only when asked for"
         );
         assert_eq!(l.size, 8 + 2 * 8);
         assert_eq!(l.full_size, 8 + 2 * 8 + 3);

@@ -10,9 +10,11 @@
 //!   newer file version is read with a warning; unknown incompat flag bits refuse the log;
 //!   appended-data offsets are honoured; a truncated last message stays pending; impossible
 //!   framing makes it search for the next sync message (resync counters in [`ReaderStats`]).
-//! - [`format`](mod@format), [`layout`]: 'F' messages parsed and compiled to flat layouts, named as pyulog
-//!   names fields (`q[0]`, `outer.inner`); nested formats may be defined later; recursion,
-//!   depth and size are bounded.
+//! - [`format`](mod@format), [`layout`]: 'F' messages parsed once (the reader parses them
+//!   and hands each parse on in its [`Record`]; a decoder fed records shares it) and compiled
+//!   to flat layouts; leaf names, as pyulog names fields (`q[0]`, `outer.inner`), are built
+//!   only when asked for; nested formats may be defined later; recursion, depth and size are
+//!   bounded.
 //! - [`decoder`]: follows subscriptions; a data message becomes a zero-copy [`Sample`] whose
 //!   fields are read on demand (no allocation per sample or field); narrow timestamps are
 //!   unwrapped. [`Sample::for_each_value`] walks all fields fastest (one type dispatch per run
@@ -39,7 +41,7 @@ pub mod types;
 pub mod writer;
 
 pub use decoder::{DecodeError, Decoder, DecoderStats, Sample, Subscription};
-pub use format::{FieldDef, FieldType, FormatDef, FormatError};
+pub use format::{FieldDef, FieldType, FormatDef, FormatError, Formats, parse_formats};
 pub use layout::{Field, Layout, LayoutError, TimestampField};
 pub use message::{FileHeader, FlagBits, InfoValue, KeyValue, Message, MessageError, NotULog};
 pub use reader::{ReadError, Reader, ReaderStats, Record, Section};

@@ -135,11 +135,12 @@ impl SummaryBuilder {
     }
 
     fn drain(&mut self) -> Result<(), ReadError> {
-        while let Some(item) = self.reader.next_record() {
+        // By reference: see `Reader::next_record`.
+        while let Some(item) = &self.reader.next_record() {
             match item {
-                Ok(record) => self.summary.observe(&record, &mut self.decoder),
-                Err(e) if e.is_fatal() => return Err(e),
-                Err(e) => self.summary.note_error(&e),
+                Ok(record) => self.summary.observe(record, &mut self.decoder),
+                Err(e) if e.is_fatal() => return Err(e.clone()),
+                Err(e) => self.summary.note_error(e),
             }
         }
         Ok(())
@@ -173,7 +174,7 @@ impl Summary {
 
     /// Takes one record, decoding it with `decoder`.
     pub fn observe(&mut self, record: &Record<'_>, decoder: &mut Decoder) {
-        match decoder.handle(&record.message) {
+        match decoder.handle_record(record) {
             Ok(Some(sample)) => {
                 if let Some(d) = self.by_msg_id.get_mut(&sample.msg_id) {
                     d.count += 1;

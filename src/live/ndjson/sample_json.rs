@@ -99,7 +99,7 @@ impl JsonShape {
     pub fn new(layout: &Layout) -> Self {
         let mut root = Vec::new();
         for (i, f) in layout.visible_fields() {
-            let path = segments(&f.name);
+            let path = segments(layout.field_name(i));
             insert(&mut root, &path, i, f.ty == BasicType::Char);
         }
         Self { root }
