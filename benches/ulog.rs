@@ -13,12 +13,18 @@
 //! - `decode/yule_log`: its iterator decoding every subscription, each leaf value summed (the
 //!   timestamp included, padding left out, as ours).
 //!
-//! Before measuring, each log's values decoded by the three are printed: the comparison means
-//! something only where the counts agree.
+//! Before measuring, each log's values decoded by the three are printed, beside pyulog's count
+//! from the log's `.expected.json` (the reference): the comparison means something only where
+//! the counts agree. (On the synthetic log px4-ulog and yule_log decode one sample more: the
+//! last one, cut by the log's appended data, whose offsets neither honours; pyulog and ours
+//! drop it.)
 //!
 //! Logs: `../shared/testdata/ulog/*.ulg` when present, and the project's synthetic log.
 //! Run: `cargo bench --bench ulog`, then `python3 benches/table.py` for a table of MB/s
 //! (10^6 bytes per second) and the ratios ours / px4-ulog and ours / yule_log.
+
+#[path = "../tests/common/python_json.rs"]
+mod python_json;
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -82,10 +88,10 @@ fn decode_ours(bytes: &[u8]) -> (f64, u64) {
             Some(piece) => reader.push(piece),
             None => reader.finish(),
         }
-        while let Some(item) = reader.next_record() {
+        while let Some(item) = &reader.next_record() {
             // By reference: moving the record out costs a copy per message.
-            let Ok(record) = &item else { continue };
-            if let Ok(Some(sample)) = decoder.handle(&record.message) {
+            let Ok(record) = item else { continue };
+            if let Ok(Some(sample)) = decoder.handle_record(record) {
                 sample.for_each_visible_value(|_, v| {
                     sum += v.as_f64();
                     n += 1;
@@ -233,6 +239,25 @@ fn decode_yule_log(bytes: &[u8]) -> (f64, u64) {
     (sum, n)
 }
 
+/// The number of values pyulog decodes from the log (padding left out), from the
+/// `.expected.json` beside it: each dataset's sample count times its fields.
+fn pyulog_values(log: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(log.with_extension("expected.json")).ok()?;
+    let expected: serde_json::Value = serde_json::from_str(&python_json::to_json(&text)).ok()?;
+    let datasets = expected["datasets"].as_array()?;
+    let values = datasets.iter().map(|d| {
+        let fields = d["fields"].as_array().map_or(0, |fields| {
+            let field_name = |f: &serde_json::Value| f[0].as_str().unwrap_or("").to_owned();
+            fields
+                .iter()
+                .filter(|f| !field_name(f).contains("_padding"))
+                .count() as u64
+        });
+        d["count"].as_u64().unwrap_or(0) * fields
+    });
+    Some(values.sum())
+}
+
 fn bench(c: &mut Criterion) {
     for path in logs() {
         let bytes = std::fs::read(&path).expect("log readable");
@@ -243,7 +268,10 @@ fn bench(c: &mut Criterion) {
             decode_px4_ulog(&bytes).1,
             decode_yule_log(&bytes).1,
         );
-        eprintln!("{name}: values decoded: ours {ours}, px4-ulog {px4}, yule_log {yule}");
+        let pyulog = pyulog_values(&path).map_or("no .expected.json".into(), |n| n.to_string());
+        eprintln!(
+            "{name}: values decoded: pyulog {pyulog}, ours {ours}, px4-ulog {px4}, yule_log {yule}"
+        );
         let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.bench_function("frame/ours", |b| b.iter(|| frame_ours(black_box(&bytes))));

@@ -5,6 +5,7 @@
 pub mod garage;
 pub mod procs;
 pub mod px4;
+pub mod python_json;
 pub mod units;
 
 use std::collections::BTreeMap;
@@ -71,41 +72,8 @@ pub fn all_logs() -> Vec<PathBuf> {
 pub fn expected_for(log: &std::path::Path) -> Json {
     let path = log.with_extension("expected.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&python_json_to_json(&text))
+    serde_json::from_str(&python_json::to_json(&text))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Python's `json` writes bare `NaN`, `Infinity` and `-Infinity`; turn them (outside strings)
-/// into the strings the dump uses elsewhere: "nan", "inf", "-inf".
-fn python_json_to_json(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            in_string = c != '"' || escaped;
-            escaped = c == '\\' && !escaped;
-        } else if c == '"' {
-            in_string = true;
-        } else {
-            let replaced = [
-                ("-Infinity", "\"-inf\""),
-                ("Infinity", "\"inf\""),
-                ("NaN", "\"nan\""),
-            ]
-            .into_iter()
-            .find(|(token, _)| rest.starts_with(token));
-            if let Some((token, with)) = replaced {
-                out.push_str(with);
-                rest = &rest[token.len()..];
-                continue;
-            }
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
 }
 
 /// A float as pyulog's dump writes it: NaN and infinities as strings.
@@ -176,9 +144,8 @@ pub fn pyulog_view(bytes: &[u8], chunk: usize) -> Json {
                     msg_id: sample.msg_id,
                     fields: sample
                         .layout
-                        .fields
-                        .iter()
-                        .map(|f| (f.name.clone(), f.ty.name()))
+                        .named_fields()
+                        .map(|(name, f)| (name.to_owned(), f.ty.name()))
                         .collect(),
                     sums: vec![0.0; sample.layout.fields.len()],
                     nans: vec![0; sample.layout.fields.len()],
@@ -198,7 +165,7 @@ pub fn pyulog_view(bytes: &[u8], chunk: usize) -> Json {
                 Json::Object(
                     sample
                         .values()
-                        .map(|(f, v)| (f.name.clone(), value_json(v)))
+                        .map(|(name, v)| (name.to_owned(), value_json(v)))
                         .collect(),
                 )
             };
