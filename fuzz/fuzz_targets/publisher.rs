@@ -18,7 +18,7 @@ fuzz_target!(|input: &[u8]| {
     while let Some((&op, tail)) = rest.split_first() {
         rest = tail;
         // A length and that many bytes, for the ops that carry bytes.
-        let mut take = |rest: &mut &[u8]| -> Vec<u8> {
+        let take = |rest: &mut &[u8]| -> Vec<u8> {
             let Some((&n, tail)) = rest.split_first() else {
                 return Vec::new();
             };
