@@ -6,12 +6,14 @@
 //! - [`walk`]: the one pass over the stream every format shares: which samples and strings
 //!   go, on which topic, with which type; a [`Sink`] writes them.
 //! - [`mcap`], [`bag`], [`tide`]: the writers ([`tide`] also reads its files back).
+//! - [`dataset`]: the flight as Parquet tables, one per topic, in the fleet's layout.
 //!
 //! Topics are the Foxglove server's (`/NAME`, `/NAME/N`, `/log`), with the same types
 //! ([`crate::ros::ros2`], and [`crate::ros::ros1`] for ROS 1), so that a recording and the live
 //! view look alike.
 
 pub mod bag;
+pub mod dataset;
 pub mod flight;
 pub mod mcap;
 pub mod tide;
@@ -83,6 +85,8 @@ pub enum ExportError {
     ReadFlight(#[source] std::io::Error),
     #[error("cannot write the export: {0}")]
     Write(#[from] std::io::Error),
+    #[error(transparent)]
+    Table(#[from] dataset::TableError),
 }
 
 /// The info and parameters of a flight, as text (`ulog_info`, `ulog_initial_parameters`,
@@ -103,6 +107,8 @@ pub struct TopicSource<'a> {
     /// The ULog format text of the topic, then of each format it nests (each once), a line
     /// each ([`format_texts`]).
     pub format_texts: &'a str,
+    /// The topic's compiled layout.
+    pub layout: &'a crate::ulog::Layout,
 }
 
 /// The ULog format text of `name`, then of each format it nests (each once, in the order first
@@ -421,6 +427,7 @@ pub fn walk(
                     format: name,
                     multi_id: sample.multi_id,
                     format_texts: texts,
+                    layout: sample.layout,
                 };
                 let channel = sink.channel(&topic, ty, &source)?;
                 channels.insert(key, (name.to_owned(), channel));
@@ -433,6 +440,20 @@ pub fn walk(
         Ok(true)
     })?;
     Ok((stats, metadata))
+}
+
+/// PX4's `ver_sw_release` (0xMMmmppTT: major, minor, patch, type) as `v1.11.2`, with the type
+/// when it is not a release (255): `-dev`, `-alpha`, `-beta`, `-rc`.
+pub fn release_text(release: u32) -> String {
+    let [major, minor, patch, kind] = release.to_be_bytes();
+    let kind = match kind {
+        255 => "",
+        0..=63 => "-dev",
+        64..=127 => "-alpha",
+        128..=191 => "-beta",
+        _ => "-rc",
+    };
+    format!("v{major}.{minor}.{patch}{kind}")
 }
 
 /// An info or parameter value as text: numbers as Rust prints them, strings as they are,

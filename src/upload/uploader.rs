@@ -21,7 +21,6 @@ use crate::store::Manifest;
 use crate::store::files::{
     MANIFEST, UPLOADED_MARK, list_sessions, read_manifest, write_file_durably,
 };
-use crate::ulog::{Message, Reader};
 use crate::upload::flight_review::{FlightReview, FlightReviewError, FlightReviewOptions};
 use crate::upload::pace::{Backoff, Pacer};
 use crate::upload::plan::{FlightReviewRecord, JOURNAL, Journal, Step, next_step};
@@ -539,7 +538,7 @@ fn description(manifest: &Manifest, journal: &Journal, name: &str) -> String {
 }
 
 /// The `sys_uuid` info of the log at `split` (read from its first 1 MB), if it has one and
-/// it is usable in a key.
+/// it is usable in a key ([`crate::export::dataset::hardware_id`]).
 pub fn hardware_id(split: &Path) -> Option<String> {
     use std::io::Read;
     let mut head = Vec::new();
@@ -548,23 +547,7 @@ pub fn hardware_id(split: &Path) -> Option<String> {
         .take(1 << 20)
         .read_to_end(&mut head)
         .ok()?;
-    let mut reader = Reader::new();
-    reader.push(&head);
-    while let Some(Ok(record)) = reader.next_record() {
-        if let Message::Info(kv) = &record.message
-            && kv.name == "sys_uuid"
-        {
-            let text = String::from_utf8_lossy(kv.raw_value)
-                .trim_end_matches('\0')
-                .to_string();
-            return (!text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric()))
-                .then_some(text);
-        }
-        if matches!(record.message, Message::Data { .. }) {
-            return None;
-        }
-    }
-    None
+    crate::export::dataset::hardware_id(&head)
 }
 
 /// The journal of `session`, if it has one.

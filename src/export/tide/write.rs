@@ -15,7 +15,7 @@ use bytes::BufMut;
 use super::{CHUNK_FIXED, Compression, MAJOR, MINOR, SYNTAX, tag, type_hash};
 use crate::export::{
     ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
-    utc_offset_us, walk, with_writer_thread,
+    release_text, utc_offset_us, walk, with_writer_thread,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, schema_definitions};
 
@@ -354,20 +354,6 @@ fn source_text(metadata: &FlightMetadata) -> String {
         software.push_str(&format!(", branch {branch}"));
     }
     format!("{vehicle}, {software}")
-}
-
-/// PX4's `ver_sw_release` (0xMMmmppTT: major, minor, patch, type) as `v1.11.2`, with the type
-/// when it is not a release (255): `-dev`, `-alpha`, `-beta`, `-rc`.
-fn release_text(release: u32) -> String {
-    let [major, minor, patch, kind] = release.to_be_bytes();
-    let kind = match kind {
-        255 => "",
-        0..=63 => "-dev",
-        64..=127 => "-alpha",
-        128..=191 => "-beta",
-        _ => "-rc",
-    };
-    format!("v{major}.{minor}.{patch}{kind}")
 }
 
 /// Starts a block: its tag and a size to be filled in by [`end`] (returned: where).
