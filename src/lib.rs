@@ -21,7 +21,7 @@
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill` |
-//! | [`export`] | no | a `.ulg` or a session to MCAP and ROS bags | `ulog`, `ros`, `store` |
+//! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and as Parquet tables in the fleet's layout | `ulog`, `ros`, `store` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `upload`, `sys` |
 //! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config | `sys`, `ulog`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload` |

@@ -765,15 +765,25 @@ pub(crate) enum Command {
     },
     /// Export a flight (a .ulg, or a session directory: its splits and columns joined) to MCAP (ROS 2
     /// types, CDR; for Foxglove, PlotJuggler, ros2 bag), a ROS 1 bag (format 2.0; for ROS 1
-    /// tools, Foxglove, PlotJuggler) or TIDE 2.0 (ROS 2 types, CDR); the format follows
-    /// OUTPUT's extension.
+    /// tools, Foxglove, PlotJuggler) or TIDE 2.0 (ROS 2 types, CDR), the format following
+    /// OUTPUT's extension; or, with --dataset, to Parquet tables in the fleet's layout.
     Export {
         /// A .ulg file or a session directory (holding manifest.json).
         input: PathBuf,
         /// The file to write: NAME.mcap, NAME.bag, NAME.tide, or NAME.ulg (the flight as one
         /// log: splits joined, amendments merged).
-        #[arg(short, long)]
-        output: PathBuf,
+        #[arg(
+            short,
+            long,
+            required_unless_present = "dataset",
+            conflicts_with = "dataset"
+        )]
+        output: Option<PathBuf>,
+        /// Write the flight as Parquet tables, one per topic, under DIR:
+        /// DIR/parquet/v1/TOPIC/date=YYYY-MM-DD/vehicle=UID/FLIGHT.parquet (written again,
+        /// the same files are replaced).
+        #[arg(long, value_name = "DIR")]
+        dataset: Option<PathBuf>,
         /// Start of the window, seconds of log time (as `info` prints them).
         #[arg(long)]
         from: Option<f64>,

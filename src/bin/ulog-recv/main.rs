@@ -96,6 +96,7 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Export {
             input,
             output,
+            dataset,
             from,
             to,
             topics,
@@ -104,7 +105,11 @@ fn run() -> anyhow::Result<()> {
             column,
         }) => export(
             &input,
-            &output,
+            match (output, dataset) {
+                (Some(file), _) => ExportTo::File(file),
+                (None, Some(dir)) => ExportTo::Dataset(dir),
+                (None, None) => bail!("name an output: -o FILE or --dataset DIR"),
+            },
             ExportFormat {
                 from,
                 to,
@@ -361,6 +366,28 @@ fn snippet(
     Ok(())
 }
 
+/// `ulog-recv export --dataset`: the flight's topic tables under `root`.
+fn export_dataset(
+    input: &std::path::Path,
+    root: &std::path::Path,
+    options: &ulog_recv::export::ExportOptions,
+) -> anyhow::Result<()> {
+    log_input(input)?;
+    let flight = ulog_recv::export::flight::open(input, options)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let flight = flight.as_ref();
+    let identity = ulog_recv::export::dataset::flight_identity(input, flight)
+        .with_context(|| format!("cannot read {}", input.display()))?;
+    let tables = ulog_recv::export::dataset::write_dataset(flight, options, identity, root)
+        .with_context(|| format!("cannot export to {}", root.display()))?;
+    let rows: u64 = tables.iter().map(|t| t.rows).sum();
+    for table in &tables {
+        println!("{}: {} rows", root.join(&table.key).display(), table.rows);
+    }
+    println!("{}: {} tables, {rows} rows", root.display(), tables.len());
+    Ok(())
+}
+
 /// `ulog-recv export`.
 /// What `export` writes beside its input and output.
 struct ExportFormat {
@@ -372,11 +399,13 @@ struct ExportFormat {
     column: Option<String>,
 }
 
-fn export(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    format: ExportFormat,
-) -> anyhow::Result<()> {
+/// Where `export` writes: one file, or a dataset's tables under a directory.
+enum ExportTo {
+    File(std::path::PathBuf),
+    Dataset(std::path::PathBuf),
+}
+
+fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow::Result<()> {
     let us = |s: f64| (s.max(0.0) * 1e6).round() as u64;
     let options = ulog_recv::export::ExportOptions {
         from_us: format.from.map(us),
@@ -384,6 +413,16 @@ fn export(
         topics: format.topics,
         column: format.column,
     };
+    let output = match to {
+        ExportTo::File(file) => file,
+        ExportTo::Dataset(root) => {
+            if format.compression.is_some() {
+                bail!("--compression is for a TIDE export (NAME.tide)");
+            }
+            return export_dataset(input, &root, &options);
+        }
+    };
+    let output = output.as_path();
     let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
     if !["mcap", "bag", "tide", "tid", "ulg"].contains(&extension) {
         bail!(

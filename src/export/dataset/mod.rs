@@ -1,0 +1,404 @@
+//! A flight as tables: one Parquet file per topic, in the Hive-style layout that Spark,
+//! Trino/Athena, DuckDB, Polars and Arrow read in place, across every flight of a fleet:
+//!
+//! ```text
+//! parquet/v1/TOPIC/date=YYYY-MM-DD/vehicle=UID/FLIGHT.parquet
+//! ```
+//!
+//! Topic first (one glob lists one table), then the day (a month's query lists one month's
+//! folders), then the vehicle. Keys are deterministic: exporting the same flight again
+//! overwrites the same files, never doubles them. Each file is written under a hidden
+//! temporary name (which engines skip) and renamed once whole.
+//!
+//! - [`columns`]: a topic's schema (names, types, what is left out), made for the engines.
+//! - [`table`]: one topic's file, written a row group at a time.
+//!
+//! One table per topic, every instance in it (`multi_id`); rows sorted by timestamp within
+//! each row group (a topic's samples come in log order, so the file is too, but for instances
+//! interleaved a few µs apart across two row groups). Memory stays bounded whatever the
+//! flight's length: samples wait as the bytes they came in, a row group per topic at most,
+//! and all topics together within [`BUDGET`]; the largest waiting row group is written when
+//! the budget is reached.
+
+pub mod columns;
+pub mod table;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parquet::file::metadata::KeyValue;
+
+use crate::export::{ExportError, ExportOptions, Flight, Sink, TopicSource, release_text, walk};
+use crate::ros::ros2::Ros2Type;
+use crate::store::manifest::read_manifest;
+use crate::store::output::OutputFile;
+use crate::ulog::{Message, Reader};
+use columns::TopicColumns;
+pub use table::{FlightIdentity, TableError, TopicTable};
+
+/// The layout's version: the first folder under `parquet/`. A change of schema that breaks
+/// queries gets a new one.
+pub const LAYOUT_VERSION: &str = "v1";
+
+/// Sample bytes a topic holds before writing them as a row group (rows of 20 to 200 bytes:
+/// row groups of a few hundred thousand to a few million rows, as scans like them).
+pub const ROW_GROUP_BYTES: usize = 64 << 20;
+
+/// Sample bytes all topics together hold before the largest is written.
+pub const BUDGET: usize = 96 << 20;
+
+/// One table file written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableWritten {
+    /// Its key under the dataset's root: `parquet/v1/TOPIC/date=…/vehicle=…/FLIGHT.parquet`.
+    pub key: String,
+    pub topic: String,
+    pub rows: u64,
+    pub row_groups: usize,
+}
+
+/// The key of `topic`'s table of the flight `identity` names (`/`-separated).
+pub fn table_key(topic: &str, identity: &FlightIdentity) -> String {
+    format!(
+        "parquet/{LAYOUT_VERSION}/{topic}/date={}/vehicle={}/{}.parquet",
+        date_text(identity.flight_date_days),
+        identity.vehicle_uid,
+        identity.flight_id
+    )
+}
+
+/// `days` since 1970-01-01 as `YYYY-MM-DD`.
+pub fn date_text(days: i32) -> String {
+    let seconds = u64::try_from(days).unwrap_or(0) * 86_400;
+    let day = SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
+    humantime::format_rfc3339_seconds(day).to_string()[..10].to_owned()
+}
+
+/// Days since 1970-01-01 of `time` (UTC).
+fn days_of(time: SystemTime) -> i32 {
+    let seconds = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    (seconds / 86_400) as i32
+}
+
+/// The identity of the flight read from `input` (a `.ulg` or a session directory) as
+/// `flight`:
+/// - `flight_id`: the session's directory name, or the `.ulg`'s file stem;
+/// - `vehicle_uid`: the log's `sys_uuid` ([`hardware_id`]), else `sysN` from a session's
+///   manifest, else `unknown`;
+/// - the day: of the log's start in UTC when a GPS sample gives the log a UTC reference
+///   ([`utc_offset_us`](crate::export::utc_offset_us)), else of the session's start by the
+///   receiver's clock (its manifest), else of the `.ulg`'s modification time.
+pub fn flight_identity(
+    input: &Path,
+    flight: &(impl Flight + ?Sized),
+) -> Result<FlightIdentity, ExportError> {
+    let utc_offset_us = crate::export::utc_offset_us(flight)?;
+    let head = read_head(flight)?;
+    let manifest = read_manifest(input).ok();
+    let flight_id = if manifest.is_some() {
+        input.file_name()
+    } else {
+        input.file_stem()
+    }
+    .map_or_else(|| "flight".to_owned(), |n| key_safe(&n.to_string_lossy()));
+    let vehicle_uid = hardware_id(&head)
+        .or_else(|| manifest.as_ref().map(|m| format!("sys{}", m.system_id)))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let log_start_us = start_of(&head);
+    let from_gps = utc_offset_us
+        .zip(log_start_us)
+        .map(|(offset, start)| (offset + start as i64).max(0) as u64)
+        .map(|us| days_of(SystemTime::UNIX_EPOCH + Duration::from_micros(us)));
+    let from_manifest = || {
+        let m = manifest.as_ref()?;
+        humantime::parse_rfc3339(&m.started_utc).ok().map(days_of)
+    };
+    let from_file = || {
+        let modified = std::fs::metadata(input).and_then(|m| m.modified()).ok()?;
+        Some(days_of(modified))
+    };
+    let flight_date_days = from_gps
+        .or_else(from_manifest)
+        .or_else(from_file)
+        .unwrap_or(0);
+    Ok(FlightIdentity {
+        flight_id,
+        vehicle_uid,
+        flight_date_days,
+        utc_offset_us,
+    })
+}
+
+/// The first bytes of a log that hold its header and definitions.
+const HEAD: u64 = 1 << 20;
+
+/// Up to [`HEAD`] bytes of `flight` from its start.
+fn read_head(flight: &(impl Flight + ?Sized)) -> Result<Vec<u8>, ExportError> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    flight
+        .open()?
+        .take(HEAD)
+        .read_to_end(&mut head)
+        .map_err(ExportError::ReadFlight)?;
+    Ok(head)
+}
+
+/// The log's start (µs since boot): its header's timestamp.
+fn start_of(head: &[u8]) -> Option<u64> {
+    let mut reader = Reader::new();
+    reader.push(head);
+    while let Some(Ok(record)) = reader.next_record() {
+        if let Message::Header(h) = record.message {
+            return Some(h.timestamp);
+        }
+    }
+    None
+}
+
+/// The `sys_uuid` info in the `head` of a log (its definitions), if it has one and it is
+/// usable in a key (letters and digits).
+pub fn hardware_id(head: &[u8]) -> Option<String> {
+    let mut reader = Reader::new();
+    reader.push(head);
+    while let Some(Ok(record)) = reader.next_record() {
+        if let Message::Info(kv) = &record.message
+            && kv.name == "sys_uuid"
+        {
+            let text = String::from_utf8_lossy(kv.raw_value)
+                .trim_end_matches('\0')
+                .to_string();
+            return (!text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric()))
+                .then_some(text);
+        }
+        if matches!(record.message, Message::Data { .. }) {
+            return None;
+        }
+    }
+    None
+}
+
+/// `name` with anything but letters, digits, `-`, `_` and `.` made `_`: safe in an object
+/// key and a partition path.
+fn key_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes the topic tables of `flight` (as `options` select its window and topics) under
+/// `root`, each at its [`table_key`]; returns what was written, in the order topics first
+/// appeared. A topic with no sample in the window has no file.
+pub fn write_dataset(
+    flight: &(impl Flight + ?Sized),
+    options: &ExportOptions,
+    identity: FlightIdentity,
+    root: &Path,
+) -> Result<Vec<TableWritten>, ExportError> {
+    let mut sink = DatasetSink {
+        root: root.to_owned(),
+        identity: Arc::new(identity),
+        tables: Vec::new(),
+        by_topic: HashMap::new(),
+        channels: Vec::new(),
+        buffered: 0,
+    };
+    let (_, metadata) = walk(flight, options, &mut sink)?;
+    let info = |key: &str| metadata.info.get(key).cloned();
+    let mut flight_metadata = vec![
+        KeyValue::new(
+            "ulog_recv.flight_id".into(),
+            sink.identity.flight_id.clone(),
+        ),
+        KeyValue::new(
+            "ulog_recv.vehicle_uid".into(),
+            sink.identity.vehicle_uid.clone(),
+        ),
+    ];
+    if let Some(release) = info("ver_sw_release").and_then(|r| r.parse::<u32>().ok()) {
+        flight_metadata.push(KeyValue::new("px4.version".into(), release_text(release)));
+    }
+    for key in [
+        "ver_sw_release",
+        "ver_sw",
+        "ver_sw_branch",
+        "ver_hw",
+        "sys_name",
+    ] {
+        if let Some(value) = info(key) {
+            flight_metadata.push(KeyValue::new(format!("ulog.info.{key}"), value));
+        }
+    }
+    let mut written = Vec::with_capacity(sink.tables.len());
+    for open in sink.tables {
+        let mut kv = flight_metadata.clone();
+        kv.push(KeyValue::new("ulog.topic".into(), open.topic.clone()));
+        kv.push(KeyValue::new("ulog.format".into(), open.format_texts));
+        let (out, rows, row_groups) = open.table.finish(kv)?;
+        out.0.commit()?;
+        written.push(TableWritten {
+            key: open.key,
+            topic: open.topic,
+            rows,
+            row_groups,
+        });
+    }
+    Ok(written)
+}
+
+/// An [`OutputFile`] as the table writer's output.
+struct TableFile(OutputFile);
+
+impl std::io::Write for TableFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.file().write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.file().flush()
+    }
+}
+
+/// A table being written, with what its file's metadata will say.
+struct OpenTable {
+    key: String,
+    topic: String,
+    format_texts: String,
+    table: TopicTable<TableFile>,
+}
+
+/// The [`Sink`] that buffers samples into topic tables.
+struct DatasetSink {
+    root: PathBuf,
+    identity: Arc<FlightIdentity>,
+    tables: Vec<OpenTable>,
+    /// Table of each topic, by its name and columns: a topic whose format changed within the
+    /// log (a redefinition after appended data) gets a table of its own.
+    by_topic: HashMap<(String, Vec<columns::Column>), usize>,
+    /// Table and instance of each channel.
+    channels: Vec<(usize, u8)>,
+    /// Sample bytes buffered across tables.
+    buffered: usize,
+}
+
+impl DatasetSink {
+    /// Writes the largest buffered row group until the buffers fit [`BUDGET`].
+    fn keep_budget(&mut self) -> Result<(), ExportError> {
+        while self.buffered > BUDGET {
+            let Some(largest) = (self.tables.iter_mut()).max_by_key(|t| t.table.buffered_bytes())
+            else {
+                break;
+            };
+            let before = largest.table.buffered_bytes();
+            largest.table.flush_row_group()?;
+            self.buffered -= before;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for DatasetSink {
+    fn channel(
+        &mut self,
+        _topic: &str,
+        _ty: &Ros2Type,
+        source: &TopicSource<'_>,
+    ) -> Result<u32, ExportError> {
+        let columns = TopicColumns::new(source.layout);
+        let lookup = (source.format.to_owned(), columns.columns.clone());
+        let index = match self.by_topic.get(&lookup) {
+            Some(&index) => index,
+            None => {
+                let variants = self
+                    .by_topic
+                    .keys()
+                    .filter(|(name, _)| name == source.format)
+                    .count();
+                let mut key = table_key(source.format, &self.identity);
+                if variants > 0 {
+                    key = key.replace(".parquet", &format!("_{}.parquet", variants + 1));
+                }
+                let path = self.root.join(&key);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let out = TableFile(OutputFile::create(&path)?);
+                let table =
+                    TopicTable::new(columns, source.layout.size, self.identity.clone(), out)?;
+                self.tables.push(OpenTable {
+                    key,
+                    topic: source.format.to_owned(),
+                    format_texts: source.format_texts.to_owned(),
+                    table,
+                });
+                self.by_topic.insert(lookup, self.tables.len() - 1);
+                self.tables.len() - 1
+            }
+        };
+        self.channels.push((index, source.multi_id));
+        Ok(self.channels.len() as u32 - 1)
+    }
+
+    fn sample(
+        &mut self,
+        channel: u32,
+        _ty: &Ros2Type,
+        timestamp_us: u64,
+        data: &[u8],
+    ) -> Result<(), ExportError> {
+        let (index, multi_id) = self.channels[channel as usize];
+        let table = &mut self.tables[index].table;
+        let before = table.buffered_bytes();
+        table.push(multi_id, timestamp_us, data);
+        if table.buffered_bytes() >= ROW_GROUP_BYTES {
+            table.flush_row_group()?;
+            self.buffered -= before;
+        } else {
+            self.buffered += table.buffered_bytes() - before;
+            self.keep_budget()?;
+        }
+        Ok(())
+    }
+
+    fn log(
+        &mut self,
+        _timestamp_us: u64,
+        _ulog_level: u8,
+        _name: &str,
+        _text: &[u8],
+    ) -> Result<(), ExportError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_the_layout() {
+        let identity = FlightIdentity {
+            flight_id: "2026-11-25T10-00-00Z_sys1".into(),
+            vehicle_uid: "0035002B3434511732343031".into(),
+            flight_date_days: 20_417,
+            utc_offset_us: None,
+        };
+        assert_eq!(
+            table_key("vehicle_status", &identity),
+            "parquet/v1/vehicle_status/date=2025-11-25/vehicle=0035002B3434511732343031/\
+             2026-11-25T10-00-00Z_sys1.parquet"
+        );
+        assert_eq!(date_text(0), "1970-01-01");
+        assert_eq!(key_safe("a b/c:d.ulg"), "a_b_c_d.ulg");
+    }
+}

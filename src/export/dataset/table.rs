@@ -1,0 +1,284 @@
+//! One topic's Parquet file being written: its samples buffered as the bytes they came in
+//! (a row group's worth, no more), then, at each [`TopicTable::flush_row_group`], sorted by
+//! timestamp, turned into Arrow arrays column by column ([`columns`](super::columns) says how)
+//! and written as one row group, zstd-compressed with statistics.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::builder::StringBuilder;
+use arrow_array::types::{
+    Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+};
+use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use super::columns::{Source, TopicColumns};
+use crate::ulog::types::BasicType;
+
+/// What every row of a flight's tables says of the flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlightIdentity {
+    /// The flight (a session's directory name, a `.ulg`'s file stem).
+    pub flight_id: String,
+    /// The vehicle: the autopilot's hardware id (`sys_uuid`), else `sysN`, else `unknown`.
+    pub vehicle_uid: String,
+    /// The flight's day (UTC), as days since 1970-01-01.
+    pub flight_date_days: i32,
+    /// µs to add to a log time for µs since the Unix epoch, when the flight has a UTC
+    /// reference.
+    pub utc_offset_us: Option<i64>,
+}
+
+/// Why a table could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("cannot encode the table: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    #[error("cannot write the table: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+}
+
+/// A buffered sample: where its bytes are and what it is stamped with.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    timestamp: u64,
+    multi_id: u8,
+}
+
+/// A topic's table being written to `W`; see the module docs.
+pub struct TopicTable<W: Write + Send> {
+    columns: TopicColumns,
+    identity: Arc<FlightIdentity>,
+    /// Bytes of each sample kept (the layout's size).
+    sample_size: usize,
+    bytes: Vec<u8>,
+    rows: Vec<Row>,
+    writer: ArrowWriter<W>,
+    rows_written: u64,
+    row_groups: usize,
+}
+
+/// zstd's level for the tables: fast to write on a Pi, and most of level 9's ratio on
+/// sensor data.
+const ZSTD_LEVEL: i32 = 3;
+
+impl<W: Write + Send> TopicTable<W> {
+    /// A table of `columns` for samples of `sample_size` bytes, written to `out`.
+    pub fn new(
+        columns: TopicColumns,
+        sample_size: usize,
+        identity: Arc<FlightIdentity>,
+        out: W,
+    ) -> Result<Self, TableError> {
+        let timestamp_column = columns
+            .schema
+            .index_of(super::columns::IDENTITY[4])
+            .expect("every table has a timestamp") as i32;
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
+            ))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            // Row groups end where the dataset writer says (its memory budget), not at a
+            // row count.
+            .set_max_row_group_row_count(None)
+            .set_max_row_group_bytes(None)
+            .set_sorting_columns(Some(vec![SortingColumn {
+                column_idx: timestamp_column,
+                descending: false,
+                nulls_first: false,
+            }]))
+            .set_created_by(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let writer = ArrowWriter::try_new(out, columns.schema.clone(), Some(properties))?;
+        Ok(Self {
+            columns,
+            identity,
+            sample_size,
+            bytes: Vec::new(),
+            rows: Vec::new(),
+            writer,
+            rows_written: 0,
+            row_groups: 0,
+        })
+    }
+
+    /// Buffers one sample of instance `multi_id` stamped `timestamp` (µs since boot); `data`
+    /// holds at least the layout's size.
+    pub fn push(&mut self, multi_id: u8, timestamp: u64, data: &[u8]) {
+        self.bytes.extend_from_slice(&data[..self.sample_size]);
+        self.rows.push(Row {
+            timestamp,
+            multi_id,
+        });
+    }
+
+    /// Memory the buffered samples take.
+    pub fn buffered_bytes(&self) -> usize {
+        self.bytes.len() + self.rows.len() * std::mem::size_of::<Row>()
+    }
+
+    /// Rows written so far, and buffered.
+    pub fn rows(&self) -> u64 {
+        self.rows_written + self.rows.len() as u64
+    }
+
+    /// Writes the buffered samples as one row group, sorted by timestamp (samples with the
+    /// same timestamp keep their log order).
+    pub fn flush_row_group(&mut self) -> Result<(), TableError> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let mut order: Vec<u32> = (0..self.rows.len() as u32).collect();
+        if !self.rows.is_sorted_by_key(|r| r.timestamp) {
+            order.sort_by_key(|&i| self.rows[i as usize].timestamp);
+        }
+        let batch = self.batch(&order)?;
+        self.writer.write(&batch)?;
+        self.writer.flush()?;
+        self.rows_written += self.rows.len() as u64;
+        self.row_groups += 1;
+        self.rows.clear();
+        self.bytes.clear();
+        Ok(())
+    }
+
+    /// Writes what is buffered, adds `metadata` to the file's key/value metadata and closes
+    /// it; returns the output and the number of rows and row groups written.
+    pub fn finish(mut self, metadata: Vec<KeyValue>) -> Result<(W, u64, usize), TableError> {
+        self.flush_row_group()?;
+        for kv in metadata {
+            self.writer.append_key_value_metadata(kv);
+        }
+        let out = self.writer.into_inner()?;
+        Ok((out, self.rows_written, self.row_groups))
+    }
+
+    /// The buffered rows in `order` as a record batch of the table's schema.
+    fn batch(&self, order: &[u32]) -> Result<RecordBatch, TableError> {
+        let n = order.len();
+        let id = &self.identity;
+        let rows = &self.rows;
+        let mut arrays: Vec<ArrayRef> = vec![
+            Arc::new(arrow_array::StringArray::from_iter_values(
+                std::iter::repeat_n(&id.flight_id, n),
+            )),
+            Arc::new(arrow_array::StringArray::from_iter_values(
+                std::iter::repeat_n(&id.vehicle_uid, n),
+            )),
+            Arc::new(PrimitiveArray::<Date32Type>::from_value(
+                id.flight_date_days,
+                n,
+            )),
+            Arc::new(PrimitiveArray::<Int32Type>::from_iter_values(
+                order.iter().map(|&i| i32::from(rows[i as usize].multi_id)),
+            )),
+            Arc::new(PrimitiveArray::<Int64Type>::from_iter_values(
+                order.iter().map(|&i| rows[i as usize].timestamp as i64),
+            )),
+            Arc::new(
+                match id.utc_offset_us {
+                    Some(offset) => PrimitiveArray::<TimestampMicrosecondType>::from_iter_values(
+                        order
+                            .iter()
+                            .map(|&i| (rows[i as usize].timestamp as i64).saturating_add(offset)),
+                    ),
+                    None => PrimitiveArray::<TimestampMicrosecondType>::new_null(n),
+                }
+                .with_timezone("UTC"),
+            ),
+        ];
+        let samples = Samples {
+            bytes: &self.bytes,
+            size: self.sample_size,
+            order,
+        };
+        for column in &self.columns.columns {
+            arrays.push(samples.column(column.source));
+        }
+        Ok(RecordBatch::try_new(self.columns.schema.clone(), arrays)?)
+    }
+}
+
+/// The buffered samples, read in an order.
+struct Samples<'a> {
+    bytes: &'a [u8],
+    size: usize,
+    order: &'a [u32],
+}
+
+impl Samples<'_> {
+    /// The column read from `source` in every sample.
+    fn column(&self, source: Source) -> ArrayRef {
+        let (ty, offset) = match source {
+            Source::Text { offset, len } => {
+                let mut out =
+                    StringBuilder::with_capacity(self.order.len(), self.order.len() * len);
+                for at in self.at(offset) {
+                    let chars = &self.bytes[at..at + len];
+                    let end = memchr::memchr(0, chars).unwrap_or(len);
+                    out.append_value(String::from_utf8_lossy(&chars[..end]));
+                }
+                return Arc::new(out.finish());
+            }
+            Source::Scalar { ty, offset } => (ty, offset),
+        };
+        let b = self.bytes;
+        match ty {
+            BasicType::Int8 => self.gather::<Int32Type>(offset, |a| i32::from(b[a] as i8)),
+            BasicType::UInt8 | BasicType::Char => {
+                self.gather::<Int32Type>(offset, |a| i32::from(b[a]))
+            }
+            BasicType::Int16 => {
+                self.gather::<Int32Type>(offset, |a| i16::from_le_bytes([b[a], b[a + 1]]).into())
+            }
+            BasicType::UInt16 => {
+                self.gather::<Int32Type>(offset, |a| u16::from_le_bytes([b[a], b[a + 1]]).into())
+            }
+            BasicType::Int32 => self.gather::<Int32Type>(offset, |a| i32::from_le_bytes(le(b, a))),
+            BasicType::UInt32 => {
+                self.gather::<Int64Type>(offset, |a| u32::from_le_bytes(le(b, a)).into())
+            }
+            BasicType::Int64 => self.gather::<Int64Type>(offset, |a| i64::from_le_bytes(le(b, a))),
+            BasicType::UInt64 => {
+                self.gather::<Int64Type>(offset, |a| u64::from_le_bytes(le(b, a)) as i64)
+            }
+            BasicType::Float => {
+                self.gather::<Float32Type>(offset, |a| f32::from_le_bytes(le(b, a)))
+            }
+            BasicType::Double => {
+                self.gather::<Float64Type>(offset, |a| f64::from_le_bytes(le(b, a)))
+            }
+            BasicType::Bool => Arc::new(BooleanArray::from_iter(
+                self.at(offset).map(|a| Some(b[a] != 0)),
+            )),
+        }
+    }
+
+    /// Where the value at `offset` of each sample is, in order.
+    fn at(&self, offset: usize) -> impl Iterator<Item = usize> + '_ {
+        let size = self.size;
+        self.order.iter().map(move |&i| i as usize * size + offset)
+    }
+
+    /// A primitive column: `read` of each sample's value position.
+    fn gather<T: ArrowPrimitiveType>(
+        &self,
+        offset: usize,
+        read: impl Fn(usize) -> T::Native,
+    ) -> ArrayRef {
+        Arc::new(PrimitiveArray::<T>::from_iter_values(
+            self.at(offset).map(read),
+        ))
+    }
+}
+
+/// The `N` bytes at `at` of `bytes`.
+#[inline(always)]
+fn le<const N: usize>(bytes: &[u8], at: usize) -> [u8; N] {
+    bytes[at..at + N].try_into().expect("N bytes")
+}
