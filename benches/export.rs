@@ -1,5 +1,6 @@
 //! Export throughput: each real log (and the synthetic one) exported in memory to each format
-//! `ulog-recv export` writes (TIDE with each compression), in MB/s of ULog and as a ratio to
+//! `ulog-recv export` writes (TIDE with each compression), and as Parquet tables to files in
+//! the system's temporary directory (`--dataset`), in MB/s of ULog and as a ratio to
 //! the MCAP export's time on the same log, next to pyulog reading the same file (its
 //! `ULog(path)`, parse only) in the same run: the ratio says how our export compares with the
 //! time a Python user already spends just opening the log.
@@ -101,5 +102,38 @@ fn main() {
                 pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
             );
         }
+        // The flight as Parquet tables, written to files (each synced and renamed, as the
+        // command writes them).
+        let root =
+            std::env::temp_dir().join(format!("ulog-recv-bench-dataset-{}", std::process::id()));
+        let identity = ulog_recv::export::dataset::FlightIdentity {
+            flight_id: "bench".into(),
+            vehicle_uid: "sys1".into(),
+            flight_date_days: 20_000,
+            utc_offset_us: None,
+        };
+        let (t, size) = best(5, || {
+            let tables = ulog_recv::export::dataset::write_dataset(
+                bytes.as_slice(),
+                &ExportOptions::default(),
+                identity.clone(),
+                &root,
+            )
+            .unwrap();
+            tables
+                .iter()
+                .map(|t| std::fs::metadata(root.join(&t.key)).unwrap().len())
+                .sum()
+        });
+        let _ = std::fs::remove_dir_all(&root);
+        let mcap = mcap_seconds.expect("MCAP measured first");
+        println!(
+            "| {name} | {mb:.2} | Parquet tables | {:.0} | {:.2} | {:.2} | {} | {} |",
+            mb / t.as_secs_f64(),
+            size as f64 / 1e6,
+            t.as_secs_f64() / mcap,
+            pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
+            pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
+        );
     }
 }

@@ -221,3 +221,86 @@ print(len(ts), min(ts), max(ts))";
         assert!(v[1] >= 21_000_000 && v[2] <= 22_000_000, "{topic}: {text}");
     }
 }
+
+#[test]
+fn a_long_flight_is_written_a_row_group_at_a_time_and_loses_nothing() {
+    let Some(py) = venv_python() else { return };
+    let Some(logs) = common::shared_logs() else {
+        return;
+    };
+    let log = logs
+        .iter()
+        .find(|l| l.ends_with("sample.ulg"))
+        .expect("sample.ulg");
+    // sample.ulg's data section 16 times over (64 MB): more than a topic holds before
+    // writing a row group, and than all topics hold together.
+    let bytes = std::fs::read(log).unwrap();
+    let mut reader = ulog_recv::ulog::Reader::new();
+    reader.push(&bytes);
+    reader.finish();
+    let mut data_start = None;
+    while let Some(item) = reader.next_record() {
+        let record = item.unwrap();
+        if let ulog_recv::ulog::Message::AddLogged { .. } = record.message {
+            data_start = Some(record.offset as usize);
+            break;
+        }
+    }
+    let data_start = data_start.expect("a subscription");
+    let mut long = bytes[..data_start].to_vec();
+    for _ in 0..16 {
+        long.extend_from_slice(&bytes[data_start..]);
+    }
+    let dir = fresh_dir("dataset-long");
+    std::fs::create_dir_all(&dir).unwrap();
+    let long_log = dir.join("long.ulg");
+    std::fs::write(&long_log, &long).unwrap();
+    let root = dir.join("tables");
+    export_dataset(
+        &long_log,
+        &root,
+        &["--topics", "sensor_combined", "vehicle_attitude"],
+    );
+
+    let expected = common::expected_for(log);
+    let count = |topic: &str| {
+        expected["datasets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == topic)
+            .unwrap()["count"]
+            .as_u64()
+            .unwrap()
+    };
+    let script = "import sys, glob, pyarrow.parquet as pq
+f = pq.ParquetFile(glob.glob(sys.argv[1] + '/*/*/*.parquet')[0])
+groups = [f.read_row_group(i)['timestamp'].to_pylist() for i in range(f.num_row_groups)]
+print(f.metadata.num_rows, f.num_row_groups, all(g == sorted(g) for g in groups))";
+    for topic in ["sensor_combined", "vehicle_attitude"] {
+        let out = Command::new(&py)
+            .args(["-c", script])
+            .arg(root.join("parquet/v1").join(topic))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let v: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(
+            v[0].parse::<u64>().unwrap(),
+            16 * count(topic),
+            "{topic}: {text}"
+        );
+        assert_eq!(v[2], "True", "{topic}: a row group not sorted: {text}");
+        if topic == "sensor_combined" {
+            assert!(
+                v[1].parse::<u64>().unwrap() > 1,
+                "{topic}: one row group: {text}"
+            );
+        }
+    }
+}

@@ -43,11 +43,11 @@ pub use table::{FlightIdentity, TableError, TopicTable};
 pub const LAYOUT_VERSION: &str = "v1";
 
 /// Sample bytes a topic holds before writing them as a row group (rows of 20 to 200 bytes:
-/// row groups of a few hundred thousand to a few million rows, as scans like them).
-pub const ROW_GROUP_BYTES: usize = 64 << 20;
+/// row groups of 100,000 to 800,000 rows, as scans like them; DuckDB writes 122,880).
+pub const ROW_GROUP_BYTES: usize = 16 << 20;
 
-/// Sample bytes all topics together hold before the largest is written.
-pub const BUDGET: usize = 96 << 20;
+/// Memory all topics' waiting samples may take together before the largest is written.
+pub const BUDGET: usize = 32 << 20;
 
 /// One table file written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -360,7 +360,7 @@ impl Sink for DatasetSink {
         let table = &mut self.tables[index].table;
         let before = table.buffered_bytes();
         table.push(multi_id, timestamp_us, data);
-        if table.buffered_bytes() >= ROW_GROUP_BYTES {
+        if table.row_group_full() {
             table.flush_row_group()?;
             self.buffered -= before;
         } else {

@@ -11,10 +11,12 @@ use arrow_array::types::{
     Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
 };
 use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
+use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use super::columns::{Source, TopicColumns};
 use crate::ulog::types::BasicType;
@@ -62,6 +64,9 @@ pub struct TopicTable<W: Write + Send> {
     row_groups: usize,
 }
 
+/// Rows turned into Arrow arrays at a time while a row group is written.
+const BATCH_ROWS: usize = 64 * 1024;
+
 /// zstd's level for the tables: fast to write on a Pi, and most of level 9's ratio on
 /// sensor data.
 const ZSTD_LEVEL: i32 = 3;
@@ -83,6 +88,9 @@ impl<W: Write + Send> TopicTable<W> {
                 ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
             ))
             .set_statistics_enabled(EnabledStatistics::Page)
+            // Dictionaries for the strings (the identity columns repeat one value); numbers
+            // go plain, which zstd compresses as well and writes faster.
+            .set_dictionary_enabled(false)
             // Row groups end where the dataset writer says (its memory budget), not at a
             // row count.
             .set_max_row_group_row_count(None)
@@ -92,7 +100,12 @@ impl<W: Write + Send> TopicTable<W> {
                 descending: false,
                 nulls_first: false,
             }]))
-            .set_created_by(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")))
+            .set_created_by(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
+        let strings = (columns.schema.fields().iter()).filter(|f| f.data_type() == &DataType::Utf8);
+        let properties = strings
+            .fold(properties, |p, f| {
+                p.set_column_dictionary_enabled(ColumnPath::from(f.name().as_str()), true)
+            })
             .build();
         let writer = ArrowWriter::try_new(out, columns.schema.clone(), Some(properties))?;
         Ok(Self {
@@ -117,9 +130,14 @@ impl<W: Write + Send> TopicTable<W> {
         });
     }
 
-    /// Memory the buffered samples take.
+    /// Memory the buffered samples take (what is allocated for them, not only filled).
     pub fn buffered_bytes(&self) -> usize {
-        self.bytes.len() + self.rows.len() * std::mem::size_of::<Row>()
+        self.bytes.capacity() + self.rows.capacity() * std::mem::size_of::<Row>()
+    }
+
+    /// Whether a row group's worth of samples waits.
+    pub fn row_group_full(&self) -> bool {
+        self.bytes.len() >= super::ROW_GROUP_BYTES
     }
 
     /// Rows written so far, and buffered.
@@ -137,13 +155,19 @@ impl<W: Write + Send> TopicTable<W> {
         if !self.rows.is_sorted_by_key(|r| r.timestamp) {
             order.sort_by_key(|&i| self.rows[i as usize].timestamp);
         }
-        let batch = self.batch(&order)?;
-        self.writer.write(&batch)?;
+        // In slices: the arrays of one slice exist at a time, and the writer encodes each
+        // into the row group's pages as it comes.
+        for slice in order.chunks(BATCH_ROWS) {
+            let batch = self.batch(slice)?;
+            self.writer.write(&batch)?;
+        }
         self.writer.flush()?;
         self.rows_written += self.rows.len() as u64;
         self.row_groups += 1;
-        self.rows.clear();
-        self.bytes.clear();
+        // Given back, not kept: the budget counts what is buffered, and a table that waits
+        // long for its next row group must not hold the last one's memory.
+        self.rows = Vec::new();
+        self.bytes = Vec::new();
         Ok(())
     }
 
