@@ -93,14 +93,7 @@ fn main() {
                 out.into_inner().len() as u64
             });
             let mcap = *mcap_seconds.get_or_insert(t.as_secs_f64());
-            println!(
-                "| {name} | {mb:.2} | {format} | {:.0} | {:.2} | {:.2} | {} | {} |",
-                mb / t.as_secs_f64(),
-                size as f64 / 1e6,
-                t.as_secs_f64() / mcap,
-                pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
-                pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
-            );
+            print_row(&name, mb, format, t, size, mcap, pyulog);
         }
         // The flight as Parquet tables, written to files (each synced and renamed, as the
         // command writes them).
@@ -127,13 +120,27 @@ fn main() {
         });
         let _ = std::fs::remove_dir_all(&root);
         let mcap = mcap_seconds.expect("MCAP measured first");
-        println!(
-            "| {name} | {mb:.2} | Parquet tables | {:.0} | {:.2} | {:.2} | {} | {} |",
-            mb / t.as_secs_f64(),
-            size as f64 / 1e6,
-            t.as_secs_f64() / mcap,
-            pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
-            pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
-        );
+        print_row(&name, mb, "Parquet tables", t, size, mcap, pyulog);
     }
+}
+
+/// One row of the table: `format`'s best time `t` for a log of `mb` MB, its output's `size`,
+/// beside MCAP's and pyulog's seconds.
+fn print_row(
+    name: &str,
+    mb: f64,
+    format: &str,
+    t: Duration,
+    size: u64,
+    mcap: f64,
+    pyulog: Option<f64>,
+) {
+    println!(
+        "| {name} | {mb:.2} | {format} | {:.0} | {:.2} | {:.2} | {} | {} |",
+        mb / t.as_secs_f64(),
+        size as f64 / 1e6,
+        t.as_secs_f64() / mcap,
+        pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
+        pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
+    );
 }

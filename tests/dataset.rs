@@ -48,6 +48,27 @@ fn export_dataset(log: &Path, root: &Path, extra: &[&str]) {
     run_ok(&args);
 }
 
+/// The real log `name` of `../shared`, or `None` (said loudly) without it.
+fn shared_log(name: &str) -> Option<PathBuf> {
+    let logs = common::shared_logs()?;
+    Some(logs.into_iter().find(|l| l.ends_with(name)).expect(name))
+}
+
+/// What the Python `script` prints, given `args`; fails the test when it fails.
+fn python(py: &Path, script: &str, args: &[&Path]) -> String {
+    let out = Command::new(py)
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// pyarrow's reading of the dataset at `root`, held against `expected` (pyulog's dump).
 fn read_with_pyarrow(py: &Path, root: &Path, expected: &Path) -> Json {
     json_output(
@@ -97,16 +118,12 @@ fn every_log_exports_to_tables_that_pyarrow_reads_as_pyulog_decodes_them() {
 #[test]
 fn the_vehicle_the_day_and_utc_come_from_the_log() {
     let Some(py) = venv_python() else { return };
-    let Some(logs) = common::shared_logs() else {
+    let Some(log) = shared_log("sample_log_small.ulg") else {
         return;
     };
-    let log = logs
-        .iter()
-        .find(|l| l.ends_with("sample_log_small.ulg"))
-        .expect("sample_log_small.ulg");
     let root = fresh_dir("dataset-identity");
     export_dataset(
-        log,
+        &log,
         &root,
         &["--topics", "vehicle_gps_position", "vehicle_status"],
     );
@@ -130,17 +147,7 @@ utc = int(first['timestamp_utc'].timestamp() * 1e6 + 0.5)
 s = ds.dataset(sys.argv[1] + '/parquet/v1/vehicle_status', format='parquet', partitioning='hive').to_table().to_pylist()[0]
 print(utc, first['time_utc_usec'], first['flight_id'], first['vehicle_uid'], first['flight_date'], str(first['date']),
       int(s['timestamp_utc'].timestamp() * 1e6 + 0.5) - s['timestamp'] - (utc - first['timestamp']))";
-    let out = Command::new(&py)
-        .args(["-c", script])
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = python(&py, script, &[&root]);
     let v: Vec<&str> = text.split_whitespace().collect();
     assert_eq!(
         v[0], v[1],
@@ -202,17 +209,7 @@ t = ds.dataset(sys.argv[1], format='parquet', partitioning='hive').to_table()
 ts = t['timestamp'].to_pylist()
 print(len(ts), min(ts), max(ts))";
     for topic in ["sensor_accel", "vehicle_attitude"] {
-        let out = Command::new(&py)
-            .args(["-c", script])
-            .arg(cut.join("parquet/v1").join(topic))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = python(&py, script, &[&cut.join("parquet/v1").join(topic)]);
         let v: Vec<u64> = text
             .split_whitespace()
             .map(|x| x.parse().unwrap())
@@ -225,16 +222,12 @@ print(len(ts), min(ts), max(ts))";
 #[test]
 fn a_long_flight_is_written_a_row_group_at_a_time_and_loses_nothing() {
     let Some(py) = venv_python() else { return };
-    let Some(logs) = common::shared_logs() else {
+    let Some(log) = shared_log("sample.ulg") else {
         return;
     };
-    let log = logs
-        .iter()
-        .find(|l| l.ends_with("sample.ulg"))
-        .expect("sample.ulg");
     // sample.ulg's data section 16 times over (64 MB): more than a topic holds before
     // writing a row group, and than all topics hold together.
-    let bytes = std::fs::read(log).unwrap();
+    let bytes = std::fs::read(&log).unwrap();
     let mut reader = ulog_recv::ulog::Reader::new();
     reader.push(&bytes);
     reader.finish();
@@ -262,7 +255,7 @@ fn a_long_flight_is_written_a_row_group_at_a_time_and_loses_nothing() {
         &["--topics", "sensor_combined", "vehicle_attitude"],
     );
 
-    let expected = common::expected_for(log);
+    let expected = common::expected_for(&log);
     let count = |topic: &str| {
         expected["datasets"]
             .as_array()
@@ -278,17 +271,7 @@ f = pq.ParquetFile(glob.glob(sys.argv[1] + '/*/*/*.parquet')[0])
 groups = [f.read_row_group(i)['timestamp'].to_pylist() for i in range(f.num_row_groups)]
 print(f.metadata.num_rows, f.num_row_groups, all(g == sorted(g) for g in groups))";
     for topic in ["sensor_combined", "vehicle_attitude"] {
-        let out = Command::new(&py)
-            .args(["-c", script])
-            .arg(root.join("parquet/v1").join(topic))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let text = python(&py, script, &[&root.join("parquet/v1").join(topic)]);
         let v: Vec<&str> = text.split_whitespace().collect();
         assert_eq!(
             v[0].parse::<u64>().unwrap(),
