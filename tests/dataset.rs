@@ -1,8 +1,9 @@
 //! `ulog-recv export FLIGHT --dataset DIR`: a flight as Parquet tables in the fleet's layout,
 //! read back by pyarrow alone (`tests/dataset_read.py`) and held against pyulog's decoding of
 //! the same log: every real log and the synthetic one, every topic instance's row count,
-//! first and last rows and column sums, names, types and metadata as documented; the layout's
-//! keys; an export run twice writes the same files, not twice as many; a window and topics cut.
+//! first and last rows and column sums, names, types and metadata as documented; the logged
+//! strings and parameters beside them; the layout's keys; an export run twice writes the same
+//! files, not twice as many; a window and topics cut.
 
 mod common;
 
@@ -286,4 +287,24 @@ print(f.metadata.num_rows, f.num_row_groups, all(g == sorted(g) for g in groups)
             );
         }
     }
+}
+
+#[test]
+fn readmes_duckdb_queries_run_as_printed_and_answer_as_pyulog() {
+    let Some(py) = venv_python() else { return };
+    let logs = all_logs();
+    let root = fresh_dir("dataset-queries");
+    for log in &logs {
+        export_dataset(log, &root, &[]);
+    }
+    let report = json_output(
+        Command::new(&py)
+            .current_dir(&root)
+            .arg(project().join("tests/dataset_queries.py"))
+            .arg(project().join("README.md"))
+            .arg(&root)
+            .args(&logs),
+    );
+    assert_eq!(report["queries"], 2, "{report}");
+    assert!(report["rows"].as_u64().unwrap() >= 2, "{report}");
 }

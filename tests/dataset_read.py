@@ -15,6 +15,8 @@ For every dataset (topic, multi_id) pyulog has:
 - types are the documented ones: Int32 for 8/16/32-bit integers, Int64 for uint32, int64 and
   uint64, float32/float64, bool, string; each field's metadata names its ULog field.
 Every file says the identity columns and the key/value metadata (topic, format text).
+Beside the topics: `log_messages` holds pyulog's logged strings, tagged and not (time, level,
+tag, text), sorted by time; `params` its initial parameters and every change with its time.
 
 Prints one JSON object: {"tables": N, "rows": N, "checked_values": N}; exits 1 with the
 reasons when anything differs."""
@@ -175,6 +177,39 @@ def main():
                     if ours != want:
                         errors.append(f"{where}: {which} {stem} = {ours!r}, pyulog {want!r}")
                     checked += 1
+    # The tables beside the topics: the logged strings and the parameters.
+    logged = [(t, lvl, None, text) for t, lvl, text in expected["logged_messages"]]
+    for tag, messages in expected["logged_messages_tagged"].items():
+        logged += [(t, lvl, int(tag), text) for t, lvl, text in messages]
+    if logged:
+        t = ds.dataset(f"{root}/parquet/v1/log_messages", format="parquet",
+                       partitioning="hive").to_table()
+        tables["log_messages"] = len(t)
+        rows = t.to_pylist()
+        # Sorted with an untagged string's tag as -1 (None does not compare with numbers).
+        ours = sorted((r["timestamp"], r["level"], -1 if r["tag"] is None else r["tag"],
+                       r["message"]) for r in rows)
+        theirs = sorted((ts, lvl - ord("0"), -1 if tag is None else tag, text)
+                        for ts, lvl, tag, text in logged)
+        if ours != theirs:
+            diff = [(a, b) for a, b in zip(ours, theirs) if a != b][:3]
+            errors.append(f"log_messages: {len(ours)} rows, pyulog {len(theirs)}; first differences {diff}")
+        if [r["timestamp"] for r in rows] != sorted(r["timestamp"] for r in rows):
+            errors.append("log_messages: not sorted by timestamp")
+        checked += len(rows)
+    t = ds.dataset(f"{root}/parquet/v1/params", format="parquet", partitioning="hive").to_table()
+    tables["params"] = len(t)
+    rows = t.to_pylist()
+    initial = {r["name"]: r["value"] for r in rows if not r["changed"]}
+    if initial != {k: float(v) for k, v in expected["initial_parameters"].items()}:
+        errors.append(f"params: {len(initial)} initial, pyulog {len(expected['initial_parameters'])}, or values differ")
+    changed = sorted((r["timestamp"], r["name"], r["value"]) for r in rows if r["changed"])
+    if changed != sorted((ts, n, float(v)) for ts, n, v in expected["changed_parameters"]):
+        errors.append(f"params: changes {changed[:3]}, pyulog {expected['changed_parameters'][:3]}")
+    if any(r["timestamp"] is None for r in rows if r["changed"]) or \
+            any(r["timestamp"] is not None for r in rows if not r["changed"]):
+        errors.append("params: a change without its time, or an initial value with one")
+    checked += len(rows)
     missing = set(by_topic) - set(tables)
     if missing:
         errors.append(f"topics without a table: {sorted(missing)}")

@@ -141,18 +141,30 @@ impl TopicColumns {
 
 /// The [`IDENTITY`] columns' fields.
 fn identity_fields() -> Vec<Field> {
+    let mut fields = flight_fields();
+    fields.push(Field::new(IDENTITY[3], DataType::Int32, false));
+    fields.push(Field::new(IDENTITY[4], DataType::Int64, false));
+    fields.push(utc_field());
+    fields
+}
+
+/// The columns that say which flight a row is of, first in every table of the dataset:
+/// `flight_id`, `vehicle_uid`, `flight_date`.
+pub fn flight_fields() -> Vec<Field> {
     vec![
         Field::new(IDENTITY[0], DataType::Utf8, false),
         Field::new(IDENTITY[1], DataType::Utf8, false),
         Field::new(IDENTITY[2], DataType::Date32, false),
-        Field::new(IDENTITY[3], DataType::Int32, false),
-        Field::new(IDENTITY[4], DataType::Int64, false),
-        Field::new(
-            IDENTITY[5],
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            true,
-        ),
     ]
+}
+
+/// `timestamp_utc`: a log time in UTC, null when the flight has no UTC reference.
+pub fn utc_field() -> Field {
+    Field::new(
+        IDENTITY[5],
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        true,
+    )
 }
 
 /// The Arrow type a column of `source` is written as.

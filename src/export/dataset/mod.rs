@@ -12,6 +12,7 @@
 //!
 //! - [`columns`]: a topic's schema (names, types, what is left out), made for the engines.
 //! - [`table`]: one topic's file, written a row group at a time.
+//! - [`beside`]: the tables beside the topics (`log_messages`, `params`).
 //!
 //! One table per topic, every instance in it (`multi_id`); rows sorted by timestamp within
 //! each row group (a topic's samples come in log order, so the file is too, but for instances
@@ -20,6 +21,7 @@
 //! and all topics together within [`BUDGET`]; the largest waiting row group is written when
 //! the budget is reached.
 
+pub mod beside;
 pub mod columns;
 pub mod table;
 
@@ -197,8 +199,8 @@ fn key_safe(name: &str) -> String {
 }
 
 /// Writes the topic tables of `flight` (as `options` select its window and topics) under
-/// `root`, each at its [`table_key`]; returns what was written, in the order topics first
-/// appeared. A topic with no sample in the window has no file.
+/// `root`, each at its [`table_key`], then the tables [`beside`] them; returns what was
+/// written, topics in the order they first appeared. A table with no row has no file.
 pub fn write_dataset(
     flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
@@ -212,6 +214,7 @@ pub fn write_dataset(
         by_topic: HashMap::new(),
         channels: Vec::new(),
         buffered: 0,
+        log_rows: Vec::new(),
     };
     let (_, metadata) = walk(flight, options, &mut sink)?;
     let info = |key: &str| metadata.info.get(key).cloned();
@@ -253,6 +256,36 @@ pub fn write_dataset(
             row_groups,
         });
     }
+    let identity = &sink.identity;
+    let beside = [
+        (
+            beside::LOG_MESSAGES,
+            beside::log_messages(identity, &mut sink.log_rows)?,
+        ),
+        (beside::PARAMS, beside::params(identity, &metadata)?),
+    ];
+    for (name, batch) in beside {
+        // `--topics` names the tables it wants: `log` the strings (as for every export),
+        // `params` the parameters.
+        if batch.num_rows() == 0 || (name == beside::PARAMS && !options.wants(name)) {
+            continue;
+        }
+        let key = table_key(name, identity);
+        let path = root.join(&key);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let out = TableFile(OutputFile::create(&path)?);
+        let mut kv = flight_metadata.clone();
+        kv.push(KeyValue::new("ulog.table".into(), name.to_owned()));
+        table::write_table(out, &batch, kv)?.0.commit()?;
+        written.push(TableWritten {
+            key,
+            topic: name.to_owned(),
+            rows: batch.num_rows() as u64,
+            row_groups: 1,
+        });
+    }
     Ok(written)
 }
 
@@ -289,6 +322,8 @@ struct DatasetSink {
     channels: Vec<(usize, u8)>,
     /// Sample bytes buffered across tables.
     buffered: usize,
+    /// The logged strings, for `log_messages`.
+    log_rows: Vec<beside::LogRow>,
 }
 
 impl DatasetSink {
@@ -372,11 +407,17 @@ impl Sink for DatasetSink {
 
     fn log(
         &mut self,
-        _timestamp_us: u64,
-        _ulog_level: u8,
-        _name: &str,
-        _text: &[u8],
+        timestamp_us: u64,
+        ulog_level: u8,
+        name: &str,
+        text: &[u8],
     ) -> Result<(), ExportError> {
+        self.log_rows.push(beside::LogRow {
+            timestamp: timestamp_us,
+            ulog_level,
+            tag: name.strip_prefix("px4/").and_then(|t| t.parse().ok()),
+            message: String::from_utf8_lossy(text).into_owned(),
+        });
         Ok(())
     }
 }

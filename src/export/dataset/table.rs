@@ -10,8 +10,10 @@ use arrow_array::builder::StringBuilder;
 use arrow_array::types::{
     Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
 };
-use arrow_array::{ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch};
-use arrow_schema::DataType;
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch, StringArray,
+};
+use arrow_schema::{DataType, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -79,34 +81,7 @@ impl<W: Write + Send> TopicTable<W> {
         identity: Arc<FlightIdentity>,
         out: W,
     ) -> Result<Self, TableError> {
-        let timestamp_column = columns
-            .schema
-            .index_of(super::columns::IDENTITY[4])
-            .expect("every table has a timestamp") as i32;
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
-            ))
-            .set_statistics_enabled(EnabledStatistics::Page)
-            // Dictionaries for the strings (the identity columns repeat one value); numbers
-            // go plain, which zstd compresses as well and writes faster.
-            .set_dictionary_enabled(false)
-            // Row groups end where the dataset writer says (its memory budget), not at a
-            // row count.
-            .set_max_row_group_row_count(None)
-            .set_max_row_group_bytes(None)
-            .set_sorting_columns(Some(vec![SortingColumn {
-                column_idx: timestamp_column,
-                descending: false,
-                nulls_first: false,
-            }]))
-            .set_created_by(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
-        let strings = (columns.schema.fields().iter()).filter(|f| f.data_type() == &DataType::Utf8);
-        let properties = strings
-            .fold(properties, |p, f| {
-                p.set_column_dictionary_enabled(ColumnPath::from(f.name().as_str()), true)
-            })
-            .build();
+        let properties = properties(&columns.schema);
         let writer = ArrowWriter::try_new(out, columns.schema.clone(), Some(properties))?;
         Ok(Self {
             columns,
@@ -184,38 +159,17 @@ impl<W: Write + Send> TopicTable<W> {
 
     /// The buffered rows in `order` as a record batch of the table's schema.
     fn batch(&self, order: &[u32]) -> Result<RecordBatch, TableError> {
-        let n = order.len();
         let id = &self.identity;
         let rows = &self.rows;
-        let mut arrays: Vec<ArrayRef> = vec![
-            Arc::new(arrow_array::StringArray::from_iter_values(
-                std::iter::repeat_n(&id.flight_id, n),
-            )),
-            Arc::new(arrow_array::StringArray::from_iter_values(
-                std::iter::repeat_n(&id.vehicle_uid, n),
-            )),
-            Arc::new(PrimitiveArray::<Date32Type>::from_value(
-                id.flight_date_days,
-                n,
-            )),
-            Arc::new(PrimitiveArray::<Int32Type>::from_iter_values(
-                order.iter().map(|&i| i32::from(rows[i as usize].multi_id)),
-            )),
-            Arc::new(PrimitiveArray::<Int64Type>::from_iter_values(
-                order.iter().map(|&i| rows[i as usize].timestamp as i64),
-            )),
-            Arc::new(
-                match id.utc_offset_us {
-                    Some(offset) => PrimitiveArray::<TimestampMicrosecondType>::from_iter_values(
-                        order
-                            .iter()
-                            .map(|&i| (rows[i as usize].timestamp as i64).saturating_add(offset)),
-                    ),
-                    None => PrimitiveArray::<TimestampMicrosecondType>::new_null(n),
-                }
-                .with_timezone("UTC"),
-            ),
-        ];
+        let timestamps = order.iter().map(|&i| rows[i as usize].timestamp);
+        let mut arrays = flight_arrays(id, order.len());
+        arrays.push(Arc::new(PrimitiveArray::<Int32Type>::from_iter_values(
+            order.iter().map(|&i| i32::from(rows[i as usize].multi_id)),
+        )));
+        arrays.push(Arc::new(PrimitiveArray::<Int64Type>::from_iter_values(
+            timestamps.clone().map(|t| t as i64),
+        )));
+        arrays.push(utc_array(id, timestamps.map(Some)));
         let samples = Samples {
             bytes: &self.bytes,
             size: self.sample_size,
@@ -226,6 +180,78 @@ impl<W: Write + Send> TopicTable<W> {
         }
         Ok(RecordBatch::try_new(self.columns.schema.clone(), arrays)?)
     }
+}
+
+/// The [`flight_fields`](super::columns::flight_fields) columns of `n` rows of the flight.
+pub fn flight_arrays(id: &FlightIdentity, n: usize) -> Vec<ArrayRef> {
+    vec![
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            &id.flight_id,
+            n,
+        ))),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+            &id.vehicle_uid,
+            n,
+        ))),
+        Arc::new(PrimitiveArray::<Date32Type>::from_value(
+            id.flight_date_days,
+            n,
+        )),
+    ]
+}
+
+/// The `timestamp_utc` column of log times (µs since boot; `None`: null): each moved by the
+/// flight's UTC reference, all null without one.
+pub fn utc_array(id: &FlightIdentity, timestamps: impl Iterator<Item = Option<u64>>) -> ArrayRef {
+    let utc = timestamps.map(|t| Some((t? as i64).saturating_add(id.utc_offset_us?)));
+    Arc::new(PrimitiveArray::<TimestampMicrosecondType>::from_iter(utc).with_timezone("UTC"))
+}
+
+/// Writer properties of every table of the dataset: zstd, page statistics, dictionaries for
+/// the strings only (the flight's columns repeat one value; numbers go plain, which zstd
+/// compresses as well and writes faster), row groups ended by the caller, rows declared
+/// sorted by `timestamp` when the table has one that is never null.
+pub fn properties(schema: &Schema) -> WriterProperties {
+    let sorted = (schema.fields().iter())
+        .position(|f| f.name() == super::columns::IDENTITY[4] && !f.is_nullable());
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
+        ))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_dictionary_enabled(false)
+        .set_max_row_group_row_count(None)
+        .set_max_row_group_bytes(None)
+        .set_sorting_columns(sorted.map(|column| {
+            vec![SortingColumn {
+                column_idx: column as i32,
+                descending: false,
+                nulls_first: false,
+            }]
+        }))
+        .set_created_by(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
+    let strings = (schema.fields().iter()).filter(|f| f.data_type() == &DataType::Utf8);
+    strings
+        .fold(properties, |p, f| {
+            p.set_column_dictionary_enabled(ColumnPath::from(f.name().as_str()), true)
+        })
+        .build()
+}
+
+/// Writes `batch` to `out` as a whole table file (one row group) with `metadata`; returns
+/// `out`.
+pub fn write_table<W: Write + Send>(
+    out: W,
+    batch: &RecordBatch,
+    metadata: Vec<KeyValue>,
+) -> Result<W, TableError> {
+    let schema = batch.schema();
+    let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(properties(&schema)))?;
+    writer.write(batch)?;
+    for kv in metadata {
+        writer.append_key_value_metadata(kv);
+    }
+    Ok(writer.into_inner()?)
 }
 
 /// The buffered samples, read in an order.

@@ -1,0 +1,106 @@
+//! The tables beside the topics, in the same layout and with the same flight columns:
+//!
+//! - `log_messages`: every string PX4 logged ('L', and tagged 'C'): `timestamp`,
+//!   `timestamp_utc`, `level` (syslog's 0 emergency … 7 debug), `tag` (null when untagged),
+//!   `message`; sorted by timestamp.
+//! - `params`: the parameters the log starts with (`timestamp` null, `changed` false), then
+//!   each change with its log time (`changed` true): `name`, `value` (a double: PX4's
+//!   parameters are int32 or float, both exact in it).
+
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int32Builder, Int64Builder};
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
+use super::columns::{IDENTITY, flight_fields, utc_field};
+use super::table::{FlightIdentity, TableError, flight_arrays, utc_array};
+use crate::export::FlightMetadata;
+
+/// The logged strings' table.
+pub const LOG_MESSAGES: &str = "log_messages";
+/// The parameters' table.
+pub const PARAMS: &str = "params";
+
+/// One logged string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRow {
+    pub timestamp: u64,
+    /// The ULog level: the syslog digit as PX4 writes it (`'6'`), or its value.
+    pub ulog_level: u8,
+    pub tag: Option<u16>,
+    pub message: String,
+}
+
+/// The `log_messages` table of the flight `id` (rows sorted by timestamp, log order kept
+/// among equal ones).
+pub fn log_messages(id: &FlightIdentity, rows: &mut [LogRow]) -> Result<RecordBatch, TableError> {
+    rows.sort_by_key(|r| r.timestamp);
+    let mut fields = flight_fields();
+    fields.extend([
+        Field::new(IDENTITY[4], DataType::Int64, false),
+        utc_field(),
+        Field::new("level", DataType::Int32, false),
+        Field::new("tag", DataType::Int32, true),
+        Field::new("message", DataType::Utf8, false),
+    ]);
+    let mut arrays = flight_arrays(id, rows.len());
+    let mut timestamps = Int64Builder::with_capacity(rows.len());
+    let mut levels = Int32Builder::with_capacity(rows.len());
+    let mut tags = Int32Builder::with_capacity(rows.len());
+    for row in rows.iter() {
+        timestamps.append_value(row.timestamp as i64);
+        levels.append_value(i32::from(match row.ulog_level {
+            b'0'..=b'7' => row.ulog_level - b'0',
+            other => other,
+        }));
+        tags.append_option(row.tag.map(i32::from));
+    }
+    arrays.push(Arc::new(timestamps.finish()));
+    arrays.push(utc_array(id, rows.iter().map(|r| Some(r.timestamp))));
+    arrays.push(Arc::new(levels.finish()));
+    arrays.push(Arc::new(tags.finish()));
+    arrays.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|r| &r.message),
+    )));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// The `params` table of the flight `id`: the initial parameters by name, then the changes
+/// by time.
+pub fn params(id: &FlightIdentity, metadata: &FlightMetadata) -> Result<RecordBatch, TableError> {
+    let initial =
+        (metadata.initial_parameters.iter()).map(|(name, value)| (None, name.as_str(), value));
+    let mut changes: Vec<(Option<u64>, &str, &String)> = (metadata.changed_parameters.iter())
+        .filter_map(|(key, value)| {
+            let (name, time) = key.rsplit_once('@')?;
+            Some((Some(time.parse().ok()?), name, value))
+        })
+        .collect();
+    changes.sort_by_key(|(time, _, _)| *time);
+    let rows: Vec<_> = initial.chain(changes).collect();
+    let mut fields = flight_fields();
+    fields.extend([
+        Field::new(IDENTITY[4], DataType::Int64, true),
+        utc_field(),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("value", DataType::Float64, true),
+        Field::new("changed", DataType::Boolean, false),
+    ]);
+    let mut arrays = flight_arrays(id, rows.len());
+    let mut timestamps = Int64Builder::with_capacity(rows.len());
+    let mut values = Float64Builder::with_capacity(rows.len());
+    let mut changed = BooleanBuilder::with_capacity(rows.len());
+    for (time, _, value) in &rows {
+        timestamps.append_option(time.map(|t| t as i64));
+        values.append_option(value.parse::<f64>().ok());
+        changed.append_value(time.is_some());
+    }
+    let names: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1)));
+    arrays.push(Arc::new(timestamps.finish()));
+    arrays.push(utc_array(id, rows.iter().map(|r| r.0)));
+    arrays.push(names);
+    arrays.push(Arc::new(values.finish()));
+    arrays.push(Arc::new(changed.finish()));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
