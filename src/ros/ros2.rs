@@ -478,11 +478,7 @@ uint32 nanosec
 /// The `rcl_interfaces/msg/Log` level of a ULog log level: the syslog digit as PX4 writes it
 /// (`'0'` emergency … `'7'` debug), or its value.
 pub fn log_level(ulog_level: u8) -> u8 {
-    let level = match ulog_level {
-        b'0'..=b'7' => ulog_level - b'0',
-        other => other,
-    };
-    match level {
+    match crate::ulog::message::syslog_level(ulog_level) {
         0..=2 => 50,
         3 => 40,
         4 => 30,

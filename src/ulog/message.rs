@@ -60,6 +60,15 @@ pub fn min_payload_len(ty: u8) -> Option<usize> {
     })
 }
 
+/// The syslog level (0 emergency … 7 debug) of a logged string's ULog `level`: the ASCII
+/// digit PX4 writes, or (from a writer that does not) the value itself.
+pub fn syslog_level(ulog_level: u8) -> u8 {
+    match ulog_level {
+        b'0'..=b'7' => ulog_level - b'0',
+        other => other,
+    }
+}
+
 /// Unknown message types larger than this are taken as corruption rather than a future
 /// message type (the threshold pyulog uses too).
 /// Whether `raw` (one framed message) is an 'M' message of PX4's post-flight perf counters

@@ -16,6 +16,7 @@ use arrow_schema::{DataType, Field, Schema};
 use super::columns::{IDENTITY, flight_fields, utc_field};
 use super::table::{FlightIdentity, TableError, flight_arrays, utc_array};
 use crate::export::FlightMetadata;
+use crate::ulog::message::syslog_level;
 
 /// The logged strings' table.
 pub const LOG_MESSAGES: &str = "log_messages";
@@ -50,10 +51,7 @@ pub fn log_messages(id: &FlightIdentity, rows: &mut [LogRow]) -> Result<RecordBa
     let mut tags = Int32Builder::with_capacity(rows.len());
     for row in rows.iter() {
         timestamps.append_value(row.timestamp as i64);
-        levels.append_value(i32::from(match row.ulog_level {
-            b'0'..=b'7' => row.ulog_level - b'0',
-            other => other,
-        }));
+        levels.append_value(i32::from(syslog_level(row.ulog_level)));
         tags.append_option(row.tag.map(i32::from));
     }
     arrays.push(Arc::new(timestamps.finish()));
