@@ -766,7 +766,7 @@ pub(crate) enum Command {
     /// Export a flight (a .ulg, or a session directory: its splits and columns joined) to MCAP (ROS 2
     /// types, CDR; for Foxglove, PlotJuggler, ros2 bag), a ROS 1 bag (format 2.0; for ROS 1
     /// tools, Foxglove, PlotJuggler) or TIDE 2.0 (ROS 2 types, CDR), the format following
-    /// OUTPUT's extension; or, with --dataset, to Parquet tables in the fleet's layout.
+    /// OUTPUT's extension; or as Parquet tables in the fleet's layout.
     Export {
         /// A .ulg file or a session directory (holding manifest.json).
         input: PathBuf,
