@@ -67,6 +67,8 @@ def same(a, b):
 
 
 def main():
+    global real_stdout
+    real_stdout, sys.stdout = sys.stdout, sys.stderr
     args = sys.argv[1:]
     sent = None
     from_start = False
@@ -81,6 +83,9 @@ def main():
             sys.exit(f"unknown option {args[0]}")
     sd = ULog(args[0])
     ours_logs = [ULog(p) for p in args[1:]]
+    # What pyulog printed while parsing (its warnings go to standard output) went to stderr:
+    # standard output is the report alone.
+    sys.stdout = real_stdout
     theirs = samples([sd])
     ours = samples(ours_logs)
     stamps = [t for table in ours.values() for t in table]
