@@ -104,12 +104,14 @@ fn main() {
             vehicle_uid: "sys1".into(),
             flight_date_days: 20_000,
             utc_offset_us: None,
+            log_start_us: None,
         };
         let (t, size) = best(5, || {
             let tables = ulog_recv::export::dataset::write_dataset(
                 bytes.as_slice(),
                 &ExportOptions::default(),
                 identity.clone(),
+                &Default::default(),
                 &root,
             )
             .unwrap();

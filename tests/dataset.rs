@@ -2,7 +2,8 @@
 //! read back by pyarrow alone (`tests/dataset_read.py`) and held against pyulog's decoding of
 //! the same log: every real log and the synthetic one, every topic instance's row count,
 //! first and last rows and column sums, names, types and metadata as documented; the logged
-//! strings and parameters beside them; the layout's keys; an export run twice writes the same
+//! strings and parameters beside them; the `flights` row and the dropouts, every column
+//! computed from pyulog's data (`tests/dataset_flights.py`); the layout's keys; an export run twice writes the same
 //! files, not twice as many; a window and topics cut.
 
 mod common;
@@ -91,11 +92,22 @@ fn every_log_exports_to_tables_that_pyarrow_reads_as_pyulog_decodes_them() {
         export_dataset(&log, &root, &[]);
         let report = read_with_pyarrow(&py, &root, &log.with_extension("expected.json"));
         checked += report["checked_values"].as_u64().unwrap();
-        // The layout: parquet/v1/TOPIC/date=YYYY-MM-DD/vehicle=UID/FLIGHT.parquet, nothing else.
+        // The flight's row and its dropouts, column by column, as pyulog's data says.
+        let flights = json_output(
+            Command::new(&py)
+                .arg(project().join("tests/dataset_flights.py"))
+                .arg(&root)
+                .arg(&log),
+        );
+        assert!(flights["columns"].as_u64().unwrap() >= 25, "{flights}");
+        // The layout: parquet/v1/TOPIC/date=YYYY-MM-DD/vehicle=UID/FLIGHT.parquet, nothing else:
+        // the topics, log_messages and params pyarrow read, `flights`, and `dropouts` when the
+        // log has any.
         let files = files_under(&root);
+        let dropouts = files.iter().any(|f| f.starts_with("parquet/v1/dropouts/"));
         assert_eq!(
             files.len() as u64,
-            report["tables"].as_u64().unwrap(),
+            report["tables"].as_u64().unwrap() + 1 + u64::from(dropouts),
             "{files:?}"
         );
         for file in &files {

@@ -163,6 +163,11 @@ pub trait Sink {
         name: &str,
         text: &[u8],
     ) -> Result<(), ExportError>;
+    /// A dropout in the stream, after the sample stamped `timestamp_us`: `duration_ms` of
+    /// data the logger lost. Only the tables keep them.
+    fn dropout(&mut self, _timestamp_us: u64, _duration_ms: u16) -> Result<(), ExportError> {
+        Ok(())
+    }
 }
 
 /// A flight's ULog stream as the writers read it: in pieces, from the start, as many times as
@@ -388,6 +393,13 @@ pub fn walk(
                 timestamp,
                 text,
             } => Some((*timestamp, *level, format!("px4/{tag}"), *text)),
+            Message::Dropout { duration_ms } => {
+                let timestamp = decoder.last_timestamp();
+                if options.in_window(timestamp) {
+                    sink.dropout(timestamp, *duration_ms)?;
+                }
+                return Ok(true);
+            }
             _ => None,
         };
         if let Some((timestamp, level, name, text)) = logged {

@@ -48,6 +48,10 @@ pub struct Manifest {
     /// Events past that many: their windows were written, they are not listed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub events_unlisted: u64,
+    /// The keys of the flight's Parquet tables in the bucket, once uploaded
+    /// (`--upload-tables`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
 }
 
 /// A column besides the main one in the manifest.

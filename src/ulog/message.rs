@@ -69,8 +69,6 @@ pub fn syslog_level(ulog_level: u8) -> u8 {
     }
 }
 
-/// Unknown message types larger than this are taken as corruption rather than a future
-/// message type (the threshold pyulog uses too).
 /// Whether `raw` (one framed message) is an 'M' message of PX4's post-flight perf counters
 /// (`perf_counter_postflight`, `perf_top_postflight`), which its logger writes when stopped.
 pub fn is_postflight(raw: &[u8]) -> bool {

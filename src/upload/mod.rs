@@ -8,6 +8,8 @@
 //! - [`s3`]: the bucket, on the `object_store` crate: checked by the server with SHA-256,
 //!   multipart and resumable for large files.
 //! - [`flight_review`]: the upload to a Flight Review server.
+//! - [`tables`]: the flight as the fleet's Parquet tables, built in the session and
+//!   uploaded last.
 //! - [`uploader`]: the thread that walks the sessions and takes their steps, never at the
 //!   cost of receiving; [`uploader::upload_session`] does one session by hand.
 //!
@@ -19,6 +21,7 @@ pub mod flight_review;
 pub mod pace;
 pub mod plan;
 pub mod s3;
+pub mod tables;
 pub mod uploader;
 
 pub use uploader::{UploadConfig, UploadHandle, UploadStatus, UploadWhen};

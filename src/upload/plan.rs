@@ -5,8 +5,12 @@
 //! The order: each closed split, in order, as soon as it is closed; after each, the manifest
 //! as it is then (so that a vehicle lost mid-flight leaves everything but the open split in
 //! the bucket, described); once the session is closed, its final manifest; then the flight to
-//! Flight Review. Amendments a fill adds later go up as they come, the manifest after them. A step recorded done is never taken again; a multipart upload in progress
-//! keeps its id and the parts already sent, so that a restart resumes it.
+//! Flight Review. Amendments a fill adds later go up as they come, the manifest after them.
+//! Last, when asked for, the flight's Parquet tables: built once the session is closed (and
+//! its fill over), each file uploaded, then listed in the manifest, which goes up again; a
+//! fill that adds amendments later has them built and uploaded again, under the same keys.
+//! A step recorded done is never taken again; a multipart upload in progress keeps its id and
+//! the parts already sent, so that a restart resumes it.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +42,9 @@ pub struct Journal {
     pub manifest_amendments: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flight_review: Option<FlightReviewRecord>,
+    /// The flight's Parquet tables, once built; each file's upload is in `objects`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<TablesRecord>,
     /// The last failure, while uploads of this session fail (cleared by the next success).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing: Option<String>,
@@ -54,7 +61,22 @@ impl Journal {
             manifest_final: false,
             manifest_amendments: 0,
             flight_review: None,
+            tables: None,
             failing: None,
+        }
+    }
+
+    /// The flight's tables are built from `manifest` as it is (its amendments), uploaded and
+    /// listed in its manifest, or could not be built.
+    pub fn tables_complete(&self, manifest: &Manifest) -> bool {
+        match &self.tables {
+            None => false,
+            Some(t) if t.failed.is_some() => true,
+            Some(t) => {
+                t.amendments >= manifest.amendments.len()
+                    && t.listed
+                    && t.files.iter().all(|f| self.has(&f.file, &f.sha256))
+            }
         }
     }
 
@@ -133,6 +155,29 @@ pub enum FlightReviewRecord {
     Refused { status: u16, message: String },
 }
 
+/// The flight's Parquet tables for the fleet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TablesRecord {
+    /// Amendments of the manifest the tables were built with.
+    pub amendments: usize,
+    /// The files, under the session's `tables/`.
+    pub files: Vec<TableEntry>,
+    /// The manifest lists the tables' keys.
+    #[serde(default)]
+    pub listed: bool,
+    /// Why the flight could not be exported: not tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// One table file: its path in the session, its key in the bucket, its SHA-256.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableEntry {
+    pub file: String,
+    pub key: String,
+    pub sha256: String,
+}
+
 /// What to do next for a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -147,6 +192,12 @@ pub enum Step {
     },
     /// Send the whole flight to Flight Review.
     FlightReview,
+    /// Build the flight's tables (again: the manifest has amendments they lack).
+    BuildTables,
+    /// Upload one table file to its key.
+    Table(TableEntry),
+    /// List the uploaded tables in the manifest (which then goes up again).
+    ListTables,
 }
 
 /// The closed splits of a session, in order: the main column's before any other column's
@@ -159,8 +210,14 @@ fn closed_splits(manifest: &Manifest) -> impl Iterator<Item = &SplitEntry> {
 
 /// The next step for a session with `manifest` and `journal`; `None` when everything the
 /// session has so far is where it goes. `flight_review`: whether a Flight Review server is
-/// configured.
-pub fn next_step(manifest: &Manifest, journal: &Journal, flight_review: bool) -> Option<Step> {
+/// configured; `tables`: whether the flight's tables are to be built and uploaded now (they
+/// come last, once the session is closed).
+pub fn next_step(
+    manifest: &Manifest,
+    journal: &Journal,
+    flight_review: bool,
+    tables: bool,
+) -> Option<Step> {
     let mut closed = 0;
     for split in closed_splits(manifest) {
         if !journal.is_uploaded(split) {
@@ -192,6 +249,19 @@ pub fn next_step(manifest: &Manifest, journal: &Journal, flight_review: bool) ->
     }
     if flight_review && manifest.closed && closed > 0 && journal.flight_review.is_none() {
         return Some(Step::FlightReview);
+    }
+    if tables && manifest.closed && closed > 0 && !journal.tables_complete(manifest) {
+        let Some(built) = journal
+            .tables
+            .as_ref()
+            .filter(|t| t.amendments >= amendments)
+        else {
+            return Some(Step::BuildTables);
+        };
+        if let Some(file) = (built.files.iter()).find(|f| !journal.has(&f.file, &f.sha256)) {
+            return Some(Step::Table(file.clone()));
+        }
+        return Some(Step::ListTables);
     }
     None
 }
@@ -244,7 +314,7 @@ mod tests {
         let mut j = Journal::new("fleet/v1/s1".into());
         let m = manifest(&[(true, "a"), (true, "b"), (false, "")], false);
         assert_eq!(
-            next_step(&m, &j, true),
+            next_step(&m, &j, true, false),
             Some(Step::Split {
                 file: "split_0000.ulg".into(),
                 sha256: "a".into()
@@ -252,11 +322,11 @@ mod tests {
         );
         done(&mut j, "split_0000.ulg", "a");
         assert!(
-            matches!(next_step(&m, &j, true), Some(Step::Split { file, .. }) if file == "split_0001.ulg")
+            matches!(next_step(&m, &j, true, false), Some(Step::Split { file, .. }) if file == "split_0001.ulg")
         );
         done(&mut j, "split_0001.ulg", "b");
         assert_eq!(
-            next_step(&m, &j, true),
+            next_step(&m, &j, true, false),
             Some(Step::Manifest {
                 closed_splits: 2,
                 last: false,
@@ -265,11 +335,11 @@ mod tests {
         );
         j.manifest_splits = 2;
         // The open split is not uploaded, nor is the flight sent before the session closes.
-        assert_eq!(next_step(&m, &j, true), None);
+        assert_eq!(next_step(&m, &j, true, false), None);
         let m = manifest(&[(true, "a"), (true, "b"), (true, "c")], true);
         done(&mut j, "split_0002.ulg", "c");
         assert_eq!(
-            next_step(&m, &j, true),
+            next_step(&m, &j, true, false),
             Some(Step::Manifest {
                 closed_splits: 3,
                 last: true,
@@ -279,10 +349,10 @@ mod tests {
         j.manifest_splits = 3;
         j.manifest_final = true;
         assert!(j.storage_complete(&m));
-        assert_eq!(next_step(&m, &j, true), Some(Step::FlightReview));
-        assert_eq!(next_step(&m, &j, false), None);
+        assert_eq!(next_step(&m, &j, true, false), Some(Step::FlightReview));
+        assert_eq!(next_step(&m, &j, false, false), None);
         j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
-        assert_eq!(next_step(&m, &j, true), None);
+        assert_eq!(next_step(&m, &j, true, false), None);
         assert_eq!(j.key("manifest.json"), "fleet/v1/s1/manifest.json");
     }
 
@@ -301,7 +371,7 @@ mod tests {
             }],
             event_buffer: None,
         });
-        let next = |m: &Manifest, j: &Journal| match next_step(m, j, false) {
+        let next = |m: &Manifest, j: &Journal| match next_step(m, j, false, false) {
             Some(Step::Split { file, .. }) => file,
             other => panic!("{other:?}"),
         };
@@ -323,7 +393,7 @@ mod tests {
         done(&mut j, "imu/split_0000.ulg", "i");
         done(&mut j, "imu/split_0001.ulg", "j");
         assert_eq!(
-            next_step(&m, &j, false),
+            next_step(&m, &j, false, false),
             Some(Step::Manifest {
                 closed_splits: 4,
                 last: false,
@@ -351,7 +421,7 @@ mod tests {
         });
         assert!(!j.storage_complete(&m));
         assert_eq!(
-            next_step(&m, &j, false),
+            next_step(&m, &j, false, false),
             Some(Step::Split {
                 file: "amend_0000.ulg".into(),
                 sha256: "x".into()
@@ -359,7 +429,7 @@ mod tests {
         );
         done(&mut j, "amend_0000.ulg", "x");
         assert_eq!(
-            next_step(&m, &j, false),
+            next_step(&m, &j, false, false),
             Some(Step::Manifest {
                 closed_splits: 1,
                 last: true,
@@ -367,7 +437,7 @@ mod tests {
             })
         );
         j.manifest_amendments = 1;
-        assert_eq!(next_step(&m, &j, false), None);
+        assert_eq!(next_step(&m, &j, false, false), None);
         assert!(j.storage_complete(&m));
     }
 
@@ -377,7 +447,7 @@ mod tests {
         let m = manifest(&[(true, "new")], true);
         done(&mut j, "split_0000.ulg", "old");
         assert!(
-            matches!(next_step(&m, &j, false), Some(Step::Split { sha256, .. }) if sha256 == "new")
+            matches!(next_step(&m, &j, false, false), Some(Step::Split { sha256, .. }) if sha256 == "new")
         );
         j.objects.insert(
             "split_0000.ulg".into(),
@@ -390,7 +460,10 @@ mod tests {
                 parts: vec!["p1".into()],
             },
         );
-        assert!(matches!(next_step(&m, &j, false), Some(Step::Split { .. })));
+        assert!(matches!(
+            next_step(&m, &j, false, false),
+            Some(Step::Split { .. })
+        ));
         assert!(!j.storage_complete(&m));
     }
 
@@ -405,9 +478,75 @@ mod tests {
             status: 400,
             message: "not a ULog".into(),
         });
-        assert_eq!(next_step(&m, &j, true), None);
+        assert_eq!(next_step(&m, &j, true, false), None);
         let text = serde_json::to_string(&j).unwrap();
         assert_eq!(serde_json::from_str::<Journal>(&text).unwrap(), j);
+    }
+
+    #[test]
+    fn tables_come_last_once_closed_then_are_listed_and_built_again_after_a_fill() {
+        let mut j = Journal::new("p".into());
+        let mut m = manifest(&[(true, "a"), (false, "")], false);
+        done(&mut j, "split_0000.ulg", "a");
+        j.manifest_splits = 1;
+        // An open session's tables wait.
+        assert_eq!(next_step(&m, &j, true, true), None);
+        m = manifest(&[(true, "a"), (true, "b")], true);
+        done(&mut j, "split_0001.ulg", "b");
+        j.manifest_splits = 2;
+        j.manifest_final = true;
+        // Flight Review before the tables; without tables wanted, nothing after it.
+        assert_eq!(next_step(&m, &j, true, true), Some(Step::FlightReview));
+        j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
+        assert_eq!(next_step(&m, &j, true, false), None);
+        assert_eq!(next_step(&m, &j, true, true), Some(Step::BuildTables));
+        let entry = |n: &str, sha: &str| TableEntry {
+            file: format!("tables/{n}"),
+            key: format!("fleet/{n}"),
+            sha256: sha.into(),
+        };
+        j.tables = Some(TablesRecord {
+            amendments: 0,
+            files: vec![entry("t1", "1"), entry("t2", "2")],
+            ..Default::default()
+        });
+        assert_eq!(
+            next_step(&m, &j, true, true),
+            Some(Step::Table(entry("t1", "1")))
+        );
+        done(&mut j, "tables/t1", "1");
+        assert_eq!(
+            next_step(&m, &j, true, true),
+            Some(Step::Table(entry("t2", "2")))
+        );
+        done(&mut j, "tables/t2", "2");
+        assert!(!j.tables_complete(&m));
+        assert_eq!(next_step(&m, &j, true, true), Some(Step::ListTables));
+        // Listing them makes the manifest go up again.
+        j.tables.as_mut().unwrap().listed = true;
+        j.manifest_final = false;
+        assert!(matches!(
+            next_step(&m, &j, true, true),
+            Some(Step::Manifest { last: true, .. })
+        ));
+        j.manifest_final = true;
+        assert_eq!(next_step(&m, &j, true, true), None);
+        assert!(j.tables_complete(&m));
+        // A fill's amendment: up, the manifest, then the tables built again.
+        m.amendments.push(crate::store::amend::AmendmentEntry {
+            file: "amend_0000.ulg".into(),
+            sha256: "x".into(),
+            ..Default::default()
+        });
+        done(&mut j, "amend_0000.ulg", "x");
+        j.manifest_amendments = 1;
+        assert_eq!(next_step(&m, &j, true, true), Some(Step::BuildTables));
+        // A flight that cannot be exported is not tried again.
+        j.tables = Some(TablesRecord {
+            failed: Some("not a ULog".into()),
+            ..Default::default()
+        });
+        assert_eq!(next_step(&m, &j, true, true), None);
     }
 
     #[test]

@@ -23,8 +23,9 @@ use crate::store::files::{
 };
 use crate::upload::flight_review::{FlightReview, FlightReviewError, FlightReviewOptions};
 use crate::upload::pace::{Backoff, Pacer};
-use crate::upload::plan::{FlightReviewRecord, JOURNAL, Journal, Step, next_step};
+use crate::upload::plan::{FlightReviewRecord, JOURNAL, Journal, Step, TablesRecord, next_step};
 use crate::upload::s3::{Bucket, S3ConfigError, S3Options, UploadError};
+use crate::upload::tables::{TablesError, build_tables};
 
 /// When uploads may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +49,9 @@ pub struct UploadConfig {
     /// The daemon fills each session from the vehicle's SD log (`--fill auto`): a flight
     /// with dropouts goes to Flight Review once its fill is over (done or failed).
     pub wait_for_fill: bool,
+    /// Build each closed (and filled) session's Parquet tables and upload them to the
+    /// bucket's dataset, after everything else ([`crate::upload::tables`]).
+    pub tables: bool,
 }
 
 impl UploadConfig {
@@ -168,6 +172,8 @@ pub fn start(config: UploadConfig, log_dir: PathBuf) -> Result<UploadHandle, Upl
                 .build()
                 .expect("a current-thread runtime");
             rt.block_on(worker.run());
+            // A table build under way is not waited for: what it left is built again.
+            rt.shutdown_background();
         })
         .map_err(UploadStartError::Thread)?;
     Ok(UploadHandle {
@@ -188,7 +194,7 @@ pub async fn upload_session(
     let log_dir = session.parent().unwrap_or(Path::new(".")).to_owned();
     let mut worker = Worker::new(config, log_dir, UploadWhen::Always, watch::channel(false).1)?;
     loop {
-        match worker.step(session).await? {
+        match worker.step(session, true).await? {
             Some(what) => progress(&what),
             None => {
                 let journal = load_journal(session).map_err(|source| UploadRunError::Session {
@@ -210,6 +216,8 @@ pub enum UploadRunError {
     Upload(#[from] UploadError),
     #[error(transparent)]
     FlightReview(#[from] FlightReviewError),
+    #[error(transparent)]
+    Tables(#[from] TablesError),
     #[error("{path}: {source}")]
     Session {
         path: PathBuf,
@@ -228,6 +236,7 @@ struct Worker {
     bucket: Option<Bucket>,
     flight_review: Option<FlightReview>,
     wait_for_fill: bool,
+    tables: bool,
     when: UploadWhen,
     pacer: Pacer,
     armed: watch::Receiver<bool>,
@@ -257,6 +266,7 @@ impl Worker {
                 .map(FlightReview::new)
                 .transpose()?,
             wait_for_fill: config.wait_for_fill,
+            tables: config.tables && config.s3.is_some(),
             when,
             pacer: Pacer::new(config.rate),
             armed,
@@ -285,14 +295,19 @@ impl Worker {
                 s.waiting_for_disarm = waiting && !pending.is_empty();
             }
             let mut worked = false;
+            // The tables go last: only once no session has anything else to upload.
+            let passes = [false, true];
+            let steps = passes
+                .iter()
+                .flat_map(|&tables| (pending.iter()).map(move |session| (session.clone(), tables)));
             if !waiting {
-                for session in pending {
+                for (session, tables) in steps {
                     // A stop cuts the request under way: what was done before it is in the
                     // journal, and a multipart upload resumes at that part.
                     let mut stop = self.armed.clone();
                     let stopped = async move { while stop.changed().await.is_ok() {} };
                     let result = tokio::select! {
-                        r = self.step(&session) => r,
+                        r = self.step(&session, tables) => r,
                         _ = stopped => return,
                     };
                     match result {
@@ -370,9 +385,14 @@ impl Worker {
         wait
     }
 
-    /// Takes the next step for `session`; `Some(what was done)`, or `None` when there is
-    /// nothing to do now (the session is then marked complete once it is).
-    async fn step(&mut self, session: &Path) -> Result<Option<String>, UploadRunError> {
+    /// Takes the next step for `session` (its tables' too when `tables_now`); `Some(what was
+    /// done)`, or `None` when there is nothing to do now (the session is then marked complete
+    /// once it is).
+    async fn step(
+        &mut self,
+        session: &Path,
+        tables_now: bool,
+    ) -> Result<Option<String>, UploadRunError> {
         let io = |source| UploadRunError::Session {
             path: session.to_owned(),
             source,
@@ -393,7 +413,8 @@ impl Worker {
             && manifest.fill.is_none()
             && manifest.all_splits().any(|s| s.summary.dropouts > 0);
         let flight_review = self.flight_review.is_some() && !fill_pending;
-        let step = next_step(&manifest, &journal, flight_review)
+        let tables = self.tables && tables_now && !fill_pending;
+        let step = next_step(&manifest, &journal, flight_review, tables)
             .filter(|s| storage || matches!(s, Step::FlightReview));
         let step = match step {
             Some(s) => s,
@@ -408,7 +429,8 @@ impl Worker {
             None => {
                 let stored = !storage || journal.storage_complete(&manifest);
                 let reviewed = !flight_review || journal.flight_review.is_some();
-                if manifest.closed && stored && reviewed {
+                let tabled = !self.tables || journal.tables_complete(&manifest);
+                if manifest.closed && stored && reviewed && tabled {
                     if !session.join(UPLOADED_MARK).exists() {
                         write_file_durably(session, UPLOADED_MARK, b"").map_err(io)?;
                         tracing::info!(session = %session.display(), "session uploaded");
@@ -498,6 +520,70 @@ impl Worker {
                     }
                     Err(e) => return Err(e.into()),
                 }
+            }
+            Step::BuildTables => {
+                let bucket = self.bucket.as_ref().expect("tables need a bucket");
+                let (dir, prefix) = (session.to_owned(), bucket.prefix().to_owned());
+                let built = tokio::task::spawn_blocking(move || build_tables(&dir, &prefix))
+                    .await
+                    .map_err(|e| io(std::io::Error::other(e)))?;
+                let record = match built {
+                    Ok(record) => record,
+                    Err(e) if e.is_transient() => return Err(e.into()),
+                    Err(e) => {
+                        tracing::error!(session = %session.display(), "{e}; the tables are not built again");
+                        TablesRecord {
+                            amendments: manifest.amendments.len(),
+                            failed: Some(e.to_string()),
+                            ..TablesRecord::default()
+                        }
+                    }
+                };
+                let what = match &record.failed {
+                    None => format!("{} table(s) built", record.files.len()),
+                    Some(why) => format!("no tables: {why}"),
+                };
+                journal.tables = Some(record);
+                what
+            }
+            Step::Table(entry) => {
+                let bucket = self.bucket.as_ref().expect("tables need a bucket");
+                let record = journal.objects.get(&entry.file).cloned();
+                let mut checkpoint_journal = journal.clone();
+                let record = bucket
+                    .upload_file(
+                        &session.join(&entry.file),
+                        &entry.key,
+                        &entry.sha256,
+                        record,
+                        pace,
+                        |r| {
+                            checkpoint_journal
+                                .objects
+                                .insert(entry.file.clone(), r.clone());
+                            save_journal(session, &checkpoint_journal).map_err(|source| {
+                                UploadError::Local {
+                                    path: session.join(JOURNAL),
+                                    source,
+                                }
+                            })
+                        },
+                    )
+                    .await?;
+                self.status.lock().expect("status lock").bytes += record.size();
+                journal.objects.insert(entry.file.clone(), record);
+                tracing::info!(key = entry.key, "uploaded");
+                format!("{} → {}", entry.file, entry.key)
+            }
+            Step::ListTables => {
+                let tables = journal.tables.as_mut().expect("listed tables were built");
+                let mut manifest = read_manifest(session).map_err(io)?;
+                manifest.tables = tables.files.iter().map(|f| f.key.clone()).collect();
+                crate::store::files::write_manifest(session, &manifest).map_err(io)?;
+                tables.listed = true;
+                // The manifest that lists them goes up next.
+                journal.manifest_final = false;
+                format!("{} table(s) listed in {MANIFEST}", manifest.tables.len())
             }
         };
         journal.failing = None;

@@ -221,6 +221,11 @@ pub(crate) struct UploadArgs {
     /// When uploads run: while the vehicle is disarmed (or not heard), or always.
     #[arg(long, value_enum, default_value = "disarmed")]
     pub(crate) upload_when: UploadWhenArg,
+    /// Also export each closed (and filled) session as Parquet tables and upload them, after
+    /// everything else, to the fleet's dataset: PREFIX/parquet/v1/TOPIC/date=…/vehicle=…/
+    /// (read in place by DuckDB, Spark, Athena, pyarrow).
+    #[arg(long, requires = "upload_to")]
+    pub(crate) upload_tables: bool,
     /// Upload each closed session's flight (its splits joined) to this Flight Review server,
     /// e.g. https://logs.px4.io.
     #[arg(long, value_name = "URL")]
@@ -294,6 +299,7 @@ impl UploadArgs {
                 UploadWhenArg::Always => UploadWhen::Always,
             },
             wait_for_fill: false,
+            tables: self.upload_tables,
         })
     }
 }

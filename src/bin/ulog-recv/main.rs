@@ -378,7 +378,8 @@ fn export_dataset(
     let flight = flight.as_ref();
     let identity = ulog_recv::export::dataset::flight_identity(input, flight)
         .with_context(|| format!("cannot read {}", input.display()))?;
-    let tables = ulog_recv::export::dataset::write_dataset(flight, options, identity, root)
+    let facts = ulog_recv::upload::tables::flight_facts(input);
+    let tables = ulog_recv::export::dataset::write_dataset(flight, options, identity, &facts, root)
         .with_context(|| format!("cannot export to {}", root.display()))?;
     let rows: u64 = tables.iter().map(|t| t.rows).sum();
     for table in &tables {

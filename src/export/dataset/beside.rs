@@ -6,16 +6,21 @@
 //! - `params`: the parameters the log starts with (`timestamp` null, `changed` false), then
 //!   each change with its log time (`changed` true): `name`, `value` (a double: PX4's
 //!   parameters are int32 or float, both exact in it).
+//! - `dropouts`: each dropout left in the stream (after a fill): `timestamp`, `duration_ms`.
+//! - `events`: the receiver's events (`ulog-recv event`, triggers): `name`, `source`,
+//!   `detail`.
+//! - `flights` ([`super::flights`]): one row per flight.
 
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int32Builder, Int64Builder};
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
 use super::columns::{IDENTITY, flight_fields, utc_field};
 use super::table::{FlightIdentity, TableError, flight_arrays, utc_array};
 use crate::export::FlightMetadata;
+use crate::store::events::EventRecord;
 use crate::ulog::message::syslog_level;
 
 /// The logged strings' table.
@@ -100,5 +105,66 @@ pub fn params(id: &FlightIdentity, metadata: &FlightMetadata) -> Result<RecordBa
     arrays.push(names);
     arrays.push(Arc::new(values.finish()));
     arrays.push(Arc::new(changed.finish()));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// The dropouts' table.
+pub const DROPOUTS: &str = "dropouts";
+/// Our events' table.
+pub const EVENTS: &str = "events";
+
+/// The `dropouts` table of the flight `id`: each dropout left in the stream, at the log time
+/// of the sample before it, with its length (`duration_ms`, as the logger measured it).
+pub fn dropouts(id: &FlightIdentity, rows: &[(u64, u16)]) -> Result<RecordBatch, TableError> {
+    let mut fields = flight_fields();
+    fields.extend([
+        Field::new(IDENTITY[4], DataType::Int64, false),
+        utc_field(),
+        Field::new("duration_ms", DataType::Int32, false),
+    ]);
+    let mut arrays = flight_arrays(id, rows.len());
+    arrays.push(Arc::new(Int64Array::from_iter_values(
+        rows.iter().map(|r| r.0 as i64),
+    )));
+    arrays.push(utc_array(id, rows.iter().map(|r| Some(r.0))));
+    arrays.push(Arc::new(Int32Array::from_iter_values(
+        rows.iter().map(|r| i32::from(r.1)),
+    )));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// The `events` table of the flight `id`: the receiver's events (asked for, or triggered by
+/// a logged string or a field), by log time: `name`, `source` (`request`, `logged_text`,
+/// `field`), `detail` (what fired it; null when nothing did).
+pub fn events(id: &FlightIdentity, events: &[EventRecord]) -> Result<RecordBatch, TableError> {
+    let mut rows: Vec<&EventRecord> = events.iter().collect();
+    rows.sort_by_key(|e| e.at_us);
+    let mut fields = flight_fields();
+    fields.extend([
+        Field::new(IDENTITY[4], DataType::Int64, false),
+        utc_field(),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("detail", DataType::Utf8, true),
+    ]);
+    let source = |e: &EventRecord| match serde_json::to_value(e.source) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => format!("{:?}", e.source),
+    };
+    let mut arrays = flight_arrays(id, rows.len());
+    arrays.push(Arc::new(Int64Array::from_iter_values(
+        rows.iter().map(|e| e.at_us as i64),
+    )));
+    arrays.push(utc_array(id, rows.iter().map(|e| Some(e.at_us))));
+    arrays.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|e| &e.name),
+    )));
+    arrays.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|e| source(e)),
+    )));
+    arrays.push(Arc::new(StringArray::from_iter(
+        rows.iter()
+            .map(|e| Some(e.detail.as_str()).filter(|d| !d.is_empty())),
+    )));
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }

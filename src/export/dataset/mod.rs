@@ -12,7 +12,9 @@
 //!
 //! - [`columns`]: a topic's schema (names, types, what is left out), made for the engines.
 //! - [`table`]: one topic's file, written a row group at a time.
-//! - [`beside`]: the tables beside the topics (`log_messages`, `params`).
+//! - [`beside`]: the tables beside the topics (`log_messages`, `params`, `dropouts`,
+//!   `events`).
+//! - [`flights`]: the `flights` table, a row per flight.
 //!
 //! One table per topic, every instance in it (`multi_id`); rows sorted by timestamp within
 //! each row group (a topic's samples come in log order, so the file is too, but for instances
@@ -23,6 +25,7 @@
 
 pub mod beside;
 pub mod columns;
+pub mod flights;
 pub mod table;
 
 use std::collections::HashMap;
@@ -38,6 +41,8 @@ use crate::store::manifest::read_manifest;
 use crate::store::output::OutputFile;
 use crate::ulog::{Message, Reader};
 use columns::TopicColumns;
+pub use flights::FlightFacts;
+use flights::{FlightStats, Watched};
 pub use table::{FlightIdentity, TableError, TopicTable};
 
 /// The layout's version: the first folder under `parquet/`. A change of schema that breaks
@@ -132,6 +137,7 @@ pub fn flight_identity(
         vehicle_uid,
         flight_date_days,
         utc_offset_us,
+        log_start_us,
     })
 }
 
@@ -154,12 +160,9 @@ fn read_head(flight: &(impl Flight + ?Sized)) -> Result<Vec<u8>, ExportError> {
 fn start_of(head: &[u8]) -> Option<u64> {
     let mut reader = Reader::new();
     reader.push(head);
-    while let Some(Ok(record)) = reader.next_record() {
-        if let Message::Header(h) = record.message {
-            return Some(h.timestamp);
-        }
-    }
-    None
+    // The header is read with the first message.
+    let _ = reader.next_record();
+    reader.header().map(|h| h.timestamp)
 }
 
 /// The `sys_uuid` info in the `head` of a log (its definitions), if it has one and it is
@@ -199,12 +202,15 @@ fn key_safe(name: &str) -> String {
 }
 
 /// Writes the topic tables of `flight` (as `options` select its window and topics) under
-/// `root`, each at its [`table_key`], then the tables [`beside`] them; returns what was
-/// written, topics in the order they first appeared. A table with no row has no file.
+/// `root`, each at its [`table_key`], then the tables [`beside`] them and its row of
+/// [`flights`] (with what `facts` add); returns what was written, topics in the order they
+/// first appeared. A table with no row has no file. `--topics` patterns name the tables
+/// beside the topics as `log`, `params`, `dropouts`, `events` and `flights`.
 pub fn write_dataset(
     flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
     identity: FlightIdentity,
+    facts: &FlightFacts,
     root: &Path,
 ) -> Result<Vec<TableWritten>, ExportError> {
     let mut sink = DatasetSink {
@@ -215,6 +221,8 @@ pub fn write_dataset(
         channels: Vec::new(),
         buffered: 0,
         log_rows: Vec::new(),
+        dropouts: Vec::new(),
+        stats: FlightStats::default(),
     };
     let (_, metadata) = walk(flight, options, &mut sink)?;
     let info = |key: &str| metadata.info.get(key).cloned();
@@ -257,17 +265,42 @@ pub fn write_dataset(
         });
     }
     let identity = &sink.identity;
+    let in_window = |t: &u64| options.in_window(*t);
+    let events: Vec<_> = (facts.events.iter())
+        .filter(|e| in_window(&e.at_us))
+        .cloned()
+        .collect();
     let beside = [
+        // The strings are `log` to `--topics`, as for every export (and the walk kept them
+        // only if wanted).
         (
             beside::LOG_MESSAGES,
+            "log",
             beside::log_messages(identity, &mut sink.log_rows)?,
         ),
-        (beside::PARAMS, beside::params(identity, &metadata)?),
+        (
+            beside::PARAMS,
+            beside::PARAMS,
+            beside::params(identity, &metadata)?,
+        ),
+        (
+            beside::DROPOUTS,
+            beside::DROPOUTS,
+            beside::dropouts(identity, &sink.dropouts)?,
+        ),
+        (
+            beside::EVENTS,
+            beside::EVENTS,
+            beside::events(identity, &events)?,
+        ),
+        (
+            flights::FLIGHTS,
+            flights::FLIGHTS,
+            flights::flights(identity, &sink.stats, &metadata, facts, options.from_us)?,
+        ),
     ];
-    for (name, batch) in beside {
-        // `--topics` names the tables it wants: `log` the strings (as for every export),
-        // `params` the parameters.
-        if batch.num_rows() == 0 || (name == beside::PARAMS && !options.wants(name)) {
+    for (name, pattern_name, batch) in beside {
+        if batch.num_rows() == 0 || !options.wants(pattern_name) {
             continue;
         }
         let key = table_key(name, identity);
@@ -318,12 +351,16 @@ struct DatasetSink {
     /// Table of each topic, by its name and columns: a topic whose format changed within the
     /// log (a redefinition after appended data) gets a table of its own.
     by_topic: HashMap<(String, Vec<columns::Column>), usize>,
-    /// Table and instance of each channel.
-    channels: Vec<(usize, u8)>,
+    /// Table and instance of each channel, and what of its samples `flights` needs.
+    channels: Vec<(usize, u8, Option<Watched>)>,
     /// Sample bytes buffered across tables.
     buffered: usize,
     /// The logged strings, for `log_messages`.
     log_rows: Vec<beside::LogRow>,
+    /// The dropouts (log time, ms), for `dropouts`.
+    dropouts: Vec<(u64, u16)>,
+    /// The flight's row of `flights`, as the samples pass.
+    stats: FlightStats,
 }
 
 impl DatasetSink {
@@ -380,7 +417,8 @@ impl Sink for DatasetSink {
                 self.tables.len() - 1
             }
         };
-        self.channels.push((index, source.multi_id));
+        self.channels
+            .push((index, source.multi_id, Watched::of(source.layout)));
         Ok(self.channels.len() as u32 - 1)
     }
 
@@ -391,7 +429,9 @@ impl Sink for DatasetSink {
         timestamp_us: u64,
         data: &[u8],
     ) -> Result<(), ExportError> {
-        let (index, multi_id) = self.channels[channel as usize];
+        let (index, multi_id, watched) = &self.channels[channel as usize];
+        let (index, multi_id) = (*index, *multi_id);
+        self.stats.sample(watched.as_ref(), timestamp_us, data);
         let table = &mut self.tables[index].table;
         let before = table.buffered_bytes();
         table.push(multi_id, timestamp_us, data);
@@ -412,12 +452,19 @@ impl Sink for DatasetSink {
         name: &str,
         text: &[u8],
     ) -> Result<(), ExportError> {
+        self.stats.logged(ulog_level);
         self.log_rows.push(beside::LogRow {
             timestamp: timestamp_us,
             ulog_level,
             tag: name.strip_prefix("px4/").and_then(|t| t.parse().ok()),
             message: String::from_utf8_lossy(text).into_owned(),
         });
+        Ok(())
+    }
+
+    fn dropout(&mut self, timestamp_us: u64, duration_ms: u16) -> Result<(), ExportError> {
+        self.stats.dropout(duration_ms);
+        self.dropouts.push((timestamp_us, duration_ms));
         Ok(())
     }
 }
@@ -433,6 +480,7 @@ mod tests {
             vehicle_uid: "0035002B3434511732343031".into(),
             flight_date_days: 20_417,
             utc_offset_us: None,
+            log_start_us: None,
         };
         assert_eq!(
             table_key("vehicle_status", &identity),

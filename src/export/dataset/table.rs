@@ -35,6 +35,8 @@ pub struct FlightIdentity {
     /// µs to add to a log time for µs since the Unix epoch, when the flight has a UTC
     /// reference.
     pub utc_offset_us: Option<i64>,
+    /// The log's start (its header's timestamp), µs since boot.
+    pub log_start_us: Option<u64>,
 }
 
 /// Why a table could not be written.

@@ -1,0 +1,467 @@
+//! The `flights` table: one row per flight, what a fleet asks of a flight before opening it
+//! (how long, how high, how far, the battery's lowest, errors, failsafes, dropouts, where its
+//! logs are).
+//!
+//! [`FlightStats`] follows the topics it needs as their samples pass on their way to the
+//! topic tables (no second read of the log), by field name, so any PX4 version's formats do:
+//!
+//! | column | from |
+//! |---|---|
+//! | `log_start_us`, `log_end_us`, `duration_s` | the log's header (or `--from`, if later), and its latest sample |
+//! | `start_utc`, `end_utc` | the same by the GPS's UTC reference (`utc_source` `gps`), else from the session's start by the receiver's clock (`receiver`) |
+//! | `armed_s` | `vehicle_status.arming_state` (2: armed): log time from each sample that says armed to the next `vehicle_status` (to the log's last sample after the last one) |
+//! | `failsafe` | `vehicle_status.failsafe` true in any sample |
+//! | `max_altitude_m` | `vehicle_global_position.alt` (AMSL) |
+//! | `max_height_m` | `-vehicle_local_position.z` (above the local origin) |
+//! | `max_distance_m` | horizontal distance of `vehicle_local_position` (x, y) from the latest `home_position` (x, y) logged before it |
+//! | `min_battery_v` | `battery_status.voltage_v` above 0 (0: no battery read) |
+//! | `min_battery_remaining` | `battery_status.remaining` from 0 to 1 (-1: unknown) |
+//! | `errors`, `warnings` | logged strings of syslog level 0 to 3, and 4 |
+//! | `dropouts`, `dropout_ms` | the dropouts left in the exported stream (after a fill) |
+//!
+//! A column whose topic the log lacks is null, never 0. The rest comes from the log's info
+//! and parameters (`ver_*`, `sys_name`, `SYS_AUTOSTART`, `MAV_TYPE`, `MAV_SYS_ID`) and from
+//! what the receiver knows of the session ([`FlightFacts`]: its manifest and uploads).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::types::TimestampMicrosecondType;
+use arrow_array::{
+    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch,
+    StringArray,
+};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+use super::columns::flight_fields;
+use super::table::{FlightIdentity, TableError, flight_arrays};
+use crate::export::{FlightMetadata, release_text};
+use crate::store::Manifest;
+use crate::store::events::EventRecord;
+use crate::ulog::Layout;
+use crate::ulog::layout::Field as LeafField;
+use crate::ulog::message::syslog_level;
+
+/// The flights' table.
+pub const FLIGHTS: &str = "flights";
+
+/// PX4's `vehicle_status.arming_state` when armed (the same in every version).
+const ARMED: f64 = 2.0;
+
+/// What the receiver knows of a flight beyond its log: the session's manifest, and where its
+/// logs were uploaded. Empty for a bare `.ulg`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlightFacts {
+    /// The vehicle's MAVLink system id.
+    pub system_id: Option<u8>,
+    /// The session's start by the receiver's clock.
+    pub receiver_start: Option<SystemTime>,
+    /// Dropouts as the stream was received, before any fill.
+    pub dropouts_received: Option<u64>,
+    /// Dropouts the fill could not fill.
+    pub unfilled_dropouts: Option<u64>,
+    /// Our events (`ulog-recv event`, triggers), for the `events` table.
+    pub events: Vec<EventRecord>,
+    /// The keys of the session's `.ulg` objects in the bucket (splits, amendments).
+    pub ulg_keys: Vec<String>,
+    /// The flight's page on Flight Review.
+    pub flight_review_url: Option<String>,
+}
+
+impl FlightFacts {
+    /// What a session's `manifest` says (no uploads: see [`FlightFacts::ulg_keys`]).
+    pub fn from_manifest(manifest: &Manifest) -> Self {
+        Self {
+            system_id: Some(manifest.system_id),
+            receiver_start: humantime::parse_rfc3339(&manifest.started_utc).ok(),
+            dropouts_received: Some(manifest.all_splits().map(|s| s.summary.dropouts).sum()),
+            unfilled_dropouts: Some(manifest.unfilled.len() as u64),
+            events: manifest.events.clone(),
+            ulg_keys: Vec::new(),
+            flight_review_url: None,
+        }
+    }
+}
+
+/// A topic the flight's row is computed from, with its fields' places in a sample.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Watched {
+    Status {
+        arming_state: Option<LeafField>,
+        failsafe: Option<LeafField>,
+    },
+    Battery {
+        voltage: Option<LeafField>,
+        remaining: Option<LeafField>,
+    },
+    GlobalPosition {
+        alt: Option<LeafField>,
+    },
+    LocalPosition {
+        x: Option<LeafField>,
+        y: Option<LeafField>,
+        z: Option<LeafField>,
+    },
+    Home {
+        x: Option<LeafField>,
+        y: Option<LeafField>,
+    },
+}
+
+impl Watched {
+    /// What of `layout`'s topic the flight's row needs, if anything.
+    pub(crate) fn of(layout: &Layout) -> Option<Self> {
+        let field = |name: &str| layout.field_index(name).map(|i| layout.fields[i]);
+        Some(match layout.name.as_str() {
+            "vehicle_status" => Watched::Status {
+                arming_state: field("arming_state"),
+                failsafe: field("failsafe"),
+            },
+            "battery_status" => Watched::Battery {
+                voltage: field("voltage_v"),
+                remaining: field("remaining"),
+            },
+            "vehicle_global_position" => Watched::GlobalPosition { alt: field("alt") },
+            "vehicle_local_position" => Watched::LocalPosition {
+                x: field("x"),
+                y: field("y"),
+                z: field("z"),
+            },
+            "home_position" => Watched::Home {
+                x: field("x"),
+                y: field("y"),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// The value of `field` in a sample's `data`, as a double.
+fn read(field: Option<LeafField>, data: &[u8]) -> Option<f64> {
+    let field = field?;
+    data.get(field.offset..)
+        .filter(|rest| rest.len() >= field.ty.size())
+        .map(|rest| field.ty.read(rest).as_f64())
+}
+
+/// `a` and `b`'s larger (or smaller), `b` being a finite value.
+fn keep(a: &mut Option<f64>, b: Option<f64>, larger: bool) {
+    let Some(b) = b.filter(|b| b.is_finite()) else {
+        return;
+    };
+    *a = Some(match *a {
+        Some(a) if larger => a.max(b),
+        Some(a) => a.min(b),
+        None => b,
+    });
+}
+
+/// The flight's row, accumulated sample by sample; see the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct FlightStats {
+    /// The earliest and latest sample.
+    first_us: Option<u64>,
+    last_us: Option<u64>,
+    /// The last `vehicle_status`: its time and whether it said armed.
+    status: Option<(u64, bool)>,
+    armed_us: u64,
+    failsafe: Option<bool>,
+    max_altitude: Option<f64>,
+    max_height: Option<f64>,
+    max_distance: Option<f64>,
+    home: Option<(f64, f64)>,
+    min_voltage: Option<f64>,
+    min_remaining: Option<f64>,
+    /// Whether the log has the topic at all (its column is then not null).
+    has_battery: bool,
+    has_local: bool,
+    has_global: bool,
+    errors: u64,
+    warnings: u64,
+    dropouts: u64,
+    dropout_ms: u64,
+}
+
+impl FlightStats {
+    /// A sample stamped `timestamp` (µs of log time), of a `watched` topic or not.
+    pub(crate) fn sample(&mut self, watched: Option<&Watched>, timestamp: u64, data: &[u8]) {
+        self.first_us = Some(self.first_us.map_or(timestamp, |f| f.min(timestamp)));
+        self.last_us = Some(self.last_us.map_or(timestamp, |l| l.max(timestamp)));
+        let Some(watched) = watched else {
+            return;
+        };
+        match *watched {
+            Watched::Status {
+                arming_state,
+                failsafe,
+            } => {
+                if let Some((then, true)) = self.status {
+                    self.armed_us += timestamp.saturating_sub(then);
+                }
+                let armed = read(arming_state, data) == Some(ARMED);
+                self.status = Some((timestamp, armed));
+                if let Some(f) = read(failsafe, data) {
+                    self.failsafe = Some(self.failsafe.unwrap_or(false) || f != 0.0);
+                }
+            }
+            Watched::Battery { voltage, remaining } => {
+                self.has_battery = true;
+                keep(
+                    &mut self.min_voltage,
+                    read(voltage, data).filter(|v| *v > 0.0),
+                    false,
+                );
+                keep(
+                    &mut self.min_remaining,
+                    read(remaining, data).filter(|r| (0.0..=1.0).contains(r)),
+                    false,
+                );
+            }
+            Watched::GlobalPosition { alt } => {
+                self.has_global = true;
+                keep(&mut self.max_altitude, read(alt, data), true);
+            }
+            Watched::LocalPosition { x, y, z } => {
+                self.has_local = true;
+                keep(&mut self.max_height, read(z, data).map(|z| -z), true);
+                if let (Some((hx, hy)), Some(x), Some(y)) =
+                    (self.home, read(x, data), read(y, data))
+                {
+                    keep(&mut self.max_distance, Some((x - hx).hypot(y - hy)), true);
+                }
+            }
+            Watched::Home { x, y } => {
+                if let (Some(x), Some(y)) = (read(x, data), read(y, data))
+                    && x.is_finite()
+                    && y.is_finite()
+                {
+                    self.home = Some((x, y));
+                }
+            }
+        }
+    }
+
+    /// A logged string of ULog level `ulog_level`.
+    pub(crate) fn logged(&mut self, ulog_level: u8) {
+        match syslog_level(ulog_level) {
+            0..=3 => self.errors += 1,
+            4 => self.warnings += 1,
+            _ => {}
+        }
+    }
+
+    /// A dropout of `duration_ms`.
+    pub(crate) fn dropout(&mut self, duration_ms: u16) {
+        self.dropouts += 1;
+        self.dropout_ms += u64::from(duration_ms);
+    }
+
+    /// Log time armed, µs; `None` without `vehicle_status`.
+    fn armed_us(&self) -> Option<u64> {
+        let (then, armed) = self.status?;
+        let tail = match (armed, self.last_us) {
+            (true, Some(last)) => last.saturating_sub(then),
+            _ => 0,
+        };
+        Some(self.armed_us + tail)
+    }
+}
+
+/// The `flights` table's one row for the flight `id`.
+pub(crate) fn flights(
+    id: &FlightIdentity,
+    stats: &FlightStats,
+    metadata: &FlightMetadata,
+    facts: &FlightFacts,
+    from_us: Option<u64>,
+) -> Result<RecordBatch, TableError> {
+    let info = |key: &str| metadata.info.get(key).cloned();
+    let param = |key: &str| {
+        let value = metadata.initial_parameters.get(key)?;
+        value.parse::<f64>().ok().map(|v| v as i32)
+    };
+    let start_us = match (id.log_start_us, from_us) {
+        (Some(header), from) => Some(header.max(from.unwrap_or(0))),
+        (None, _) => stats.first_us,
+    };
+    // Start and end in UTC: by the GPS reference, else by the receiver's clock.
+    let from_gps = id.utc_offset_us.zip(start_us);
+    let from_receiver = facts.receiver_start.map(|t| {
+        let us = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        (us, "receiver")
+    });
+    let start = from_gps
+        .map(|(offset, first)| (offset + first as i64, "gps"))
+        .or(from_receiver);
+    let duration_us = start_us
+        .zip(stats.last_us)
+        .map(|(s, l)| l.saturating_sub(s));
+    let end = start.zip(duration_us).map(|((s, _), d)| s + d as i64);
+    let mav_type = param("MAV_TYPE");
+    let vehicle_type = mav_type.and_then(|t| {
+        use num_traits::FromPrimitive;
+        let ty = mavlink::dialects::common::MavType::from_i32(t)?;
+        Some(
+            format!("{ty:?}")
+                .trim_start_matches("MAV_TYPE_")
+                .to_lowercase(),
+        )
+    });
+    let system_id = facts
+        .system_id
+        .map(i32::from)
+        .or_else(|| param("MAV_SYS_ID"));
+    let release = info("ver_sw_release")
+        .and_then(|r| r.parse::<u32>().ok())
+        .map(release_text);
+    let seconds = |us: Option<u64>| us.map(|us| us as f64 / 1e6);
+    let count = |n: u64| n as i64;
+
+    let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    let mut fields = flight_fields();
+    let mut arrays = flight_arrays(id, 1);
+    let mut column = |name: &str, ty: DataType, nullable: bool, array: ArrayRef| {
+        fields.push(Field::new(name, ty, nullable));
+        arrays.push(array);
+    };
+    let text = |v: Option<String>| -> ArrayRef { Arc::new(StringArray::from(vec![v])) };
+    let float = |v: Option<f64>| -> ArrayRef { Arc::new(Float64Array::from(vec![v])) };
+    let int32 = |v: Option<i32>| -> ArrayRef { Arc::new(Int32Array::from(vec![v])) };
+    let int64 = |v: Option<i64>| -> ArrayRef { Arc::new(Int64Array::from(vec![v])) };
+    let time = |v: Option<i64>| -> ArrayRef {
+        Arc::new(PrimitiveArray::<TimestampMicrosecondType>::from(vec![v]).with_timezone("UTC"))
+    };
+    column("system_id", DataType::Int32, true, int32(system_id));
+    column("start_utc", utc.clone(), true, time(start.map(|s| s.0)));
+    column("end_utc", utc, true, time(end));
+    column(
+        "utc_source",
+        DataType::Utf8,
+        true,
+        text(start.map(|s| s.1.to_owned())),
+    );
+    let us = |v: Option<u64>| v.map(|v| v as i64);
+    column("log_start_us", DataType::Int64, true, int64(us(start_us)));
+    column(
+        "log_end_us",
+        DataType::Int64,
+        true,
+        int64(us(stats.last_us)),
+    );
+    column(
+        "duration_s",
+        DataType::Float64,
+        true,
+        float(seconds(duration_us)),
+    );
+    column("sys_name", DataType::Utf8, true, text(info("sys_name")));
+    column("ver_hw", DataType::Utf8, true, text(info("ver_hw")));
+    column("ver_sw", DataType::Utf8, true, text(info("ver_sw")));
+    column("ver_sw_release", DataType::Utf8, true, text(release));
+    column(
+        "airframe",
+        DataType::Int32,
+        true,
+        int32(param("SYS_AUTOSTART")),
+    );
+    column("mav_type", DataType::Int32, true, int32(mav_type));
+    column("vehicle_type", DataType::Utf8, true, text(vehicle_type));
+    column(
+        "armed_s",
+        DataType::Float64,
+        true,
+        float(seconds(stats.armed_us())),
+    );
+    column(
+        "failsafe",
+        DataType::Boolean,
+        true,
+        Arc::new(BooleanArray::from(vec![stats.failsafe])),
+    );
+    let when = |has: bool, v: Option<f64>| v.filter(|_| has);
+    column(
+        "max_altitude_m",
+        DataType::Float64,
+        true,
+        float(when(stats.has_global, stats.max_altitude)),
+    );
+    column(
+        "max_height_m",
+        DataType::Float64,
+        true,
+        float(when(stats.has_local, stats.max_height)),
+    );
+    column(
+        "max_distance_m",
+        DataType::Float64,
+        true,
+        float(when(stats.has_local, stats.max_distance)),
+    );
+    column(
+        "min_battery_v",
+        DataType::Float64,
+        true,
+        float(when(stats.has_battery, stats.min_voltage)),
+    );
+    column(
+        "min_battery_remaining",
+        DataType::Float64,
+        true,
+        float(when(stats.has_battery, stats.min_remaining)),
+    );
+    column(
+        "errors",
+        DataType::Int64,
+        false,
+        int64(Some(count(stats.errors))),
+    );
+    column(
+        "warnings",
+        DataType::Int64,
+        false,
+        int64(Some(count(stats.warnings))),
+    );
+    column(
+        "dropouts",
+        DataType::Int64,
+        false,
+        int64(Some(count(stats.dropouts))),
+    );
+    column(
+        "dropout_ms",
+        DataType::Int64,
+        false,
+        int64(Some(count(stats.dropout_ms))),
+    );
+    column(
+        "dropouts_received",
+        DataType::Int64,
+        true,
+        int64(facts.dropouts_received.map(count)),
+    );
+    column(
+        "unfilled_dropouts",
+        DataType::Int64,
+        true,
+        int64(facts.unfilled_dropouts.map(count)),
+    );
+    let mut keys = ListBuilder::new(StringBuilder::new());
+    keys.append_value(facts.ulg_keys.iter().map(Some));
+    let keys = keys.finish();
+    column(
+        "ulg_keys",
+        arrow_array::Array::data_type(&keys).clone(),
+        true,
+        Arc::new(keys),
+    );
+    column(
+        "flight_review_url",
+        DataType::Utf8,
+        true,
+        text(facts.flight_review_url.clone()),
+    );
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}

@@ -1,0 +1,122 @@
+//! A session's flight as the fleet's Parquet tables (`--upload-tables`): exported whole
+//! (every column joined, amendments in) into the session's `tables/` folder, in the dataset's
+//! layout ([`crate::export::dataset`]), each file then uploaded to its key under the bucket's
+//! prefix, so that every vehicle's tables land in one dataset:
+//! `PREFIX/parquet/v1/TOPIC/date=…/vehicle=…/SESSION.parquet`.
+//!
+//! The build is deterministic: built again (after a crash, or a fill's amendments), the same
+//! flight gives the same files under the same keys, so an object is overwritten, never
+//! doubled.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::export::dataset::{FlightFacts, flight_identity, write_dataset};
+use crate::export::{ExportError, ExportOptions};
+use crate::store::files::read_manifest;
+use crate::store::manifest::hex;
+use crate::upload::plan::{FlightReviewRecord, ObjectRecord, TableEntry, TablesRecord};
+use crate::upload::uploader::load_journal;
+
+/// The folder of a session the tables are built in.
+pub const TABLES_DIR: &str = "tables";
+
+/// Why a session's tables could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    /// The flight cannot be exported: building again will not help.
+    #[error("the flight cannot be exported as tables: {0}")]
+    Export(ExportError),
+    /// The disk failed (full, read-only): worth another try.
+    #[error("cannot write the tables in {path}: {source}")]
+    Disk {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl TablesError {
+    /// Whether another try may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, TablesError::Disk { .. })
+    }
+}
+
+impl From<ExportError> for TablesError {
+    fn from(e: ExportError) -> Self {
+        match e {
+            ExportError::Write(source) => TablesError::Disk {
+                path: TABLES_DIR.into(),
+                source,
+            },
+            other => TablesError::Export(other),
+        }
+    }
+}
+
+/// What the receiver knows of the flight in `input` beyond its log, for the `flights` table:
+/// its session's manifest, and the keys and Flight Review page its journal records. Nothing
+/// for a `.ulg` that is not a session.
+pub fn flight_facts(input: &Path) -> FlightFacts {
+    let Ok(manifest) = read_manifest(input) else {
+        return FlightFacts::default();
+    };
+    let mut facts = FlightFacts::from_manifest(&manifest);
+    if let Ok(Some(journal)) = load_journal(input) {
+        facts.ulg_keys = (journal.objects.iter())
+            .filter(|(file, _)| file.ends_with(".ulg"))
+            .filter_map(|(_, record)| match record {
+                ObjectRecord::Done { key, .. } => Some(key.clone()),
+                ObjectRecord::Multipart { .. } => None,
+            })
+            .collect();
+        if let Some(FlightReviewRecord::Done { url }) = journal.flight_review {
+            facts.flight_review_url = Some(url);
+        }
+    }
+    facts
+}
+
+/// Builds the tables of `session` afresh in its [`TABLES_DIR`] (what an earlier build left is
+/// removed first), each file keyed `bucket_prefix/` + its dataset key.
+pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord, TablesError> {
+    let dir = session.join(TABLES_DIR);
+    let disk = |source| TablesError::Disk {
+        path: dir.clone(),
+        source,
+    };
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(disk(e)),
+        _ => {}
+    }
+    let manifest = read_manifest(session).map_err(disk)?;
+    let options = ExportOptions::default();
+    let flight = crate::export::flight::open(session, &options)?;
+    let identity = flight_identity(session, flight.as_ref())?;
+    let written = write_dataset(
+        flight.as_ref(),
+        &options,
+        identity,
+        &flight_facts(session),
+        &dir,
+    )?;
+    let mut files = Vec::with_capacity(written.len());
+    for table in written {
+        let bytes = std::fs::read(dir.join(&table.key)).map_err(disk)?;
+        files.push(TableEntry {
+            file: format!("{TABLES_DIR}/{}", table.key),
+            key: match bucket_prefix {
+                "" => table.key,
+                prefix => format!("{prefix}/{}", table.key),
+            },
+            sha256: hex(&Sha256::digest(&bytes)),
+        });
+    }
+    Ok(TablesRecord {
+        amendments: manifest.amendments.len(),
+        files,
+        listed: false,
+        failed: None,
+    })
+}
