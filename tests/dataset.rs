@@ -302,7 +302,7 @@ print(f.metadata.num_rows, f.num_row_groups, all(g == sorted(g) for g in groups)
 }
 
 #[test]
-fn readmes_duckdb_queries_run_as_printed_and_answer_as_pyulog() {
+fn readmes_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() {
     let Some(py) = venv_python() else { return };
     let logs = all_logs();
     let root = fresh_dir("dataset-queries");
@@ -315,8 +315,10 @@ fn readmes_duckdb_queries_run_as_printed_and_answer_as_pyulog() {
             .arg(project().join("tests/dataset_queries.py"))
             .arg(project().join("README.md"))
             .arg(&root)
+            .arg("--spark")
             .args(&logs),
     );
-    assert_eq!(report["queries"], 2, "{report}");
+    assert_eq!(report["queries"], 3, "{report}");
+    assert_eq!(report["engines"], serde_json::json!(["duckdb", "spark"]));
     assert!(report["rows"].as_u64().unwrap() >= 2, "{report}");
 }

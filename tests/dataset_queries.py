@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Runs README's DuckDB queries, as printed, on a dataset of several flights and holds their
-answers against what the test computes from pyulog reading the same logs.
+"""Runs README's queries, as printed, on a dataset of several flights, in DuckDB and (with
+--spark) in Spark SQL (pyspark, local mode, the installed JDK), and holds their answers
+against what this script computes from pyulog reading the same logs.
 
 Usage (in ROOT, as README's queries run in the dataset's root):
-    dataset_queries.py README.md ROOT LOG.ulg...
-(ROOT holds `ulog-recv export LOG --dataset ROOT` of every LOG; a log's flight id is its
-file stem.)
+    dataset_queries.py README.md ROOT [--spark] LOG.ulg...
+(ROOT holds `ulog-recv export LOG --dataset ROOT`, or a fleet's uploaded tables, of every LOG;
+a log's flight id is its file stem.)
 
-The queries are the ```sql block of README's Parquet section, run in ROOT:
-1. min battery voltage per vehicle per day: per (vehicle, date) of the dataset's paths, the
-   least `voltage_filtered_v` pyulog reads in those flights' battery_status (NULL where no
-   flight of the group has the field: `union_by_name` fills it);
-2. highest point of each flight since a day: per flight dated on or after it, the largest
-   -z pyulog reads in vehicle_local_position.
-Prints {"queries": N, "rows": N}; exits 1 with the differences otherwise."""
+README's Parquet section has two ```sql blocks, DuckDB's and Spark's (the one that starts
+with "-- Spark SQL"), each of the same three queries:
+1. flights with a failsafe: the flights whose vehicle_status says failsafe at any sample, with
+   their vehicle and day (from the dataset's paths), duration (the log's header to its
+   latest sample) and least battery voltage (voltage_v above 0);
+2. min battery voltage per vehicle per day: per (vehicle, date), the least voltage_v above 0
+   pyulog reads in those flights' battery_status;
+3. a topic joined to flights: per flight dated on or after the query's day, its airframe
+   (SYS_AUTOSTART), firmware (ver_sw_release as v1.2.3) and the largest -z pyulog reads in
+   vehicle_local_position.
+Prints {"queries": N, "rows": N, "engines": [...]}; exits 1 with the differences."""
 import json
+import math
 import pathlib
 import re
 import sys
@@ -24,17 +30,16 @@ import numpy
 import pyulog
 
 
-def readme_queries(readme):
+def readme_blocks(readme):
+    """README's DuckDB and Spark SQL statements."""
     text = pathlib.Path(readme).read_text()
-    block = re.search(r"```sql\n(.*?)```", text, re.S).group(1)
-    return [q.strip() for q in block.split(";") if q.strip()]
-
-
-def topic_values(log, topic, field):
-    """Every value of `field` over every instance of `topic` in `log`, by pyulog."""
-    ulog = pyulog.ULog(str(log), [topic])
-    values = [d.data[field] for d in ulog.data_list if field in d.data]
-    return numpy.concatenate(values) if values else None
+    blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
+    statements = [[q.strip() for q in b.split(";") if q.strip()] for b in blocks]
+    spark = [s for s in statements if s[0].startswith("-- Spark SQL")]
+    duck = [s for s in statements if not s[0].startswith("-- Spark SQL")]
+    if len(spark) != 1 or len(duck) != 1:
+        sys.exit(f"README has {len(duck)} DuckDB and {len(spark)} Spark SQL blocks, not one each")
+    return duck[0], spark[0]
 
 
 def identity(root, topic):
@@ -45,49 +50,99 @@ def identity(root, topic):
     return out
 
 
-def main():
-    readme, root, logs = sys.argv[1], sys.argv[2], [pathlib.Path(p) for p in sys.argv[3:]]
-    queries = readme_queries(readme)
-    if len(queries) != 2:
-        sys.exit(f"README's sql block has {len(queries)} queries, not the two this test knows")
-    errors = []
-    con = duckdb.connect()
+def release_text(release):
+    major, minor, patch, kind = (release >> 24) & 255, (release >> 16) & 255, (release >> 8) & 255, release & 255
+    suffix = "" if kind == 255 else "-dev" if kind < 64 else "-alpha" if kind < 128 else "-beta" if kind < 192 else "-rc"
+    return f"v{major}.{minor}.{patch}{suffix}"
 
-    # 1. min battery voltage per vehicle per day.
-    got = {(v, str(d)): m for v, d, m in con.execute(queries[0]).fetchall()}
-    groups = identity(root, "battery_status")
-    want = {}
+
+def values(ulog, topic, field):
+    """Every value of `field` over every instance of `topic`, by pyulog."""
+    found = [d.data[field] for d in ulog.data_list if d.name == topic and field in d.data]
+    return numpy.concatenate(found) if found else numpy.array([])
+
+
+def expected(root, logs, since):
+    flights = identity(root, "flights")
+    failsafe, voltage, heights = [], {}, []
     for log in logs:
-        if log.stem not in groups:
+        if log.stem not in flights:
             continue
-        values = topic_values(log, "battery_status", "voltage_filtered_v")
-        key = groups[log.stem]
-        low = None if values is None else float(numpy.min(values))
-        if key not in want or want[key] is None:
-            want[key] = low
-        elif low is not None:
-            want[key] = min(want[key], low)
-    if got != want:
-        errors.append(f"min battery voltage per vehicle per day: DuckDB {got}, pyulog {want}")
+        vehicle, date = flights[log.stem]
+        ulog = pyulog.ULog(str(log))
+        volts = [float(v) for v in values(ulog, "battery_status", "voltage_v") if v > 0]
+        if any(values(ulog, "vehicle_status", "failsafe")):
+            duration = (ulog.last_timestamp - ulog.start_timestamp) / 1e6
+            failsafe.append((vehicle, date, log.stem, duration, min(volts, default=None)))
+        if volts:
+            key = (vehicle, date)
+            voltage[key] = min(voltage.get(key, math.inf), min(volts))
+        z = values(ulog, "vehicle_local_position", "z")
+        if len(z) and date >= since:
+            params, info = ulog.initial_parameters, ulog.msg_info_dict
+            airframe = int(params["SYS_AUTOSTART"]) if "SYS_AUTOSTART" in params else None
+            release = release_text(info["ver_sw_release"]) if "ver_sw_release" in info else None
+            heights.append((log.stem, airframe, release, float(numpy.max(-z))))
+    return [sorted(failsafe), sorted((v, d, m) for (v, d), m in voltage.items()), sorted(heights)]
 
-    # 2. highest point of each flight since a day.
-    since = re.search(r"DATE '(\d{4}-\d\d-\d\d)'", queries[1]).group(1)
-    got2 = dict(con.execute(queries[1]).fetchall())
-    dated = identity(root, "vehicle_local_position")
-    want2 = {}
-    for log in logs:
-        if log.stem in dated and dated[log.stem][1] >= since:
-            z = topic_values(log, "vehicle_local_position", "z")
-            want2[log.stem] = float(numpy.max(-z))
-    if got2 != want2:
-        errors.append(f"highest point per flight: DuckDB {got2}, pyulog {want2}")
-    if not want or not want2:
-        errors.append(f"nothing to compare: {want} {want2}")
 
+def same_rows(got, want):
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            if isinstance(x, float) and isinstance(y, float):
+                if not math.isclose(x, y, rel_tol=1e-9):
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
+def as_rows(rows):
+    """Rows as tuples, dates as text."""
+    return sorted(tuple(str(v) if hasattr(v, "isoformat") and not isinstance(v, float) else v
+                        for v in row) for row in rows)
+
+
+def main():
+    args = sys.argv[1:]
+    spark_too = "--spark" in args
+    args = [a for a in args if a != "--spark"]
+    readme, root, logs = args[0], args[1], [pathlib.Path(p) for p in args[2:]]
+    duck_queries, spark_statements = readme_blocks(readme)
+    if len(duck_queries) != 3:
+        sys.exit(f"README's DuckDB block has {len(duck_queries)} queries, not the three this test knows")
+    since = re.search(r"DATE '(\d{4}-\d\d-\d\d)'", duck_queries[2]).group(1)
+    want = expected(root, logs, since)
+    errors = []
+    answers = {}
+    con = duckdb.connect()
+    answers["duckdb"] = [as_rows(con.execute(q).fetchall()) for q in duck_queries]
+    if spark_too:
+        from pyspark.sql import SparkSession
+        spark = (SparkSession.builder.master("local[1]").appName("ulog-recv-test")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        results = [spark.sql(s).collect() for s in spark_statements]
+        # The SET statement's answer aside.
+        queries = [r for s, r in zip(spark_statements, results) if not re.search(r"^SET ", s, re.M)]
+        answers["spark"] = [as_rows(tuple(row) for row in r) for r in queries]
+        spark.stop()
+    names = ["flights with a failsafe", "min battery voltage per vehicle per day",
+             "highest point per flight joined to flights"]
+    for engine, got in answers.items():
+        for name, g, w in zip(names, got, want):
+            if not same_rows(g, w):
+                errors.append(f"{engine}, {name}: {g}, pyulog {w}")
+    if not want[1] or not want[2]:
+        errors.append(f"nothing to compare: {want}")
     if errors:
         print("\n".join(errors), file=sys.stderr)
         sys.exit(1)
-    print(json.dumps({"queries": len(queries), "rows": len(got) + len(got2)}))
+    print(json.dumps({"queries": len(duck_queries), "rows": sum(len(w) for w in want),
+                      "failsafe_flights": len(want[0]), "engines": sorted(answers)}))
 
 
 main()

@@ -34,6 +34,31 @@ impl Default for SynthOptions {
     }
 }
 
+/// A vehicle of a fleet, for a flight as a fleet's tables see it ([`generate_for`]): the
+/// default flight has no hardware id, no GPS time and no vehicle status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SynthVehicle {
+    /// The autopilot's hardware id, written as `sys_uuid` (24 hex digits).
+    pub uid: u64,
+    /// The MAVLink system id (`MAV_SYS_ID`).
+    pub system_id: u8,
+    /// UTC at the log's start, µs since the epoch: what the GPS's `time_utc_usec` says.
+    pub utc_start_us: u64,
+    /// The vehicle goes into failsafe two thirds into the flight: `vehicle_status.failsafe`
+    /// turns true, and a critical string says so.
+    pub failsafe: bool,
+}
+
+/// Formats a [`SynthVehicle`]'s flight adds.
+const VEHICLE_FORMATS: &[&str] = &[
+    "vehicle_status:uint64_t timestamp;uint8_t arming_state;bool failsafe;uint8_t[6] _padding0;",
+    "vehicle_gps_position:uint64_t timestamp;uint64_t time_utc_usec;double lat;double lon;float alt;uint8_t fix_type;uint8_t[3] _padding0;",
+    "vehicle_local_position:uint64_t timestamp;float x;float y;float z;uint8_t[4] _padding0;",
+];
+const STATUS: u16 = 7;
+const GPS: u16 = 8;
+const LOCAL: u16 = 9;
+
 /// Log start, microseconds since boot.
 pub const START_US: u64 = 20_000_000;
 
@@ -78,10 +103,17 @@ const BATTERY: u16 = 6;
 
 /// Generates the log.
 pub fn generate(opts: SynthOptions) -> Vec<u8> {
-    build(opts).expect("synthetic messages are far below the size limits")
+    build(opts, None).expect("synthetic messages are far below the size limits")
 }
 
-fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
+/// The flight of [`generate`] flown by `vehicle`: the same, plus its hardware id, system id,
+/// GPS time (`vehicle_gps_position`, 5 Hz), `vehicle_status` (armed from the first second
+/// to the last, 10 Hz) and `vehicle_local_position` (climbing 1 m/s to 20 m, 10 Hz).
+pub fn generate_for(opts: SynthOptions, vehicle: &SynthVehicle) -> Vec<u8> {
+    build(opts, Some(vehicle)).expect("synthetic messages are far below the size limits")
+}
+
+fn build(opts: SynthOptions, vehicle: Option<&SynthVehicle>) -> Result<Vec<u8>, WriteError> {
     let mut rng = Rng(opts.seed);
     let mut w = Writer::new();
     w.header(1, START_US);
@@ -95,8 +127,16 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         [incompat0, 0, 0, 0, 0, 0, 0, 0],
         [0; 3],
     )?;
-    for f in FORMATS {
+    let vehicle_formats = if vehicle.is_some() {
+        VEHICLE_FORMATS
+    } else {
+        &[]
+    };
+    for f in FORMATS.iter().chain(vehicle_formats) {
         w.message(msg_type::FORMAT, &[f.as_bytes()])?;
+    }
+    if let Some(v) = vehicle {
+        w.info_string("sys_uuid", &format!("{:024X}", v.uid))?;
     }
     w.info_string("sys_name", "PX4")?;
     w.info_string("ver_hw", "ULOG_RECV_SYNTHETIC")?;
@@ -137,6 +177,10 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
     for (name, value) in params {
         w.parameter(name, value)?;
     }
+    if let Some(v) = vehicle {
+        w.parameter("MAV_SYS_ID", ParamValue::Int32(v.system_id.into()))?;
+        w.parameter("MAV_TYPE", ParamValue::Int32(2))?;
+    }
     w.parameter_default(0b01, "BAT1_N_CELLS", ParamValue::Int32(0))?;
     w.parameter_default(0b10, "MC_ROLL_P", ParamValue::Float(6.0))?;
     w.parameter_default(0b11, "SDLOG_PROFILE", ParamValue::Int32(1))?;
@@ -151,7 +195,15 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         (0, ESC, "esc_status"),
         (0, BATTERY, "battery_status"),
     ];
-    for (multi_id, msg_id, name) in subs {
+    let vehicle_subs: &[(u8, u16, &str)] = match vehicle {
+        Some(_) => &[
+            (0, STATUS, "vehicle_status"),
+            (0, GPS, "vehicle_gps_position"),
+            (0, LOCAL, "vehicle_local_position"),
+        ],
+        None => &[],
+    };
+    for &(multi_id, msg_id, name) in subs.iter().chain(vehicle_subs) {
         w.write(&crate::ulog::Message::AddLogged {
             multi_id,
             msg_id,
@@ -197,6 +249,9 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         }
         if tick == 100 {
             perf_lines(&mut w, "perf_top_preflight", 24)?;
+        }
+        if let Some(v) = vehicle {
+            vehicle_samples(&mut w, v, &flight, t, tick, end_us)?;
         }
         if tick % 100 == 50 {
             data(&mut w, TRIPLET, &flight.triplet(t))?;
@@ -274,6 +329,50 @@ fn build(opts: SynthOptions) -> Result<Vec<u8>, WriteError> {
         return Ok(bytes);
     }
     Ok(w.take())
+}
+
+/// A [`SynthVehicle`]'s samples at `t` (tick `tick` of 10 ms) of a flight ending at `end_us`.
+fn vehicle_samples(
+    w: &mut Writer,
+    v: &SynthVehicle,
+    flight: &Flight,
+    t: u64,
+    tick: u64,
+    end_us: u64,
+) -> Result<(), WriteError> {
+    let since_start = t - START_US;
+    if tick % 10 == 3 {
+        let armed = since_start >= 1_000_000 && t + 1_000_000 < end_us;
+        let failsafe_at = START_US + (end_us - START_US) * 2 / 3;
+        let failsafe = v.failsafe && t >= failsafe_at;
+        let mut b = t.to_le_bytes().to_vec();
+        b.push(if armed { 2 } else { 1 });
+        b.push(failsafe.into());
+        data(w, STATUS, &b)?;
+        if v.failsafe && t >= failsafe_at && t < failsafe_at + 100_000 {
+            w.write(&crate::ulog::Message::Logging {
+                level: b'2',
+                timestamp: t,
+                text: b"[commander] Failsafe activated: battery critical, returning",
+            })?;
+        }
+        let height = (since_start as f32 / 1e6).min(20.0);
+        let mut b = t.to_le_bytes().to_vec();
+        for x in [height * 0.5, -height * 0.25, -height] {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        data(w, LOCAL, &b)?;
+    }
+    if tick % 20 == 7 {
+        let mut b = t.to_le_bytes().to_vec();
+        b.extend_from_slice(&(v.utc_start_us + since_start).to_le_bytes());
+        b.extend_from_slice(&flight.lat.to_le_bytes());
+        b.extend_from_slice(&flight.lon.to_le_bytes());
+        b.extend_from_slice(&flight.alt.to_le_bytes());
+        b.push(3);
+        data(w, GPS, &b)?;
+    }
+    Ok(())
 }
 
 /// `lines` continued 'M' messages `name` in the shape of PX4's perf output.
