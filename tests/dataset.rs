@@ -11,32 +11,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::procs::{fresh_dir, run_ok};
+use common::procs::{files_under, fresh_dir, run_ok};
 use common::{all_logs, json_output, venv_python};
 use serde_json::Value as Json;
 
 fn project() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Every file under `root`, as paths relative to it, sorted.
-fn files_under(root: &Path) -> Vec<String> {
-    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, root, out);
-            } else {
-                out.push(path.strip_prefix(root).unwrap().display().to_string());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    if root.exists() {
-        walk(root, root, &mut out);
-    }
-    out.sort();
-    out
 }
 
 fn export_dataset(log: &Path, root: &Path, extra: &[&str]) {

@@ -232,6 +232,31 @@ fn a_fleets_tables_reach_the_bucket_once_and_arrow_duckdb_spark_and_iceberg_read
         ["date=2026-11-20", "date=2026-11-21"]
     );
 
+    // `export --dataset s3://…`: the same objects a local export writes as files.
+    let local = dir.join("local-export");
+    let exported = |to: &str| {
+        let mut args = vec!["export".to_owned(), last.display().to_string()];
+        args.extend(["--dataset".to_owned(), to.to_owned()]);
+        if to.starts_with("s3://") {
+            args.extend(garage.upload_args("", &creds).into_iter().skip(2));
+        }
+        common::procs::run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    exported(&local.display().to_string());
+    let said = exported(&format!("s3://{BUCKET}/adhoc"));
+    let adhoc = garage.objects(&py, "adhoc/");
+    let adhoc = adhoc["objects"].as_object().unwrap();
+    let files = common::procs::files_under(&local);
+    assert!(files.len() >= 10, "{files:?}");
+    assert_eq!(adhoc.len(), files.len(), "{said}");
+    for file in &files {
+        assert_eq!(
+            adhoc[&format!("adhoc/{file}")]["sha256"].as_str().unwrap(),
+            sha256_file(&local.join(file)),
+            "{file}"
+        );
+    }
+
     // pyarrow from the bucket, pyiceberg on a mirror of it.
     let mirror = dir.join("mirror");
     let report = json_output(

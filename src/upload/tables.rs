@@ -8,6 +8,7 @@
 //! flight gives the same files under the same keys, so an object is overwritten, never
 //! doubled.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -17,6 +18,7 @@ use crate::export::{ExportError, ExportOptions};
 use crate::store::files::read_manifest;
 use crate::store::manifest::hex;
 use crate::upload::plan::{FlightReviewRecord, ObjectRecord, TableEntry, TablesRecord};
+use crate::upload::s3::{Bucket, UploadError};
 use crate::upload::uploader::load_journal;
 
 /// The folder of a session the tables are built in.
@@ -119,4 +121,61 @@ pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord,
         listed: false,
         failed: None,
     })
+}
+
+/// Exports the flight in `input` (a `.ulg` or a session) as the dataset's tables into
+/// `bucket` (`export --dataset s3://BUCKET/PREFIX`): built in `staging` (a private folder,
+/// removed after), then each file uploaded to the bucket's prefix + its key, as the
+/// uploader does. The keys are deterministic: exported again, the same objects are replaced.
+/// Returns the keys and rows of each table.
+pub async fn export_to_bucket(
+    input: &Path,
+    options: &ExportOptions,
+    bucket: &Bucket,
+    staging: &Path,
+) -> Result<Vec<(String, u64)>, BucketExportError> {
+    let disk = |source| {
+        BucketExportError::Tables(TablesError::Disk {
+            path: staging.to_owned(),
+            source,
+        })
+    };
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(staging)
+        .map_err(disk)?;
+    let result = async {
+        let flight = crate::export::flight::open(input, options).map_err(TablesError::from)?;
+        let identity = flight_identity(input, flight.as_ref()).map_err(TablesError::from)?;
+        let facts = flight_facts(input);
+        let written = write_dataset(flight.as_ref(), options, identity, &facts, staging)
+            .map_err(TablesError::from)?;
+        let mut keys = Vec::with_capacity(written.len());
+        for table in written {
+            let path = staging.join(&table.key);
+            let sha256 = hex(&Sha256::digest(std::fs::read(&path).map_err(disk)?));
+            let key = match bucket.prefix() {
+                "" => table.key,
+                prefix => format!("{prefix}/{}", table.key),
+            };
+            let no_pace = |_, _| std::future::ready(());
+            bucket
+                .upload_file(&path, &key, &sha256, None, no_pace, |_| Ok(()))
+                .await?;
+            keys.push((key, table.rows));
+        }
+        Ok(keys)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(staging);
+    result
+}
+
+/// Why an export into a bucket failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BucketExportError {
+    #[error(transparent)]
+    Tables(#[from] TablesError),
+    #[error(transparent)]
+    Upload(#[from] UploadError),
 }

@@ -107,6 +107,26 @@ pub fn session_dirs(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Every file under `root`, as paths relative to it, sorted.
+pub fn files_under(root: &Path) -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if root.exists() {
+        walk(root, root, &mut out);
+    }
+    out.sort();
+    out
+}
+
 /// The split files under `dir` (in its session directories), in order.
 pub fn ulg_files(dir: &Path) -> Vec<PathBuf> {
     let mut v = Vec::new();

@@ -184,13 +184,9 @@ pub(crate) struct ReceiveArgs {
     pub(crate) upload: UploadArgs,
 }
 
-/// Where the flights go once recorded.
+/// How to reach a bucket: the daemon's uploads, and `export --dataset s3://…`.
 #[derive(Args, Debug, Clone, Default)]
-pub(crate) struct UploadArgs {
-    /// Upload each closed split and the session's manifest to this bucket (any S3-compatible
-    /// service), under PREFIX/VEHICLE/SESSION/.
-    #[arg(long, value_name = "s3://BUCKET/PREFIX")]
-    pub(crate) upload_to: Option<String>,
+pub(crate) struct BucketArgs {
     /// The S3 service, when not AWS: e.g. http://127.0.0.1:3900 (Garage), https://...r2.cloudflarestorage.com.
     #[arg(long, value_name = "URL")]
     pub(crate) upload_endpoint: Option<String>,
@@ -214,6 +210,37 @@ pub(crate) struct UploadArgs {
     /// file at its next part.
     #[arg(long, value_parser = part_size, default_value = "8M")]
     pub(crate) upload_part_size: u64,
+}
+
+impl BucketArgs {
+    /// The bucket at `url` (`s3://BUCKET/PREFIX`), reached as these options say.
+    pub(crate) fn s3_options(&self, url: &str) -> S3Options {
+        S3Options {
+            url: url.to_owned(),
+            endpoint: self.upload_endpoint.clone(),
+            region: self.upload_region.clone(),
+            path_style: self.upload_path_style
+                || (!self.upload_virtual_hosted
+                    && S3Options::path_style_by_default(self.upload_endpoint.as_deref())),
+            credentials: self.upload_credentials.clone().or_else(|| {
+                let cred = PathBuf::from(std::env::var_os("CREDENTIALS_DIRECTORY")?)
+                    .join("upload-credentials");
+                cred.is_file().then_some(cred)
+            }),
+            part_size: self.upload_part_size,
+        }
+    }
+}
+
+/// Where the flights go once recorded.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct UploadArgs {
+    /// Upload each closed split and the session's manifest to this bucket (any S3-compatible
+    /// service), under PREFIX/VEHICLE/SESSION/.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX")]
+    pub(crate) upload_to: Option<String>,
+    #[command(flatten)]
+    pub(crate) bucket: BucketArgs,
     /// Upload at most this many bytes per second (e.g. 1M), to leave a shared modem room
     /// for telemetry [default: no cap].
     #[arg(long, value_parser = upload_rate, value_name = "BYTES")]
@@ -262,20 +289,7 @@ impl UploadArgs {
     /// The uploader's configuration; credentials and keys are read here (an error names the
     /// option).
     pub(crate) fn config(&self) -> anyhow::Result<UploadConfig> {
-        let s3 = self.upload_to.as_ref().map(|url| S3Options {
-            url: url.clone(),
-            endpoint: self.upload_endpoint.clone(),
-            region: self.upload_region.clone(),
-            path_style: self.upload_path_style
-                || (!self.upload_virtual_hosted
-                    && S3Options::path_style_by_default(self.upload_endpoint.as_deref())),
-            credentials: self.upload_credentials.clone().or_else(|| {
-                let cred = PathBuf::from(std::env::var_os("CREDENTIALS_DIRECTORY")?)
-                    .join("upload-credentials");
-                cred.is_file().then_some(cred)
-            }),
-            part_size: self.upload_part_size,
-        });
+        let s3 = (self.upload_to.as_ref()).map(|url| self.bucket.s3_options(url));
         let key = match &self.flight_review_key {
             Some(path) => {
                 let bytes = read_secret_file(path, "the Flight Review key file")
@@ -785,10 +799,11 @@ pub(crate) enum Command {
             conflicts_with = "dataset"
         )]
         output: Option<PathBuf>,
-        /// Write the flight as Parquet tables, one per topic, under DIR:
+        /// Write the flight as Parquet tables, one per topic, under DIR (or into a bucket,
+        /// s3://BUCKET/PREFIX, reached with the --upload-* options):
         /// DIR/parquet/v1/TOPIC/date=YYYY-MM-DD/vehicle=UID/FLIGHT.parquet (written again,
         /// the same files are replaced).
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
         dataset: Option<PathBuf>,
         /// Start of the window, seconds of log time (as `info` prints them).
         #[arg(long)]
@@ -810,6 +825,8 @@ pub(crate) enum Command {
         /// column takes); only its files are opened [default: every column, joined].
         #[arg(long, value_name = "NAME")]
         column: Option<String>,
+        #[command(flatten)]
+        bucket: BucketArgs,
     },
     /// Upload one session by hand, as the daemon does: the same journal, so that nothing
     /// uploaded already goes again and a multipart upload resumes.

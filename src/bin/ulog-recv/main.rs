@@ -103,10 +103,14 @@ fn run() -> anyhow::Result<()> {
             compression,
             bag_version,
             column,
+            bucket,
         }) => export(
             &input,
             match (output, dataset) {
                 (Some(file), _) => ExportTo::File(file),
+                (None, Some(url)) if url.to_string_lossy().starts_with("s3://") => {
+                    ExportTo::Bucket(bucket.s3_options(&url.to_string_lossy()))
+                }
                 (None, Some(dir)) => ExportTo::Dataset(dir),
                 (None, None) => bail!("name an output: -o FILE or --dataset DIR"),
             },
@@ -389,7 +393,28 @@ fn export_dataset(
     Ok(())
 }
 
-/// `ulog-recv export`.
+/// `ulog-recv export --dataset s3://BUCKET/PREFIX`: the flight's tables into the bucket.
+fn export_dataset_to_bucket(
+    input: &std::path::Path,
+    s3: &ulog_recv::upload::s3::S3Options,
+    options: &ulog_recv::export::ExportOptions,
+) -> anyhow::Result<()> {
+    log_input(input)?;
+    let bucket = ulog_recv::upload::s3::Bucket::new(s3)?;
+    let staging = std::env::temp_dir().join(format!("ulog-recv-tables-{}", std::process::id()));
+    let tables = runtime()?
+        .block_on(ulog_recv::upload::tables::export_to_bucket(
+            input, options, &bucket, &staging,
+        ))
+        .with_context(|| format!("cannot export {} to {}", input.display(), s3.url))?;
+    let rows: u64 = tables.iter().map(|t| t.1).sum();
+    for (key, rows) in &tables {
+        println!("s3://{}/{key}: {rows} rows", bucket.name());
+    }
+    println!("{}: {} tables, {rows} rows", s3.url, tables.len());
+    Ok(())
+}
+
 /// What `export` writes beside its input and output.
 struct ExportFormat {
     from: Option<f64>,
@@ -400,10 +425,11 @@ struct ExportFormat {
     column: Option<String>,
 }
 
-/// Where `export` writes: one file, or a dataset's tables under a directory.
+/// Where `export` writes: one file, or a dataset's tables under a directory or in a bucket.
 enum ExportTo {
     File(std::path::PathBuf),
     Dataset(std::path::PathBuf),
+    Bucket(ulog_recv::upload::s3::S3Options),
 }
 
 fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow::Result<()> {
@@ -421,6 +447,12 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
                 bail!("--compression is for a TIDE export (NAME.tide)");
             }
             return export_dataset(input, &root, &options);
+        }
+        ExportTo::Bucket(s3) => {
+            if format.compression.is_some() {
+                bail!("--compression is for a TIDE export (NAME.tide)");
+            }
+            return export_dataset_to_bucket(input, &s3, &options);
         }
     };
     let output = output.as_path();
