@@ -281,6 +281,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-part-size" => "\"16M\"",
         "upload-rate" => "\"1M\"",
         "upload-when" => "\"always\"",
+        "upload-tables" => "true",
         "fill" => "\"auto\"",
         "ftp-rate" => "\"20K\"",
         "flight-review" => "\"https://logs.px4.io\"",

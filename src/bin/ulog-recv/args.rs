@@ -248,10 +248,11 @@ pub(crate) struct UploadArgs {
     /// When uploads run: while the vehicle is disarmed (or not heard), or always.
     #[arg(long, value_enum, default_value = "disarmed")]
     pub(crate) upload_when: UploadWhenArg,
-    /// Also export each closed (and filled) session as Parquet tables and upload them, after
-    /// everything else, to the fleet's dataset: PREFIX/parquet/v1/TOPIC/date=…/vehicle=…/
-    /// (read in place by DuckDB, Spark, Athena, pyarrow).
-    #[arg(long, requires = "upload_to")]
+    /// With --upload-to, also export each closed (and filled) session as Parquet tables and
+    /// upload them, after everything else, to the fleet's dataset:
+    /// PREFIX/parquet/v1/TOPIC/date=…/vehicle=…/ (read in place by DuckDB, Spark, Athena,
+    /// pyarrow).
+    #[arg(long)]
     pub(crate) upload_tables: bool,
     /// Upload each closed session's flight (its splits joined) to this Flight Review server,
     /// e.g. https://logs.px4.io.
@@ -290,6 +291,9 @@ impl UploadArgs {
     /// option).
     pub(crate) fn config(&self) -> anyhow::Result<UploadConfig> {
         let s3 = (self.upload_to.as_ref()).map(|url| self.bucket.s3_options(url));
+        if self.upload_tables && s3.is_none() {
+            tracing::warn!("--upload-tables does nothing without --upload-to s3://BUCKET/PREFIX");
+        }
         let key = match &self.flight_review_key {
             Some(path) => {
                 let bytes = read_secret_file(path, "the Flight Review key file")
