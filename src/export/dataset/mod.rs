@@ -251,12 +251,14 @@ pub fn write_dataset(
         }
     }
     let mut written = Vec::with_capacity(sink.tables.len());
+    // Committed together at the end: two syncs for the whole dataset.
+    let mut outputs = Vec::new();
     for open in sink.tables {
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.topic".into(), open.topic.clone()));
         kv.push(KeyValue::new("ulog.format".into(), open.format_texts));
         let (out, rows, row_groups) = open.table.finish(kv)?;
-        out.0.commit()?;
+        outputs.push(out.0);
         written.push(TableWritten {
             key: open.key,
             topic: open.topic,
@@ -311,7 +313,7 @@ pub fn write_dataset(
         let out = TableFile(OutputFile::create(&path)?);
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.table".into(), name.to_owned()));
-        table::write_table(out, &batch, kv)?.0.commit()?;
+        outputs.push(table::write_table(out, &batch, kv)?.0);
         written.push(TableWritten {
             key,
             topic: name.to_owned(),
@@ -319,6 +321,7 @@ pub fn write_dataset(
             row_groups: 1,
         });
     }
+    OutputFile::commit_all(outputs)?;
     Ok(written)
 }
 
