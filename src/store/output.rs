@@ -120,7 +120,10 @@ mod tests {
         assert!(!dir.join("t0.parquet").exists());
         OutputFile::commit_all(outs).unwrap();
         for k in 0..3u8 {
-            assert_eq!(std::fs::read(dir.join(format!("t{k}.parquet"))).unwrap(), [k]);
+            assert_eq!(
+                std::fs::read(dir.join(format!("t{k}.parquet"))).unwrap(),
+                [k]
+            );
         }
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
         std::fs::remove_dir_all(&dir).unwrap();
