@@ -7,6 +7,13 @@
 //!
 //! Prints a table. Best of 5 runs for ours, of 3 for pyulog (from the project's `.venv`; without
 //! it the column says so).
+//!
+//! Then a second table: the Parquet export as users run it, `ulog-recv export LOG --dataset
+//! DIR`, beside Flight Review v2's converter (`ulog-convert LOG DIR`, from PX4/flight-review-rs,
+//! which writes a Parquet file per topic too), both as processes writing to the temporary
+//! directory: best of 5 wall times, and the peak RSS (`/usr/bin/time -f %M`). The converter is
+//! `$FLIGHT_REVIEW_CONVERT`, else `~/.cache/ulog-recv/flight-review-rs/target/release/ulog-convert`
+//! (`benches/flight-review-rs.sh` builds it there); without it the table says so.
 //! Run: `cargo bench --bench export`.
 
 use std::hint::black_box;
@@ -123,6 +130,94 @@ fn main() {
         let _ = std::fs::remove_dir_all(&root);
         let mcap = mcap_seconds.expect("MCAP measured first");
         print_row(&name, mb, "Parquet tables", t, size, mcap, pyulog);
+    }
+    against_flight_review();
+}
+
+/// Flight Review v2's converter, if built.
+fn flight_review_convert() -> Option<PathBuf> {
+    let path = std::env::var_os("FLIGHT_REVIEW_CONVERT")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = PathBuf::from(std::env::var_os("HOME")?);
+            Some(home.join(".cache/ulog-recv/flight-review-rs/target/release/ulog-convert"))
+        })?;
+    path.is_file().then_some(path)
+}
+
+/// `command` run to its end `runs` times, each into a fresh `out`: the best wall time and the
+/// largest peak RSS (KB), measured by `/usr/bin/time`.
+fn run_best(runs: usize, out: &Path, command: &[&std::ffi::OsStr]) -> (Duration, u64) {
+    let mut best = Duration::MAX;
+    let mut rss = 0;
+    for _ in 0..runs {
+        let _ = std::fs::remove_dir_all(out);
+        let t0 = Instant::now();
+        let result = std::process::Command::new("/usr/bin/time")
+            .args(["-f", "%M"])
+            .args(command)
+            .output()
+            .expect("/usr/bin/time runs");
+        best = best.min(t0.elapsed());
+        assert!(
+            result.status.success(),
+            "{command:?}: {}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        let said = String::from_utf8_lossy(&result.stderr);
+        let kb = said
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse::<u64>().ok());
+        rss = rss.max(kb.expect("/usr/bin/time's %M"));
+    }
+    let _ = std::fs::remove_dir_all(out);
+    (best, rss)
+}
+
+/// The second table: `ulog-recv export --dataset` against Flight Review v2's converter.
+fn against_flight_review() {
+    println!();
+    let Some(convert) = flight_review_convert() else {
+        println!(
+            "Flight Review v2's converter is not built (benches/flight-review-rs.sh): no comparison"
+        );
+        return;
+    };
+    println!(
+        "| log | MB | ours MB/s | Flight Review v2 MB/s | their time / ours | ours peak RSS MB | theirs | their RSS / ours |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let ours = PathBuf::from(env!("CARGO_BIN_EXE_ulog-recv"));
+    let out = std::env::temp_dir().join(format!("ulog-recv-bench-vs-fr-{}", std::process::id()));
+    for path in logs() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
+        let (t_ours, rss_ours) = run_best(
+            5,
+            &out,
+            &[
+                ours.as_os_str(),
+                "export".as_ref(),
+                path.as_os_str(),
+                "--dataset".as_ref(),
+                out.as_os_str(),
+            ],
+        );
+        let (t_fr, rss_fr) = run_best(
+            5,
+            &out,
+            &[convert.as_os_str(), path.as_os_str(), out.as_os_str()],
+        );
+        println!(
+            "| {name} | {mb:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} | {:.2} |",
+            mb / t_ours.as_secs_f64(),
+            mb / t_fr.as_secs_f64(),
+            t_fr.as_secs_f64() / t_ours.as_secs_f64(),
+            rss_ours as f64 / 1e3,
+            rss_fr as f64 / 1e3,
+            rss_fr as f64 / rss_ours as f64,
+        );
     }
 }
 

@@ -160,7 +160,7 @@ pub enum FlightReviewRecord {
 pub struct TablesRecord {
     /// Amendments of the manifest the tables were built with.
     pub amendments: usize,
-    /// The files, under the session's `tables/`.
+    /// The files, in the session's [`TABLES_DIR`](crate::upload::tables::TABLES_DIR).
     pub files: Vec<TableEntry>,
     /// The manifest lists the tables' keys.
     #[serde(default)]
@@ -501,7 +501,7 @@ mod tests {
         assert_eq!(next_step(&m, &j, true, false), None);
         assert_eq!(next_step(&m, &j, true, true), Some(Step::BuildTables));
         let entry = |n: &str, sha: &str| TableEntry {
-            file: format!("tables/{n}"),
+            file: format!("tables.d/{n}"),
             key: format!("fleet/{n}"),
             sha256: sha.into(),
         };
@@ -514,12 +514,12 @@ mod tests {
             next_step(&m, &j, true, true),
             Some(Step::Table(entry("t1", "1")))
         );
-        done(&mut j, "tables/t1", "1");
+        done(&mut j, "tables.d/t1", "1");
         assert_eq!(
             next_step(&m, &j, true, true),
             Some(Step::Table(entry("t2", "2")))
         );
-        done(&mut j, "tables/t2", "2");
+        done(&mut j, "tables.d/t2", "2");
         assert!(!j.tables_complete(&m));
         assert_eq!(next_step(&m, &j, true, true), Some(Step::ListTables));
         // Listing them makes the manifest go up again.

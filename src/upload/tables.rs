@@ -1,5 +1,5 @@
 //! A session's flight as the fleet's Parquet tables (`--upload-tables`): exported whole
-//! (every column joined, amendments in) into the session's `tables/` folder, in the dataset's
+//! (every column joined, amendments in) into the session's `tables.d/` folder, in the dataset's
 //! layout ([`crate::export::dataset`]), each file then uploaded to its key under the bucket's
 //! prefix, so that every vehicle's tables land in one dataset:
 //! `PREFIX/parquet/v1/TOPIC/date=…/vehicle=…/SESSION.parquet`.
@@ -13,7 +13,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::export::dataset::{FlightFacts, flight_identity, write_dataset};
+use crate::export::dataset::{FlightFacts, TableWritten, flight_identity, write_dataset};
 use crate::export::{ExportError, ExportOptions};
 use crate::store::files::read_manifest;
 use crate::store::manifest::hex;
@@ -21,8 +21,9 @@ use crate::upload::plan::{FlightReviewRecord, ObjectRecord, TableEntry, TablesRe
 use crate::upload::s3::{Bucket, UploadError};
 use crate::upload::uploader::load_journal;
 
-/// The folder of a session the tables are built in.
-pub const TABLES_DIR: &str = "tables";
+/// The folder of a session the tables are built in: a name no column can take (column names
+/// have no `.`), since each build starts by removing it.
+pub const TABLES_DIR: &str = "tables.d";
 
 /// Why a session's tables could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +81,36 @@ pub fn flight_facts(input: &Path) -> FlightFacts {
     facts
 }
 
+/// Exports the flight in `input` (a `.ulg` or a session) as `options` select under `dir`;
+/// each table written, with the SHA-256 of its file.
+fn write_tables(
+    input: &Path,
+    options: &ExportOptions,
+    dir: &Path,
+) -> Result<Vec<(TableWritten, String)>, TablesError> {
+    let flight = crate::export::flight::open(input, options)?;
+    let identity = flight_identity(input, flight.as_ref())?;
+    let facts = flight_facts(input);
+    let written = write_dataset(flight.as_ref(), options, identity, &facts, dir)?;
+    written
+        .into_iter()
+        .map(|table| {
+            let path = dir.join(&table.key);
+            let bytes =
+                std::fs::read(&path).map_err(|source| TablesError::Disk { path, source })?;
+            Ok((table, hex(&Sha256::digest(&bytes))))
+        })
+        .collect()
+}
+
+/// `key` under the bucket's `prefix`.
+fn under(prefix: &str, key: String) -> String {
+    match prefix {
+        "" => key,
+        prefix => format!("{prefix}/{key}"),
+    }
+}
+
 /// Builds the tables of `session` afresh in its [`TABLES_DIR`] (what an earlier build left is
 /// removed first), each file keyed `bucket_prefix/` + its dataset key.
 pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord, TablesError> {
@@ -93,28 +124,15 @@ pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord,
         _ => {}
     }
     let manifest = read_manifest(session).map_err(disk)?;
-    let options = ExportOptions::default();
-    let flight = crate::export::flight::open(session, &options)?;
-    let identity = flight_identity(session, flight.as_ref())?;
-    let written = write_dataset(
-        flight.as_ref(),
-        &options,
-        identity,
-        &flight_facts(session),
-        &dir,
-    )?;
-    let mut files = Vec::with_capacity(written.len());
-    for table in written {
-        let bytes = std::fs::read(dir.join(&table.key)).map_err(disk)?;
-        files.push(TableEntry {
+    let written = write_tables(session, &ExportOptions::default(), &dir)?;
+    let files = written
+        .into_iter()
+        .map(|(table, sha256)| TableEntry {
             file: format!("{TABLES_DIR}/{}", table.key),
-            key: match bucket_prefix {
-                "" => table.key,
-                prefix => format!("{prefix}/{}", table.key),
-            },
-            sha256: hex(&Sha256::digest(&bytes)),
-        });
-    }
+            key: under(bucket_prefix, table.key),
+            sha256,
+        })
+        .collect();
     Ok(TablesRecord {
         amendments: manifest.amendments.len(),
         files,
@@ -145,19 +163,10 @@ pub async fn export_to_bucket(
         .create(staging)
         .map_err(disk)?;
     let result = async {
-        let flight = crate::export::flight::open(input, options).map_err(TablesError::from)?;
-        let identity = flight_identity(input, flight.as_ref()).map_err(TablesError::from)?;
-        let facts = flight_facts(input);
-        let written = write_dataset(flight.as_ref(), options, identity, &facts, staging)
-            .map_err(TablesError::from)?;
-        let mut keys = Vec::with_capacity(written.len());
-        for table in written {
+        let mut keys = Vec::new();
+        for (table, sha256) in write_tables(input, options, staging)? {
             let path = staging.join(&table.key);
-            let sha256 = hex(&Sha256::digest(std::fs::read(&path).map_err(disk)?));
-            let key = match bucket.prefix() {
-                "" => table.key,
-                prefix => format!("{prefix}/{}", table.key),
-            };
+            let key = under(bucket.prefix(), table.key);
             let no_pace = |_, _| std::future::ready(());
             bucket
                 .upload_file(&path, &key, &sha256, None, no_pace, |_| Ok(()))

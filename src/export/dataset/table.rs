@@ -1,7 +1,8 @@
 //! One topic's Parquet file being written: its samples buffered as the bytes they came in
 //! (a row group's worth, no more), then, at each [`TopicTable::flush_row_group`], sorted by
 //! timestamp, turned into Arrow arrays column by column ([`columns`](super::columns) says how)
-//! and written as one row group, zstd-compressed with statistics.
+//! and written as one row group, zstd-compressed with statistics (a table of less than
+//! [`SMALL_TABLE_BYTES`] of samples in all is written uncompressed).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -63,7 +64,10 @@ pub struct TopicTable<W: Write + Send> {
     sample_size: usize,
     bytes: Vec<u8>,
     rows: Vec<Row>,
-    writer: ArrowWriter<W>,
+    /// The file's writer, made when the first row group is written (which says whether it
+    /// is compressed); until then, its output.
+    writer: Option<ArrowWriter<W>>,
+    out: Option<W>,
     rows_written: u64,
     row_groups: usize,
 }
@@ -75,6 +79,10 @@ const BATCH_ROWS: usize = 64 * 1024;
 /// sensor data.
 const ZSTD_LEVEL: i32 = 3;
 
+/// Sample bytes under which a table that is one row group is written uncompressed: zstd's
+/// set-up for each column (a context each) costs more than it saves on a table this small.
+pub const SMALL_TABLE_BYTES: usize = 2 << 10;
+
 impl<W: Write + Send> TopicTable<W> {
     /// A table of `columns` for samples of `sample_size` bytes, written to `out`.
     pub fn new(
@@ -83,15 +91,14 @@ impl<W: Write + Send> TopicTable<W> {
         identity: Arc<FlightIdentity>,
         out: W,
     ) -> Result<Self, TableError> {
-        let properties = properties(&columns.schema);
-        let writer = ArrowWriter::try_new(out, columns.schema.clone(), Some(properties))?;
         Ok(Self {
             columns,
             identity,
             sample_size,
             bytes: Vec::new(),
             rows: Vec::new(),
-            writer,
+            writer: None,
+            out: Some(out),
             rows_written: 0,
             row_groups: 0,
         })
@@ -125,6 +132,24 @@ impl<W: Write + Send> TopicTable<W> {
     /// Writes the buffered samples as one row group, sorted by timestamp (samples with the
     /// same timestamp keep their log order).
     pub fn flush_row_group(&mut self) -> Result<(), TableError> {
+        self.write_row_group(false)
+    }
+
+    /// The file's writer, made now if it is not yet: compressed unless told otherwise.
+    fn writer(&mut self, compressed: bool) -> Result<&mut ArrowWriter<W>, TableError> {
+        if let Some(out) = self.out.take() {
+            let properties = properties(&self.columns.schema, compressed);
+            let schema = self.columns.schema.clone();
+            self.writer = Some(ArrowWriter::try_new(out, schema, Some(properties))?);
+        }
+        Ok(self.writer.as_mut().expect("made above"))
+    }
+
+    /// Writes the buffered rows as a row group; `last`: no row follows.
+    fn write_row_group(&mut self, last: bool) -> Result<(), TableError> {
+        // The whole table in one small row group: not worth compressing.
+        let compressed = !(last && self.row_groups == 0 && self.bytes.len() < SMALL_TABLE_BYTES);
+        self.writer(compressed)?;
         if self.rows.is_empty() {
             return Ok(());
         }
@@ -136,9 +161,9 @@ impl<W: Write + Send> TopicTable<W> {
         // into the row group's pages as it comes.
         for slice in order.chunks(BATCH_ROWS) {
             let batch = self.batch(slice)?;
-            self.writer.write(&batch)?;
+            self.writer(compressed)?.write(&batch)?;
         }
-        self.writer.flush()?;
+        self.writer(compressed)?.flush()?;
         self.rows_written += self.rows.len() as u64;
         self.row_groups += 1;
         // Given back, not kept: the budget counts what is buffered, and a table that waits
@@ -151,11 +176,12 @@ impl<W: Write + Send> TopicTable<W> {
     /// Writes what is buffered, adds `metadata` to the file's key/value metadata and closes
     /// it; returns the output and the number of rows and row groups written.
     pub fn finish(mut self, metadata: Vec<KeyValue>) -> Result<(W, u64, usize), TableError> {
-        self.flush_row_group()?;
+        self.write_row_group(true)?;
+        let mut writer = self.writer.take().expect("made by the last row group");
         for kv in metadata {
-            self.writer.append_key_value_metadata(kv);
+            writer.append_key_value_metadata(kv);
         }
-        let out = self.writer.into_inner()?;
+        let out = writer.into_inner()?;
         Ok((out, self.rows_written, self.row_groups))
     }
 
@@ -209,17 +235,20 @@ pub fn utc_array(id: &FlightIdentity, timestamps: impl Iterator<Item = Option<u6
     Arc::new(PrimitiveArray::<TimestampMicrosecondType>::from_iter(utc).with_timezone("UTC"))
 }
 
-/// Writer properties of every table of the dataset: zstd, page statistics, dictionaries for
+/// Writer properties of every table of the dataset: zstd when `compressed` (a table of less
+/// than [`SMALL_TABLE_BYTES`] is not), page statistics, dictionaries for
 /// the strings only (the flight's columns repeat one value; numbers go plain, which zstd
 /// compresses as well and writes faster), row groups ended by the caller, rows declared
 /// sorted by `timestamp` when the table has one that is never null.
-pub fn properties(schema: &Schema) -> WriterProperties {
+pub fn properties(schema: &Schema, compressed: bool) -> WriterProperties {
     let sorted = (schema.fields().iter())
         .position(|f| f.name() == super::columns::IDENTITY[4] && !f.is_nullable());
+    let compression = match compressed {
+        true => Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level")),
+        false => Compression::UNCOMPRESSED,
+    };
     let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"),
-        ))
+        .set_compression(compression)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_dictionary_enabled(false)
         .set_max_row_group_row_count(None)
@@ -233,9 +262,18 @@ pub fn properties(schema: &Schema) -> WriterProperties {
         }))
         .set_created_by(format!("ulog-recv {}", env!("CARGO_PKG_VERSION")));
     let strings = (schema.fields().iter()).filter(|f| f.data_type() == &DataType::Utf8);
-    strings
-        .fold(properties, |p, f| {
-            p.set_column_dictionary_enabled(ColumnPath::from(f.name().as_str()), true)
+    let properties = strings.fold(properties, |p, f| {
+        p.set_column_dictionary_enabled(ColumnPath::from(f.name().as_str()), true)
+    });
+    // The flight's columns hold one value (an instance a few): a dictionary of it, its index
+    // run-length encoded, is a few bytes that zstd cannot shrink; not compressing them saves
+    // a zstd context per column.
+    let constant = super::columns::IDENTITY[..4].iter();
+    constant
+        .fold(properties, |p, name| {
+            let column = ColumnPath::from(*name);
+            p.set_column_dictionary_enabled(column.clone(), true)
+                .set_column_compression(column, Compression::UNCOMPRESSED)
         })
         .build()
 }
@@ -248,7 +286,9 @@ pub fn write_table<W: Write + Send>(
     metadata: Vec<KeyValue>,
 ) -> Result<W, TableError> {
     let schema = batch.schema();
-    let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(properties(&schema)))?;
+    let compressed = batch.get_array_memory_size() >= SMALL_TABLE_BYTES;
+    let properties = properties(&schema, compressed);
+    let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(properties))?;
     writer.write(batch)?;
     for kv in metadata {
         writer.append_key_value_metadata(kv);
