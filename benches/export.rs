@@ -190,7 +190,16 @@ fn against_flight_review() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let ours = PathBuf::from(env!("CARGO_BIN_EXE_ulog-recv"));
     let out = std::env::temp_dir().join(format!("ulog-recv-bench-vs-fr-{}", std::process::id()));
-    for path in logs() {
+    let mut logs = logs();
+    // A long flight: sample.ulg's data section 60 times (241 MB), where memory tells.
+    let long =
+        std::env::temp_dir().join(format!("ulog-recv-bench-long-{}.ulg", std::process::id()));
+    if let Some(sample) = logs.iter().find(|p| p.ends_with("sample.ulg")) {
+        let bytes = std::fs::read(sample).unwrap();
+        std::fs::write(&long, repeat_data(&bytes, 60)).unwrap();
+        logs.push(long.clone());
+    }
+    for path in logs {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
         let (t_ours, rss_ours) = run_best(
@@ -219,6 +228,20 @@ fn against_flight_review() {
             rss_fr as f64 / rss_ours as f64,
         );
     }
+    let _ = std::fs::remove_file(&long);
+}
+
+/// `log` with its data section (from its first data message on) `times` times over.
+fn repeat_data(log: &[u8], times: usize) -> Vec<u8> {
+    let mut at = ulog_recv::ulog::message::FILE_HEADER_LEN;
+    while at + 3 <= log.len() && log[at + 2] != ulog_recv::ulog::message::msg_type::DATA {
+        at += 3 + u16::from_le_bytes([log[at], log[at + 1]]) as usize;
+    }
+    let mut out = log[..at].to_vec();
+    for _ in 0..times {
+        out.extend_from_slice(&log[at..]);
+    }
+    out
 }
 
 /// One row of the table: `format`'s best time `t` for a log of `mb` MB, its output's `size`,

@@ -183,6 +183,25 @@ fn a_fleets_tables_reach_the_bucket_once_and_arrow_duckdb_spark_and_iceberg_read
         tables_before.len()
     );
 
+    // `ulog-recv uploads` says each session's tables are up.
+    let listing = common::procs::run_ok(&[
+        "uploads",
+        "--json",
+        "--log-dir",
+        &dir.join("logs").display().to_string(),
+    ]);
+    let reports: Vec<serde_json::Value> = listing
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), sessions.len(), "{listing}");
+    for r in &reports {
+        let tables = r["tables"].as_str().unwrap();
+        let (up, all) = tables.split_once('/').unwrap();
+        assert!(up == all && up != "0", "{r}");
+        assert_eq!(r["complete"], true, "{r}");
+    }
+
     // boto3: every session's tables are in the bucket once, as the session holds them.
     let found = garage.objects(&py, &format!("{PREFIX}/"));
     let objects = found["objects"].as_object().unwrap();

@@ -1,5 +1,6 @@
 //! `ulog-recv upload SESSION` (one session by hand, the daemon's way) and `ulog-recv uploads`
-//! (what each session has uploaded, has pending, fails on, and its Flight Review page).
+//! (what each session has uploaded, has pending, fails on, its Flight Review page and its
+//! tables).
 
 use std::path::Path;
 use std::time::Instant;
@@ -45,6 +46,8 @@ struct Report {
     in_progress: Option<String>,
     manifest_uploaded: bool,
     flight_review: Option<String>,
+    /// The flight's Parquet tables (`--upload-tables`): built, uploaded, or why not.
+    tables: Option<String>,
     failing: Option<String>,
     complete: bool,
 }
@@ -95,6 +98,18 @@ fn report(session: &Path) -> anyhow::Result<Report> {
                 format!("refused (HTTP {status}): {message}")
             }
         }),
+        tables: journal.tables.as_ref().map(|t| match &t.failed {
+            Some(why) => format!("not built: {why}"),
+            None => {
+                let up = (t.files.iter())
+                    .filter(|f| {
+                        matches!(journal.objects.get(&f.file),
+                            Some(ObjectRecord::Done { sha256, .. }) if *sha256 == f.sha256)
+                    })
+                    .count();
+                format!("{up}/{}", t.files.len())
+            }
+        }),
         failing: journal.failing.clone(),
         complete: session.join(UPLOADED_MARK).exists(),
     })
@@ -126,7 +141,7 @@ pub(crate) fn uploads(log_dir: &Path, json: bool) -> anyhow::Result<()> {
             "pending".to_string()
         };
         println!(
-            "{}  {state}  splits {}/{} ({:.1} MB){}{}{}",
+            "{}  {state}  splits {}/{} ({:.1} MB){}{}{}{}",
             r.session,
             r.splits_uploaded,
             r.splits_closed,
@@ -142,6 +157,9 @@ pub(crate) fn uploads(log_dir: &Path, json: bool) -> anyhow::Result<()> {
             r.flight_review
                 .as_ref()
                 .map_or(String::new(), |u| format!(", Flight Review: {u}")),
+            r.tables
+                .as_ref()
+                .map_or(String::new(), |t| format!(", tables {t}")),
         );
     }
     Ok(())
