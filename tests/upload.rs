@@ -119,7 +119,7 @@ fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_witho
     let creds = credentials(&dir, SECRET_KEY);
     let port = free_udp_port();
     let mut args = garage.upload_args("fleet", &creds);
-    args.extend(["--split-size".into(), "1M".into()]);
+    args.extend(["--split-size".into(), "1M".into(), "--upload-tables".into()]);
     let (mut d, lines) = daemon(&dir, port, &args);
     // About 6 MB of log at 160 KB/s: 40 s of streaming.
     let mut s = sim(port, 800, 230_000);
@@ -174,6 +174,27 @@ fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_witho
     assert!(keys.last().unwrap().ends_with("manifest.json"), "{keys:?}");
     assert!(found["open_multipart"].as_array().unwrap().is_empty());
     assert!(session.join("uploaded").exists());
+    // The flight's tables went after every split, once each, and the manifest lists them.
+    let tables: Vec<&String> = keys.iter().filter(|k| k.contains("/parquet/v1/")).collect();
+    let last_split = keys.iter().rposition(|k| k.ends_with(".ulg")).unwrap();
+    let first_table = keys
+        .iter()
+        .position(|k| k.contains("/parquet/v1/"))
+        .unwrap();
+    assert!(last_split < first_table, "{keys:?}");
+    let listed: Vec<&String> = manifest["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .map(|k| tables.iter().copied().find(|t| *t == k).expect(k))
+        .collect();
+    assert_eq!(listed.len(), tables.len(), "{keys:?}");
+    let in_bucket = garage.objects(&py, "fleet/parquet/");
+    assert_eq!(
+        in_bucket["objects"].as_object().unwrap().len(),
+        tables.len()
+    );
 
     // `ulog-recv uploads` says so.
     let out = Command::new(common::procs::BIN)
@@ -187,6 +208,10 @@ fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_witho
             "{name}  uploaded  splits {n}/{n}",
             n = splits.len()
         )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(", tables {n}/{n}", n = tables.len())),
         "{text}"
     );
 }
