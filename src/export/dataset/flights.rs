@@ -32,7 +32,7 @@ use arrow_array::{
     ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch,
     StringArray,
 };
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_schema::{Field, Schema};
 
 use super::columns::flight_fields;
 use super::table::{FlightIdentity, TableError, flight_arrays};
@@ -173,10 +173,6 @@ pub(crate) struct FlightStats {
     home: Option<(f64, f64)>,
     min_voltage: Option<f64>,
     min_remaining: Option<f64>,
-    /// Whether the log has the topic at all (its column is then not null).
-    has_battery: bool,
-    has_local: bool,
-    has_global: bool,
     errors: u64,
     warnings: u64,
     dropouts: u64,
@@ -206,7 +202,6 @@ impl FlightStats {
                 }
             }
             Watched::Battery { voltage, remaining } => {
-                self.has_battery = true;
                 keep(
                     &mut self.min_voltage,
                     read(voltage, data).filter(|v| *v > 0.0),
@@ -219,11 +214,9 @@ impl FlightStats {
                 );
             }
             Watched::GlobalPosition { alt } => {
-                self.has_global = true;
                 keep(&mut self.max_altitude, read(alt, data), true);
             }
             Watched::LocalPosition { x, y, z } => {
-                self.has_local = true;
                 keep(&mut self.max_height, read(z, data).map(|z| -z), true);
                 if let (Some((hx, hy)), Some(x), Some(y)) =
                     (self.home, read(x, data), read(y, data))
@@ -265,6 +258,42 @@ impl FlightStats {
             _ => 0,
         };
         Some(self.armed_us + tail)
+    }
+}
+
+/// A one-row table being built, column by column (every value column nullable: a flight
+/// without the topic has none).
+struct Row {
+    fields: Vec<Field>,
+    arrays: Vec<ArrayRef>,
+}
+
+impl Row {
+    fn push(&mut self, name: &str, array: ArrayRef) {
+        self.fields
+            .push(Field::new(name, array.data_type().clone(), true));
+        self.arrays.push(array);
+    }
+
+    fn text(&mut self, name: &str, v: Option<String>) {
+        self.push(name, Arc::new(StringArray::from(vec![v])));
+    }
+
+    fn float(&mut self, name: &str, v: Option<f64>) {
+        self.push(name, Arc::new(Float64Array::from(vec![v])));
+    }
+
+    fn int32(&mut self, name: &str, v: Option<i32>) {
+        self.push(name, Arc::new(Int32Array::from(vec![v])));
+    }
+
+    fn int64(&mut self, name: &str, v: Option<i64>) {
+        self.push(name, Arc::new(Int64Array::from(vec![v])));
+    }
+
+    fn time(&mut self, name: &str, v: Option<i64>) {
+        let utc = PrimitiveArray::<TimestampMicrosecondType>::from(vec![v]).with_timezone("UTC");
+        self.push(name, Arc::new(utc));
     }
 }
 
@@ -318,150 +347,47 @@ pub(crate) fn flights(
         .and_then(|r| r.parse::<u32>().ok())
         .map(release_text);
     let seconds = |us: Option<u64>| us.map(|us| us as f64 / 1e6);
-    let count = |n: u64| n as i64;
-
-    let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-    let mut fields = flight_fields();
-    let mut arrays = flight_arrays(id, 1);
-    let mut column = |name: &str, ty: DataType, nullable: bool, array: ArrayRef| {
-        fields.push(Field::new(name, ty, nullable));
-        arrays.push(array);
-    };
-    let text = |v: Option<String>| -> ArrayRef { Arc::new(StringArray::from(vec![v])) };
-    let float = |v: Option<f64>| -> ArrayRef { Arc::new(Float64Array::from(vec![v])) };
-    let int32 = |v: Option<i32>| -> ArrayRef { Arc::new(Int32Array::from(vec![v])) };
-    let int64 = |v: Option<i64>| -> ArrayRef { Arc::new(Int64Array::from(vec![v])) };
-    let time = |v: Option<i64>| -> ArrayRef {
-        Arc::new(PrimitiveArray::<TimestampMicrosecondType>::from(vec![v]).with_timezone("UTC"))
-    };
-    column("system_id", DataType::Int32, true, int32(system_id));
-    column("start_utc", utc.clone(), true, time(start.map(|s| s.0)));
-    column("end_utc", utc, true, time(end));
-    column(
-        "utc_source",
-        DataType::Utf8,
-        true,
-        text(start.map(|s| s.1.to_owned())),
-    );
     let us = |v: Option<u64>| v.map(|v| v as i64);
-    column("log_start_us", DataType::Int64, true, int64(us(start_us)));
-    column(
-        "log_end_us",
-        DataType::Int64,
-        true,
-        int64(us(stats.last_us)),
-    );
-    column(
-        "duration_s",
-        DataType::Float64,
-        true,
-        float(seconds(duration_us)),
-    );
-    column("sys_name", DataType::Utf8, true, text(info("sys_name")));
-    column("ver_hw", DataType::Utf8, true, text(info("ver_hw")));
-    column("ver_sw", DataType::Utf8, true, text(info("ver_sw")));
-    column("ver_sw_release", DataType::Utf8, true, text(release));
-    column(
-        "airframe",
-        DataType::Int32,
-        true,
-        int32(param("SYS_AUTOSTART")),
-    );
-    column("mav_type", DataType::Int32, true, int32(mav_type));
-    column("vehicle_type", DataType::Utf8, true, text(vehicle_type));
-    column(
-        "armed_s",
-        DataType::Float64,
-        true,
-        float(seconds(stats.armed_us())),
-    );
-    column(
+    let count = |n: u64| Some(n as i64);
+
+    let mut row = Row {
+        fields: flight_fields(),
+        arrays: flight_arrays(id, 1),
+    };
+    row.int32("system_id", system_id);
+    row.time("start_utc", start.map(|s| s.0));
+    row.time("end_utc", end);
+    row.text("utc_source", start.map(|s| s.1.to_owned()));
+    row.int64("log_start_us", us(start_us));
+    row.int64("log_end_us", us(stats.last_us));
+    row.float("duration_s", seconds(duration_us));
+    row.text("sys_name", info("sys_name"));
+    row.text("ver_hw", info("ver_hw"));
+    row.text("ver_sw", info("ver_sw"));
+    row.text("ver_sw_release", release);
+    row.int32("airframe", param("SYS_AUTOSTART"));
+    row.int32("mav_type", mav_type);
+    row.text("vehicle_type", vehicle_type);
+    row.float("armed_s", seconds(stats.armed_us()));
+    row.push(
         "failsafe",
-        DataType::Boolean,
-        true,
         Arc::new(BooleanArray::from(vec![stats.failsafe])),
     );
-    let when = |has: bool, v: Option<f64>| v.filter(|_| has);
-    column(
-        "max_altitude_m",
-        DataType::Float64,
-        true,
-        float(when(stats.has_global, stats.max_altitude)),
-    );
-    column(
-        "max_height_m",
-        DataType::Float64,
-        true,
-        float(when(stats.has_local, stats.max_height)),
-    );
-    column(
-        "max_distance_m",
-        DataType::Float64,
-        true,
-        float(when(stats.has_local, stats.max_distance)),
-    );
-    column(
-        "min_battery_v",
-        DataType::Float64,
-        true,
-        float(when(stats.has_battery, stats.min_voltage)),
-    );
-    column(
-        "min_battery_remaining",
-        DataType::Float64,
-        true,
-        float(when(stats.has_battery, stats.min_remaining)),
-    );
-    column(
-        "errors",
-        DataType::Int64,
-        false,
-        int64(Some(count(stats.errors))),
-    );
-    column(
-        "warnings",
-        DataType::Int64,
-        false,
-        int64(Some(count(stats.warnings))),
-    );
-    column(
-        "dropouts",
-        DataType::Int64,
-        false,
-        int64(Some(count(stats.dropouts))),
-    );
-    column(
-        "dropout_ms",
-        DataType::Int64,
-        false,
-        int64(Some(count(stats.dropout_ms))),
-    );
-    column(
-        "dropouts_received",
-        DataType::Int64,
-        true,
-        int64(facts.dropouts_received.map(count)),
-    );
-    column(
-        "unfilled_dropouts",
-        DataType::Int64,
-        true,
-        int64(facts.unfilled_dropouts.map(count)),
-    );
+    row.float("max_altitude_m", stats.max_altitude);
+    row.float("max_height_m", stats.max_height);
+    row.float("max_distance_m", stats.max_distance);
+    row.float("min_battery_v", stats.min_voltage);
+    row.float("min_battery_remaining", stats.min_remaining);
+    row.int64("errors", count(stats.errors));
+    row.int64("warnings", count(stats.warnings));
+    row.int64("dropouts", count(stats.dropouts));
+    row.int64("dropout_ms", count(stats.dropout_ms));
+    row.int64("dropouts_received", facts.dropouts_received.and_then(count));
+    row.int64("unfilled_dropouts", facts.unfilled_dropouts.and_then(count));
     let mut keys = ListBuilder::new(StringBuilder::new());
     keys.append_value(facts.ulg_keys.iter().map(Some));
-    let keys = keys.finish();
-    column(
-        "ulg_keys",
-        arrow_array::Array::data_type(&keys).clone(),
-        true,
-        Arc::new(keys),
-    );
-    column(
-        "flight_review_url",
-        DataType::Utf8,
-        true,
-        text(facts.flight_review_url.clone()),
-    );
+    row.push("ulg_keys", Arc::new(keys.finish()));
+    row.text("flight_review_url", facts.flight_review_url.clone());
+    let Row { fields, arrays } = row;
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }
