@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::procs::{files_under, fresh_dir, run_ok};
-use common::{all_logs, json_output, venv_python};
+use common::{all_logs, json_output, text_output, venv_python};
 use serde_json::Value as Json;
 
 fn project() -> PathBuf {
@@ -38,17 +38,7 @@ fn shared_log(name: &str) -> Option<PathBuf> {
 
 /// What the Python `script` prints, given `args`; fails the test when it fails.
 fn python(py: &Path, script: &str, args: &[&Path]) -> String {
-    let out = Command::new(py)
-        .args(["-c", script])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    text_output(Command::new(py).args(["-c", script]).args(args))
 }
 
 /// pyarrow's reading of the dataset at `root`, held against `expected` (pyulog's dump).

@@ -112,17 +112,11 @@ fn export(input: &Path, output: &Path) {
 }
 
 fn python(py: &Path, script: &str, args: &[&Path]) -> Json {
-    let out = Command::new(py)
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(script))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json_output(
+        Command::new(py)
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(script))
+            .args(args),
+    )
 }
 
 /// The session exported as one log (into `dir`) opens in pyulog and holds the original's

@@ -42,19 +42,14 @@ fn pyulog_counts(py: &Path, file: &Path, from: u64, to: u64) -> BTreeMap<String,
         n = int(((ts >= f) & (ts <= t)).sum())\n    \
         if n:\n        out[f'{d.name}/{d.multi_id}'] = out.get(f'{d.name}/{d.multi_id}', 0) + n\n\
         print(json.dumps(out))";
-    let out = std::process::Command::new(py)
-        .args(["-c", script])
-        .arg(file)
-        .arg(from.to_string())
-        .arg(to.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let counts = common::json_output(
+        std::process::Command::new(py)
+            .args(["-c", script])
+            .arg(file)
+            .arg(from.to_string())
+            .arg(to.to_string()),
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_value(counts).unwrap()
 }
 
 #[test]

@@ -652,9 +652,9 @@ pub fn store_session(
     store.end_log().unwrap().unwrap()
 }
 
-/// Runs `command` (a cross-check script) to its end; asserts it succeeded (its output says
-/// why not) and parses its standard output as one JSON value.
-pub fn json_output(command: &mut std::process::Command) -> Json {
+/// Runs `command` (a cross-check script, a command of ours) to its end; asserts it succeeded
+/// (its output says why not) and returns its standard output.
+pub fn text_output(command: &mut std::process::Command) -> String {
     let out = command.output().unwrap();
     assert!(
         out.status.success(),
@@ -662,11 +662,12 @@ pub fn json_output(command: &mut std::process::Command) -> Json {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{command:?} printed no JSON ({e}): {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// [`text_output`], parsed as one JSON value.
+pub fn json_output(command: &mut std::process::Command) -> Json {
+    let text = text_output(command);
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{command:?} printed no JSON ({e}): {text}"))
 }
