@@ -8,7 +8,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::store::manifest::sync_dir;
-use crate::sys::os::{device_of, sync_filesystem};
 
 /// An output file being written. Write through [`OutputFile::file`] (`&File` is a writer).
 #[derive(Debug)]
@@ -53,29 +52,27 @@ impl OutputFile {
         sync_dir(dir)
     }
 
-    /// Commits `outputs` together: their data made durable by one sync of their filesystem,
-    /// then each renamed to its final name, then the renames made durable by another. Two
-    /// syncs in all, where committing each takes two per file (a dataset's dozens of small
-    /// tables). Outputs on different filesystems are committed one by one.
+    /// Commits `outputs` together: each file synced, then all renamed to their final names,
+    /// then each of their directories synced once: none appears before all are whole. Syncs are per file, never of the whole filesystem: another writer's data on
+    /// the same card (a camera's video) is not waited for.
     pub fn commit_all(outputs: Vec<OutputFile>) -> io::Result<()> {
-        let Some(first) = outputs.first() else {
-            return Ok(());
-        };
-        let anchor = first.file().try_clone()?;
-        let device = device_of(&anchor)?;
-        let mut same = true;
         for out in &outputs {
-            same &= device_of(out.file())? == device;
+            out.file().sync_all()?;
         }
-        if !same {
-            return outputs.into_iter().try_for_each(OutputFile::commit);
-        }
-        sync_filesystem(&anchor)?;
+        let mut dirs = std::collections::BTreeSet::new();
         for mut out in outputs {
             drop(out.file.take());
             std::fs::rename(&out.temporary, &out.path)?;
+            dirs.insert(out.path.parent().map(Path::to_owned).unwrap_or_default());
         }
-        sync_filesystem(&anchor)
+        for dir in dirs {
+            sync_dir(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                &dir
+            })?;
+        }
+        Ok(())
     }
 }
 

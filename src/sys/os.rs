@@ -1,7 +1,6 @@
 //! The few operating-system calls the daemon makes beyond std and tokio, in one place, through
 //! `rustix` (no `unsafe`): lowering a thread's priority, the free space of a filesystem,
-//! syncing a whole filesystem, forcing a socket's receive buffer past the kernel's cap, and
-//! capping a send buffer.
+//! forcing a socket's receive buffer past the kernel's cap, and capping a send buffer.
 
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -25,18 +24,6 @@ pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
 /// `SO_RCVBUFFORCE`: a receive buffer of `bytes` past `net.core.rmem_max`, for a process with
 /// `CAP_NET_ADMIN` (root, or a unit that grants it). Without the capability it fails, and the
 /// caller keeps what it got.
-/// Makes everything written to the filesystem that holds `file` durable, in one call
-/// (`syncfs`): many files' data, or many renames, for the cost of one sync.
-pub fn sync_filesystem(file: impl AsFd) -> std::io::Result<()> {
-    rustix::fs::syncfs(file)?;
-    Ok(())
-}
-
-/// The device of the filesystem that holds `file`.
-pub fn device_of(file: impl AsFd) -> std::io::Result<u64> {
-    Ok(rustix::fs::fstat(file)?.st_dev)
-}
-
 pub fn force_recv_buffer(socket: impl AsFd, bytes: usize) -> std::io::Result<()> {
     rustix::net::sockopt::set_socket_recv_buffer_size_force(socket, bytes)?;
     Ok(())

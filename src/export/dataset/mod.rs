@@ -251,7 +251,7 @@ pub fn write_dataset(
         }
     }
     let mut written = Vec::with_capacity(sink.tables.len());
-    // Committed together at the end: two syncs for the whole dataset.
+    // Committed together at the end: none of the flight's tables appears before all are whole.
     let mut outputs = Vec::new();
     for open in sink.tables {
         let mut kv = flight_metadata.clone();
