@@ -2,7 +2,7 @@
 //! (how long, how high, how far, the battery's lowest, errors, failsafes, dropouts, where its
 //! logs are).
 //!
-//! [`FlightStats`] follows the topics it needs as their samples pass on their way to the
+//! `FlightStats` follows the topics it needs as their samples pass on their way to the
 //! topic tables (no second read of the log), by field name, so any PX4 version's formats do:
 //!
 //! | column | from |
