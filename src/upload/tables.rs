@@ -17,9 +17,8 @@ use crate::export::dataset::{FlightFacts, TableWritten, flight_identity, write_d
 use crate::export::{ExportError, ExportOptions};
 use crate::store::files::read_manifest;
 use crate::store::manifest::hex;
-use crate::upload::plan::{FlightReviewRecord, ObjectRecord, TableEntry, TablesRecord};
+use crate::upload::plan::{FlightReviewRecord, Journal, ObjectRecord, TableEntry, TablesRecord};
 use crate::upload::s3::{Bucket, UploadError};
-use crate::upload::uploader::load_journal;
 
 /// The folder of a session the tables are built in: a name no column can take (column names
 /// have no `.`), since each build starts by removing it.
@@ -59,14 +58,14 @@ impl From<ExportError> for TablesError {
 }
 
 /// What the receiver knows of the flight in `input` beyond its log, for the `flights` table:
-/// its session's manifest, and the keys and Flight Review page its journal records. Nothing
-/// for a `.ulg` that is not a session.
-pub fn flight_facts(input: &Path) -> FlightFacts {
+/// its session's manifest, and the keys and Flight Review page its upload `journal` records.
+/// Nothing for a `.ulg` that is not a session.
+pub fn flight_facts(input: &Path, journal: Option<&Journal>) -> FlightFacts {
     let Ok(manifest) = read_manifest(input) else {
         return FlightFacts::default();
     };
     let mut facts = FlightFacts::from_manifest(&manifest);
-    if let Ok(Some(journal)) = load_journal(input) {
+    if let Some(journal) = journal {
         facts.ulg_keys = (journal.objects.iter())
             .filter(|(file, _)| file.ends_with(".ulg"))
             .filter_map(|(_, record)| match record {
@@ -74,8 +73,8 @@ pub fn flight_facts(input: &Path) -> FlightFacts {
                 ObjectRecord::Multipart { .. } => None,
             })
             .collect();
-        if let Some(FlightReviewRecord::Done { url }) = journal.flight_review {
-            facts.flight_review_url = Some(url);
+        if let Some(FlightReviewRecord::Done { url }) = &journal.flight_review {
+            facts.flight_review_url = Some(url.clone());
         }
     }
     facts
@@ -86,12 +85,12 @@ pub fn flight_facts(input: &Path) -> FlightFacts {
 fn write_tables(
     input: &Path,
     options: &ExportOptions,
+    facts: &FlightFacts,
     dir: &Path,
 ) -> Result<Vec<(TableWritten, String)>, TablesError> {
     let flight = crate::export::flight::open(input, options)?;
     let identity = flight_identity(input, flight.as_ref())?;
-    let facts = flight_facts(input);
-    let written = write_dataset(flight.as_ref(), options, identity, &facts, dir)?;
+    let written = write_dataset(flight.as_ref(), options, identity, facts, dir)?;
     written
         .into_iter()
         .map(|table| {
@@ -112,8 +111,13 @@ fn under(prefix: &str, key: String) -> String {
 }
 
 /// Builds the tables of `session` afresh in its [`TABLES_DIR`] (what an earlier build left is
-/// removed first), each file keyed `bucket_prefix/` + its dataset key.
-pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord, TablesError> {
+/// removed first), each file keyed `bucket_prefix/` + its dataset key; `journal` is the
+/// session's, for what `flights` says of its uploads.
+pub fn build_tables(
+    session: &Path,
+    bucket_prefix: &str,
+    journal: &Journal,
+) -> Result<TablesRecord, TablesError> {
     let dir = session.join(TABLES_DIR);
     let disk = |source| TablesError::Disk {
         path: dir.clone(),
@@ -124,7 +128,8 @@ pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord,
         _ => {}
     }
     let manifest = read_manifest(session).map_err(disk)?;
-    let written = write_tables(session, &ExportOptions::default(), &dir)?;
+    let facts = flight_facts(session, Some(journal));
+    let written = write_tables(session, &ExportOptions::default(), &facts, &dir)?;
     let files = written
         .into_iter()
         .map(|(table, sha256)| TableEntry {
@@ -145,10 +150,11 @@ pub fn build_tables(session: &Path, bucket_prefix: &str) -> Result<TablesRecord,
 /// `bucket` (`export --dataset s3://BUCKET/PREFIX`): built in `staging` (a private folder,
 /// removed after), then each file uploaded to the bucket's prefix + its key, as the
 /// uploader does. The keys are deterministic: exported again, the same objects are replaced.
-/// Returns the keys and rows of each table.
+/// Returns the keys and rows of each table. `facts`: what `flights` says beyond the log.
 pub async fn export_to_bucket(
     input: &Path,
     options: &ExportOptions,
+    facts: &FlightFacts,
     bucket: &Bucket,
     staging: &Path,
 ) -> Result<Vec<(String, u64)>, BucketExportError> {
@@ -164,7 +170,7 @@ pub async fn export_to_bucket(
         .map_err(disk)?;
     let result = async {
         let mut keys = Vec::new();
-        for (table, sha256) in write_tables(input, options, staging)? {
+        for (table, sha256) in write_tables(input, options, facts, staging)? {
             let path = staging.join(&table.key);
             let key = under(bucket.prefix(), table.key);
             let no_pace = |_, _| std::future::ready(());

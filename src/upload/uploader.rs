@@ -429,7 +429,9 @@ impl Worker {
             None => {
                 let stored = !storage || journal.storage_complete(&manifest);
                 let reviewed = !flight_review || journal.flight_review.is_some();
-                let tabled = !self.tables || journal.tables_complete(&manifest);
+                // A session with no closed split has no flight to make tables of.
+                let no_flight = manifest.all_splits().all(|s| !s.closed);
+                let tabled = !self.tables || no_flight || journal.tables_complete(&manifest);
                 if manifest.closed && stored && reviewed && tabled {
                     if !session.join(UPLOADED_MARK).exists() {
                         write_file_durably(session, UPLOADED_MARK, b"").map_err(io)?;
@@ -524,9 +526,11 @@ impl Worker {
             Step::BuildTables => {
                 let bucket = self.bucket.as_ref().expect("tables need a bucket");
                 let (dir, prefix) = (session.to_owned(), bucket.prefix().to_owned());
-                let built = tokio::task::spawn_blocking(move || build_tables(&dir, &prefix))
-                    .await
-                    .map_err(|e| io(std::io::Error::other(e)))?;
+                let so_far = journal.clone();
+                let built =
+                    tokio::task::spawn_blocking(move || build_tables(&dir, &prefix, &so_far))
+                        .await
+                        .map_err(|e| io(std::io::Error::other(e)))?;
                 let record = match built {
                     Ok(record) => record,
                     Err(e) if e.is_transient() => return Err(e.into()),

@@ -382,7 +382,7 @@ fn export_dataset(
     let flight = flight.as_ref();
     let identity = ulog_recv::export::dataset::flight_identity(input, flight)
         .with_context(|| format!("cannot read {}", input.display()))?;
-    let facts = ulog_recv::upload::tables::flight_facts(input);
+    let facts = flight_facts(input);
     let tables = ulog_recv::export::dataset::write_dataset(flight, options, identity, &facts, root)
         .with_context(|| format!("cannot export to {}", root.display()))?;
     let rows: u64 = tables.iter().map(|t| t.rows).sum();
@@ -391,6 +391,15 @@ fn export_dataset(
     }
     println!("{}: {} tables, {rows} rows", root.display(), tables.len());
     Ok(())
+}
+
+/// What the `flights` table says of `input` beyond its log: its session's manifest and
+/// uploads (`upload.json`), if it is a session.
+fn flight_facts(input: &std::path::Path) -> ulog_recv::export::dataset::FlightFacts {
+    let journal = ulog_recv::upload::uploader::load_journal(input)
+        .ok()
+        .flatten();
+    ulog_recv::upload::tables::flight_facts(input, journal.as_ref())
 }
 
 /// `ulog-recv export --dataset s3://BUCKET/PREFIX`: the flight's tables into the bucket.
@@ -404,7 +413,11 @@ fn export_dataset_to_bucket(
     let staging = std::env::temp_dir().join(format!("ulog-recv-tables-{}", std::process::id()));
     let tables = runtime()?
         .block_on(ulog_recv::upload::tables::export_to_bucket(
-            input, options, &bucket, &staging,
+            input,
+            options,
+            &flight_facts(input),
+            &bucket,
+            &staging,
         ))
         .with_context(|| format!("cannot export {} to {}", input.display(), s3.url))?;
     let rows: u64 = tables.iter().map(|t| t.1).sum();
