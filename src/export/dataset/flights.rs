@@ -221,7 +221,13 @@ impl FlightStats {
                 if let (Some((hx, hy)), Some(x), Some(y)) =
                     (self.home, read(x, data), read(y, data))
                 {
-                    keep(&mut self.max_distance, Some((x - hx).hypot(y - hy)), true);
+                    // Not `hypot`: glibc's is newer than the packages' floor (2.34).
+                    let (dx, dy) = (x - hx, y - hy);
+                    keep(
+                        &mut self.max_distance,
+                        Some((dx * dx + dy * dy).sqrt()),
+                        true,
+                    );
                 }
             }
             Watched::Home { x, y } => {
