@@ -170,7 +170,8 @@ pub struct TablesRecord {
     pub failed: Option<String>,
 }
 
-/// One table file: its path in the session, its key in the bucket, its SHA-256.
+/// One file to upload (a table, or a split): its path in the session, its key in the bucket,
+/// its SHA-256.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableEntry {
     pub file: String,

@@ -23,7 +23,9 @@ use crate::store::files::{
 };
 use crate::upload::flight_review::{FlightReview, FlightReviewError, FlightReviewOptions};
 use crate::upload::pace::{Backoff, Pacer};
-use crate::upload::plan::{FlightReviewRecord, JOURNAL, Journal, Step, TablesRecord, next_step};
+use crate::upload::plan::{
+    FlightReviewRecord, JOURNAL, Journal, Step, TableEntry, TablesRecord, next_step,
+};
 use crate::upload::s3::{Bucket, S3ConfigError, S3Options, UploadError};
 use crate::upload::tables::{TablesError, build_tables};
 
@@ -451,25 +453,8 @@ impl Worker {
             Step::Split { file, sha256 } => {
                 let bucket = self.bucket.as_ref().expect("storage steps need a bucket");
                 let key = journal.key(&file);
-                let record = journal.objects.get(&file).cloned();
-                let path = session.join(&file);
-                let mut checkpoint_journal = journal.clone();
-                let record = bucket
-                    .upload_file(&path, &key, &sha256, record, pace, |r| {
-                        checkpoint_journal.objects.insert(file.clone(), r.clone());
-                        save_journal(session, &checkpoint_journal).map_err(|source| {
-                            UploadError::Local {
-                                path: session.join(JOURNAL),
-                                source,
-                            }
-                        })
-                    })
-                    .await?;
-                let size = record.size();
-                self.status.lock().expect("status lock").bytes += size;
-                journal.objects.insert(file.clone(), record);
-                tracing::info!(key, bytes = size, "uploaded");
-                format!("{file} → {key}")
+                let object = TableEntry { file, key, sha256 };
+                upload_object(bucket, &self.status, session, &mut journal, &object, pace).await?
             }
             Step::Manifest {
                 closed_splits,
@@ -552,32 +537,7 @@ impl Worker {
             }
             Step::Table(entry) => {
                 let bucket = self.bucket.as_ref().expect("tables need a bucket");
-                let record = journal.objects.get(&entry.file).cloned();
-                let mut checkpoint_journal = journal.clone();
-                let record = bucket
-                    .upload_file(
-                        &session.join(&entry.file),
-                        &entry.key,
-                        &entry.sha256,
-                        record,
-                        pace,
-                        |r| {
-                            checkpoint_journal
-                                .objects
-                                .insert(entry.file.clone(), r.clone());
-                            save_journal(session, &checkpoint_journal).map_err(|source| {
-                                UploadError::Local {
-                                    path: session.join(JOURNAL),
-                                    source,
-                                }
-                            })
-                        },
-                    )
-                    .await?;
-                self.status.lock().expect("status lock").bytes += record.size();
-                journal.objects.insert(entry.file.clone(), record);
-                tracing::info!(key = entry.key, "uploaded");
-                format!("{} → {}", entry.file, entry.key)
+                upload_object(bucket, &self.status, session, &mut journal, &entry, pace).await?
             }
             Step::ListTables => {
                 let tables = journal.tables.as_mut().expect("listed tables were built");
@@ -614,6 +574,40 @@ impl Worker {
             .collect::<Vec<_>>()
             .join("/")
     }
+}
+
+/// Uploads `object.file` of `session` to `object.key` (its content hashing to
+/// `object.sha256`), resuming what `journal` records of it and saving the journal after each
+/// part; returns what was done, for the progress line.
+async fn upload_object<P, F>(
+    bucket: &Bucket,
+    status: &Mutex<UploadStatus>,
+    session: &Path,
+    journal: &mut Journal,
+    object: &TableEntry,
+    pace: P,
+) -> Result<String, UploadError>
+where
+    P: FnMut(u64, Instant) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    let TableEntry { file, key, sha256 } = object;
+    let record = journal.objects.get(file).cloned();
+    let mut checkpoint_journal = journal.clone();
+    let record = bucket
+        .upload_file(&session.join(file), key, sha256, record, pace, |r| {
+            checkpoint_journal.objects.insert(file.clone(), r.clone());
+            save_journal(session, &checkpoint_journal).map_err(|source| UploadError::Local {
+                path: session.join(JOURNAL),
+                source,
+            })
+        })
+        .await?;
+    let size = record.size();
+    status.lock().expect("status lock").bytes += size;
+    journal.objects.insert(file.clone(), record);
+    tracing::info!(key, bytes = size, "uploaded");
+    Ok(format!("{file} → {key}"))
 }
 
 /// Flight Review's description of a session's flight.
