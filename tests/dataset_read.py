@@ -69,6 +69,28 @@ def same(ours, theirs, ty):
     return ours == theirs
 
 
+# Bytes a value takes stored plain, by Arrow type (strings: the writer's guess).
+PLAIN_WIDTH = {"int32": 4, "int64": 8, "float": 4, "double": 8, "bool": 1, "date32[day]": 4,
+               "timestamp[us, tz=UTC]": 8, "string": 16}
+
+
+def compression_problems(topic, metadata, schema):
+    """The documented rule, chunk by chunk of the first row group: the flight's columns
+    uncompressed; any other zstd when its rows times its plain width reach 256 bytes,
+    uncompressed below."""
+    problems = []
+    group = metadata.row_group(0)
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        name = chunk.path_in_schema
+        plain = group.num_rows * PLAIN_WIDTH[str(schema.field(name).type)]
+        want = ("UNCOMPRESSED" if name in IDENTITY[:4] or plain < 256 else "ZSTD")
+        if chunk.compression != want:
+            problems.append(f"{topic}.{name}: {chunk.compression}, not {want} "
+                            f"({group.num_rows} rows, {plain} bytes plain)")
+    return problems
+
+
 def main():
     root, expected_path = sys.argv[1], sys.argv[2]
     expected = load_python_json(expected_path)
@@ -98,6 +120,7 @@ def main():
             errors.append(f"{topic}: metadata ulog.topic is {meta.get('ulog.topic')!r}")
         if not meta.get("ulog.format", "").startswith(f"{topic}:"):
             errors.append(f"{topic}: metadata ulog.format does not start with its format")
+        errors += compression_problems(topic, pq.read_metadata(files[0]), schema)
         names = schema.names
         if names[:len(IDENTITY)] != IDENTITY:
             errors.append(f"{topic}: columns start {names[:len(IDENTITY)]}, not {IDENTITY}")

@@ -2,10 +2,17 @@
 //! its final one, synced, then renamed over it, so that neither a reader nor a power cut
 //! ever finds part of it under the final name. Dropped before [`OutputFile::commit`], the
 //! temporary file is removed.
+//!
+//! [`Filer`] does the same for a set of files committed together, on a thread of its own:
+//! making folders, creating, filling and syncing files are waits on the filesystem that the
+//! caller's encoding of the next file need not take.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use crate::store::manifest::sync_dir;
 
@@ -59,6 +66,12 @@ impl OutputFile {
         for out in &outputs {
             out.file().sync_all()?;
         }
+        Self::rename_synced(outputs)
+    }
+
+    /// Renames `outputs`, each already synced, to their final names, then syncs each of
+    /// their directories once.
+    fn rename_synced(outputs: Vec<OutputFile>) -> io::Result<()> {
         let mut dirs = std::collections::BTreeSet::new();
         for mut out in outputs {
             drop(out.file.take());
@@ -73,6 +86,225 @@ impl OutputFile {
             })?;
         }
         Ok(())
+    }
+}
+
+/// Output files made, filled and synced off the caller's thread, then committed together (as
+/// [`OutputFile::commit_all`] does) by [`Filer::commit`]. A thread makes folders and writes
+/// files; [`Filer::SYNCERS`] threads sync them, so that the syncs of many small files wait
+/// for the storage together rather than one after the other (the block layer merges their
+/// flushes). The caller hands work over and goes on; at most [`Filer::QUEUE`] handovers
+/// wait, so that the bytes waiting stay bounded. The first error stops the work and is
+/// returned by the next call. Dropped uncommitted (or failed), no file appears under its
+/// final name and the temporaries are removed.
+#[derive(Debug)]
+pub struct Filer {
+    jobs: Option<SyncSender<FilerJob>>,
+    writer: Option<JoinHandle<io::Result<()>>>,
+    syncers: Vec<JoinHandle<io::Result<()>>>,
+    synced: Arc<Mutex<Vec<OutputFile>>>,
+}
+
+/// A handover to the [`Filer`]'s thread.
+#[derive(Debug)]
+enum FilerJob {
+    Folder(PathBuf),
+    Bytes(PathBuf, Vec<u8>),
+    Sync(OutputFile),
+}
+
+impl Filer {
+    /// Handovers that may wait for the thread before the caller waits too.
+    pub const QUEUE: usize = 4;
+
+    /// Threads syncing files (and, at the commit, folders) at once.
+    pub const SYNCERS: usize = 4;
+
+    /// Starts the threads.
+    pub fn spawn() -> io::Result<Self> {
+        let (jobs, queue) = sync_channel(Self::QUEUE);
+        let (to_sync, unsynced) = sync_channel::<OutputFile>(Self::SYNCERS);
+        let unsynced = Arc::new(Mutex::new(unsynced));
+        let synced = Arc::new(Mutex::new(Vec::new()));
+        let mut filer = Self {
+            jobs: Some(jobs),
+            writer: None,
+            syncers: Vec::new(),
+            synced: synced.clone(),
+        };
+        for k in 0..Self::SYNCERS {
+            let (unsynced, synced) = (unsynced.clone(), synced.clone());
+            let syncer = std::thread::Builder::new()
+                .name(format!("filer-sync-{k}"))
+                .spawn(move || Self::sync_each(&unsynced, &synced))?;
+            filer.syncers.push(syncer);
+        }
+        let writer = std::thread::Builder::new()
+            .name("filer".into())
+            .spawn(move || Self::write_each(queue, to_sync))?;
+        filer.writer = Some(writer);
+        Ok(filer)
+    }
+
+    /// Makes `dir` and its parents (soon: a later [`Filer::write`] under it finds it made).
+    pub fn make_folder(&mut self, dir: PathBuf) -> io::Result<()> {
+        self.hand_over(FilerJob::Folder(dir))
+    }
+
+    /// Writes `bytes` as the output file `path` (its folders made if need be) and syncs it.
+    pub fn write(&mut self, path: PathBuf, bytes: Vec<u8>) -> io::Result<()> {
+        self.hand_over(FilerJob::Bytes(path, bytes))
+    }
+
+    /// Syncs `out`, written by the caller, to be committed with the rest.
+    pub fn sync(&mut self, out: OutputFile) -> io::Result<()> {
+        self.hand_over(FilerJob::Sync(out))
+    }
+
+    /// Waits for every handover, then renames all the files to their final names and syncs
+    /// their folders: none appears before all are whole.
+    pub fn commit(mut self) -> io::Result<()> {
+        self.join()?;
+        let outputs = std::mem::take(&mut *lock(&self.synced));
+        let mut dirs = std::collections::BTreeSet::new();
+        for mut out in outputs {
+            drop(out.file.take());
+            std::fs::rename(&out.temporary, &out.path)?;
+            dirs.insert(out.path.parent().map(Path::to_owned).unwrap_or_default());
+        }
+        let dirs: Vec<_> = dirs.into_iter().collect();
+        each_at_once(&dirs, Self::SYNCERS, |dir| {
+            sync_dir(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            })
+        })
+    }
+
+    fn hand_over(&mut self, job: FilerJob) -> io::Result<()> {
+        let sent = match &self.jobs {
+            Some(jobs) => jobs.send(job).is_ok(),
+            None => false,
+        };
+        match sent {
+            true => Ok(()),
+            // The threads stopped at an error: that error.
+            false => self
+                .join()
+                .and(Err(io::Error::other("the filer has stopped"))),
+        }
+    }
+
+    /// Ends the queue and waits for the threads: the first error of any.
+    fn join(&mut self) -> io::Result<()> {
+        drop(self.jobs.take());
+        let Some(writer) = self.writer.take() else {
+            return Err(io::Error::other("the filer has stopped"));
+        };
+        // The writer first: its end ends the syncers' queue.
+        let mut result = joined(writer);
+        for syncer in self.syncers.drain(..) {
+            result = result.and(joined(syncer));
+        }
+        if result.is_err() {
+            // Failed: what was synced is not committed, its temporaries go now.
+            lock(&self.synced).clear();
+        }
+        result
+    }
+
+    fn write_each(queue: Receiver<FilerJob>, to_sync: SyncSender<OutputFile>) -> io::Result<()> {
+        for job in queue {
+            let out = match job {
+                FilerJob::Folder(dir) => {
+                    std::fs::create_dir_all(dir)?;
+                    continue;
+                }
+                FilerJob::Bytes(path, bytes) => {
+                    if let Some(dir) = path.parent() {
+                        std::fs::create_dir_all(dir)?;
+                    }
+                    let out = OutputFile::create(&path)?;
+                    out.file().write_all(&bytes)?;
+                    out
+                }
+                FilerJob::Sync(out) => out,
+            };
+            if to_sync.send(out).is_err() {
+                // A syncer failed; the commit says why.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn sync_each(
+        unsynced: &Mutex<Receiver<OutputFile>>,
+        synced: &Mutex<Vec<OutputFile>>,
+    ) -> io::Result<()> {
+        loop {
+            let next = lock(unsynced).recv();
+            let Ok(out) = next else {
+                return Ok(());
+            };
+            out.file().sync_all()?;
+            lock(synced).push(out);
+        }
+    }
+}
+
+/// `mutex` locked, even if a thread panicked holding it (what it guards stays consistent:
+/// a list pushed to, a queue taken from).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What `thread` returned; its panic goes on in the caller.
+fn joined(thread: JoinHandle<io::Result<()>>) -> io::Result<()> {
+    thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// `f` of each of `items`, on up to `threads` threads at once; the first error.
+fn each_at_once<T: Sync>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> io::Result<()> + Sync,
+) -> io::Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || -> io::Result<()> {
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(item) = items.get(k) else {
+                return Ok(());
+            };
+            f(item)?;
+        }
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads.min(items.len()))
+            .map(|_| scope.spawn(work))
+            .collect();
+        let mut result = work();
+        for helper in helpers {
+            result = result.and(
+                helper
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        result
+    })
+}
+
+impl Drop for Filer {
+    fn drop(&mut self) {
+        // The threads' files, dropped uncommitted, remove their temporaries.
+        let _ = self.join();
     }
 }
 
@@ -124,5 +356,70 @@ mod tests {
         }
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_filer_commits_all_its_files_or_none() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-filer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut filer = Filer::spawn().unwrap();
+        filer.make_folder(dir.join("a/b")).unwrap();
+        filer.write(dir.join("a/b/one"), b"one".to_vec()).unwrap();
+        // Its folder made by the write itself.
+        filer.write(dir.join("c/two"), b"two".to_vec()).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let three = OutputFile::create(&dir.join("three")).unwrap();
+        three.file().write_all(b"three").unwrap();
+        filer.sync(three).unwrap();
+        filer.commit().unwrap();
+        assert_eq!(std::fs::read(dir.join("a/b/one")).unwrap(), b"one");
+        assert_eq!(std::fs::read(dir.join("c/two")).unwrap(), b"two");
+        assert_eq!(std::fs::read(dir.join("three")).unwrap(), b"three");
+        assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
+
+        // Dropped uncommitted: nothing under a final name, no temporary left.
+        let mut filer = Filer::spawn().unwrap();
+        filer.write(dir.join("four"), b"four".to_vec()).unwrap();
+        drop(filer);
+        assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
+
+        // A failure (a folder where a file must go) is the next call's error, and what was
+        // written before it is not committed.
+        let mut filer = Filer::spawn().unwrap();
+        filer.write(dir.join("five"), b"five".to_vec()).unwrap();
+        filer.write(dir.join("three/six"), b"six".to_vec()).unwrap();
+        let mut failed = None;
+        for k in 0..2 * Filer::QUEUE {
+            if let Err(e) = filer.write(dir.join(format!("more{k}")), Vec::new()) {
+                failed = Some(e);
+                break;
+            }
+        }
+        if failed.is_none() {
+            filer
+                .commit()
+                .expect_err("a file cannot be made under a file");
+        }
+        assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The files under `dir`, relative, sorted.
+    fn files_under(dir: &Path) -> Vec<String> {
+        let mut files = Vec::new();
+        let mut dirs = vec![dir.to_owned()];
+        while let Some(d) = dirs.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    let rel = path.strip_prefix(dir).unwrap();
+                    files.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        files.sort();
+        files
     }
 }

@@ -29,6 +29,7 @@ pub mod flights;
 pub mod table;
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -38,7 +39,7 @@ use parquet::file::metadata::KeyValue;
 use crate::export::{ExportError, ExportOptions, Flight, Sink, TopicSource, release_text, walk};
 use crate::ros::ros2::Ros2Type;
 use crate::store::manifest::read_manifest;
-use crate::store::output::OutputFile;
+use crate::store::output::{Filer, OutputFile};
 use crate::ulog::{Message, Reader};
 use columns::TopicColumns;
 pub use flights::FlightFacts;
@@ -215,6 +216,7 @@ pub fn write_dataset(
 ) -> Result<Vec<TableWritten>, ExportError> {
     let mut sink = DatasetSink {
         root: root.to_owned(),
+        filer: Filer::spawn()?,
         identity: Arc::new(identity),
         tables: Vec::new(),
         by_topic: HashMap::new(),
@@ -252,13 +254,13 @@ pub fn write_dataset(
     }
     let mut written = Vec::with_capacity(sink.tables.len());
     // Committed together at the end: none of the flight's tables appears before all are whole.
-    let mut outputs = Vec::new();
+    let mut filer = sink.filer;
     for open in sink.tables {
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.topic".into(), open.topic.clone()));
         kv.push(KeyValue::new("ulog.format".into(), open.format_texts));
         let (out, rows, row_groups) = open.table.finish(kv)?;
-        outputs.push(out.0);
+        out.hand_to(&mut filer)?;
         written.push(TableWritten {
             key: open.key,
             topic: open.topic,
@@ -306,14 +308,10 @@ pub fn write_dataset(
             continue;
         }
         let key = table_key(name, identity);
-        let path = root.join(&key);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let out = TableFile(OutputFile::create(&path)?);
+        let out = TableOutput::new(root.join(&key));
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.table".into(), name.to_owned()));
-        outputs.push(table::write_table(out, &batch, kv)?.0);
+        table::write_table(out, &batch, kv)?.hand_to(&mut filer)?;
         written.push(TableWritten {
             key,
             topic: name.to_owned(),
@@ -321,20 +319,71 @@ pub fn write_dataset(
             row_groups: 1,
         });
     }
-    OutputFile::commit_all(outputs)?;
+    filer.commit()?;
     Ok(written)
 }
 
-/// An [`OutputFile`] as the table writer's output.
-struct TableFile(OutputFile);
+/// Encoded bytes a table keeps in memory before they go to its file: a table this small is
+/// handed whole to the [`Filer`], which makes, fills and syncs its file while the next table
+/// is encoded.
+const TABLE_IN_MEMORY_BYTES: usize = 4 << 20;
 
-impl std::io::Write for TableFile {
+/// A table file's output: in memory up to [`TABLE_IN_MEMORY_BYTES`], then its (temporary)
+/// [`OutputFile`].
+struct TableOutput {
+    path: PathBuf,
+    state: TableBytes,
+}
+
+enum TableBytes {
+    Memory(Vec<u8>),
+    /// Written through as parquet's writer buffers.
+    File(OutputFile),
+}
+
+impl TableOutput {
+    fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            state: TableBytes::Memory(Vec::new()),
+        }
+    }
+
+    /// The whole table to `filer`, to be synced and committed with the flight's others.
+    fn hand_to(self, filer: &mut Filer) -> std::io::Result<()> {
+        match self.state {
+            TableBytes::Memory(bytes) => filer.write(self.path, bytes),
+            TableBytes::File(file) => filer.sync(file),
+        }
+    }
+}
+
+impl Write for TableOutput {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.file().write(buf)
+        if let TableBytes::Memory(bytes) = &mut self.state {
+            if bytes.len() + buf.len() <= TABLE_IN_MEMORY_BYTES {
+                bytes.extend_from_slice(buf);
+                return Ok(buf.len());
+            }
+            // Its folder may be in the making on the filer's thread: made twice is made.
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let file = OutputFile::create(&self.path)?;
+            file.file().write_all(bytes)?;
+            self.state = TableBytes::File(file);
+        }
+        match &mut self.state {
+            TableBytes::File(file) => file.file().write(buf),
+            TableBytes::Memory(_) => unreachable!("spilled above"),
+        }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.file().flush()
+        match &mut self.state {
+            TableBytes::File(file) => file.file().flush(),
+            TableBytes::Memory(_) => Ok(()),
+        }
     }
 }
 
@@ -343,12 +392,14 @@ struct OpenTable {
     key: String,
     topic: String,
     format_texts: String,
-    table: TopicTable<TableFile>,
+    table: TopicTable<TableOutput>,
 }
 
 /// The [`Sink`] that buffers samples into topic tables.
 struct DatasetSink {
     root: PathBuf,
+    /// Makes the tables' folders as their topics appear, and files the finished tables.
+    filer: Filer,
     identity: Arc<FlightIdentity>,
     tables: Vec<OpenTable>,
     /// Table of each topic, by its name and columns: a topic whose format changed within the
@@ -405,9 +456,9 @@ impl Sink for DatasetSink {
                 }
                 let path = self.root.join(&key);
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
+                    self.filer.make_folder(dir.to_owned())?;
                 }
-                let out = TableFile(OutputFile::create(&path)?);
+                let out = TableOutput::new(path);
                 let table =
                     TopicTable::new(columns, source.layout.size, self.identity.clone(), out)?;
                 self.tables.push(OpenTable {

@@ -1,8 +1,8 @@
 //! One topic's Parquet file being written: its samples buffered as the bytes they came in
 //! (a row group's worth, no more), then, at each [`TopicTable::flush_row_group`], sorted by
 //! timestamp, turned into Arrow arrays column by column ([`columns`](super::columns) says how)
-//! and written as one row group, zstd-compressed with statistics (a table of less than
-//! [`SMALL_TABLE_BYTES`] of samples in all is written uncompressed).
+//! and written as one row group, zstd-compressed with statistics (a column of less than
+//! [`COMPRESSED_COLUMN_BYTES`] in its first row group is written uncompressed).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -79,9 +79,11 @@ const BATCH_ROWS: usize = 64 * 1024;
 /// sensor data.
 const ZSTD_LEVEL: i32 = 3;
 
-/// Sample bytes under which a table that is one row group is written uncompressed: zstd's
-/// set-up for each column (a context each) costs more than it saves on a table this small.
-pub const SMALL_TABLE_BYTES: usize = 2 << 10;
+/// Bytes of values (as Parquet stores them plain) under which a column's first row group is
+/// not compressed, nor are its later ones: parquet-rs sets up zstd for each column of each
+/// row group (a compression and a decompression context, about 200 KB to allocate and clear),
+/// which costs more time than the column's few bytes saved are worth.
+pub const COMPRESSED_COLUMN_BYTES: usize = 256;
 
 impl<W: Write + Send> TopicTable<W> {
     /// A table of `columns` for samples of `sample_size` bytes, written to `out`.
@@ -132,27 +134,11 @@ impl<W: Write + Send> TopicTable<W> {
     /// Writes the buffered samples as one row group, sorted by timestamp (samples with the
     /// same timestamp keep their log order).
     pub fn flush_row_group(&mut self) -> Result<(), TableError> {
-        self.write_row_group(false)
-    }
-
-    /// The file's writer, made now if it is not yet: compressed unless told otherwise.
-    fn writer(&mut self, compressed: bool) -> Result<&mut ArrowWriter<W>, TableError> {
-        if let Some(out) = self.out.take() {
-            let properties = properties(&self.columns.schema, compressed);
-            let schema = self.columns.schema.clone();
-            self.writer = Some(ArrowWriter::try_new(out, schema, Some(properties))?);
-        }
-        Ok(self.writer.as_mut().expect("made above"))
-    }
-
-    /// Writes the buffered rows as a row group; `last`: no row follows.
-    fn write_row_group(&mut self, last: bool) -> Result<(), TableError> {
-        // The whole table in one small row group: not worth compressing.
-        let compressed = !(last && self.row_groups == 0 && self.bytes.len() < SMALL_TABLE_BYTES);
-        self.writer(compressed)?;
+        self.writer()?;
         if self.rows.is_empty() {
             return Ok(());
         }
+
         let mut order: Vec<u32> = (0..self.rows.len() as u32).collect();
         if !self.rows.is_sorted_by_key(|r| r.timestamp) {
             order.sort_by_key(|&i| self.rows[i as usize].timestamp);
@@ -161,9 +147,9 @@ impl<W: Write + Send> TopicTable<W> {
         // into the row group's pages as it comes.
         for slice in order.chunks(BATCH_ROWS) {
             let batch = self.batch(slice)?;
-            self.writer(compressed)?.write(&batch)?;
+            self.writer()?.write(&batch)?;
         }
-        self.writer(compressed)?.flush()?;
+        self.writer()?.flush()?;
         self.rows_written += self.rows.len() as u64;
         self.row_groups += 1;
         // Given back, not kept: the budget counts what is buffered, and a table that waits
@@ -173,10 +159,23 @@ impl<W: Write + Send> TopicTable<W> {
         Ok(())
     }
 
+    /// The file's writer, made now if it is not yet, compressing the columns that the rows
+    /// buffered now make large enough.
+    fn writer(&mut self) -> Result<&mut ArrowWriter<W>, TableError> {
+        if let Some(out) = self.out.take() {
+            let rows = self.rows.len();
+            let schema = &self.columns.schema;
+            let properties = properties(schema, |i| rows * plain_width(schema.field(i)));
+            let schema = self.columns.schema.clone();
+            self.writer = Some(ArrowWriter::try_new(out, schema, Some(properties))?);
+        }
+        Ok(self.writer.as_mut().expect("made above"))
+    }
+
     /// Writes what is buffered, adds `metadata` to the file's key/value metadata and closes
     /// it; returns the output and the number of rows and row groups written.
     pub fn finish(mut self, metadata: Vec<KeyValue>) -> Result<(W, u64, usize), TableError> {
-        self.write_row_group(true)?;
+        self.flush_row_group()?;
         let mut writer = self.writer.take().expect("made by the last row group");
         for kv in metadata {
             writer.append_key_value_metadata(kv);
@@ -235,20 +234,17 @@ pub fn utc_array(id: &FlightIdentity, timestamps: impl Iterator<Item = Option<u6
     Arc::new(PrimitiveArray::<TimestampMicrosecondType>::from_iter(utc).with_timezone("UTC"))
 }
 
-/// Writer properties of every table of the dataset: zstd when `compressed` (a table of less
-/// than [`SMALL_TABLE_BYTES`] is not), page statistics, dictionaries for
-/// the strings only (the flight's columns repeat one value; numbers go plain, which zstd
-/// compresses as well and writes faster), row groups ended by the caller, rows declared
-/// sorted by `timestamp` when the table has one that is never null.
-pub fn properties(schema: &Schema, compressed: bool) -> WriterProperties {
+/// Writer properties of every table of the dataset: zstd for each column whose
+/// `column_bytes` (by its index in `schema`) reach [`COMPRESSED_COLUMN_BYTES`], page
+/// statistics, dictionaries for the strings only (the flight's columns repeat one value;
+/// numbers go plain, which zstd compresses as well and writes faster), row groups ended by
+/// the caller, rows declared sorted by `timestamp` when the table has one that is never null.
+pub fn properties(schema: &Schema, column_bytes: impl Fn(usize) -> usize) -> WriterProperties {
     let sorted = (schema.fields().iter())
         .position(|f| f.name() == super::columns::IDENTITY[4] && !f.is_nullable());
-    let compression = match compressed {
-        true => Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level")),
-        false => Compression::UNCOMPRESSED,
-    };
+    let zstd = Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).expect("a valid zstd level"));
     let properties = WriterProperties::builder()
-        .set_compression(compression)
+        .set_compression(Compression::UNCOMPRESSED)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_dictionary_enabled(false)
         .set_max_row_group_row_count(None)
@@ -264,6 +260,11 @@ pub fn properties(schema: &Schema, compressed: bool) -> WriterProperties {
     let strings = (schema.fields().iter()).filter(|f| f.data_type() == &DataType::Utf8);
     let properties = strings.fold(properties, |p, f| {
         p.set_column_dictionary_enabled(ColumnPath::from(f.name().as_str()), true)
+    });
+    let large = (schema.fields().iter().enumerate())
+        .filter(|&(i, _)| column_bytes(i) >= COMPRESSED_COLUMN_BYTES);
+    let properties = large.fold(properties, |p, (_, f)| {
+        p.set_column_compression(ColumnPath::from(f.name().as_str()), zstd)
     });
     // The flight's columns hold one value (an instance a few): a dictionary of it, its index
     // run-length encoded, is a few bytes that zstd cannot shrink; not compressing them saves
@@ -286,14 +287,21 @@ pub fn write_table<W: Write + Send>(
     metadata: Vec<KeyValue>,
 ) -> Result<W, TableError> {
     let schema = batch.schema();
-    let compressed = batch.get_array_memory_size() >= SMALL_TABLE_BYTES;
-    let properties = properties(&schema, compressed);
+    let properties = properties(&schema, |i| batch.column(i).get_array_memory_size());
     let mut writer = ArrowWriter::try_new(out, schema.clone(), Some(properties))?;
     writer.write(batch)?;
     for kv in metadata {
         writer.append_key_value_metadata(kv);
     }
     Ok(writer.into_inner()?)
+}
+
+/// Bytes a value of `field` takes stored plain (a string: a guess).
+fn plain_width(field: &arrow_schema::Field) -> usize {
+    match field.data_type() {
+        DataType::Boolean => 1,
+        other => other.primitive_width().unwrap_or(16),
+    }
 }
 
 /// The buffered samples, read in an order.
