@@ -19,6 +19,7 @@ pub mod mcap;
 pub mod tide;
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use crate::ros::ros2::Ros2Type;
 use crate::ulog::format::{FieldType, Formats};
@@ -343,10 +344,13 @@ pub fn walk(
     let mut decoder = Decoder::new();
     let mut stats = ExportStats::default();
     let mut metadata = FlightMetadata::default();
-    // Channel of each (message id, format name, multi id); types by format name, compiled as
-    // subscriptions appear.
-    let mut channels: HashMap<(u16, u8), (String, u32)> = HashMap::new();
-    let mut types: HashMap<String, (Ros2Type, String)> = HashMap::new();
+    // Channel of each topic instance (format name, multi id), whatever message ids it comes
+    // under; types by format name, compiled as subscriptions appear.
+    let mut channels: HashMap<(String, u8), u32> = HashMap::new();
+    let mut types: HashMap<String, Rc<(Ros2Type, String)>> = HashMap::new();
+    // What becomes of each message id's samples, found at its first sample in the window and
+    // kept until the id is subscribed again: a sample costs no lookup by name.
+    let mut routes: Vec<Option<Route>> = Vec::new();
     let mut in_data = false;
     let mut log_channel = false;
     let wants_log = options.wants("log");
@@ -372,13 +376,16 @@ pub fn walk(
                 }
                 None
             }
-            Message::AddLogged { name, .. } => {
+            Message::AddLogged { name, msg_id, .. } => {
                 in_data = true;
                 if !types.contains_key(*name)
                     && let Ok(ty) = Ros2Type::compile(name, decoder.formats())
                 {
                     let texts = format_texts(name, decoder.formats());
-                    types.insert((*name).to_owned(), (ty, texts));
+                    types.insert((*name).to_owned(), Rc::new((ty, texts)));
+                }
+                if let Some(route) = routes.get_mut(usize::from(*msg_id)) {
+                    *route = None;
                 }
                 None
             }
@@ -418,40 +425,62 @@ pub fn walk(
             return Ok(true);
         };
         let timestamp = sample.timestamp.unwrap_or(latest);
-        let name = sample.name();
-        if !options.in_window(timestamp) || !options.wants(name) {
+        if !options.in_window(timestamp) {
             return Ok(true);
         }
-        // A format ROS types cannot express (never in PX4's logs) is left out.
-        let Some((ty, texts)) = types.get(name) else {
-            return Ok(true);
-        };
-        let key = (sample.msg_id, sample.multi_id);
-        let channel = match channels.get(&key) {
-            Some((topic_name, channel)) if topic_name == name => *channel,
-            // New, or the message id now stands for another topic.
-            _ => {
-                let topic = match sample.multi_id {
-                    0 => format!("/{name}"),
-                    n => format!("/{name}/{n}"),
+        let at = usize::from(sample.msg_id);
+        if routes.len() <= at {
+            routes.resize(at + 1, None);
+        }
+        let route = match &routes[at] {
+            Some(route) => route,
+            None => {
+                let name = sample.name();
+                // A format ROS types cannot express (never in PX4's logs) is left out.
+                let route = match types.get(name) {
+                    Some(ty) if options.wants(name) => {
+                        let key = (name.to_owned(), sample.multi_id);
+                        let channel = match channels.get(&key) {
+                            Some(channel) => *channel,
+                            None => {
+                                let topic = match sample.multi_id {
+                                    0 => format!("/{name}"),
+                                    n => format!("/{name}/{n}"),
+                                };
+                                let source = TopicSource {
+                                    format: name,
+                                    multi_id: sample.multi_id,
+                                    format_texts: &ty.1,
+                                    layout: sample.layout,
+                                };
+                                let channel = sink.channel(&topic, &ty.0, &source)?;
+                                channels.insert(key, channel);
+                                stats.channels += 1;
+                                channel
+                            }
+                        };
+                        Route::To(channel, ty.clone())
+                    }
+                    _ => Route::Skip,
                 };
-                let source = TopicSource {
-                    format: name,
-                    multi_id: sample.multi_id,
-                    format_texts: texts,
-                    layout: sample.layout,
-                };
-                let channel = sink.channel(&topic, ty, &source)?;
-                channels.insert(key, (name.to_owned(), channel));
-                stats.channels += 1;
-                channel
+                routes[at].insert(route)
             }
         };
-        sink.sample(channel, ty, timestamp, sample.data)?;
-        stats.samples += 1;
+        if let Route::To(channel, ty) = route {
+            sink.sample(*channel, &ty.0, timestamp, sample.data)?;
+            stats.samples += 1;
+        }
         Ok(true)
     })?;
     Ok((stats, metadata))
+}
+
+/// What [`walk`] does with a message id's samples: hand them to a sink's channel, with their
+/// type (and format text), or leave them out.
+#[derive(Debug, Clone)]
+enum Route {
+    To(u32, Rc<(Ros2Type, String)>),
+    Skip,
 }
 
 /// PX4's `ver_sw_release` (0xMMmmppTT: major, minor, patch, type) as `v1.11.2`, with the type
@@ -518,4 +547,112 @@ pub fn utc_offset_us(flight: &(impl Flight + ?Sized)) -> Result<Option<i64>, Exp
         other => Err(other),
     })?;
     Ok(offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ulog::writer::Writer;
+
+    /// Every channel opened and every sample handed over, as a sink sees them.
+    #[derive(Default)]
+    struct Recorder {
+        channels: Vec<String>,
+        samples: Vec<(u32, u64)>,
+    }
+
+    impl Sink for Recorder {
+        fn channel(
+            &mut self,
+            topic: &str,
+            _ty: &Ros2Type,
+            _source: &TopicSource<'_>,
+        ) -> Result<u32, ExportError> {
+            self.channels.push(topic.to_owned());
+            Ok(self.channels.len() as u32 - 1)
+        }
+
+        fn sample(
+            &mut self,
+            channel: u32,
+            _ty: &Ros2Type,
+            timestamp_us: u64,
+            _data: &[u8],
+        ) -> Result<(), ExportError> {
+            self.samples.push((channel, timestamp_us));
+            Ok(())
+        }
+
+        fn log(&mut self, _: u64, _: u8, _: &str, _: &[u8]) -> Result<(), ExportError> {
+            Ok(())
+        }
+    }
+
+    /// A log whose message id 0 stands for `alpha`, then `beta`, then `alpha` again, and id
+    /// 1 for `beta` instance 1 throughout; one sample each time, stamped in order.
+    fn reused_ids() -> Vec<u8> {
+        let mut w = Writer::new();
+        w.header(1, 0);
+        w.flag_bits([0; 8], [0; 8], [0; 3]).unwrap();
+        for format in [
+            "alpha:uint64_t timestamp;float x",
+            "beta:uint64_t timestamp;int32_t n",
+        ] {
+            w.write(&Message::Format(format)).unwrap();
+        }
+        let mut stamp = 0u64;
+        let mut sample = |w: &mut Writer, msg_id: u16| {
+            stamp += 1000;
+            let mut data = stamp.to_le_bytes().to_vec();
+            data.extend_from_slice(&[0; 4]);
+            w.write(&Message::Data {
+                msg_id,
+                data: &data,
+            })
+            .unwrap();
+        };
+        let add = |w: &mut Writer, msg_id: u16, name: &str, multi_id: u8| {
+            let add = Message::AddLogged {
+                multi_id,
+                msg_id,
+                name,
+            };
+            w.write(&add).unwrap();
+        };
+        add(&mut w, 0, "alpha", 0);
+        add(&mut w, 1, "beta", 1);
+        sample(&mut w, 0);
+        sample(&mut w, 1);
+        w.write(&Message::RemoveLogged { msg_id: 0 }).unwrap();
+        add(&mut w, 0, "beta", 0);
+        sample(&mut w, 0);
+        sample(&mut w, 1);
+        add(&mut w, 0, "alpha", 0);
+        sample(&mut w, 0);
+        w.take()
+    }
+
+    #[test]
+    fn a_message_id_subscribed_again_goes_to_its_new_topics_channel() {
+        let log = reused_ids();
+        let mut sink = Recorder::default();
+        let (stats, _) = walk(&log[..], &ExportOptions::default(), &mut sink).unwrap();
+        assert_eq!(sink.channels, ["/alpha", "/beta/1", "/beta"]);
+        // alpha's channel again once id 0 is alpha's again, not a fourth.
+        assert_eq!(
+            sink.samples,
+            [(0, 1000), (1, 2000), (2, 3000), (1, 4000), (0, 5000)]
+        );
+        assert_eq!((stats.samples, stats.channels), (5, 3));
+
+        // Topics left out stay out, whichever id they come under.
+        let only_beta = ExportOptions {
+            topics: vec!["beta".into()],
+            ..ExportOptions::default()
+        };
+        let mut sink = Recorder::default();
+        walk(&log[..], &only_beta, &mut sink).unwrap();
+        assert_eq!(sink.channels, ["/beta/1", "/beta"]);
+        assert_eq!(sink.samples, [(0, 2000), (1, 3000), (0, 4000)]);
+    }
 }
