@@ -145,34 +145,32 @@ fn flight_review_convert() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// `command` run to its end `runs` times, each into a fresh `out`: the best wall time and the
-/// largest peak RSS (KB), measured by `/usr/bin/time`.
-fn run_best(runs: usize, out: &Path, command: &[&std::ffi::OsStr]) -> (Duration, u64) {
-    let mut best = Duration::MAX;
-    let mut rss = 0;
-    for _ in 0..runs {
-        let _ = std::fs::remove_dir_all(out);
-        let t0 = Instant::now();
-        let result = std::process::Command::new("/usr/bin/time")
-            .args(["-f", "%M"])
-            .args(command)
-            .output()
-            .expect("/usr/bin/time runs");
-        best = best.min(t0.elapsed());
-        assert!(
-            result.status.success(),
-            "{command:?}: {}",
-            String::from_utf8_lossy(&result.stderr)
-        );
-        let said = String::from_utf8_lossy(&result.stderr);
-        let kb = said
-            .lines()
-            .last()
-            .and_then(|l| l.trim().parse::<u64>().ok());
-        rss = rss.max(kb.expect("/usr/bin/time's %M"));
-    }
-    let _ = std::fs::remove_dir_all(out);
-    (best, rss)
+/// `command` followed by a new output folder under `outs`, run to its end: its wall time and
+/// peak RSS (KB), measured by `/usr/bin/time`. The folders are left for the caller to remove
+/// once the whole table is measured: ext4 without a journal (as on these machines) passes
+/// over the inodes freed in the last 30 s when it allocates one, so removing a run's hundreds
+/// of folders just before the next run would time that search rather than the export.
+fn run_once(outs: &Path, command: &[&std::ffi::OsStr]) -> (Duration, u64) {
+    let out = outs.join(format!("run-{}", fastrand::u64(..)));
+    let t0 = Instant::now();
+    let result = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .args(command)
+        .arg(&out)
+        .output()
+        .expect("/usr/bin/time runs");
+    let took = t0.elapsed();
+    assert!(
+        result.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let said = String::from_utf8_lossy(&result.stderr);
+    let kb = said
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse::<u64>().ok());
+    (took, kb.expect("/usr/bin/time's %M"))
 }
 
 /// The second table: `ulog-recv export --dataset` against Flight Review v2's converter.
@@ -202,22 +200,21 @@ fn against_flight_review() {
     for path in logs {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
-        let (t_ours, rss_ours) = run_best(
-            5,
-            &out,
-            &[
+        // Best of 5 each, taking turns (the machine's load drifts), with the largest RSS.
+        let (mut t_ours, mut rss_ours) = (Duration::MAX, 0);
+        let (mut t_fr, mut rss_fr) = (Duration::MAX, 0);
+        for _ in 0..5 {
+            let ours = [
                 ours.as_os_str(),
                 "export".as_ref(),
                 path.as_os_str(),
                 "--dataset".as_ref(),
-                out.as_os_str(),
-            ],
-        );
-        let (t_fr, rss_fr) = run_best(
-            5,
-            &out,
-            &[convert.as_os_str(), path.as_os_str(), out.as_os_str()],
-        );
+            ];
+            let (t, rss) = run_once(&out, &ours);
+            (t_ours, rss_ours) = (t_ours.min(t), rss_ours.max(rss));
+            let (t, rss) = run_once(&out, &[convert.as_os_str(), path.as_os_str()]);
+            (t_fr, rss_fr) = (t_fr.min(t), rss_fr.max(rss));
+        }
         println!(
             "| {name} | {mb:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} | {:.2} |",
             mb / t_ours.as_secs_f64(),
@@ -229,6 +226,7 @@ fn against_flight_review() {
         );
     }
     let _ = std::fs::remove_file(&long);
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// `log` with its data section (from its first data message on) `times` times over.

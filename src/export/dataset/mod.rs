@@ -8,7 +8,10 @@
 //! Topic first (one glob lists one table), then the day (a month's query lists one month's
 //! folders), then the vehicle. Keys are deterministic: exporting the same flight again
 //! overwrites the same files, never doubles them. Each file is written under a hidden
-//! temporary name (which engines skip) and renamed once whole.
+//! temporary name (which engines skip) and renamed once all the flight's files are whole and
+//! synced. The waits on the filesystem (folders made, files written and synced) are a
+//! [`Filer`]'s, on threads of its own, while the next table is encoded: a table of up to
+//! [`TABLE_IN_MEMORY_BYTES`] is handed over whole, a larger one is written as it is encoded.
 //!
 //! - [`columns`]: a topic's schema (names, types, what is left out), made for the engines.
 //! - [`table`]: one topic's file, written a row group at a time.
@@ -326,7 +329,7 @@ pub fn write_dataset(
 /// Encoded bytes a table keeps in memory before they go to its file: a table this small is
 /// handed whole to the [`Filer`], which makes, fills and syncs its file while the next table
 /// is encoded.
-const TABLE_IN_MEMORY_BYTES: usize = 4 << 20;
+pub const TABLE_IN_MEMORY_BYTES: usize = 4 << 20;
 
 /// A table file's output: in memory up to [`TABLE_IN_MEMORY_BYTES`], then its (temporary)
 /// [`OutputFile`].
