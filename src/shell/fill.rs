@@ -15,7 +15,7 @@ use crate::fill::{ColumnSplits, Edge, Filler, Flight, Outcome, SiteFill};
 use crate::link::ftp::FtpError;
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
-use crate::store::files::{hex, read_manifest, write_file_durably, write_manifest};
+use crate::store::files::{hex, read_manifest, update_manifest, write_file_durably};
 use crate::store::manifest::Manifest;
 use crate::ulog::message::{FILE_HEADER_LEN, FileHeader};
 
@@ -198,10 +198,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         let over = filler.is_done() || stalled;
         if over || waiting >= BATCH || flushed.elapsed() >= FLUSH_EVERY {
             flushed = std::time::Instant::now();
-            if over {
-                manifest.fill = Some("done".into());
-            }
-            manifest.unfilled = report
+            let unfilled: Vec<_> = report
                 .unfilled
                 .iter()
                 .map(|(split, offset, reason)| amend::UnfilledGap {
@@ -210,14 +207,15 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                     reason: reason.clone(),
                 })
                 .collect();
+            let mut added = Vec::new();
             for (c, batch) in batches.iter_mut().enumerate() {
                 if batch.is_empty() {
                     continue;
                 }
-                let name = amendment_name(manifest.amendments.len());
+                let name = amendment_name(manifest.amendments.len() + added.len());
                 let (bytes, fills) = build(&flight.columns[c].flight, batch);
                 write_file_durably(dir, &name, &bytes)?;
-                manifest.amendments.push(AmendmentEntry {
+                added.push(AmendmentEntry {
                     file: name.clone(),
                     sha256: hex(&Sha256::digest(&bytes)),
                     source: sd_log.clone(),
@@ -226,7 +224,14 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                 report.amendments.push(name);
                 batch.clear();
             }
-            write_manifest(dir, &manifest)?;
+            // Onto the manifest as it is now: the uploader may have changed it meanwhile.
+            manifest = update_manifest(dir, |m| {
+                if over {
+                    m.fill = Some("done".into());
+                }
+                m.unfilled = unfilled;
+                m.amendments.extend(added);
+            })?;
         }
         if over {
             break;
@@ -293,9 +298,8 @@ fn take(
 /// Records in the session's manifest how its fill ended (`done`, `failed: WHY`): the uploader
 /// sends a flight to Flight Review once its fill is over.
 pub fn mark(dir: &Path, outcome: &str) -> std::io::Result<()> {
-    let mut manifest = read_manifest(dir)?;
-    manifest.fill = Some(outcome.to_string());
-    write_manifest(dir, &manifest)
+    update_manifest(dir, |m| m.fill = Some(outcome.to_string()))?;
+    Ok(())
 }
 
 /// The flight's SD log (newest first): the first where the dropout `probe` is found again,

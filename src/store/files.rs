@@ -35,7 +35,7 @@ use crate::store::events::{
 };
 pub use crate::store::manifest::{
     BufferEntry, ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
-    write_file_durably, write_manifest,
+    update_manifest, write_file_durably, write_manifest,
 };
 use crate::store::manifest::{replace_manifest, sync_dir};
 use crate::store::reference::materialise_references;

@@ -142,6 +142,20 @@ pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
     sync_dir(dir)
 }
 
+/// Changes a closed session's manifest by `change`, read and written again under an exclusive
+/// lock on the session's directory (`flock`), so that two processes changing it at once (the
+/// daemon's uploader listing the tables, a `ulog-recv fill` adding amendments) each keep the
+/// other's change; returns the manifest as written. The lock is the kernel's: it goes with
+/// the process, whatever its end.
+pub fn update_manifest(dir: &Path, change: impl FnOnce(&mut Manifest)) -> io::Result<Manifest> {
+    let locked = File::open(dir)?;
+    rustix::fs::flock(&locked, rustix::fs::FlockOperation::LockExclusive)?;
+    let mut manifest = read_manifest(dir)?;
+    change(&mut manifest);
+    write_manifest(dir, &manifest)?;
+    Ok(manifest)
+}
+
 /// Writes `manifest.json` atomically: a temporary file, synced (so that the name never points
 /// at a file a power cut emptied), renamed over the old one. The directory is the caller's to
 /// sync.
@@ -182,4 +196,33 @@ pub fn hex(bytes: &[u8]) -> String {
 
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_made_at_once_from_two_threads_are_all_kept() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-manifest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        write_manifest(&dir, &Manifest::default()).unwrap();
+        std::thread::scope(|scope| {
+            for who in ["uploader", "fill"] {
+                let dir = &dir;
+                scope.spawn(move || {
+                    for k in 0..50 {
+                        update_manifest(dir, |m| m.tables.push(format!("{who}-{k}"))).unwrap();
+                    }
+                });
+            }
+        });
+        let mut tables = read_manifest(&dir).unwrap().tables;
+        assert_eq!(tables.len(), 100, "a change was lost: {tables:?}");
+        tables.sort();
+        tables.dedup();
+        assert_eq!(tables.len(), 100);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -541,9 +541,9 @@ impl Worker {
             }
             Step::ListTables => {
                 let tables = journal.tables.as_mut().expect("listed tables were built");
-                let mut manifest = read_manifest(session).map_err(io)?;
-                manifest.tables = tables.files.iter().map(|f| f.key.clone()).collect();
-                crate::store::files::write_manifest(session, &manifest).map_err(io)?;
+                let keys = tables.files.iter().map(|f| f.key.clone()).collect();
+                let manifest = crate::store::files::update_manifest(session, |m| m.tables = keys)
+                    .map_err(io)?;
                 tables.listed = true;
                 // The manifest that lists them goes up next.
                 journal.manifest_final = false;
