@@ -266,11 +266,36 @@ fn a_fill_over_a_lossy_slow_link_makes_the_session_the_whole_flight_each_record_
         info["session"]["dropouts_remaining"].as_u64().unwrap(),
         original["dropouts"].as_array().unwrap().len() as u64
     );
+    // Its row of the `flights` table, read by pyarrow: the dropouts as received, none left
+    // unfilled, and in the flight only the original log's own.
+    let tables = dir.join("tables");
+    common::text_output(
+        Command::new(BIN)
+            .arg("export")
+            .arg(&session)
+            .arg("--dataset")
+            .arg(&tables)
+            .args(["--topics", "flights"]),
+    );
+    let flights = common::json_output(Command::new(&py).arg("-c").arg(FLIGHT_ROW).arg(&tables));
+    assert_eq!(flights["dropouts_received"], dropouts, "{flights}");
+    assert_eq!(flights["unfilled_dropouts"], 0, "{flights}");
+    assert_eq!(
+        flights["dropouts"].as_u64().unwrap(),
+        original["dropouts"].as_array().unwrap().len() as u64,
+        "{flights}"
+    );
     // A fill of a filled session has nothing to do.
     let again = fill(&session, port).unwrap();
     assert_eq!(again["filled"], 0, "{again}");
     assert_eq!(again["fetched_bytes"], 0, "{again}");
 }
+
+/// Prints the one row of the `flights` table under the dataset root `argv[1]` as JSON.
+const FLIGHT_ROW: &str = "import sys, json, pyarrow.dataset as ds\n\
+    rows = ds.dataset(sys.argv[1] + '/parquet/v1/flights', partitioning='hive').to_table().to_pylist()\n\
+    assert len(rows) == 1, rows\n\
+    print(json.dumps(rows[0], default=str))";
 
 #[test]
 fn a_session_in_columns_with_an_event_buffer_is_filled_column_by_column_and_only_inside_windows() {
