@@ -53,6 +53,7 @@ fn logs() -> Vec<(String, Vec<u8>)> {
 fn store(dir: &Path, log: &[u8], columns: Vec<ColumnSpec>) -> PathBuf {
     common::store_session(
         common::split_every(dir, 20, columns),
+        1,
         log,
         7_001,
         1_800_000_000,

@@ -16,13 +16,12 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
 
 use common::garage::{ACCESS_KEY, BUCKET, Garage, SECRET_KEY, credentials};
 use common::procs::{BIN, fresh_dir};
-use common::{json_output, sha256_file, venv_python};
+use common::{json_output, sha256_file, store_session, venv_python};
 use ulog_recv::sim::synth::{SynthOptions, SynthVehicle, generate_for};
 
 /// The dataset's prefix in the bucket.
@@ -55,24 +54,6 @@ fn fleet() -> Vec<Flight> {
         flight(0xB2, 2, DAY2 + 600, true),
         flight(0xC3, 3, DAY2 + 1200, false),
     ]
-}
-
-/// Records `log` as a closed session of vehicle `system_id` started at `start_s` under
-/// `logs` (the store, in process: what the daemon writes); its directory.
-fn store(logs: &Path, log: &[u8], system_id: u8, start_s: u64) -> PathBuf {
-    let mut store =
-        ulog_recv::store::LogStore::open(ulog_recv::store::StoreOptions::new(logs.to_owned()))
-            .unwrap();
-    store
-        .begin_log(
-            (system_id, 1),
-            SystemTime::UNIX_EPOCH + Duration::from_secs(start_s),
-        )
-        .unwrap();
-    for piece in log.chunks(4096) {
-        store.write(piece).unwrap();
-    }
-    store.end_log().unwrap().unwrap()
 }
 
 /// The keys `ulog-recv upload` said it uploaded ("  FILE → KEY  (0.1 s)").
@@ -125,7 +106,8 @@ fn a_fleets_tables_reach_the_bucket_once_and_arrow_duckdb_spark_and_iceberg_read
             failsafe: f.failsafe,
         };
         let log = generate_for(opts, &vehicle);
-        let session = store(&dir.join("logs"), &log, f.system_id, f.start_s);
+        let options = ulog_recv::store::StoreOptions::new(dir.join("logs"));
+        let session = store_session(options, f.system_id, &log, 4096, f.start_s);
         // The log under the session's name: the flight id its tables carry.
         let name = session.file_name().unwrap().to_string_lossy().into_owned();
         let path = ulgs.join(format!("{name}.ulg"));

@@ -30,6 +30,7 @@ fn synthetic(duration_s: u32) -> Vec<u8> {
 fn store(dir: &Path, log: &[u8], columns: Vec<ColumnSpec>, started: u64) -> PathBuf {
     common::store_session(
         common::split_every(dir, 60, columns),
+        1,
         log,
         64 << 10,
         started,

@@ -217,6 +217,62 @@ fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_witho
 }
 
 #[test]
+fn the_tables_wait_until_no_session_has_a_split_or_manifest_to_upload() {
+    let Some(garage) = garage("tables-last") else {
+        return;
+    };
+    let dir = fresh_dir("upload-tables-last");
+    let creds = credentials(&dir, SECRET_KEY);
+    // Two flights already recorded (a daemon restarted, its uploads not begun), two vehicles.
+    let sessions: Vec<PathBuf> = [(1u8, 1_795_165_200u64), (2, 1_795_165_800)]
+        .iter()
+        .map(|&(system_id, start_s)| {
+            let log = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
+                duration_s: 6,
+                seed: u64::from(system_id),
+                appended_data: false,
+            });
+            let options = common::split_every(&dir.join("logs"), 2, Vec::new());
+            common::store_session(options, system_id, &log, 4096, start_s)
+        })
+        .collect();
+    let mut args = garage.upload_args("fleet", &creds);
+    args.push("--upload-tables".into());
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let mut keys = uploaded_keys(&lines, "session uploaded", Duration::from_secs(120));
+    keys.extend(uploaded_keys(
+        &lines,
+        "session uploaded",
+        Duration::from_secs(120),
+    ));
+    assert!(d.terminate().success());
+    // Every split and a manifest of both sessions, then the tables.
+    let first_table = (keys.iter().position(|k| k.contains("/parquet/v1/")))
+        .unwrap_or_else(|| panic!("no table uploaded: {keys:?}"));
+    for session in &sessions {
+        let name = session.file_name().unwrap().to_string_lossy().into_owned();
+        let manifest = ulog_recv::store::files::read_manifest(session).unwrap();
+        assert!(
+            manifest.splits.len() >= 2,
+            "{} splits",
+            manifest.splits.len()
+        );
+        for split in &manifest.splits {
+            let key = format!("/{name}/{}", split.file);
+            let at = keys.iter().position(|k| k.ends_with(&key)).expect(&key);
+            assert!(at < first_table, "{key} after a table: {keys:?}");
+        }
+        let manifest_key = format!("/{name}/manifest.json");
+        let first_manifest = keys.iter().position(|k| k.ends_with(&manifest_key));
+        assert!(
+            first_manifest.is_some_and(|at| at < first_table),
+            "{keys:?}"
+        );
+        assert!(!manifest.tables.is_empty());
+    }
+}
+
+#[test]
 fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_holds() {
     let Some(py) = common::venv_python() else {
         return;

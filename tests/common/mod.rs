@@ -631,10 +631,12 @@ pub fn split_every(
     }
 }
 
-/// Stores `log` as one closed session with `options`, written in pieces of `piece` bytes,
-/// the session started `started_s` seconds after the epoch; its directory.
+/// Stores `log` as one closed session of vehicle `system_id` with `options`, written in
+/// pieces of `piece` bytes, the session started `started_s` seconds after the epoch; its
+/// directory.
 pub fn store_session(
     options: ulog_recv::store::StoreOptions,
+    system_id: u8,
     log: &[u8],
     piece: usize,
     started_s: u64,
@@ -642,7 +644,7 @@ pub fn store_session(
     let mut store = ulog_recv::store::LogStore::open(options).unwrap();
     store
         .begin_log(
-            (1, 1),
+            (system_id, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(started_s),
         )
         .unwrap();
