@@ -60,32 +60,30 @@ impl OutputFile {
     }
 
     /// Commits `outputs` together: each file synced, then all renamed to their final names,
-    /// then each of their directories synced once: none appears before all are whole. Syncs are per file, never of the whole filesystem: another writer's data on
-    /// the same card (a camera's video) is not waited for.
+    /// then each of their directories synced once: none appears before all are whole. Syncs
+    /// are per file, never of the whole filesystem: another writer's data on the same card (a
+    /// camera's video) is not waited for.
     pub fn commit_all(outputs: Vec<OutputFile>) -> io::Result<()> {
         for out in &outputs {
             out.file().sync_all()?;
         }
-        Self::rename_synced(outputs)
+        Self::rename_synced(outputs, 1)
     }
 
     /// Renames `outputs`, each already synced, to their final names, then syncs each of
-    /// their directories once.
-    fn rename_synced(outputs: Vec<OutputFile>) -> io::Result<()> {
+    /// their directories once, `threads` at a time.
+    fn rename_synced(outputs: Vec<OutputFile>, threads: usize) -> io::Result<()> {
         let mut dirs = std::collections::BTreeSet::new();
         for mut out in outputs {
             drop(out.file.take());
             std::fs::rename(&out.temporary, &out.path)?;
-            dirs.insert(out.path.parent().map(Path::to_owned).unwrap_or_default());
+            dirs.insert(match out.path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+                _ => PathBuf::from("."),
+            });
         }
-        for dir in dirs {
-            sync_dir(if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                &dir
-            })?;
-        }
-        Ok(())
+        let dirs: Vec<_> = dirs.into_iter().collect();
+        each_at_once(&dirs, threads, |dir| sync_dir(dir))
     }
 }
 
@@ -166,20 +164,7 @@ impl Filer {
     pub fn commit(mut self) -> io::Result<()> {
         self.join()?;
         let outputs = std::mem::take(&mut *lock(&self.synced));
-        let mut dirs = std::collections::BTreeSet::new();
-        for mut out in outputs {
-            drop(out.file.take());
-            std::fs::rename(&out.temporary, &out.path)?;
-            dirs.insert(out.path.parent().map(Path::to_owned).unwrap_or_default());
-        }
-        let dirs: Vec<_> = dirs.into_iter().collect();
-        each_at_once(&dirs, Self::SYNCERS, |dir| {
-            sync_dir(if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            })
-        })
+        OutputFile::rename_synced(outputs, Self::SYNCERS)
     }
 
     fn hand_over(&mut self, job: FilerJob) -> io::Result<()> {
