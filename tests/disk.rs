@@ -22,8 +22,7 @@ fn stream(duration_s: u32) -> Vec<u8> {
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ulog-recv-disk-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::procs::fresh_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

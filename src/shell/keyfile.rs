@@ -166,6 +166,7 @@ mod tests {
             load_key(&d.join("none")),
             Err(KeyFileError::File(SecretFileError::Read { .. }))
         ));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -189,5 +190,6 @@ mod tests {
         // The next start begins above the reservation on disk.
         let (_, again) = Reservation::open(&d).unwrap();
         assert!(again > r.reserved_until());
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -90,8 +90,14 @@ impl Drop for Proc {
     }
 }
 
+/// The folder a test names `name`, not yet made (its parent is): `target/tmp/TEST/NAME`,
+/// cargo's scratch space for integration tests, emptied when a test asks for it again. So a
+/// run's files stay to be looked at after a failure, the next run replaces them rather than
+/// piling up beside them, and `cargo clean` removes them.
 pub fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ulog-recv-e2e-{}-{name}", std::process::id()));
+    let parent = Path::new(env!("CARGO_TARGET_TMPDIR")).join(env!("CARGO_CRATE_NAME"));
+    std::fs::create_dir_all(&parent).unwrap();
+    let dir = parent.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
