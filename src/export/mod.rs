@@ -25,7 +25,7 @@ use crate::ros::ros2::Ros2Type;
 use crate::ulog::format::{FieldType, Formats};
 use crate::ulog::glob;
 use crate::ulog::summary::OwnedValue;
-use crate::ulog::{Decoder, Message, Reader, Value};
+use crate::ulog::{Decoder, Message, Reader, Sample, Value};
 
 /// What to export.
 #[derive(Debug, Clone, Default)]
@@ -432,39 +432,16 @@ pub fn walk(
         if routes.len() <= at {
             routes.resize(at + 1, None);
         }
-        let route = match &routes[at] {
+        let route = match &mut routes[at] {
             Some(route) => route,
-            None => {
-                let name = sample.name();
-                // A format ROS types cannot express (never in PX4's logs) is left out.
-                let route = match types.get(name) {
-                    Some(ty) if options.wants(name) => {
-                        let key = (name.to_owned(), sample.multi_id);
-                        let channel = match channels.get(&key) {
-                            Some(channel) => *channel,
-                            None => {
-                                let topic = match sample.multi_id {
-                                    0 => format!("/{name}"),
-                                    n => format!("/{name}/{n}"),
-                                };
-                                let source = TopicSource {
-                                    format: name,
-                                    multi_id: sample.multi_id,
-                                    format_texts: &ty.1,
-                                    layout: sample.layout,
-                                };
-                                let channel = sink.channel(&topic, &ty.0, &source)?;
-                                channels.insert(key, channel);
-                                stats.channels += 1;
-                                channel
-                            }
-                        };
-                        Route::To(channel, ty.clone())
-                    }
-                    _ => Route::Skip,
-                };
-                routes[at].insert(route)
-            }
+            empty => empty.insert(route_of(
+                &sample,
+                &types,
+                options,
+                &mut channels,
+                sink,
+                &mut stats,
+            )?),
         };
         if let Route::To(channel, ty) = route {
             sink.sample(*channel, &ty.0, timestamp, sample.data)?;
@@ -481,6 +458,42 @@ pub fn walk(
 enum Route {
     To(u32, Rc<(Ros2Type, String)>),
     Skip,
+}
+
+/// Where `sample`'s message id goes until it is subscribed again: its topic instance's
+/// channel, opened on `sink` (and counted) the first time the instance is seen, or nowhere
+/// when `options` leave its topic out or ROS types cannot express its format (never in PX4's
+/// logs).
+fn route_of(
+    sample: &Sample<'_>,
+    types: &HashMap<String, Rc<(Ros2Type, String)>>,
+    options: &ExportOptions,
+    channels: &mut HashMap<(String, u8), u32>,
+    sink: &mut impl Sink,
+    stats: &mut ExportStats,
+) -> Result<Route, ExportError> {
+    let name = sample.name();
+    let Some(ty) = types.get(name).filter(|_| options.wants(name)) else {
+        return Ok(Route::Skip);
+    };
+    let key = (name.to_owned(), sample.multi_id);
+    if let Some(&channel) = channels.get(&key) {
+        return Ok(Route::To(channel, ty.clone()));
+    }
+    let topic = match sample.multi_id {
+        0 => format!("/{name}"),
+        n => format!("/{name}/{n}"),
+    };
+    let source = TopicSource {
+        format: name,
+        multi_id: sample.multi_id,
+        format_texts: &ty.1,
+        layout: sample.layout,
+    };
+    let channel = sink.channel(&topic, &ty.0, &source)?;
+    channels.insert(key, channel);
+    stats.channels += 1;
+    Ok(Route::To(channel, ty.clone()))
 }
 
 /// PX4's `ver_sw_release` (0xMMmmppTT: major, minor, patch, type) as `v1.11.2`, with the type
