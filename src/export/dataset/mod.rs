@@ -363,22 +363,23 @@ impl TableOutput {
 
 impl Write for TableOutput {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let TableBytes::Memory(bytes) = &mut self.state {
-            if bytes.len() + buf.len() <= TABLE_IN_MEMORY_BYTES {
-                bytes.extend_from_slice(buf);
-                return Ok(buf.len());
-            }
-            // Its folder may be in the making on the filer's thread: made twice is made.
-            if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let file = OutputFile::create(&self.path)?;
-            file.file().write_all(bytes)?;
-            self.state = TableBytes::File(file);
-        }
         match &mut self.state {
             TableBytes::File(file) => file.file().write(buf),
-            TableBytes::Memory(_) => unreachable!("spilled above"),
+            TableBytes::Memory(bytes) if bytes.len() + buf.len() <= TABLE_IN_MEMORY_BYTES => {
+                bytes.extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            TableBytes::Memory(bytes) => {
+                // Its folder may be in the making on the filer's thread: made twice is made.
+                if let Some(dir) = self.path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let file = OutputFile::create(&self.path)?;
+                file.file().write_all(bytes)?;
+                let written = file.file().write(buf)?;
+                self.state = TableBytes::File(file);
+                Ok(written)
+            }
         }
     }
 
