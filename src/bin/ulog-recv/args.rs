@@ -24,6 +24,10 @@ use ulog_recv::upload::flight_review::FlightReviewOptions;
 use ulog_recv::upload::s3::S3Options;
 use ulog_recv::upload::{UploadConfig, UploadWhen};
 
+/// The daemon's help headings that are not a struct's own.
+const IDENTITY: &str = "Identity and signing";
+const EVENTS: &str = "Columns and event buffers";
+
 #[derive(Parser)]
 #[command(
     version,
@@ -42,6 +46,7 @@ pub(crate) struct Cli {
 /// How to reach the other side. Exactly one.
 #[derive(Args, Debug, Clone)]
 #[group(required = false, multiple = false)]
+#[command(next_help_heading = "Link")]
 pub(crate) struct LinkArgs {
     /// Listen for the vehicle on this UDP port, on every interface or on ADDR only; answer
     /// the vehicle where its authentic frames come from.
@@ -82,18 +87,19 @@ pub(crate) struct VehicleLinkArgs {
     #[command(flatten)]
     pub(crate) link: LinkArgs,
     /// Serial baud rate.
-    #[arg(long, default_value_t = 921_600)]
+    #[arg(long, default_value_t = 921_600, help_heading = "Link")]
     pub(crate) baud: u32,
     /// Read at most this many bytes per second on average (the link is shared with
     /// telemetry); default: as fast as the vehicle sends.
-    #[arg(long, value_name = "BYTES", value_parser = ftp_rate)]
+    #[arg(long, value_name = "BYTES", value_parser = ftp_rate, help_heading = "Link")]
     pub(crate) ftp_rate: Option<u64>,
     /// Sign with this key and take only frames signed with it (the daemon's --signing-key
     /// file format); our frames go out on signing link 1 (the daemon's is 0).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Link")]
     pub(crate) signing_key: Option<PathBuf>,
     /// Wait this many seconds for the vehicle's heartbeat.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = vehicle_wait)]
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = vehicle_wait,
+          help_heading = "Link")]
     pub(crate) wait: Duration,
 }
 
@@ -129,11 +135,8 @@ impl VehicleLinkArgs {
 
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ReceiveArgs {
-    #[command(flatten)]
-    pub(crate) link: LinkArgs,
-    /// Serial baud rate.
-    #[arg(long, default_value_t = 921_600)]
-    pub(crate) baud: u32,
+    // Declared in the order of `--help`'s sections: clap lists a heading where its first
+    // option comes.
     /// Options from this TOML file, keys named as the long options (`udp = 14550`,
     /// `log-dir = "/var/lib/ulog-recv"`); the command line wins. Re-read on SIGHUP.
     #[arg(long, value_name = "FILE")]
@@ -141,57 +144,70 @@ pub(crate) struct ReceiveArgs {
     /// Print the options in force (from the config file and the command line) and exit.
     #[arg(long)]
     pub(crate) check_config: bool,
-    /// Where the .ulg files go (created if missing) [default: $STATE_DIRECTORY when systemd
-    /// gives one, else ./logs].
-    #[arg(long)]
-    pub(crate) log_dir: Option<PathBuf>,
-    /// What to log: error, warn, info, debug, trace, or a filter such as
+    /// What to log, for every command: error, warn, info, debug, trace, or a filter such as
     /// `ulog_recv::link=debug` [default: $RUST_LOG, else info for the daemon and the
-    /// simulator, warn for the other commands]. Every command takes it.
+    /// simulator, warn for the other commands].
     #[arg(long, value_name = "LEVEL", global = true)]
     pub(crate) log_level: Option<String>,
     /// For tests of the watchdog: the main loop blocks this many seconds after the start.
     #[arg(long, hide = true, value_name = "SECONDS")]
     pub(crate) debug_stall_after: Option<f64>,
+    #[command(flatten)]
+    pub(crate) link: LinkArgs,
+    /// Serial baud rate.
+    #[arg(long, default_value_t = 921_600, help_heading = "Link")]
+    pub(crate) baud: u32,
     /// Our MAVLink system id [default: the vehicle's, as for any component on board].
-    #[arg(long)]
+    #[arg(long, value_name = "ID", help_heading = IDENTITY)]
     pub(crate) sysid: Option<u8>,
-    /// Our MAVLink component id [default: 155, MAV_COMP_ID_LOG].
-    #[arg(long, default_value_t = ulog_recv::link::session::DEFAULT_COMPONENT_ID)]
+    /// Our MAVLink component id (155 is MAV_COMP_ID_LOG).
+    #[arg(long, default_value_t = ulog_recv::link::session::DEFAULT_COMPONENT_ID,
+          value_name = "ID", help_heading = IDENTITY)]
     pub(crate) compid: u8,
     /// Take only this system as the vehicle [default: the first autopilot heard].
-    #[arg(long)]
+    #[arg(long, value_name = "ID", help_heading = IDENTITY)]
     pub(crate) target_system: Option<u8>,
     /// MAVLink 2 signing with the vehicle's key: FILE holds 64 hex digits or a passphrase
     /// (whose SHA-256 is the key, as QGroundControl derives it) and must not be readable by
     /// others [default: $CREDENTIALS_DIRECTORY/signing-key when systemd gives one].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = IDENTITY)]
     pub(crate) signing_key: Option<PathBuf>,
-    /// Fill each closed session's dropouts from the vehicle's SD log over MAVLink FTP, on
-    /// the same link, once the vehicle is disarmed (`auto`; PX4 needs `mavlink start -x`),
-    /// or not (`off`; `ulog-recv fill` does it by hand).
-    #[arg(long, value_enum, default_value = "off")]
-    pub(crate) fill: FillArg,
-    /// The fill reads at most this many bytes per second on average over MAVLink FTP (the
-    /// link is shared with telemetry) [default: as fast as the vehicle sends].
-    #[arg(long, value_name = "BYTES", value_parser = ftp_rate)]
-    pub(crate) ftp_rate: Option<u64>,
+    /// Where the .ulg files go (created if missing) [default: $STATE_DIRECTORY when systemd
+    /// gives one, else ./logs].
+    #[arg(long, value_name = "DIR", help_heading = "Storage")]
+    pub(crate) log_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) store: StoreArgs,
     #[command(flatten)]
     pub(crate) publish: PublishArgs,
     #[command(flatten)]
     pub(crate) upload: UploadArgs,
+    /// Fill each closed session's dropouts from the vehicle's SD log over MAVLink FTP, on
+    /// the same link, once the vehicle is disarmed (`auto`; PX4 needs `mavlink start -x`),
+    /// or not (`off`; `ulog-recv fill` does it by hand).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "off",
+        value_name = "WHEN",
+        help_heading = "Fill"
+    )]
+    pub(crate) fill: FillArg,
+    /// The fill reads at most this many bytes per second on average over MAVLink FTP (the
+    /// link is shared with telemetry) [default: as fast as the vehicle sends].
+    #[arg(long, value_name = "BYTES", value_parser = ftp_rate, help_heading = "Fill")]
+    pub(crate) ftp_rate: Option<u64>,
 }
 
 /// How to reach a bucket: the daemon's uploads, and `export --dataset s3://…`.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Uploads")]
 pub(crate) struct BucketArgs {
     /// The S3 service, when not AWS: e.g. http://127.0.0.1:3900 (Garage), https://...r2.cloudflarestorage.com.
     #[arg(long, value_name = "URL")]
     pub(crate) upload_endpoint: Option<String>,
     /// The bucket's region [default: $AWS_REGION, else us-east-1; Garage: garage].
-    #[arg(long)]
+    #[arg(long, value_name = "REGION")]
     pub(crate) upload_region: Option<String>,
     /// Path-style addressing (ENDPOINT/BUCKET/KEY), which Garage, MinIO and Ceph need
     /// [default: on with --upload-endpoint, as boto3 and rclone choose].
@@ -208,7 +224,7 @@ pub(crate) struct BucketArgs {
     pub(crate) upload_credentials: Option<PathBuf>,
     /// Files over this size go up in parts of this size (5M to 5G); a restart resumes a
     /// file at its next part.
-    #[arg(long, value_parser = part_size, default_value = "8M")]
+    #[arg(long, value_parser = part_size, default_value = "8M", value_name = "SIZE")]
     pub(crate) upload_part_size: u64,
 }
 
@@ -234,6 +250,7 @@ impl BucketArgs {
 
 /// Where the flights go once recorded.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Uploads")]
 pub(crate) struct UploadArgs {
     /// Upload each closed split and the session's manifest to this bucket (any S3-compatible
     /// service), under PREFIX/VEHICLE/SESSION/.
@@ -246,7 +263,7 @@ pub(crate) struct UploadArgs {
     #[arg(long, value_parser = upload_rate, value_name = "BYTES")]
     pub(crate) upload_rate: Option<u64>,
     /// When uploads run: while the vehicle is disarmed (or not heard), or always.
-    #[arg(long, value_enum, default_value = "disarmed")]
+    #[arg(long, value_enum, default_value = "disarmed", value_name = "WHEN")]
     pub(crate) upload_when: UploadWhenArg,
     /// With --upload-to, also export each closed (and filled) session as Parquet tables and
     /// upload them, after everything else, to the fleet's dataset:
@@ -324,6 +341,7 @@ impl UploadArgs {
 
 /// Where the decoded topics are published live.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Live topics")]
 pub(crate) struct PublishArgs {
     /// The live socket (Unix) [default: ulog-recv.sock in $RUNTIME_DIRECTORY, else in
     /// $XDG_RUNTIME_DIR, else in /run/ulog-recv/].
@@ -341,7 +359,7 @@ pub(crate) struct PublishArgs {
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_foxglove)]
     pub(crate) foxglove: Option<SocketAddr>,
     /// Bytes a client may fall behind before its oldest lines are dropped (64K to 4G).
-    #[arg(long, value_parser = queue_size, default_value = "4M")]
+    #[arg(long, value_parser = queue_size, default_value = "4M", value_name = "SIZE")]
     pub(crate) client_queue: u64,
 }
 
@@ -391,9 +409,10 @@ impl PublishArgs {
 
 /// How logs are stored.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Storage")]
 pub(crate) struct StoreArgs {
     /// Start a new split at this size (1M to 1T; the unit is required: K, M, G, T).
-    #[arg(long, value_parser = split_size, default_value = "64M")]
+    #[arg(long, value_parser = split_size, default_value = "64M", value_name = "SIZE")]
     pub(crate) split_size: u64,
     /// Start a new split after this many seconds of log time (1 to 604800).
     #[arg(long, value_parser = split_duration, value_name = "SECONDS")]
@@ -401,21 +420,21 @@ pub(crate) struct StoreArgs {
     /// Topics whose last sample starts every split (comma-separated)
     /// [default: vehicle_status, vehicle_control_mode, home_position, vehicle_land_detected,
     /// battery_status, vehicle_gps_position, mission].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "TOPIC")]
     pub(crate) latched: Option<Vec<String>>,
     /// Seconds between syncs of the open split to disk (0.01 to 3600): what a power cut may
     /// cost at most.
     #[arg(long, value_parser = fsync_interval, default_value = "1", value_name = "SECONDS")]
     pub(crate) fsync_interval: Duration,
     /// Most bytes all log sessions may take (M, G, T); the oldest closed sessions are deleted.
-    #[arg(long, value_parser = budget_size)]
+    #[arg(long, value_parser = budget_size, value_name = "SIZE")]
     pub(crate) max_total: Option<u64>,
     /// Least free space to leave on the disk (M, G, T); the oldest closed sessions are deleted.
-    #[arg(long, value_parser = budget_size)]
+    #[arg(long, value_parser = budget_size, value_name = "SIZE")]
     pub(crate) min_free: Option<u64>,
     /// Log bytes that may wait for a slow disk (64K to 4G); beyond, samples are dropped and
     /// the log says so with a dropout, and receiving goes on.
-    #[arg(long, value_parser = queue_size, default_value = "32M")]
+    #[arg(long, value_parser = queue_size, default_value = "32M", value_name = "SIZE")]
     pub(crate) store_queue: u64,
     /// Topics stored in a column of their own, NAME=PATTERN[,PATTERN…] (repeatable; in the
     /// config file a table, `[column]` then `imu = ["sensor_*", "vehicle_imu*"]`): their
@@ -423,7 +442,7 @@ pub(crate) struct StoreArgs {
     /// belongs to the first column that matches it. Readers (export, snippet, info, uploads)
     /// join the columns back; uploads send the main column first.
     #[arg(long = "column", value_parser = column_spec, value_name = "NAME=PATTERNS",
-          action = clap::ArgAction::Append)]
+          action = clap::ArgAction::Append, help_heading = EVENTS)]
     pub(crate) columns: Vec<ColumnSpec>,
     /// Topics written only around events, NAME=PATTERN[,PATTERN…] (repeatable; in the config
     /// file a table, `[event-buffer]` then `imu = ["sensor_accel"]`): a column
@@ -431,29 +450,30 @@ pub(crate) struct StoreArgs {
     /// ahead of each event to --event-after past it. Events: `ulog-recv event NAME`,
     /// --event-on-log, --event-when.
     #[arg(long = "event-buffer", value_parser = column_spec, value_name = "NAME=PATTERNS",
-          action = clap::ArgAction::Append)]
+          action = clap::ArgAction::Append, help_heading = EVENTS)]
     pub(crate) event_buffers: Vec<ColumnSpec>,
     /// Seconds of log time an event buffer keeps before an event (0 to 600).
     #[arg(long, alias = "before", value_parser = event_window, default_value = "10",
-          value_name = "SECONDS")]
+          value_name = "SECONDS", help_heading = EVENTS)]
     pub(crate) event_before: Duration,
     /// Seconds of log time an event buffer writes after an event (0 to 600; an event may ask
     /// for another).
     #[arg(long, alias = "after", value_parser = event_window, default_value = "5",
-          value_name = "SECONDS")]
+          value_name = "SECONDS", help_heading = EVENTS)]
     pub(crate) event_after: Duration,
     /// Most bytes of samples an event buffer holds (64K to 4G); beyond, its oldest go first.
-    #[arg(long, value_parser = queue_size, default_value = "32M")]
+    #[arg(long, value_parser = queue_size, default_value = "32M", value_name = "SIZE",
+          help_heading = EVENTS)]
     pub(crate) event_buffer_size: u64,
     /// A logged string that matches this regular expression is an event (repeatable), e.g.
     /// '(?i)failsafe|crash'.
     #[arg(long, value_parser = log_trigger, value_name = "REGEX",
-          action = clap::ArgAction::Append)]
+          action = clap::ArgAction::Append, help_heading = EVENTS)]
     pub(crate) event_on_log: Vec<Trigger>,
     /// A field condition that turns true is an event (repeatable): TOPIC.FIELD OP NUMBER,
     /// e.g. 'vehicle_status.failsafe == 1' (OP one of == != < <= > >=).
     #[arg(long, value_parser = field_trigger, value_name = "CONDITION",
-          action = clap::ArgAction::Append)]
+          action = clap::ArgAction::Append, help_heading = EVENTS)]
     pub(crate) event_when: Vec<Trigger>,
 }
 
@@ -705,7 +725,8 @@ pub(crate) enum Command {
         duration: u32,
         #[command(flatten)]
         link: LinkArgs,
-        #[arg(long, default_value_t = 921_600)]
+        /// Serial baud rate.
+        #[arg(long, default_value_t = 921_600, help_heading = "Link")]
         baud: u32,
         /// The link's configured rate in bytes per second (PX4's MAV_x_RATE): the log streams
         /// at 70 % of it, and below 5000 the vehicle refuses to stream (57600 baud: 5760);
@@ -905,6 +926,10 @@ pub(crate) enum Command {
         /// Where to write them (created if missing).
         dir: PathBuf,
     },
+    /// Print the guide's reference of the config file's keys (Markdown), made from the
+    /// command line's definitions.
+    #[command(hide = true)]
+    ConfigKeys,
     /// A simulated vehicle and the receiver in one process, over loopback UDP: see logs
     /// arrive without a drone.
     Demo {

@@ -160,3 +160,105 @@ pub(crate) fn with_config(argv: &[OsString], path: &Path) -> anyhow::Result<(Cli
     })?;
     Ok((cli, args))
 }
+
+/// The guide's reference of the config file's keys, in Markdown, made from the same
+/// definitions as `--help` and the man pages (`ulog-recv config-keys`): one table per help
+/// section, each key with the TOML it takes, its default and what it sets. The committed
+/// page (`docs/src/config-keys.md`) is checked against it, so it cannot drift from the binary.
+pub(crate) fn config_keys_markdown() -> String {
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for (spec, id) in config_options() {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_id().as_str() == id)
+            .expect("a config option is an argument");
+        let heading = arg.get_help_heading().unwrap_or("General").to_owned();
+        let value_name = arg
+            .get_value_names()
+            .and_then(|names| names.first())
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| spec.name.to_uppercase());
+        let example = match spec.kind {
+            OptionKind::Flag => format!("{} = true", spec.name),
+            OptionKind::Value => format!("{} = \"{value_name}\"", spec.name),
+            OptionKind::List | OptionKind::Repeated => {
+                format!("{} = [\"{value_name}\", …]", spec.name)
+            }
+            OptionKind::Table => {
+                let patterns = value_name.split_once('=').map_or("VALUES", |(_, v)| v);
+                format!("[{}] NAME = [\"{patterns}\", …]", spec.name)
+            }
+        };
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string());
+        let mut help = help.unwrap_or_default().replace('\n', " ");
+        // A default clap does not know (it depends on the environment) is said in the help's
+        // own `[default: …]`; it goes to the default column.
+        let mut default: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|v| v.to_string_lossy().into_owned())
+            .collect();
+        if let Some(at) = help.rfind("[default: ")
+            && help.ends_with(']')
+            && spec.kind != OptionKind::Flag
+        {
+            default = vec![help[at + "[default: ".len()..help.len() - 1].to_owned()];
+            help = help[..at].trim_end().to_owned();
+        }
+        if !help.ends_with('.') {
+            help.push('.');
+        }
+        if spec.kind != OptionKind::Flag && !arg.get_possible_values().is_empty() {
+            let values: Vec<String> = arg
+                .get_possible_values()
+                .iter()
+                .map(|v| format!("`{}`", v.get_name()))
+                .collect();
+            help = format!("{help} One of {}.", values.join(", "));
+        }
+        let default = match default.as_slice() {
+            [] if spec.kind == OptionKind::Flag => "`false`".to_owned(),
+            [] => "none".to_owned(),
+            [v] if v.is_empty() => "empty".to_owned(),
+            values => values.join(", "),
+        };
+        let cell = |s: &str| s.replace('|', "\\|");
+        let row = format!(
+            "| `{}` | {} | {} |",
+            cell(&example),
+            cell(&default),
+            cell(&help)
+        );
+        match sections.iter_mut().find(|(h, _)| *h == heading) {
+            Some((_, rows)) => rows.push(row),
+            None => sections.push((heading, vec![row])),
+        }
+    }
+    let mut out = String::from(
+        "<!-- Made by `ulog-recv config-keys` from the command line's own definitions; \
+         tests/guide.rs fails when this page differs from what the binary makes. -->\n\n\
+         # Config file keys\n\n\
+         Every key of the config file (`--config FILE`, `/etc/ulog-recv/ulog-recv.toml` under \
+         the service) is a long option of the daemon, without its dashes, and takes the value \
+         that option takes: a number or a string for a value, `true` for a switch, a list of \
+         strings for an option that takes several, a table for columns and event buffers. The \
+         command line wins over the file; a number may be written without quotes \
+         (`udp = 14550`). `ulog-recv --config FILE --check-config` prints what is in force. See [The config file](service.md#the-config-file) for how the file is \
+         read and reloaded.\n",
+    );
+    for (heading, rows) in sections {
+        out.push_str(&format!(
+            "\n## {heading}\n\n| key | default | what it sets |\n|---|---|---|\n"
+        ));
+        for row in rows {
+            out.push_str(&row);
+            out.push('\n');
+        }
+    }
+    out
+}

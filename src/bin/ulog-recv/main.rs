@@ -239,6 +239,10 @@ fn run() -> anyhow::Result<()> {
                 .with_context(|| format!("cannot write the man pages into {}", dir.display()))?;
             Ok(())
         }
+        Some(Command::ConfigKeys) => {
+            print!("{}", config_file::config_keys_markdown());
+            Ok(())
+        }
         Some(Command::Demo {
             log_dir,
             duration,
