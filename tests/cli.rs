@@ -160,8 +160,6 @@ fn a_log_cut_mid_message_reads_what_it_has_and_says_how_much_was_cut() {
     assert!(text.contains("vehicle_attitude"), "{text}");
 }
 
-/// README's first command: the demo receives a simulated flight over a lossy link, stores it
-/// in splits, summarises it, and publishes it live (`tail` follows it while it runs).
 #[test]
 fn info_into_a_closed_pipe_ends_quietly() {
     // `ulog-recv info FILE | head -1`: the reader is gone before the writer is done.
@@ -186,6 +184,8 @@ fn info_into_a_closed_pipe_ends_quietly() {
     }
 }
 
+/// README's first command: the demo receives a simulated flight over a lossy link, stores it
+/// in splits, summarises it, and publishes it live (`tail` follows it while it runs).
 #[test]
 fn the_demo_receives_stores_summarises_and_publishes_a_flight() {
     use std::io::{BufRead, BufReader, Read};

@@ -14,28 +14,8 @@ use std::time::{Duration, Instant};
 use common::garage::{Garage, SECRET_KEY, credentials};
 use common::procs::{Proc, fresh_dir, session_dirs};
 use common::px4::{Px4, Relay};
+use common::px4_compare::{brief, check_whole, export_session, px4_compare};
 use serde_json::Value as Json;
-
-/// `tests/px4_compare.py ARGS`: its report.
-fn px4_compare(py: &Path, args: &[&std::ffi::OsStr]) -> Json {
-    common::json_output(
-        Command::new(py)
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/px4_compare.py"))
-            .args(args),
-    )
-}
-
-/// A report as a failure shows it: its long lists (each dropout, each gap) as their lengths,
-/// so that what went wrong (missing_examples, first_missing) is never cut from CI's output.
-fn brief(report: &Json) -> Json {
-    let mut shown = report.clone();
-    for key in ["dropouts", "sd_gaps_ms"] {
-        if let Some(list) = report[key].as_array() {
-            shown[key] = format!("({} entries)", list.len()).into();
-        }
-    }
-    shown
-}
 
 /// Holds the splits of one session against PX4's log `sd`: nothing PX4 sent lost outside our
 /// dropouts (`sent`: the stream PX4 put on the wire; its rate limiter drops samples without a
@@ -119,80 +99,9 @@ fn fill_from_px4(session: &Path, port: u16) -> Json {
     fill
 }
 
-/// The session exported as one log, `out`.
-fn export_session(session: &Path, out: &Path) -> PathBuf {
-    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let done = Command::new(common::procs::BIN)
-        .arg("export")
-        .arg(session)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        done.status.success(),
-        "export: {}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    out.to_path_buf()
-}
-
-/// Holds a filled session, exported as one log, against PX4's log `sd` as far as it was
-/// written when the `fill` (its report) read it: every sample PX4 had logged from the
-/// stream's start (the header's time, so the head counts) to its last is in it, none
-/// invented, none twice, every value equal. (PX4 logs a slow topic's sample up to a second
-/// or two after its time, and the SITL's clock runs behind the wall's under load: a sample
-/// stamped before the stream's end may reach the card after the fill read it.)
-fn check_whole(py: &Path, sd: &Path, fill: &Json, merged: &Path, what: &str) -> Json {
-    let seen_len = fill["sd_log_bytes"].as_u64().unwrap() as usize;
-    let whole = std::fs::read(sd).unwrap();
-    assert!(whole.len() >= seen_len, "{what}: PX4's log shrank");
-    let seen = merged.with_extension("sd-seen.ulg");
-    std::fs::write(&seen, &whole[..seen_len]).unwrap();
-    let report = px4_compare(
-        py,
-        &["--from-start".as_ref(), seen.as_ref(), merged.as_ref()],
-    );
-    let shown = brief(&report);
-    let sd_samples = report["sd_samples"].as_u64().unwrap();
-    let matched = report["matched"].as_u64().unwrap();
-    eprintln!(
-        "{what}: {matched} of {sd_samples} samples of PX4's log from the stream's start \
-         ({:.3} %): {shown}",
-        100.0 * matched as f64 / sd_samples as f64
-    );
-    assert!(sd_samples > 5_000, "{what}: {shown}");
-    if report["postflight"] == true || matched == sd_samples {
-        assert_eq!(matched, sd_samples, "{what}: not whole: {shown}");
-    } else {
-        // No STOP: where the stream ended is not known, and the fill took the SD log's
-        // records to its end as it was then; a slow topic's sample stamped before the
-        // window's end can be written up to TAIL_LAG_US after it, after that end. Only
-        // those may be missing.
-        let end = report["window"][1].as_u64().unwrap();
-        let first_missing = report["first_missing"].as_u64().unwrap();
-        assert!(
-            first_missing + ulog_recv::fill::locate::TAIL_LAG_US >= end,
-            "{what}: not whole: {shown}"
-        );
-    }
-    assert_eq!(report["invented"], 0, "{what}: {shown}");
-    assert_eq!(report["value_mismatches"], 0, "{what}: {shown}");
-    let out = Command::new(py)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/same_samples.py"
-        ))
-        .arg(merged)
-        .arg(sd)
-        .output()
-        .unwrap();
-    let same: Json = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        same["extra_in_a"], 0,
-        "{what}: a sample twice, or one PX4 never logged: {same}"
-    );
-    report
+/// The SD log's length when the fill (its report) read it.
+fn sd_log_bytes(fill: &Json) -> usize {
+    fill["sd_log_bytes"].as_u64().unwrap() as usize
 }
 
 /// The session's own splits (not its amendments).
@@ -296,7 +205,13 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
     assert!(splits.len() >= 3, "{} splits", splits.len());
     let report = check_against_px4(&py, &sd_logs[0], &sent, &splits, "20 s of stream");
     let merged = export_session(&session, &fresh_dir("px4-stream-merged").join("flight.ulg"));
-    check_whole(&py, &sd_logs[0], &fill, &merged, "20 s of stream, filled");
+    check_whole(
+        &py,
+        &sd_logs[0],
+        sd_log_bytes(&fill),
+        &merged,
+        "20 s of stream, filled",
+    );
     let sd = report["sd_samples"].as_u64().unwrap();
     let matched = report["matched"].as_u64().unwrap();
     assert!(matched as f64 >= 0.99 * sd as f64, "{report}");
@@ -417,7 +332,7 @@ fn a_daemon_killed_and_restarted_while_px4_streams_gets_a_new_log_whole() {
         check_whole(
             &py,
             &sd_logs[0],
-            &fills[k],
+            sd_log_bytes(&fills[k]),
             &merged,
             &format!("session {k}, filled"),
         );
@@ -510,5 +425,11 @@ fn with_five_percent_of_px4s_datagrams_lost_the_dropouts_last_as_long_as_the_gap
     assert!(fill["filled"].as_u64().unwrap() > 10, "{fill}");
     assert_eq!(fill["unfilled"], serde_json::json!([]), "{fill}");
     let merged = export_session(&session, &dir.join("merged.ulg"));
-    check_whole(&py, &sd_logs[0], &fill, &merged, "5 % loss, filled");
+    check_whole(
+        &py,
+        &sd_logs[0],
+        sd_log_bytes(&fill),
+        &merged,
+        "5 % loss, filled",
+    );
 }

@@ -11,11 +11,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port, http_ok};
+use common::flight_review::FlightReviewServer;
+use common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port};
 use common::procs::{Proc, free_udp_port, fresh_dir, wait_for_line};
 use common::sha256_file;
 use serde_json::Value as Json;
@@ -436,101 +437,9 @@ fn a_missing_bucket_is_said_as_the_server_named_it_with_the_option_to_check() {
     assert!(!session.join("uploaded").exists());
 }
 
-/// A Flight Review server from `../shared/vendor/flight_review`, run from a copy.
-struct FlightReviewServer {
-    port: u16,
-    child: Child,
-}
-
-impl FlightReviewServer {
-    fn start(name: &str) -> Option<Self> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let vendor = root.join("../shared/vendor/flight_review");
-        let python = root.join(".venv-flight-review/bin/python");
-        if !vendor.is_dir() || !python.is_file() {
-            skip_or_fail("no Flight Review (../shared/vendor/flight_review, .venv-flight-review)");
-            return None;
-        }
-        let dir = fresh_dir(&format!("flight-review-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let copy = dir.join("fr");
-        let status = Command::new("cp")
-            .arg("-r")
-            .arg(&vendor)
-            .arg(&copy)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let port = free_tcp_port();
-        let app = copy.join("app");
-        std::fs::write(
-            app.join("config_user.ini"),
-            format!(
-                "[general]\ndomain_name=127.0.0.1:{port}\nhttp_protocol=http\nstorage_path={}\n",
-                dir.join("data").display()
-            ),
-        )
-        .unwrap();
-        let ok = Command::new(&python)
-            .arg("setup_db.py")
-            .current_dir(&app)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(ok.success(), "Flight Review's setup_db.py failed");
-        let log = std::fs::File::create(dir.join("serve.log")).unwrap();
-        let child = Command::new(&python)
-            .args([
-                "serve.py",
-                "--port",
-                &port.to_string(),
-                "--address",
-                "127.0.0.1",
-            ])
-            .arg("--allow-websocket-origin")
-            .arg(format!("127.0.0.1:{port}"))
-            .current_dir(&app)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let server = Self { port, child };
-        let t0 = Instant::now();
-        while !http_ok(port, "/upload") {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "Flight Review not up in 60 s (see {})",
-                dir.join("serve.log").display()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Some(server)
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn download(&self, id: &str) -> Vec<u8> {
-        let out = Command::new("curl")
-            .args(["-sf", &format!("{}/download?log={id}", self.url())])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "download of {id} failed");
-        out.stdout
-    }
-}
-
-impl Drop for FlightReviewServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_sent_again() {
-    let Some(server) = FlightReviewServer::start("flight") else {
+    let Some(server) = FlightReviewServer::start("flight", free_tcp_port()) else {
         return;
     };
     let dir = fresh_dir("upload-flight-review");

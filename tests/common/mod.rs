@@ -2,9 +2,11 @@
 //! into the same JSON shape as pyulog's `NAME.expected.json`, so results compare directly.
 #![allow(dead_code)]
 
+pub mod flight_review;
 pub mod garage;
 pub mod procs;
 pub mod px4;
+pub mod px4_compare;
 pub mod python_json;
 pub mod units;
 
