@@ -1,7 +1,8 @@
 //! `ulog-recv`: receives the flight log a PX4 autopilot streams over MAVLink ("ULog
 //! streaming"), writes it to disk as rolling standalone `.ulg` splits, publishes its topics
 //! live (a local socket, Foxglove) and exports flights (MCAP, ROS bags). This page is the map
-//! of the crate for the engineer who works on it; the README is the user's.
+//! of the crate for the engineer who works on it; the operator's guide (`docs/`, an mdBook)
+//! is the user's.
 //!
 //! # Parts
 //!

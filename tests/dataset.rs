@@ -272,7 +272,7 @@ print(f.metadata.num_rows, f.num_row_groups, all(g == sorted(g) for g in groups)
 }
 
 #[test]
-fn readmes_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() {
+fn the_guides_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() {
     let Some(py) = venv_python() else { return };
     let logs = all_logs();
     let root = fresh_dir("dataset-queries");
@@ -283,7 +283,7 @@ fn readmes_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() {
         Command::new(&py)
             .current_dir(&root)
             .arg(project().join("tests/dataset_queries.py"))
-            .arg(project().join("README.md"))
+            .arg(project().join("docs/src/tables.md"))
             .arg(&root)
             .arg("--spark")
             .args(&logs),

@@ -5,8 +5,8 @@ vehicle type's name against pymavlink's MAV_TYPE enum.
 
 Usage: dataset_flights.py ROOT LOG.ulg
 
-Every column of the one `flights` row is computed here from pyulog's data as README and the
-crate docs define it:
+Every column of the one `flights` row is computed here from pyulog's data as the guide
+(docs/src/tables.md) and the crate docs define it:
 - log_start_us: the header's timestamp; log_end_us: the latest sample's; duration_s;
 - start_utc/end_utc: moved by the first GPS fix's UTC reference (time_utc_usec - timestamp of
   the first vehicle_gps_position/sensor_gps sample with one), null without;

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Runs README's queries, as printed, on a dataset of several flights, in DuckDB and (with
+"""Runs the guide's queries (docs/src/tables.md), as printed, on a dataset of several flights, in DuckDB and (with
 --spark) in Spark SQL (pyspark, local mode, the installed JDK), and holds their answers
 against what this script computes from pyulog reading the same logs.
 
-Usage (in ROOT, as README's queries run in the dataset's root):
-    dataset_queries.py README.md ROOT [--spark] LOG.ulg...
+Usage (in ROOT, as the guide's queries run in the dataset's root):
+    dataset_queries.py docs/src/tables.md ROOT [--spark] LOG.ulg...
 (ROOT holds `ulog-recv export LOG --dataset ROOT`, or a fleet's uploaded tables, of every LOG;
 a log's flight id is its file stem.)
 
-README's Parquet section has two ```sql blocks, DuckDB's and Spark's (the one that starts
+The guide's tables chapter has two ```sql blocks, DuckDB's and Spark's (the one that starts
 with "-- Spark SQL"), each of the same three queries:
 1. flights with a failsafe: the flights whose vehicle_status says failsafe at any sample, with
    their vehicle and day (from the dataset's paths), duration (the log's header to its
@@ -30,15 +30,15 @@ import numpy
 import pyulog
 
 
-def readme_blocks(readme):
-    """README's DuckDB and Spark SQL statements."""
-    text = pathlib.Path(readme).read_text()
+def guide_blocks(chapter):
+    """The chapter's DuckDB and Spark SQL statements."""
+    text = pathlib.Path(chapter).read_text()
     blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
     statements = [[q.strip() for q in b.split(";") if q.strip()] for b in blocks]
     spark = [s for s in statements if s[0].startswith("-- Spark SQL")]
     duck = [s for s in statements if not s[0].startswith("-- Spark SQL")]
     if len(spark) != 1 or len(duck) != 1:
-        sys.exit(f"README has {len(duck)} DuckDB and {len(spark)} Spark SQL blocks, not one each")
+        sys.exit(f"{chapter} has {len(duck)} DuckDB and {len(spark)} Spark SQL blocks, not one each")
     return duck[0], spark[0]
 
 
@@ -109,10 +109,10 @@ def main():
     args = sys.argv[1:]
     spark_too = "--spark" in args
     args = [a for a in args if a != "--spark"]
-    readme, root, logs = args[0], args[1], [pathlib.Path(p) for p in args[2:]]
-    duck_queries, spark_statements = readme_blocks(readme)
+    chapter, root, logs = args[0], args[1], [pathlib.Path(p) for p in args[2:]]
+    duck_queries, spark_statements = guide_blocks(chapter)
     if len(duck_queries) != 3:
-        sys.exit(f"README's DuckDB block has {len(duck_queries)} queries, not the three this test knows")
+        sys.exit(f"The guide's DuckDB block has {len(duck_queries)} queries, not the three this test knows")
     since = re.search(r"DATE '(\d{4}-\d\d-\d\d)'", duck_queries[2]).group(1)
     want = expected(root, logs, since)
     errors = []

@@ -6,7 +6,7 @@
 //!   temporary key, the manifest lists them;
 //! - pyarrow reads them straight from the bucket, pruning partitions (`tests/fleet_bucket.py`),
 //!   and pyiceberg registers the files into an Iceberg table without rewriting them;
-//! - DuckDB and Spark (pyspark, local mode) run README's queries as printed on a mirror of
+//! - DuckDB and Spark (pyspark, local mode) run the guide's queries as printed on a mirror of
 //!   the bucket and answer as pyulog does (`tests/dataset_queries.py`).
 //!
 //! Garage as in `tests/upload.rs`; without it (or the virtualenv) the test says SKIPPED, and
@@ -278,7 +278,7 @@ fn a_fleets_tables_reach_the_bucket_once_and_arrow_duckdb_spark_and_iceberg_read
     assert_eq!(report["pruned_to"], 1, "{report}");
     eprintln!("pyarrow and pyiceberg: {report}");
 
-    // README's queries, in DuckDB and Spark, on the mirror.
+    // The guide's queries, in DuckDB and Spark, on the mirror.
     let report = json_output(
         Command::new(&py)
             .current_dir(&mirror)
@@ -286,7 +286,7 @@ fn a_fleets_tables_reach_the_bucket_once_and_arrow_duckdb_spark_and_iceberg_read
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/dataset_queries.py"
             ))
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/src/tables.md"))
             .arg(&mirror)
             .arg("--spark")
             .args(&logs),

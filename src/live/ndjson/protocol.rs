@@ -3,7 +3,7 @@
 //! Clients send requests ([`Request::parse`]), one JSON object per line, at most
 //! [`MAX_REQUEST_LINE`] bytes ([`LineReader`] cuts the stream into lines and flags longer
 //! ones). The server's lines are built by [`crate::live::ndjson::Publisher`]; their shapes are
-//! documented in README.md ("Live topics"), versioned by [`PROTOCOL_VERSION`].
+//! documented in the operator's guide (`docs/src/live.md`, "The protocol"), versioned by [`PROTOCOL_VERSION`].
 
 use serde_json::Value as Json;
 
