@@ -279,7 +279,7 @@ fn the_readme_is_a_front_door_with_its_two_commands_in_its_top_half() {
 /// `.context(…)`, as format strings, with where each is.
 fn operator_messages() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for file in rust_files(&project().join("src")) {
+    for file in common::procs::files_with_extension(&project().join("src"), "rs") {
         let text = std::fs::read_to_string(&file).unwrap();
         let tokens: proc_macro2::TokenStream = text
             .parse()
@@ -300,20 +300,6 @@ fn operator_messages() -> Vec<(String, String)> {
             .count()
             >= 3
     });
-    out
-}
-
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    out.sort();
     out
 }
 
@@ -643,13 +629,7 @@ fn tool_path(bin_dir: &Path) -> String {
         bin_dir.to_path_buf(),
         project().join("../shared/vendor/mavlink-router/bin"),
     ];
-    let garage = std::env::var_os("GARAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/ulog-recv/garage-2.5.0/bin/garage")
-        });
-    if let Some(dir) = garage.parent() {
+    if let Some(dir) = common::garage::binary().parent() {
         dirs.push(dir.to_path_buf());
     }
     dirs.push(project().join(".venv/bin"));
@@ -787,15 +767,20 @@ impl ChapterRun {
         ));
     }
 
-    /// Ctrl-C in `name`'s terminal: SIGINT to its process group; it must exit 0 within 30 s,
-    /// having printed what the guide shows after it.
-    fn interrupt(&mut self, place: &str, name: &str) {
+    /// The background block named `name`, no longer tracked as running.
+    fn take_background(&mut self, place: &str, name: &str) -> Background {
         let at = self
             .background
             .iter()
             .position(|(n, _)| n == name)
             .unwrap_or_else(|| panic!("{place}: nothing named {name} runs in the background"));
-        let (_, mut bg) = self.background.remove(at);
+        self.background.remove(at).1
+    }
+
+    /// Ctrl-C in `name`'s terminal: SIGINT to its process group; it must exit 0 within 30 s,
+    /// having printed what the guide shows after it.
+    fn interrupt(&mut self, place: &str, name: &str) {
+        let mut bg = self.take_background(place, name);
         unsafe { libc::kill(-(bg.child.id() as i32), libc::SIGINT) };
         let t0 = std::time::Instant::now();
         let status = loop {
@@ -844,12 +829,7 @@ impl ChapterRun {
 
     /// A power cut for `name`: SIGKILL to its process group.
     fn kill(&mut self, place: &str, name: &str) {
-        let at = self
-            .background
-            .iter()
-            .position(|(n, _)| n == name)
-            .unwrap_or_else(|| panic!("{place}: nothing named {name} runs in the background"));
-        let (_, mut bg) = self.background.remove(at);
+        let mut bg = self.take_background(place, name);
         unsafe { libc::kill(-(bg.child.id() as i32), libc::SIGKILL) };
         let _ = bg.child.wait();
         eprintln!("[guide] {place}: {name} killed");
@@ -924,16 +904,19 @@ impl ChapterRun {
     /// A background block that ended before it was stopped (a daemon that could not bind
     /// its port, say) fails the chapter there, not at the next block that needed it.
     fn check_background(&mut self) {
-        for at in 0..self.background.len() {
-            if let Some(status) = self.background[at].1.child.try_wait().unwrap() {
-                let (name, bg) = self.background.remove(at);
-                let output = std::fs::read_to_string(&bg.log).unwrap_or_default();
-                self.fail(
-                    &bg.block,
-                    &format!("{name} ended ({status}) before it was stopped"),
-                    &output,
-                );
-            }
+        let ended = self
+            .background
+            .iter_mut()
+            .position(|(_, bg)| bg.child.try_wait().unwrap().is_some());
+        if let Some(at) = ended {
+            let (name, mut bg) = self.background.remove(at);
+            let status = bg.child.wait().unwrap();
+            let output = std::fs::read_to_string(&bg.log).unwrap_or_default();
+            self.fail(
+                &bg.block,
+                &format!("{name} ended ({status}) before it was stopped"),
+                &output,
+            );
         }
     }
 
@@ -1049,20 +1032,6 @@ fn mdbook() -> Option<PathBuf> {
     None
 }
 
-/// Every HTML file under `dir`.
-fn html_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.extend(html_files(&path));
-        } else if path.extension().is_some_and(|e| e == "html") {
-            out.push(path);
-        }
-    }
-    out
-}
-
 #[test]
 fn the_book_builds_and_no_link_in_it_is_broken() {
     let Some(mdbook) = mdbook() else { return };
@@ -1082,7 +1051,7 @@ fn the_book_builds_and_no_link_in_it_is_broken() {
     );
     let href = regex::Regex::new(r#"(?:href|src)="([^"]*)""#).unwrap();
     let id = regex::Regex::new(r#"\sid="([^"]*)""#).unwrap();
-    let pages = html_files(&out);
+    let pages = common::procs::files_with_extension(&out, "html");
     assert!(pages.len() > 20, "{} pages", pages.len());
     let ids_of = |page: &Path| -> BTreeSet<String> {
         let text = std::fs::read_to_string(page).unwrap_or_default();

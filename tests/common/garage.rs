@@ -18,6 +18,16 @@ pub fn free_tcp_port() -> u16 {
         .port()
 }
 
+/// Garage's binary: `$GARAGE`, else where `.ci/run` installs it.
+pub fn binary() -> PathBuf {
+    std::env::var_os("GARAGE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/ulog-recv/garage-2.5.0/bin/garage")
+        })
+}
+
 /// A single-node Garage with a default bucket and key, in a directory of its own.
 pub struct Garage {
     bin: PathBuf,
@@ -30,12 +40,7 @@ pub struct Garage {
 impl Garage {
     /// The server in `dir` (made anew), or why there is none (no binary).
     pub fn start(dir: PathBuf) -> Result<Self, String> {
-        let bin = std::env::var_os("GARAGE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                    .join(".cache/ulog-recv/garage-2.5.0/bin/garage")
-            });
+        let bin = binary();
         if !bin.is_file() {
             return Err(format!("no Garage at {}", bin.display()));
         }

@@ -135,6 +135,11 @@ pub fn files_under(root: &Path) -> Vec<String> {
 
 /// The split files under `dir` (in its session directories), in order.
 pub fn ulg_files(dir: &Path) -> Vec<PathBuf> {
+    files_with_extension(dir, "ulg")
+}
+
+/// Every file under `dir`, at any depth, whose name ends in `.EXTENSION`, in order.
+pub fn files_with_extension(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let mut v = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -142,7 +147,7 @@ pub fn ulg_files(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "ulg") {
+            } else if p.extension().is_some_and(|x| x == extension) {
                 v.push(p);
             }
         }
