@@ -175,65 +175,7 @@ pub(crate) fn config_keys_markdown() -> String {
             .find(|a| a.get_id().as_str() == id)
             .expect("a config option is an argument");
         let heading = arg.get_help_heading().unwrap_or("General").to_owned();
-        let value_name = arg
-            .get_value_names()
-            .and_then(|names| names.first())
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| spec.name.to_uppercase());
-        let example = match spec.kind {
-            OptionKind::Flag => format!("{} = true", spec.name),
-            OptionKind::Value => format!("{} = \"{value_name}\"", spec.name),
-            OptionKind::List | OptionKind::Repeated => {
-                format!("{} = [\"{value_name}\", …]", spec.name)
-            }
-            OptionKind::Table => {
-                let patterns = value_name.split_once('=').map_or("VALUES", |(_, v)| v);
-                format!("[{}] NAME = [\"{patterns}\", …]", spec.name)
-            }
-        };
-        let help = arg
-            .get_long_help()
-            .or(arg.get_help())
-            .map(|h| h.to_string());
-        let mut help = help.unwrap_or_default().replace('\n', " ");
-        // A default clap does not know (it depends on the environment) is said in the help's
-        // own `[default: …]`; it goes to the default column.
-        let mut default: Vec<String> = arg
-            .get_default_values()
-            .iter()
-            .map(|v| v.to_string_lossy().into_owned())
-            .collect();
-        if let Some(at) = help.rfind("[default: ")
-            && help.ends_with(']')
-            && spec.kind != OptionKind::Flag
-        {
-            default = vec![help[at + "[default: ".len()..help.len() - 1].to_owned()];
-            help = help[..at].trim_end().to_owned();
-        }
-        if !help.ends_with('.') {
-            help.push('.');
-        }
-        if spec.kind != OptionKind::Flag && !arg.get_possible_values().is_empty() {
-            let values: Vec<String> = arg
-                .get_possible_values()
-                .iter()
-                .map(|v| format!("`{}`", v.get_name()))
-                .collect();
-            help = format!("{help} One of {}.", values.join(", "));
-        }
-        let default = match default.as_slice() {
-            [] if spec.kind == OptionKind::Flag => "`false`".to_owned(),
-            [] => "none".to_owned(),
-            [v] if v.is_empty() => "empty".to_owned(),
-            values => values.join(", "),
-        };
-        let cell = |s: &str| s.replace('|', "\\|");
-        let row = format!(
-            "| `{}` | {} | {} |",
-            cell(&example),
-            cell(&default),
-            cell(&help)
-        );
+        let row = config_key_row(&spec, arg);
         match sections.iter_mut().find(|(h, _)| *h == heading) {
             Some((_, rows)) => rows.push(row),
             None => sections.push((heading, vec![row])),
@@ -248,8 +190,9 @@ pub(crate) fn config_keys_markdown() -> String {
          that option takes: a number or a string for a value, `true` for a switch, a list of \
          strings for an option that takes several, a table for columns and event buffers. The \
          command line wins over the file; a number may be written without quotes \
-         (`udp = 14550`). `ulog-recv --config FILE --check-config` prints what is in force. See [The config file](service.md#the-config-file) for how the file is \
-         read and reloaded.\n",
+         (`udp = 14550`). `ulog-recv --config FILE --check-config` prints what is in force. \
+         See [The config file](service.md#the-config-file) for how the file is read and \
+         reloaded.\n",
     );
     for (heading, rows) in sections {
         out.push_str(&format!(
@@ -261,4 +204,67 @@ pub(crate) fn config_keys_markdown() -> String {
         }
     }
     out
+}
+
+/// One key's row of [`config_keys_markdown`]'s tables: the TOML it takes, its default and
+/// its help. A default clap does not know (it depends on the environment) is said in the
+/// help's own `[default: …]`; it goes to the default column.
+fn config_key_row(spec: &OptionSpec, arg: &clap::Arg) -> String {
+    let value_name = arg
+        .get_value_names()
+        .and_then(|names| names.first())
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| spec.name.to_uppercase());
+    let example = match spec.kind {
+        OptionKind::Flag => format!("{} = true", spec.name),
+        OptionKind::Value => format!("{} = \"{value_name}\"", spec.name),
+        OptionKind::List | OptionKind::Repeated => {
+            format!("{} = [\"{value_name}\", …]", spec.name)
+        }
+        OptionKind::Table => {
+            let patterns = value_name.split_once('=').map_or("VALUES", |(_, v)| v);
+            format!("[{}] NAME = [\"{patterns}\", …]", spec.name)
+        }
+    };
+    let help = arg.get_long_help().or(arg.get_help());
+    let mut help = help
+        .map(|h| h.to_string())
+        .unwrap_or_default()
+        .replace('\n', " ");
+    let mut default: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    if let Some(at) = help.rfind("[default: ")
+        && help.ends_with(']')
+        && spec.kind != OptionKind::Flag
+    {
+        default = vec![help[at + "[default: ".len()..help.len() - 1].to_owned()];
+        help = help[..at].trim_end().to_owned();
+    }
+    if !help.ends_with('.') {
+        help.push('.');
+    }
+    if spec.kind != OptionKind::Flag && !arg.get_possible_values().is_empty() {
+        let values: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
+        help = format!("{help} One of {}.", values.join(", "));
+    }
+    let default = match default.as_slice() {
+        [] if spec.kind == OptionKind::Flag => "`false`".to_owned(),
+        [] => "none".to_owned(),
+        [v] if v.is_empty() => "empty".to_owned(),
+        values => values.join(", "),
+    };
+    let cell = |s: &str| s.replace('|', "\\|");
+    format!(
+        "| `{}` | {} | {} |",
+        cell(&example),
+        cell(&default),
+        cell(&help)
+    )
 }
