@@ -1,6 +1,8 @@
 //! The packages `.ci/package` builds, checked as an operator gets them: each .deb holds the
 //! binary for its architecture, both units, the config as a conffile, the system user,
-//! completions and man pages; lintian finds no error; the packaged units pass systemd's checks;
+//! completions and man pages, the copyright file (DEP-5, the project's MIT OR Apache-2.0) and
+//! the third-party licences of every crate the binary links; lintian finds no error and
+//! nothing to say of the copyright file; the packaged units pass systemd's checks;
 //! the binaries need no glibc newer than Ubuntu 22.04's (a Jetson) and `Depends` says what they
 //! need; dpkg installs the package into a scratch root, makes its user, and an upgrade keeps
 //! the operator's edited config; the arm64 binary, under qemu-user, receives a flight from the
@@ -184,6 +186,7 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
             "/usr/share/man/man1/ulog-recv.1.gz",
             "/usr/share/doc/ulog-recv/copyright",
             "/usr/share/doc/ulog-recv/changelog.Debian.gz",
+            "/usr/share/doc/ulog-recv/third-party-licenses.md",
         ];
         let commands = ["info", "export", "fill", "tail", "demo"];
         let pages: Vec<String> = commands
@@ -227,6 +230,10 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
                 "usr/lib/sysusers.d/ulog-recv.conf",
                 "systemd/ulog-recv.sysusers",
             ),
+            (
+                "usr/share/doc/ulog-recv/copyright",
+                "systemd/package/copyright",
+            ),
         ] {
             assert_eq!(
                 std::fs::read(tree.join(packaged)).unwrap(),
@@ -263,7 +270,20 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
             );
         }
 
-        // The tarball: the same tree under ulog-recv-VERSION-ARCH/, the same binary.
+        // The third-party notice names every crate the binary depends on directly.
+        let notice =
+            std::fs::read_to_string(tree.join("usr/share/doc/ulog-recv/third-party-licenses.md"))
+                .unwrap();
+        for (name, version) in locked_direct_dependencies() {
+            assert!(
+                notice.contains(&format!("- {name} {version}\n")),
+                "{}: the third-party licences do not list {name} {version}",
+                p.arch
+            );
+        }
+
+        // The tarball: the same tree under ulog-recv-VERSION-ARCH/, the same binary, and the
+        // licence texts (no package manager shows them a copyright file's way).
         let tarball = project().join(format!(
             "target/package/ulog-recv-{VERSION}-{}.tar.gz",
             p.arch
@@ -278,7 +298,7 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
         let top = untarred.join(format!("ulog-recv-{VERSION}-{}", p.arch));
         for path in wanted
             .iter()
-            .filter(|p| !p.starts_with("/usr/share/doc/ulog-recv/c"))
+            .filter(|p| !p.ends_with("/changelog.Debian.gz"))
         {
             let packaged = std::fs::read(tree.join(&path[1..])).unwrap();
             let tarred = std::fs::read(top.join(&path[1..]))
@@ -287,6 +307,15 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
                 packaged == tarred,
                 "{}: {path} differs from the .deb's",
                 tarball.display()
+            );
+        }
+        for licence in ["LICENSE-MIT", "LICENSE-APACHE"] {
+            let tarred = std::fs::read(top.join("usr/share/doc/ulog-recv").join(licence))
+                .unwrap_or_else(|e| panic!("{}: {licence}: {e}", tarball.display()));
+            assert_eq!(
+                tarred,
+                std::fs::read(project().join(licence)).unwrap(),
+                "{licence}"
             );
         }
         for dir in [&tree, &control, &untarred] {
@@ -355,7 +384,150 @@ fn lintian_finds_no_error_in_either_package() {
         let report = String::from_utf8_lossy(&out.stdout);
         let errors: Vec<&str> = report.lines().filter(|l| l.starts_with("E:")).collect();
         assert!(errors.is_empty(), "{}: lintian says {errors:#?}", p.arch);
+        // Of the copyright file, not even a pedantic remark (a missing notice, DEP-5 syntax).
+        let pedantic = run(Command::new(&lintian)
+            .args(["--info", "--pedantic"])
+            .arg(&p.deb));
+        let about_copyright: Vec<&str> = pedantic
+            .lines()
+            .filter(|l| l.contains("copyright") || l.contains("dep5"))
+            .collect();
+        assert!(
+            about_copyright.is_empty(),
+            "{}: lintian says {about_copyright:#?}",
+            p.arch
+        );
     }
+}
+
+/// The name and locked version of each crate in Cargo.toml's `[dependencies]`, as
+/// `cargo metadata` resolves them.
+fn locked_direct_dependencies() -> Vec<(String, String)> {
+    let metadata = run(Command::new(env!("CARGO"))
+        .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+        .arg("--manifest-path")
+        .arg(project().join("Cargo.toml")));
+    let metadata: serde_json::Value = serde_json::from_str(&metadata).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    let ours = packages
+        .iter()
+        .find(|p| p["name"] == "ulog-recv")
+        .expect("ulog-recv in cargo metadata");
+    let normal: BTreeSet<&str> = ours["dependencies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"].is_null())
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    let resolved = metadata["resolve"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == ours["id"])
+        .expect("ulog-recv in the resolved graph");
+    resolved["deps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| {
+            let package = packages.iter().find(|p| p["id"] == d["pkg"])?;
+            let name = package["name"].as_str()?;
+            normal.contains(name).then(|| {
+                (
+                    name.to_string(),
+                    package["version"].as_str().unwrap().to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The project's licence, as Cargo.toml, the licence files and the packages' DEP-5 copyright
+/// file state it, all saying the same: MIT OR Apache-2.0, the texts whole and unchanged.
+#[test]
+fn the_licence_is_mit_or_apache_2_0_in_the_manifest_the_licence_files_and_the_copyright_file() {
+    let manifest = std::fs::read_to_string(project().join("Cargo.toml")).unwrap();
+    assert!(
+        manifest
+            .lines()
+            .any(|l| l == r#"license = "MIT OR Apache-2.0""#),
+        "Cargo.toml's licence"
+    );
+    let mit = std::fs::read_to_string(project().join("LICENSE-MIT")).unwrap();
+    assert!(
+        mit.contains("Copyright (c) The ulog-recv developers\n"),
+        "{mit}"
+    );
+    let apache = std::fs::read_to_string(project().join("LICENSE-APACHE")).unwrap();
+    assert!(
+        apache.contains("Apache License\n                           Version 2.0, January 2004")
+    );
+    assert!(
+        apache
+            .trim_end()
+            .ends_with("limitations under the License.")
+    );
+    // Debian's own copy of the text (base-files), where there is one: the same bytes.
+    if let Ok(debian) = std::fs::read_to_string("/usr/share/common-licenses/Apache-2.0") {
+        assert_eq!(apache, debian, "LICENSE-APACHE is not the Apache-2.0 text");
+    }
+
+    // DEP-5: paragraphs separated by blank lines, each a set of `Field: value` lines with
+    // continuation lines indented and "." for a blank line.
+    let copyright = std::fs::read_to_string(project().join("systemd/package/copyright")).unwrap();
+    let paragraphs: Vec<Vec<(String, String)>> = copyright
+        .split("\n\n")
+        .map(|paragraph| {
+            let mut fields: Vec<(String, String)> = Vec::new();
+            for line in paragraph.lines() {
+                if let Some(continued) = line.strip_prefix(' ') {
+                    let (_, value) = fields.last_mut().expect("a continuation after a field");
+                    value.push('\n');
+                    value.push_str(if continued == "." { "" } else { continued });
+                } else {
+                    let (name, value) = line
+                        .split_once(": ")
+                        .unwrap_or_else(|| panic!("not a DEP-5 field: {line:?}"));
+                    fields.push((name.to_string(), value.to_string()));
+                }
+            }
+            fields
+        })
+        .collect();
+    let get = |paragraph: &[(String, String)], name: &str| -> Option<String> {
+        paragraph
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(
+        get(&paragraphs[0], "Format").as_deref(),
+        Some("https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/")
+    );
+    let files = paragraphs
+        .iter()
+        .find(|p| get(p, "Files").as_deref() == Some("*"))
+        .expect("a Files: * paragraph");
+    assert_eq!(get(files, "License").as_deref(), Some("MIT or Apache-2.0"));
+    let notice = get(files, "Copyright").expect("a copyright notice");
+    assert!(
+        notice.ends_with("The ulog-recv developers") && notice[..4].parse::<u32>().is_ok(),
+        "the notice has a year and the holder: {notice}"
+    );
+    let licence_text = |name: &str| {
+        paragraphs
+            .iter()
+            .filter(|p| p.len() == 1)
+            .find_map(|p| {
+                let text = get(p, "License")?;
+                text.strip_prefix(&format!("{name}\n")).map(str::to_string)
+            })
+            .unwrap_or_else(|| panic!("no stand-alone License: {name} paragraph"))
+    };
+    let mit_permission = &mit[mit.find("Permission is hereby granted").unwrap()..];
+    assert_eq!(licence_text("MIT").trim_end(), mit_permission.trim_end());
+    assert!(licence_text("Apache-2.0").contains("/usr/share/common-licenses/Apache-2.0"));
 }
 
 #[test]
