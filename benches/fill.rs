@@ -15,10 +15,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../tests/common/procs.rs"]
+#[path = "../tests/it/common/machine.rs"]
+#[allow(dead_code)]
+mod machine;
+#[path = "../tests/it/common/procs.rs"]
 #[allow(dead_code)]
 mod procs;
-#[path = "../tests/common/px4.rs"]
+#[path = "../tests/it/common/px4.rs"]
 #[allow(dead_code)]
 mod px4;
 

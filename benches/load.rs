@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[path = "../tests/common/garage.rs"]
+#[path = "../tests/it/common/garage.rs"]
 #[allow(dead_code)]
 mod garage;
 

@@ -23,7 +23,7 @@
 //! Run: `cargo bench --bench ulog`, then `python3 benches/table.py` for a table of MB/s
 //! (10^6 bytes per second) and the ratios ours / px4-ulog and ours / yule_log.
 
-#[path = "../tests/common/python_json.rs"]
+#[path = "../tests/it/common/python_json.rs"]
 mod python_json;
 
 use std::hint::black_box;

@@ -8,7 +8,7 @@
 //!
 //! One folder per part. Sans-IO parts take bytes and `now: Instant` in and hand events and
 //! bytes back; they never touch a socket, a file, a thread or the clock. A part uses only the
-//! parts its row names (lower ones), never one above it. `tests/layering.rs` reads this table
+//! parts its row names (lower ones), never one above it. `tests/it/layering.rs` reads this table
 //! and fails on any `use` that breaks it, on an import circle between two files, and on I/O in
 //! a sans-IO part.
 //!
@@ -89,43 +89,43 @@
 //!
 //! # Where each part is proven
 //!
-//! - `tests/engine.rs`, `tests/reassembly.rs`, `tests/robustness.rs`: the engine against
+//! - `tests/it/engine.rs`, `tests/it/reassembly.rs`, `tests/it/robustness.rs`: the engine against
 //!   pyulog's reading of the real PX4 logs in `../shared/testdata/ulog/` and of our synthetic
 //!   one, every piece size, corrupt and truncated input.
-//! - `tests/session.rs`: the session against the simulated vehicle in memory with a fake
+//! - `tests/it/session.rs`: the session against the simulated vehicle in memory with a fake
 //!   clock on every log (loss and lost acks up to 20 %, duplication, reordering, outages,
 //!   reliable chunks in flight, reboots, restarts at sequence 0, forged and stale chunks,
 //!   signing with the right, no or a wrong key, a double sequence wrap), judged against an
 //!   ideal receiver computed from the chunks that got through.
-//! - `tests/signing.rs`: our signatures against pymavlink's both ways, and the daemon and the
-//!   simulator signed as processes. `tests/hostile.rs`: junk, spoofed heartbeats and forged
+//! - `tests/it/signing.rs`: our signatures against pymavlink's both ways, and the daemon and the
+//!   simulator signed as processes. `tests/it/hostile.rs`: junk, spoofed heartbeats and forged
 //!   chunks from a second socket; a restart while the vehicle streams.
-//! - `tests/e2e.rs`: the daemon and `ulog-recv sim` as processes over UDP, a pty pair (an
+//! - `tests/it/e2e.rs`: the daemon and `ulog-recv sim` as processes over UDP, a pty pair (an
 //!   unplugged adapter) and TCP; kill -9 at random moments; every file read by pyulog.
-//! - `tests/store.rs`, `tests/snippet.rs`, `tests/disk.rs`, `tests/faults.rs`: splits are the
+//! - `tests/it/store.rs`, `tests/it/snippet.rs`, `tests/it/disk.rs`, `tests/it/faults.rs`: splits are the
 //!   stream byte for byte without their preambles and open alone in pyulog; columns
-//!   (`tests/columns.rs`) read back as the log, their exports equal; referencing snippets
-//!   (`tests/reference.rs`) read back as the copied ones and survive the budget; event
-//!   buffers (`tests/events.rs`) hold their topics exactly inside the events' windows in
+//!   (`tests/it/columns.rs`) read back as the log, their exports equal; referencing snippets
+//!   (`tests/it/reference.rs`) read back as the copied ones and survive the budget; event
+//!   buffers (`tests/it/events.rs`) hold their topics exactly inside the events' windows in
 //!   pyulog, with `ulog-recv event` and the triggers through the daemon; the budget
 //!   and a real full tmpfs; a slow card (`strace --inject`), a stalled disk, kill -9 every 2 s,
 //!   crash leftovers, bad settings.
-//! - `tests/publish.rs`, `tests/live.rs`: the live socket in memory and over the real socket
-//!   (slow, vanishing and flooding clients, `tail`, `topics`). `tests/ros2msg.rs`: rosbags
-//!   decodes our ROS 2 types. `tests/foxglove.rs`: Foxglove's own npm libraries as the
-//!   client. `tests/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
-//!   `rosbag`, all against pyulog. `tests/tide.rs`: TIDE read by a reader written from the
+//! - `tests/it/publish.rs`, `tests/it/live.rs`: the live socket in memory and over the real socket
+//!   (slow, vanishing and flooding clients, `tail`, `topics`). `tests/it/ros2msg.rs`: rosbags
+//!   decodes our ROS 2 types. `tests/it/foxglove.rs`: Foxglove's own npm libraries as the
+//!   client. `tests/it/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
+//!   `rosbag`, all against pyulog. `tests/it/tide.rs`: TIDE read by a reader written from the
 //!   draft's text (`tests/tide_read.py`) and by ours, against pyulog.
-//! - `tests/px4_sitl.rs`: a real PX4 (SITL) streams to the daemon; what it wrote is held
+//! - `tests/it/px4_sitl.rs`: a real PX4 (SITL) streams to the daemon; what it wrote is held
 //!   against PX4's own file log of the same boot (`tests/px4_compare.py`, pyulog): also a
 //!   restart while PX4 streams and 5 % of its datagrams lost.
-//! - `tests/upload.rs`: the daemon and the simulator against a real Garage (S3) and a real
+//! - `tests/it/upload.rs`: the daemon and the simulator against a real Garage (S3) and a real
 //!   Flight Review: a session of many splits through a 30 s outage of the server, a
 //!   multipart upload cut by kill -9 and resumed, the rate cap, wrong credentials; boto3
 //!   reads back what is in the bucket.
-//! - `tests/service.rs`, `tests/cli.rs`: the systemd units, sd_notify, the config file, the
-//!   command line. `tests/layering.rs`: this page's table.
-//! - `tests/package.rs`: the .deb packages and tarballs `.ci/package` builds (amd64, and
+//! - `tests/it/service.rs`, `tests/it/cli.rs`: the systemd units, sd_notify, the config file, the
+//!   command line. `tests/it/layering.rs`: this page's table.
+//! - `tests/it/package.rs`: the .deb packages and tarballs `.ci/package` builds (amd64, and
 //!   arm64 cross-built): their files, lintian, the units, the glibc floor, dpkg installing,
 //!   upgrading and purging them in a scratch root, and the arm64 binary under qemu-user
 //!   receiving a flight from the simulator.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MAVLink 2 signing by pymavlink, an independent implementation, for tests/signing.rs.
+"""MAVLink 2 signing by pymavlink, an independent implementation, for tests/it/signing.rs.
 
   pymavlink_signing.py sign KEY_HEX LINK_ID TIMESTAMP
       Prints, one hex frame per line, frames signed by pymavlink as a PX4 vehicle (system 1,

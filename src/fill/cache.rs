@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 /// Bytes one read brings: one MAVLink FTP packet's data (its 251-byte payload less the
-/// 12-byte header; `tests/fill.rs` holds it to the FTP client's own constant).
+/// 12-byte header; `tests/it/fill.rs` holds it to the FTP client's own constant).
 pub const PACKET: u64 = 239;
 
 /// See the module docs.

@@ -13,7 +13,7 @@
 //!   definitions and in-flight 'A' and 'M', flushed as short acked chunks; the rest full and
 //!   unacked; the post-flight perf counters held back for the STOP).
 //! - [`synth`]: every message and basic type in a deterministic flight;
-//!   `testdata/synthetic.ulg` is its output (`UPDATE_TESTDATA=1 cargo test --test engine
+//!   `testdata/synthetic.ulg` is its output (`UPDATE_TESTDATA=1 cargo test --test it
 //!   synthetic_testdata` writes it anew) and `testdata/synthetic.expected.json` pyulog's
 //!   reading of it.
 //!

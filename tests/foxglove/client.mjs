@@ -1,4 +1,4 @@
-// A Foxglove WebSocket client built from Foxglove's own libraries, for tests/foxglove.rs:
+// A Foxglove WebSocket client built from Foxglove's own libraries, for tests/it/foxglove.rs:
 // @foxglove/ws-protocol over the `ws` package, @foxglove/rosmsg to parse each advertised
 // schema, @foxglove/rosmsg2-serialization to decode each message.
 //

@@ -1,0 +1,84 @@
+//! What the integration tests share of the machine, in one process and two threads: its CPU
+//! time, and UDP port 14550.
+//!
+//! - A test whose timings are its point and that loads the machine (a flight at 20,000
+//!   chunks/s, Node clients decoding everything) takes [`alone`]: while its guard lives no
+//!   other test that runs processes or makes folders runs. One reader-writer lock: every test
+//!   thread takes a share the first time it makes a folder or starts a process
+//!   ([`beside_others`], called by [`fresh_dir`](super::procs::fresh_dir) and
+//!   [`Proc`](super::procs::Proc)) and keeps it until the thread ends, which the harness does
+//!   at the test's end; [`alone`] takes it whole. Threads a test spawns itself (unnamed: the
+//!   harness names its test threads after the tests) take no share, so a test never waits
+//!   for its own helpers; nor does the main thread (`--test-threads=1`: nothing runs beside
+//!   anything).
+//! - UDP 14550 is where ground stations and the guide's daemons listen (as an operator types
+//!   it) and where every PX4 SITL sends by itself: a daemon listening there would find
+//!   another test's PX4 and take its log stream. A PX4 takes [`sending_to_14550`], a test
+//!   that listens there [`listening_on_14550`]: PX4s run beside each other, never beside it.
+
+use std::cell::{Cell, RefCell};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+static MACHINE: RwLock<()> = RwLock::new(());
+static UDP_14550: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// This test thread's share of the machine, taken once and dropped with the thread.
+    static SHARE: RefCell<Option<RwLockReadGuard<'static, ()>>> = const { RefCell::new(None) };
+    /// How many [`Alone`] guards this thread holds (a call nested in another counts too).
+    static ALONE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// While it lives, the test holding it runs alone. Dropping it lets the others run again.
+pub struct Alone {
+    /// The machine, taken whole; `None` for a nested guard.
+    _machine: Option<RwLockWriteGuard<'static, ()>>,
+}
+
+/// Waits until no other test holds a share, then keeps the machine to this test until the
+/// guard is dropped. The test's own share is given up first (it may already have made
+/// folders); a second call while the first guard lives returns at once.
+pub fn alone() -> Alone {
+    if ALONE.get() > 0 {
+        ALONE.set(ALONE.get() + 1);
+        return Alone { _machine: None };
+    }
+    SHARE.with(|share| share.borrow_mut().take());
+    let machine = MACHINE.write().unwrap_or_else(PoisonError::into_inner);
+    ALONE.set(1);
+    Alone {
+        _machine: Some(machine),
+    }
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        ALONE.set(ALONE.get() - 1);
+    }
+}
+
+/// This test thread's share of the machine, taken if it has none yet (waiting while a test
+/// runs alone); nothing on a thread that is not a test's own, or that runs alone.
+pub fn beside_others() {
+    let thread = std::thread::current();
+    if matches!(thread.name(), None | Some("main")) || ALONE.get() > 0 {
+        return;
+    }
+    SHARE.with(|share| {
+        let mut share = share.borrow_mut();
+        if share.is_none() {
+            *share = Some(MACHINE.read().unwrap_or_else(PoisonError::into_inner));
+        }
+    });
+}
+
+/// A share of UDP 14550 for a PX4, which sends there: waits while a test listens there.
+pub fn sending_to_14550() -> RwLockReadGuard<'static, ()> {
+    UDP_14550.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// UDP 14550 for a test that listens there: waits until no PX4 runs, and keeps any from
+/// starting until the guard is dropped.
+pub fn listening_on_14550() -> RwLockWriteGuard<'static, ()> {
+    UDP_14550.write().unwrap_or_else(PoisonError::into_inner)
+}

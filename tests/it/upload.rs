@@ -1,0 +1,571 @@
+//! Uploads against the real servers users run: Garage (a production S3 server) and PX4's
+//! Flight Review, with the daemon and the simulator as processes. What is in the bucket is
+//! read back by boto3 (`tests/s3_objects.py`), an S3 client independent of ours. Sessions
+//! stored in columns (an event buffer among them) go up whole, the main column first.
+//!
+//! Garage is `cargo install --locked garage@2.5.0` (`.ci/run` caches it under
+//! `~/.cache/ulog-recv/`; `$GARAGE` names another binary); Flight Review is
+//! `../shared/vendor/flight_review` in the virtualenv `.venv-flight-review` that `.ci/run`
+//! makes. Without them the tests say SKIPPED, and fail under CI.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use common::flight_review::FlightReviewServer;
+use common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port};
+use common::procs::{Proc, free_udp_port, fresh_dir, wait_for_line};
+use common::sha256_file;
+use serde_json::Value as Json;
+
+fn skip_or_fail(what: &str) {
+    eprintln!("SKIPPED: {what}");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the upload tests: {what}"
+    );
+}
+
+/// A Garage for test `name`, or a loud skip.
+fn garage(name: &str) -> Option<Garage> {
+    Garage::start(fresh_dir(&format!("garage-{name}")))
+        .map_err(|e| skip_or_fail(&e))
+        .ok()
+}
+
+fn daemon(dir: &Path, port: u16, extra: &[String]) -> (Proc, Receiver<String>) {
+    let mut args: Vec<String> = vec![
+        "--udp".into(),
+        format!("127.0.0.1:{port}"),
+        "--log-dir".into(),
+        dir.join("logs").display().to_string(),
+        "--no-socket".into(),
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn_watched("the daemon", &args)
+}
+
+fn sim(port: u16, duration_s: u32, link_rate: u64) -> Proc {
+    Proc::spawn(
+        "the simulator",
+        &[
+            "sim".into(),
+            "--synthetic".into(),
+            "--duration".into(),
+            duration_s.to_string(),
+            "--once".into(),
+            "--link-rate".into(),
+            link_rate.to_string(),
+            "--udp-connect".into(),
+            format!("127.0.0.1:{port}"),
+        ],
+    )
+}
+
+/// The one session directory under `dir/logs`.
+fn the_session(dir: &Path) -> PathBuf {
+    let sessions = common::procs::session_dirs(&dir.join("logs"));
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    sessions[0].clone()
+}
+
+/// Records a synthetic flight of `duration_s` into `dir/logs` (daemon and simulator as
+/// processes, no uploads) and returns its session.
+fn record(dir: &Path, duration_s: u32, extra: &[String]) -> PathBuf {
+    let port = free_udp_port();
+    let (mut d, _lines) = daemon(dir, port, extra);
+    let mut s = sim(port, duration_s, 3_000_000);
+    assert!(s.wait(Duration::from_secs(120)).success());
+    assert!(d.terminate().success());
+    the_session(dir)
+}
+
+/// The "uploaded" lines' keys, in order, until `stop` is seen.
+fn uploaded_keys(lines: &Receiver<String>, stop: &str, limit: Duration) -> Vec<String> {
+    let t0 = Instant::now();
+    let mut keys = Vec::new();
+    loop {
+        let line = lines
+            .recv_timeout(limit.saturating_sub(t0.elapsed()))
+            .unwrap_or_else(|_| panic!("no {stop:?} within {limit:?}"));
+        if line.contains(" uploaded ")
+            && let Some(k) = line.split("key=").nth(1)
+        {
+            keys.push(
+                k.split_whitespace()
+                    .next()
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string(),
+            );
+        }
+        if line.contains(stop) {
+            return keys;
+        }
+    }
+}
+
+#[test]
+fn a_session_reaches_the_bucket_whole_split_by_split_through_half_a_minute_without_the_server() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(mut garage) = garage("outage") else {
+        return;
+    };
+    let dir = fresh_dir("upload-outage");
+    let creds = credentials(&dir, SECRET_KEY);
+    let port = free_udp_port();
+    let mut args = garage.upload_args("fleet", &creds);
+    args.extend(["--split-size".into(), "1M".into(), "--upload-tables".into()]);
+    let (mut d, lines) = daemon(&dir, port, &args);
+    // About 6 MB of log at 160 KB/s: 40 s of streaming.
+    let mut s = sim(port, 800, 230_000);
+    // The first split goes up as soon as it is closed; then the server goes away for 30 s.
+    let first = uploaded_keys(&lines, "split_0000.ulg", Duration::from_secs(60));
+    assert_eq!(first.len(), 1, "{first:?}");
+    garage.stop();
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_secs(30));
+    garage.run();
+    eprintln!("Garage back after {:?}", down.elapsed());
+    assert!(s.wait(Duration::from_secs(120)).success());
+    // The session closes once the vehicle is gone; everything then reaches the bucket.
+    let mut keys = first;
+    keys.extend(uploaded_keys(
+        &lines,
+        "session uploaded",
+        Duration::from_secs(180),
+    ));
+    let session = the_session(&dir);
+    assert!(d.terminate().success());
+
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["closed"], true);
+    let splits = manifest["splits"].as_array().unwrap();
+    assert!(splits.len() >= 5, "{} splits", splits.len());
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let prefix = format!("fleet/sys1/{name}/");
+    let found = garage.objects(&py, &prefix);
+    let objects = found["objects"].as_object().unwrap();
+    assert_eq!(objects.len(), splits.len() + 1, "{:?}", objects.keys());
+    for split in splits {
+        let file = split["file"].as_str().unwrap();
+        let object = &objects[&format!("{prefix}{file}")];
+        assert_eq!(object["sha256"], split["sha256"], "{file}");
+        assert_eq!(
+            object["sha256"].as_str().unwrap(),
+            sha256_file(&session.join(file))
+        );
+        // Each split once: never uploaded twice.
+        let times = keys.iter().filter(|k| k.ends_with(file)).count();
+        assert_eq!(times, 1, "{file} uploaded {times} times: {keys:?}");
+    }
+    assert_eq!(
+        objects[&format!("{prefix}manifest.json")]["sha256"]
+            .as_str()
+            .unwrap(),
+        sha256_file(&session.join("manifest.json"))
+    );
+    // The manifest went after each split, and last.
+    assert!(keys.last().unwrap().ends_with("manifest.json"), "{keys:?}");
+    assert!(found["open_multipart"].as_array().unwrap().is_empty());
+    assert!(session.join("uploaded").exists());
+    // The flight's tables went after every split, once each, and the manifest lists them.
+    let tables: Vec<&String> = keys.iter().filter(|k| k.contains("/parquet/v1/")).collect();
+    let last_split = keys.iter().rposition(|k| k.ends_with(".ulg")).unwrap();
+    let first_table = keys
+        .iter()
+        .position(|k| k.contains("/parquet/v1/"))
+        .unwrap();
+    assert!(last_split < first_table, "{keys:?}");
+    let listed: Vec<&String> = manifest["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .map(|k| tables.iter().copied().find(|t| *t == k).expect(k))
+        .collect();
+    assert_eq!(listed.len(), tables.len(), "{keys:?}");
+    let in_bucket = garage.objects(&py, "fleet/parquet/");
+    assert_eq!(
+        in_bucket["objects"].as_object().unwrap().len(),
+        tables.len()
+    );
+
+    // `ulog-recv uploads` says so.
+    let out = Command::new(common::procs::BIN)
+        .args(["uploads", "--log-dir"])
+        .arg(dir.join("logs"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "{name}  uploaded  splits {n}/{n}",
+            n = splits.len()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(", tables {n}/{n}", n = tables.len())),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_tables_wait_until_no_session_has_a_split_or_manifest_to_upload() {
+    let Some(garage) = garage("tables-last") else {
+        return;
+    };
+    let dir = fresh_dir("upload-tables-last");
+    let creds = credentials(&dir, SECRET_KEY);
+    // Two flights already recorded (a daemon restarted, its uploads not begun), two vehicles.
+    let sessions: Vec<PathBuf> = [(1u8, 1_795_165_200u64), (2, 1_795_165_800)]
+        .iter()
+        .map(|&(system_id, start_s)| {
+            let log = ulog_recv::sim::synth::generate(ulog_recv::sim::synth::SynthOptions {
+                duration_s: 6,
+                seed: u64::from(system_id),
+                appended_data: false,
+            });
+            let options = common::split_every(&dir.join("logs"), 2, Vec::new());
+            common::store_session(options, system_id, &log, 4096, start_s)
+        })
+        .collect();
+    let mut args = garage.upload_args("fleet", &creds);
+    args.push("--upload-tables".into());
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let mut keys = uploaded_keys(&lines, "session uploaded", Duration::from_secs(120));
+    keys.extend(uploaded_keys(
+        &lines,
+        "session uploaded",
+        Duration::from_secs(120),
+    ));
+    assert!(d.terminate().success());
+    // Every split and a manifest of both sessions, then the tables.
+    let first_table = (keys.iter().position(|k| k.contains("/parquet/v1/")))
+        .unwrap_or_else(|| panic!("no table uploaded: {keys:?}"));
+    for session in &sessions {
+        let name = session.file_name().unwrap().to_string_lossy().into_owned();
+        let manifest = ulog_recv::store::files::read_manifest(session).unwrap();
+        assert!(
+            manifest.splits.len() >= 2,
+            "{} splits",
+            manifest.splits.len()
+        );
+        for split in &manifest.splits {
+            let key = format!("/{name}/{}", split.file);
+            let at = keys.iter().position(|k| k.ends_with(&key)).expect(&key);
+            assert!(at < first_table, "{key} after a table: {keys:?}");
+        }
+        let manifest_key = format!("/{name}/manifest.json");
+        let first_manifest = keys.iter().position(|k| k.ends_with(&manifest_key));
+        assert!(
+            first_manifest.is_some_and(|at| at < first_table),
+            "{keys:?}"
+        );
+        assert!(!manifest.tables.is_empty());
+    }
+}
+
+#[test]
+fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_holds() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(garage) = garage("multipart") else {
+        return;
+    };
+    let dir = fresh_dir("upload-multipart");
+    let creds = credentials(&dir, SECRET_KEY);
+    // One split of about 12 MB: three parts of 5 MiB.
+    let session = record(&dir, 1500, &[]);
+    let split = session.join("split_0000.ulg");
+    let size = std::fs::metadata(&split).unwrap().len();
+    assert!(size > 10 << 20, "{size} bytes");
+    let parts = size.div_ceil(5 << 20);
+    // A copy for the rate measurement, before anything is uploaded.
+    let rated = dir.join("rated");
+    std::fs::create_dir_all(&rated).unwrap();
+    let copy = rated.join(session.file_name().unwrap());
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in ["split_0000.ulg", "manifest.json"] {
+        std::fs::copy(session.join(f), copy.join(f)).unwrap();
+    }
+
+    let mut args = garage.upload_args("kill", &creds);
+    args.extend(
+        [
+            // The explicit spelling of the default, still accepted.
+            "--upload-path-style",
+            "--upload-part-size",
+            "5M",
+            "--upload-rate",
+            "2M",
+            "--log-level",
+            "ulog_recv=debug",
+        ]
+        .map(String::from),
+    );
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    wait_for_line(&lines, "part sent", Duration::from_secs(30));
+    unsafe { libc::kill(d.0.id() as i32, libc::SIGKILL) };
+    let _ = d.0.wait();
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    let record = &journal["objects"]["split_0000.ulg"];
+    assert_eq!(record["state"], "multipart", "{journal}");
+    let sent_before = record["parts"].as_array().unwrap().len() as u64;
+    assert!(
+        sent_before >= 1 && sent_before < parts,
+        "{sent_before} of {parts}"
+    );
+
+    args.truncate(args.len() - 4);
+    args.extend(["--log-level", "ulog_recv=debug"].map(String::from));
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let t0 = Instant::now();
+    let mut sent_after = 0;
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60).saturating_sub(t0.elapsed()))
+            .expect("the session uploaded within 60 s of the restart");
+        sent_after += line.contains("part sent") as u64;
+        if line.contains("session uploaded") {
+            break;
+        }
+    }
+    assert!(d.terminate().success());
+    assert_eq!(
+        sent_before + sent_after,
+        parts,
+        "parts sent before and after the kill"
+    );
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let found = garage.objects(&py, &format!("kill/sys1/{name}/"));
+    assert_eq!(
+        found["objects"][&format!("kill/sys1/{name}/split_0000.ulg")]["sha256"]
+            .as_str()
+            .unwrap(),
+        sha256_file(&split)
+    );
+    assert!(
+        found["open_multipart"].as_array().unwrap().is_empty(),
+        "{found}"
+    );
+
+    // By hand, at 1 MiB/s: the whole upload takes what the cap says, within 10 %.
+    let t0 = Instant::now();
+    let mut up = Command::new(common::procs::BIN);
+    up.arg("upload")
+        .arg(&copy)
+        .args(garage.upload_args("rated", &creds));
+    up.args(["--upload-part-size", "5M", "--upload-rate", "1M"]);
+    let out = up.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took = t0.elapsed().as_secs_f64();
+    let bytes = size + std::fs::metadata(copy.join("manifest.json")).unwrap().len();
+    let rate = bytes as f64 / took;
+    eprintln!("{bytes} bytes in {took:.2} s: {rate:.0} B/s against a cap of 1048576");
+    assert!((rate / 1048576.0 - 1.0).abs() < 0.10, "rate {rate:.0} B/s");
+}
+
+#[test]
+fn wrong_credentials_are_said_clearly_within_ten_seconds_and_nothing_is_deleted() {
+    let Some(garage) = garage("wrong-secret") else {
+        return;
+    };
+    let dir = fresh_dir("upload-wrong-secret");
+    let session = record(&dir, 30, &[]);
+    let split = session.join("split_0000.ulg");
+    let before = sha256_file(&split);
+    let creds = credentials(&dir, &"0".repeat(64));
+    let args = garage.upload_args("nope", &creds);
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let line = wait_for_line(&lines, "upload failed", Duration::from_secs(10));
+    assert!(line.contains("refused our credentials"), "{line}");
+    assert!(line.contains("--upload-credentials"), "{line}");
+    // Said once, not in a loop.
+    std::thread::sleep(Duration::from_secs(3));
+    let again = lines
+        .try_iter()
+        .filter(|l| l.contains("upload failed"))
+        .count();
+    assert_eq!(again, 0, "the error was repeated within a minute");
+    assert!(d.terminate().success());
+    assert_eq!(sha256_file(&split), before);
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    assert!(
+        journal["failing"].as_str().unwrap().contains("credentials"),
+        "{journal}"
+    );
+    assert!(!session.join("uploaded").exists());
+}
+
+#[test]
+fn a_missing_bucket_is_said_as_the_server_named_it_with_the_option_to_check() {
+    let Some(garage) = garage("no-bucket") else {
+        return;
+    };
+    let dir = fresh_dir("upload-no-bucket");
+    let session = record(&dir, 5, &[]);
+    let creds = credentials(&dir, SECRET_KEY);
+    let mut args = garage.upload_args("fleet", &creds);
+    let to = args.iter().position(|a| a == "--upload-to").unwrap();
+    args[to + 1] = "s3://no-such-flights/fleet".into();
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
+    let line = wait_for_line(&lines, "upload failed", Duration::from_secs(10));
+    // Garage's own code and words, the bucket it looked for (ours: the request carried
+    // it), and the options to check.
+    assert!(line.contains("no bucket no-such-flights"), "{line}");
+    assert!(line.contains("NoSuchBucket"), "{line}");
+    assert!(line.contains("Bucket not found: no-such-flights"), "{line}");
+    assert!(line.contains("--upload-to"), "{line}");
+    assert!(line.contains("--upload-endpoint"), "{line}");
+    assert!(d.terminate().success());
+    assert!(session.join("split_0000.ulg").is_file());
+    assert!(!session.join("uploaded").exists());
+}
+
+#[test]
+fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_sent_again() {
+    let Some(server) = FlightReviewServer::start("flight", free_tcp_port()) else {
+        return;
+    };
+    let dir = fresh_dir("upload-flight-review");
+    let port = free_udp_port();
+    let args: Vec<String> = ["--split-size", "1M", "--flight-review", &server.url()]
+        .map(String::from)
+        .to_vec();
+    let (mut d, lines) = daemon(&dir, port, &args);
+    let mut s = sim(port, 300, 3_000_000);
+    assert!(s.wait(Duration::from_secs(60)).success());
+    let line = wait_for_line(&lines, "session uploaded", Duration::from_secs(60));
+    eprintln!("{line}");
+    assert!(d.terminate().success());
+    let session = the_session(&dir);
+    assert!(common::procs::ulg_files(&session).len() >= 2);
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    let url = journal["flight_review"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.starts_with(&server.url()), "{url}");
+    let id = ulog_recv::upload::flight_review::log_id(&url).unwrap();
+    // The server holds exactly the joined flight.
+    let joined = ulog_recv::export::flight::load(&session, &Default::default()).unwrap();
+    assert_eq!(server.download(id), joined);
+    // Again by hand: nothing goes twice.
+    let out = Command::new(common::procs::BIN)
+        .arg("upload")
+        .arg(&session)
+        .args(["--flight-review", &server.url()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), url);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Flight Review:"));
+
+    // Bytes the server cannot read: refused (400), said as such, for the journal to keep.
+    let fr = ulog_recv::upload::flight_review::FlightReview::new(
+        ulog_recv::upload::flight_review::FlightReviewOptions {
+            url: server.url(),
+            public: false,
+            email: String::new(),
+            key: None,
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let garbage = b"ULog\x01\x12\x35\x01this is no flight log at all".repeat(100);
+    match rt.block_on(fr.upload(garbage, "garbage.ulg", "not a log")) {
+        Err(ulog_recv::upload::flight_review::FlightReviewError::Refused { status, .. }) => {
+            assert_eq!(status, 400)
+        }
+        other => panic!("garbage not refused: {other:?}"),
+    }
+}
+
+#[test]
+fn columns_and_an_event_buffer_reach_the_bucket_main_column_first() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(garage) = garage("columns") else {
+        return;
+    };
+    let dir = fresh_dir("upload-columns");
+    let creds = credentials(&dir, SECRET_KEY);
+    let extra: Vec<String> = [
+        "--column=esc=esc_status",
+        "--event-buffer=accel=sensor_accel",
+        "--event-on-log=Takeoff",
+        "--split-size=1M",
+    ]
+    .map(String::from)
+    .to_vec();
+    let session = record(&dir, 400, &extra);
+    let out = Command::new(common::procs::BIN)
+        .arg("upload")
+        .arg(&session)
+        .args(garage.upload_args("columns", &creds))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    // One line per step: "  FILE → KEY  (0.1 s)".
+    let keys: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.split(" → ").nth(1)?.split_whitespace().next())
+        .collect();
+
+    let manifest = ulog_recv::store::files::read_manifest(&session).unwrap();
+    assert_eq!(manifest.events.len(), 1, "{:?}", manifest.events);
+    let buffer = manifest.columns[1].event_buffer.as_ref().unwrap();
+    assert_eq!(buffer.windows.len(), 1);
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let prefix = format!("columns/sys1/{name}/");
+    let found = garage.objects(&py, &prefix);
+    let objects = found["objects"].as_object().unwrap();
+    let splits: Vec<_> = manifest.all_splits().collect();
+    assert!(
+        manifest.columns.iter().all(|c| !c.splits.is_empty()),
+        "{manifest:?}"
+    );
+    assert_eq!(objects.len(), splits.len() + 1, "{:?}", objects.keys());
+    for split in &splits {
+        let object = &objects[&format!("{prefix}{}", split.file)];
+        assert_eq!(
+            object["sha256"].as_str().unwrap(),
+            sha256_file(&session.join(&split.file)),
+            "{}",
+            split.file
+        );
+    }
+    // The main column's splits went first, the manifest last.
+    let first_other = keys
+        .iter()
+        .position(|k| k.contains("/esc/") || k.contains("/accel/"));
+    let last_main = keys
+        .iter()
+        .rposition(|k| k.contains(&format!("{name}/split_")));
+    assert!(
+        first_other.is_some() && last_main.is_some() && last_main < first_other,
+        "{keys:?}"
+    );
+    assert!(keys.last().unwrap().ends_with("manifest.json"), "{keys:?}");
+}
