@@ -75,7 +75,8 @@ struct Source {
     has_module_doc: bool,
 }
 
-/// The code that ships: comments removed, the `#[cfg(test)] mod tests` at the end cut off.
+/// The code that ships: comments removed, the `#[cfg(test)] mod tests { .. }` at the end cut
+/// off (a `#[cfg(test)] mod tests;` in its own file is left out whole: [`is_test_module`]).
 fn shipped_code(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let end = (0..lines.len())
@@ -83,7 +84,7 @@ fn shipped_code(text: &str) -> String {
             lines[i].trim() == "#[cfg(test)]"
                 && lines
                     .get(i + 1)
-                    .is_some_and(|n| n.trim_start().starts_with("mod tests"))
+                    .is_some_and(|n| n.trim_start().starts_with("mod tests {"))
         })
         .unwrap_or(lines.len());
     lines[..end]
@@ -121,6 +122,9 @@ fn load_sources(src: &Path) -> Vec<Source> {
             if is_mod_rs {
                 module.pop();
             }
+            if is_test_module(&path) {
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap();
             out.push(Source {
                 has_module_doc: text.trim_start().starts_with("//!"),
@@ -133,6 +137,14 @@ fn load_sources(src: &Path) -> Vec<Source> {
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// A module's tests in a file of their own: `tests.rs` beside a `mod.rs` that declares it
+/// `#[cfg(test)] mod tests;` (test code, which may use what a dev-dependency may).
+fn is_test_module(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n == "tests.rs")
+        && std::fs::read_to_string(path.with_file_name("mod.rs"))
+            .is_ok_and(|parent| parent.contains("#[cfg(test)]\nmod tests;"))
 }
 
 /// Every path a `use` tree names, expanded (`a::{b, c::{d, self}}` → `a::b`, `a::c::d`,
