@@ -1,0 +1,593 @@
+//! Log files on disk (blocking std I/O): one directory per log session, its splits, and
+//! `manifest.json`; power-safe writing and recovery after a crash.
+//!
+//! Layout under the log directory:
+//!
+//! ```text
+//! 2026-11-22T12-00-00Z_sys1/        one log session, named by its UTC start and the vehicle
+//!   manifest.json                   replaced atomically (write, fsync, rename, fsync dir)
+//!   split_0000.ulg                  closed splits are read-only (0444)
+//!   split_0001.ulg                  the open split: synced every `fsync_interval`
+//!   imu/split_0000.ulg              a column's splits (`--column imu=sensor_*`), see
+//!                                   [`crate::store::columns`]
+//! ```
+//!
+//! Power safety: the open split and the manifest are synced every `fsync_interval` and on
+//! close; directories are synced when a file appears in them. [`LogStore::open`] repairs what
+//! a crash left: a split still open is cut back to its last complete message, summarised,
+//! closed and entered in its manifest.
+//!
+//! This file holds the store's surface ([`LogStore`]: sessions begun, written, synced, ended)
+//! and its sync rounds; `open_session` the session being written (columns, event buffers),
+//! `sink` a column's split files, `budget` the disk budget, `recovery` the repair after a
+//! crash.
+
+mod budget;
+mod open_session;
+mod recovery;
+mod sink;
+
+pub use self::budget::list_sessions;
+use self::open_session::{ColumnWriter, OpenSession};
+use self::recovery::repair_split;
+pub use self::recovery::{
+    DELETING_SUFFIX, Recovered, SET_ASIDE_SUFFIX, complete_prefix, recover, summarize_split,
+};
+use self::sink::FileSink;
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::BytesMut;
+
+use crate::store::columns::{ColumnRouter, ColumnSpec};
+use crate::store::events::{
+    EventBufferSpec, EventGate, EventRecord, EventRefused, MAX_LISTED_EVENTS, Trigger, TriggerWatch,
+};
+pub use crate::store::manifest::{
+    BufferEntry, ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
+    update_manifest, write_file_durably, write_manifest,
+};
+use crate::store::manifest::{replace_manifest, sync_dir};
+use crate::store::splitter::{SplitPolicy, SplitSummary, Splitter};
+use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::gaps::GapMarker;
+
+/// A file in a session directory that says the session is kept elsewhere too (the uploader
+/// puts it there once everything is uploaded): the disk budget deletes such sessions first.
+pub const UPLOADED_MARK: &str = "uploaded";
+
+/// Messages held after dropped samples while waiting for the next sample's time.
+const MAX_HELD_AFTER_DROP: usize = 1 << 20;
+
+/// Free bytes needed (beyond `min_free`) before paused writing resumes.
+pub const RESUME_ROOM: u64 = 256 << 10;
+
+/// How logs are stored.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub dir: PathBuf,
+    pub policy: SplitPolicy,
+    pub fsync_interval: Duration,
+    /// Most bytes all sessions may take; the oldest closed sessions go first.
+    pub max_total: Option<u64>,
+    /// Least free bytes to leave on the filesystem; the oldest closed sessions go first.
+    pub min_free: Option<u64>,
+    /// Sessions are uploaded: the budget deletes those marked [`UPLOADED_MARK`] first, and
+    /// warns when it must delete one that is not.
+    pub uploads: bool,
+    /// Columns besides the main one (checked with [`crate::store::columns::check_columns`]).
+    pub columns: Vec<ColumnSpec>,
+    /// Event buffers: columns written only around events (after the columns; checked with
+    /// [`crate::store::events::check_buffers`]).
+    pub event_buffers: Vec<EventBufferSpec>,
+    /// What makes an event besides a request ([`LogStore::request_event`]).
+    pub triggers: Vec<Trigger>,
+}
+
+impl StoreOptions {
+    /// No splitting, no budget, a sync every second.
+    pub fn new(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            policy: SplitPolicy::unlimited(),
+            fsync_interval: Duration::from_secs(1),
+            max_total: None,
+            min_free: None,
+            uploads: false,
+            columns: Vec::new(),
+            event_buffers: Vec::new(),
+            triggers: Vec::new(),
+        }
+    }
+}
+
+/// What has not reached the disk yet. The store syncs it one fsync at a time
+/// ([`LogStore::tick`]), in an order that keeps the disk consistent at every step: new
+/// directory entries, then closed splits, then the open split's data, then the manifest
+/// (which may only claim what is durable), then the session directory that holds it.
+#[derive(Debug, Default)]
+struct Unsynced {
+    /// Directories whose new entries (a session, a split, a manifest) are not durable yet.
+    dirs: Vec<PathBuf>,
+    /// Closed splits whose data is not durable yet.
+    closed: Vec<File>,
+    /// The open split holds data not synced yet.
+    data: bool,
+    /// This round has synced the open split's data: what is written meanwhile waits for the
+    /// next round, so that a steady stream cannot hold the manifest back round after round.
+    data_done: bool,
+    /// The column whose open split this round syncs next.
+    data_next: usize,
+    /// The manifest on disk is older than the one in memory.
+    manifest: bool,
+    /// A sync round is under way.
+    round: bool,
+}
+
+/// See the module docs.
+pub struct LogStore {
+    options: StoreOptions,
+    session: Option<OpenSession>,
+    unsynced: Unsynced,
+    last_sync: Instant,
+    last_manifest: Instant,
+    /// Over the budget with nothing left to delete: said once until it changes.
+    budget_blocked: bool,
+    /// Events of sessions that ended, not yet handed out.
+    events: Vec<EventRecord>,
+}
+
+/// Longest time the manifest goes without the open split's latest summary.
+pub const MANIFEST_REFRESH: Duration = Duration::from_secs(10);
+
+/// Why the log directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use the log directory {dir}: {source}")]
+pub struct StoreError {
+    pub dir: PathBuf,
+    pub source: io::Error,
+}
+
+impl LogStore {
+    /// Opens the log directory (created if missing; it must be writable). What a crash left
+    /// in it is repaired by [`recover`](Self::recover).
+    pub fn open(options: StoreOptions) -> Result<Self, StoreError> {
+        let err = |source| StoreError {
+            dir: options.dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&options.dir).map_err(err)?;
+        let probe = options.dir.join(".ulog-recv-write-test");
+        File::create(&probe).map_err(err)?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(Self {
+            options,
+            session: None,
+            unsynced: Unsynced::default(),
+            last_sync: Instant::now(),
+            last_manifest: Instant::now(),
+            budget_blocked: false,
+            events: Vec::new(),
+        })
+    }
+    /// Repairs what a crash left in the log directory (see [`recover`]); never fails: a
+    /// session it cannot repair is set aside and reported.
+    pub fn recover(&mut self) {
+        recover(&self.options.dir);
+    }
+    /// The open session's directory.
+    pub fn session_dir(&self) -> Option<&Path> {
+        self.session.as_ref().map(|s| s.dir.as_path())
+    }
+    /// Starts a new log session for the vehicle `(system_id, component_id)`; returns its
+    /// directory.
+    pub fn begin_log(&mut self, vehicle: (u8, u8), started: SystemTime) -> io::Result<PathBuf> {
+        self.end_log()?;
+        let stamp = humantime::format_rfc3339_seconds(started).to_string();
+        let base = format!("{}_sys{}", stamp.replace(':', "-"), vehicle.0);
+        let mut dir = self.options.dir.join(&base);
+        let mut k = 1;
+        while dir.exists() {
+            dir = self.options.dir.join(format!("{base}-{k}"));
+            k += 1;
+        }
+        std::fs::create_dir(&dir)?;
+        let mut writers = vec![ColumnWriter {
+            splitter: Splitter::new(self.options.policy.clone()),
+            sink: FileSink::new(dir.clone(), String::new()),
+        }];
+        let buffers = self.options.event_buffers.iter();
+        let all_columns: Vec<ColumnSpec> = (self.options.columns.iter().cloned())
+            .chain(buffers.clone().map(|b| b.column.clone()))
+            .collect();
+        for column in &all_columns {
+            let column_dir = dir.join(&column.name);
+            std::fs::create_dir(&column_dir)?;
+            self.unsynced.dirs.push(column_dir.clone());
+            writers.push(ColumnWriter {
+                splitter: Splitter::new(self.options.policy.clone()),
+                sink: FileSink::new(column_dir, format!("{}/", column.name)),
+            });
+        }
+        let manifest = Manifest {
+            format: MANIFEST_FORMAT.into(),
+            system_id: vehicle.0,
+            component_id: vehicle.1,
+            started_utc: stamp,
+            columns: (self.options.columns.iter())
+                .map(|c| (c, None))
+                .chain(buffers.clone().map(|b| {
+                    let entry = BufferEntry {
+                        before_us: b.before_us,
+                        after_us: b.after_us,
+                        ..BufferEntry::default()
+                    };
+                    (&b.column, Some(entry))
+                }))
+                .map(|(c, event_buffer)| ColumnEntry {
+                    name: c.name.clone(),
+                    patterns: c.patterns.clone(),
+                    splits: Vec::new(),
+                    event_buffer,
+                })
+                .collect(),
+            ..Manifest::default()
+        };
+        // On disk at once, whole (recovery finds the session by it); its directory entries
+        // are made durable by the next sync round.
+        replace_manifest(&dir, &manifest)?;
+        self.unsynced.dirs.push(self.options.dir.clone());
+        self.unsynced.dirs.push(dir.clone());
+        let gates = std::iter::repeat_with(|| None)
+            .take(self.options.columns.len() + 1)
+            .chain(buffers.map(|b| Some(EventGate::new(b.clone()))))
+            .collect();
+        let watch = (!self.options.triggers.is_empty() || !self.options.event_buffers.is_empty())
+            .then(|| TriggerWatch::new(self.options.triggers.clone()));
+        let router = (!all_columns.is_empty()).then(|| ColumnRouter::new(all_columns));
+        self.session = Some(OpenSession {
+            gates,
+            watch,
+            recorded: Vec::new(),
+            framer: Framer::file(),
+            gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
+            router,
+            columns: writers,
+            dir: dir.clone(),
+            manifest,
+        });
+        Ok(dir)
+    }
+    /// The log's next bytes (the file header first, then messages, in pieces of any size).
+    pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Err(io::Error::other("no log session open"));
+        };
+        let mut out = BytesMut::with_capacity(bytes.len() + 16);
+        let (gaps, manifest) = (&mut s.gaps, &mut s.manifest);
+        let _ = s.framer.push(bytes, |unit| {
+            match unit {
+                Unit::Header(header) => {
+                    gaps.header(header);
+                    manifest.log_start_us = Some(u64::from_le_bytes(
+                        header[8..16].try_into().expect("8 bytes"),
+                    ));
+                    out.extend_from_slice(header);
+                }
+                Unit::Message(message) => {
+                    gaps.message(message, &mut out);
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        s.split(&out);
+        self.unsynced.data |= !out.is_empty();
+        self.unsynced.manifest |= !s.recorded.is_empty();
+        self.absorb()
+    }
+    /// An event asked for from outside (`ulog-recv event`): at the log time reached, its
+    /// windows opened in every event buffer (`after_us` instead of their own when given).
+    /// Entered in the manifest at the next sync; handed out by
+    /// [`take_events`](Self::take_events). Refused when no log is open, or when the log
+    /// lists [`MAX_LISTED_EVENTS`] events already.
+    pub fn request_event(
+        &mut self,
+        name: &str,
+        after_us: Option<u64>,
+    ) -> Result<EventRecord, EventRefused> {
+        let s = self.session.as_mut().ok_or(EventRefused::NoLog)?;
+        if s.manifest.events.len() >= MAX_LISTED_EVENTS {
+            return Err(EventRefused::TooMany);
+        }
+        let record = s.request_event(name, after_us);
+        self.unsynced.manifest = true;
+        self.unsynced.data = true;
+        Ok(record)
+    }
+    /// The events entered in the manifest since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<EventRecord> {
+        let mut events = std::mem::take(&mut self.events);
+        if let Some(s) = &mut self.session {
+            events.append(&mut s.recorded);
+        }
+        events
+    }
+    /// Takes new options (a config reload): the split policy from the next message on, the
+    /// sync interval and the budget at once. The directory cannot change while running; a new
+    /// one is ignored (the caller says so).
+    pub fn reconfigure(&mut self, options: StoreOptions) {
+        if let Some(s) = &mut self.session {
+            for c in &mut s.columns {
+                c.splitter.set_policy(options.policy.clone());
+            }
+        }
+        self.options = StoreOptions {
+            dir: self.options.dir.clone(),
+            ..options
+        };
+    }
+    /// Rolls to a new split before the next sample (SIGHUP).
+    pub fn roll(&mut self) {
+        if let Some(s) = &mut self.session {
+            s.columns.iter_mut().for_each(|c| c.splitter.request_roll());
+        }
+    }
+    /// Group commit: every `fsync_interval` a sync round makes what was written durable, one
+    /// fsync per call (see `Unsynced`), so that a caller calling between writes never waits
+    /// for more than one fsync; when the round is over, the disk budget is kept.
+    pub fn tick(&mut self, now: Instant) -> io::Result<()> {
+        if !self.unsynced.round {
+            if now.duration_since(self.last_sync) < self.options.fsync_interval {
+                return Ok(());
+            }
+            self.unsynced.round = true;
+            self.unsynced.data_done = false;
+            self.last_sync = now;
+            // The open split's growing summary goes in at most every MANIFEST_REFRESH
+            // (recovery redoes it from the file anyway).
+            if self.last_manifest.elapsed() >= MANIFEST_REFRESH && self.session.is_some() {
+                self.unsynced.manifest = true;
+            }
+        }
+        if self.is_paused() {
+            self.unsynced.round = false;
+            return self.enforce_budget();
+        }
+        match self.sync_step() {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.unsynced.round = false;
+                self.enforce_budget()
+            }
+            Err(e) => {
+                self.unsynced.round = false;
+                self.pause_writing();
+                Err(e)
+            }
+        }
+    }
+    /// One fsync of what is pending, in order; false when nothing was left.
+    fn sync_step(&mut self) -> io::Result<bool> {
+        let session_dir = self.session.as_ref().map(|s| s.dir.clone());
+        let u = &mut self.unsynced;
+        // Directories first, but the session's own after its manifest (one sync for both).
+        let other_dir = u.dirs.iter().position(|d| Some(d) != session_dir.as_ref());
+        if let Some(i) = other_dir {
+            sync_dir(&u.dirs[i])?;
+            u.dirs.remove(i);
+            return Ok(true);
+        }
+        if let Some(f) = u.closed.pop() {
+            f.sync_all()?;
+            return Ok(true);
+        }
+        if u.data && !u.data_done {
+            // One column's open split per step, the main column's first.
+            let open = self.session.as_mut().into_iter().flat_map(|s| {
+                s.columns
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(k, c)| c.sink.file.as_mut().map(|(_, w, _)| (k, w)))
+            });
+            if let Some((k, w)) = open.into_iter().find(|(k, _)| *k >= u.data_next) {
+                u.data_next = k + 1;
+                w.flush()?;
+                w.get_ref().sync_data()?;
+                return Ok(true);
+            }
+            u.data = false;
+            u.data_done = true;
+            u.data_next = 0;
+        }
+        if u.manifest {
+            u.manifest = false;
+            self.save_manifest()?;
+            return Ok(true);
+        }
+        if let Some(dir) = self.unsynced.dirs.pop() {
+            sync_dir(&dir)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+    /// Hands what is buffered to the OS, without a sync: a crash of the process then loses
+    /// nothing written (a power cut, at most what the next sync would have made durable).
+    pub fn flush(&mut self) -> io::Result<()> {
+        let result = match &mut self.session {
+            Some(s) => s
+                .columns
+                .iter_mut()
+                .filter_map(|c| c.sink.file.as_mut())
+                .try_for_each(|(_, w, _)| w.flush()),
+            None => Ok(()),
+        };
+        if result.is_err() {
+            self.pause_writing();
+        }
+        result
+    }
+    /// Makes everything written so far durable now.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.unsynced.data = true;
+        self.unsynced.data_done = false;
+        self.unsynced.manifest |= self.session.is_some();
+        while self.sync_step()? {}
+        Ok(())
+    }
+    /// `samples` were dropped before the store (its queue was full): a dropout goes where
+    /// they were, as long as the samples around the gap tell.
+    pub fn lost(&mut self, samples: u64) {
+        if let Some(s) = &mut self.session {
+            s.gaps.gap(samples);
+        }
+    }
+    /// Ends the open log session: its last split is closed, the manifest says so.
+    pub fn end_log(&mut self) -> io::Result<Option<PathBuf>> {
+        let Some(s) = &mut self.session else {
+            return Ok(None);
+        };
+        let mut out = BytesMut::new();
+        s.gaps.finish(&mut out);
+        s.split(&out);
+        for c in &mut s.columns {
+            c.splitter.finish(&mut c.sink);
+        }
+        self.absorb()?;
+        let Some(s) = &mut self.session else {
+            return Ok(None);
+        };
+        s.manifest.closed = true;
+        self.events.append(&mut s.recorded);
+        // Everything durable: the last split, then the manifest that says the session is
+        // over, then its directory.
+        self.unsynced.manifest = true;
+        self.unsynced.data_done = false;
+        while self.sync_step()? {}
+        self.unsynced.round = false;
+        Ok(self.session.take().map(|s| s.dir))
+    }
+    /// Moves what the sink did into the manifest; hands out its first error.
+    fn absorb(&mut self) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Ok(());
+        };
+        let mut error = None;
+        for (k, c) in s.columns.iter_mut().enumerate() {
+            let sink = &mut c.sink;
+            if !sink.begun.is_empty() || !sink.ended.is_empty() {
+                // New split files in the directory, splits that ended: for the next round.
+                if !sink.begun.is_empty() && !self.unsynced.dirs.contains(&sink.dir) {
+                    self.unsynced.dirs.push(sink.dir.clone());
+                }
+                self.unsynced.manifest = true;
+            }
+            self.unsynced.closed.append(&mut sink.closed);
+            let Some(splits) = s.manifest.column_splits_mut(k) else {
+                continue;
+            };
+            for index in std::mem::take(&mut sink.begun) {
+                splits.push(SplitEntry {
+                    file: sink.entry_name(index),
+                    summary: SplitSummary {
+                        index,
+                        ..SplitSummary::default()
+                    },
+                    ..SplitEntry::default()
+                });
+            }
+            for (summary, sha) in sink.ended.drain(..) {
+                if let Some(e) = splits.iter_mut().find(|e| e.summary.index == summary.index) {
+                    e.summary = summary;
+                    e.closed = true;
+                    e.sha256 = Some(sha);
+                }
+            }
+            if let Some(e) = sink.error.take() {
+                error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = error {
+            self.pause_writing();
+            return Err(e);
+        }
+        Ok(())
+    }
+    /// A write failed (most likely a full disk): the open split is cut back to its last whole
+    /// message and closed; nothing more is written until [`tick`](Self::tick) finds space.
+    fn pause_writing(&mut self) {
+        let Some(s) = &mut self.session else { return };
+        if s.columns[0].sink.paused {
+            return;
+        }
+        for (k, c) in s.columns.iter_mut().enumerate() {
+            let sink = &mut c.sink;
+            sink.paused = true;
+            // The split the failure hit, and the one open now (if another): cut back and
+            // closed.
+            let mut torn: Vec<u32> = sink.failed.take().into_iter().collect();
+            if let Some((index, w, _)) = sink.file.take() {
+                let (file, _unwritten) = w.into_parts();
+                drop(file);
+                torn.push(index);
+            }
+            torn.dedup();
+            sink.abandoned = c.splitter.current().map(|c| c.index);
+            let Some(splits) = s.manifest.column_splits_mut(k) else {
+                continue;
+            };
+            for index in torn {
+                let name = sink.entry_name(index);
+                let path = s.dir.join(&name);
+                match repair_split(&path, splits, &name) {
+                    Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
+                        Some(e) => *e = entry,
+                        None => splits.push(entry),
+                    },
+                    Ok(None) => {
+                        let _ = std::fs::remove_file(&path);
+                        splits.retain(|e| e.file != name);
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
+                }
+            }
+        }
+        let _ = write_manifest(&s.dir, &s.manifest);
+        tracing::error!(
+            dir = %s.dir.display(),
+            "cannot write the log (disk full?): logging paused, receiving goes on; it resumes \
+             in a new split when space comes back"
+        );
+    }
+    /// True while writing is paused by a failure.
+    pub fn is_paused(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.columns[0].sink.paused)
+    }
+    fn save_manifest(&mut self) -> io::Result<()> {
+        let Some(s) = &mut self.session else {
+            return Ok(());
+        };
+        // The open splits as far as they are known now.
+        for (k, c) in s.columns.iter().enumerate() {
+            if let Some(current) = c.splitter.current()
+                && let Some(splits) = s.manifest.column_splits_mut(k)
+                && let Some(e) = splits.iter_mut().find(|e| e.summary.index == current.index)
+                && !e.closed
+            {
+                e.summary = current.clone();
+            }
+        }
+        self.last_manifest = Instant::now();
+        replace_manifest(&s.dir, &s.manifest)?;
+        // Its new entry: with the directory's sync.
+        if !self.unsynced.dirs.contains(&s.dir) {
+            self.unsynced.dirs.push(s.dir.clone());
+        }
+        Ok(())
+    }
+}

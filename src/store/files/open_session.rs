@@ -1,0 +1,152 @@
+//! The open log session: its manifest in memory, the framer that cuts what is written into
+//! whole messages, and per column a splitter and its files; event buffers' gates and the
+//! events they record.
+
+use std::path::PathBuf;
+
+use bytes::BytesMut;
+
+use super::sink::FileSink;
+use crate::store::columns::ColumnRouter;
+use crate::store::events::{
+    BufferWindow, EventGate, EventRecord, EventSource, MAX_LISTED_EVENTS, TriggerWatch,
+};
+use crate::store::manifest::Manifest;
+use crate::store::splitter::Splitter;
+use crate::ulog::framer::Framer;
+use crate::ulog::gaps::GapMarker;
+
+/// The open log session.
+pub(super) struct OpenSession {
+    pub(super) dir: PathBuf,
+    pub(super) manifest: Manifest,
+    /// Cuts the bytes written, in any pieces, into whole messages.
+    pub(super) framer: Framer,
+    /// Marks samples dropped before the store (its queue was full) with a dropout.
+    pub(super) gaps: GapMarker,
+    /// Cuts the log into a stream per column; `None` without columns.
+    pub(super) router: Option<ColumnRouter>,
+    /// The main column first, then one per column (event buffers last).
+    pub(super) columns: Vec<ColumnWriter>,
+    /// Per column: its gate when it is an event buffer.
+    pub(super) gates: Vec<Option<EventGate>>,
+    /// Follows the log for events; `None` without event buffers and triggers.
+    pub(super) watch: Option<TriggerWatch>,
+    /// Events entered in the manifest, not yet handed out.
+    pub(super) recorded: Vec<EventRecord>,
+}
+
+/// One column's splitter and files.
+pub(super) struct ColumnWriter {
+    pub(super) splitter: Splitter,
+    pub(super) sink: FileSink,
+}
+
+/// Opens `event`'s window in `gate`, noting it in the event; the held samples it takes go to
+/// `out`.
+fn open_window(gate: &mut EventGate, event: &mut EventRecord, out: &mut BytesMut) {
+    let [from_us, to_us] = gate.open(event.at_us, event.after_us, out);
+    event.windows.push(BufferWindow {
+        buffer: gate.spec().column.name.clone(),
+        from_us,
+        to_us,
+    });
+}
+
+impl OpenSession {
+    /// Whole units of the log to the columns' splitters (through the router when there are
+    /// columns, and each event buffer's through its gate); the events they make are
+    /// recorded.
+    pub(super) fn split(&mut self, bytes: &[u8]) {
+        let mut events = Vec::new();
+        if let Some(watch) = &mut self.watch {
+            watch.push(bytes, &mut events);
+        }
+        match &mut self.router {
+            None => {
+                let c = &mut self.columns[0];
+                c.splitter.push(bytes, &mut c.sink);
+            }
+            Some(router) => {
+                let mut outs: Vec<BytesMut> =
+                    (0..router.outputs()).map(|_| BytesMut::new()).collect();
+                router.push(bytes, &mut outs);
+                for ((c, gate), out) in self.columns.iter_mut().zip(&mut self.gates).zip(&outs) {
+                    let gated;
+                    let out = match gate {
+                        Some(gate) => {
+                            let mut held_back = BytesMut::new();
+                            gate.push(out, &mut held_back);
+                            for e in &mut events {
+                                open_window(gate, e, &mut held_back);
+                            }
+                            gated = held_back;
+                            &gated
+                        }
+                        None => out,
+                    };
+                    if !out.is_empty() {
+                        c.splitter.push(out, &mut c.sink);
+                    }
+                }
+            }
+        }
+        for e in events {
+            self.record(e);
+        }
+    }
+
+    pub(super) fn request_event(&mut self, name: &str, after_us: Option<u64>) -> EventRecord {
+        let at_us = match &self.watch {
+            Some(w) => w.log_time(),
+            None => self.columns[0].splitter.log_time(),
+        };
+        let mut event = EventRecord {
+            name: name.to_owned(),
+            source: EventSource::Request,
+            at_us,
+            detail: String::new(),
+            after_us,
+            windows: Vec::new(),
+        };
+        for (c, gate) in self.columns.iter_mut().zip(&mut self.gates) {
+            if let Some(gate) = gate {
+                let mut gated = BytesMut::new();
+                open_window(gate, &mut event, &mut gated);
+                c.splitter.push(&gated, &mut c.sink);
+            }
+        }
+        self.record(event.clone());
+        event
+    }
+
+    /// Enters an event in the manifest, with the buffers' windows as they are now.
+    /// Past [`MAX_LISTED_EVENTS`] only the windows are: the event is counted.
+    pub(super) fn record(&mut self, event: EventRecord) {
+        for (entry, gate) in self.manifest.columns.iter_mut().zip(&self.gates[1..]) {
+            if let (Some(b), Some(gate)) = (&mut entry.event_buffer, gate) {
+                b.windows = gate.windows().to_vec();
+                b.dropped_for_memory = gate.dropped_for_memory;
+            }
+        }
+        if self.manifest.events.len() >= MAX_LISTED_EVENTS {
+            if self.manifest.events_unlisted == 0 {
+                tracing::warn!(
+                    "{MAX_LISTED_EVENTS} events in this log: further ones still write their \
+                     windows but are not listed (a trigger that fires too often?)"
+                );
+            }
+            self.manifest.events_unlisted += 1;
+            return;
+        }
+        tracing::info!(
+            name = %event.name,
+            source = ?event.source,
+            at_s = event.at_us as f64 / 1e6,
+            detail = %event.detail,
+            "event"
+        );
+        self.manifest.events.push(event.clone());
+        self.recorded.push(event);
+    }
+}

@@ -1,0 +1,388 @@
+//! What a crash leaves, repaired at start: a split still open is cut back to its last whole,
+//! plausible message, summarised, closed and entered in its manifest; a column's splits
+//! likewise; a session that cannot be repaired is set aside, a deletion cut short finished.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::sink::make_closed;
+use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
+use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
+use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, plausible_header};
+
+/// Finds where the whole, plausible messages of a split end, fed in blocks (a crash can
+/// leave a torn message, zeros or garbage where data was not yet written).
+#[derive(Debug)]
+struct PrefixScan {
+    framer: Framer,
+    /// Bytes of the file header and whole plausible messages so far.
+    good: u64,
+    messages: u64,
+    /// The file does not start with the ULog magic.
+    no_magic: bool,
+    stopped: bool,
+}
+
+impl Default for PrefixScan {
+    fn default() -> Self {
+        Self {
+            framer: Framer::file(),
+            good: 0,
+            messages: 0,
+            no_magic: false,
+            stopped: false,
+        }
+    }
+}
+
+impl PrefixScan {
+    /// Takes the next block; false once the end of the good part was found.
+    pub(super) fn push(&mut self, block: &[u8]) -> bool {
+        let (good, messages, no_magic) = (&mut self.good, &mut self.messages, &mut self.no_magic);
+        let flow = self.framer.push(block, |unit| match unit {
+            Unit::Header(h) if h[..FILE_MAGIC.len()] != FILE_MAGIC => {
+                *no_magic = true;
+                ControlFlow::Break(())
+            }
+            Unit::Header(_) => {
+                *good += FILE_HEADER_LEN as u64;
+                ControlFlow::Continue(())
+            }
+            Unit::Message(m) => {
+                let size = m.len() - MSG_HEADER_LEN;
+                if !plausible_header(m[2], size, *messages == 0) {
+                    return ControlFlow::Break(());
+                }
+                *messages += 1;
+                *good += m.len() as u64;
+                ControlFlow::Continue(())
+            }
+        });
+        self.stopped |= flow.is_break();
+        !self.stopped
+    }
+
+    /// Where the file must end: 0 without a file header.
+    fn complete_prefix(&self) -> u64 {
+        if self.no_magic { 0 } else { self.good }
+    }
+}
+
+/// Length of the longest prefix of `bytes` that is a file header and whole, plausible
+/// messages: where a file cut by a crash must end.
+pub fn complete_prefix(bytes: &[u8]) -> usize {
+    let mut scan = PrefixScan::default();
+    scan.push(bytes);
+    scan.complete_prefix() as usize
+}
+
+/// Suffix of a session recovery could not repair, renamed aside so that it is looked at by a
+/// person and not again at every start.
+pub const SET_ASIDE_SUFFIX: &str = ".unrecoverable";
+
+/// Suffix of a session being deleted: renamed first, so that a power cut in the middle of a
+/// deletion leaves a name that says so (the next start finishes the deletion), never half a
+/// session counted as whole.
+pub const DELETING_SUFFIX: &str = ".deleting";
+
+pub(super) fn is_set_aside(dir: &Path) -> bool {
+    dir.file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with(SET_ASIDE_SUFFIX))
+}
+
+/// What recovery did with one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    /// Its open splits were cut back to whole messages and closed; the manifest says so.
+    Repaired(PathBuf),
+    /// It held no data: removed.
+    Removed(PathBuf),
+    /// It could not be repaired: renamed to `to`.
+    SetAside {
+        from: PathBuf,
+        to: PathBuf,
+        cause: String,
+    },
+    /// A deletion a power cut interrupted was finished.
+    DeletionFinished(PathBuf),
+}
+
+/// Repairs every session under `dir` that a crash left open, and finishes deletions a power
+/// cut interrupted. It never stops at a session it cannot repair (an I/O error, a split that
+/// is not a regular file or cannot be read, a manifest it cannot read): that one is renamed to
+/// `NAME.unrecoverable`, reported once with its path and the cause, and skipped. Memory stays
+/// bounded whatever the size of the splits. Returns what it did.
+pub fn recover(dir: &Path) -> Vec<Recovered> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::error!(dir = %dir.display(), error = %e, "cannot look for sessions to repair");
+            return Vec::new();
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    let mut done = Vec::new();
+    for path in paths {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.ends_with(DELETING_SUFFIX) {
+            match std::fs::remove_dir_all(&path).and_then(|()| sync_dir(dir)) {
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), "finished a deletion a power cut interrupted");
+                    done.push(Recovered::DeletionFinished(path));
+                }
+                Err(e) => {
+                    tracing::error!(dir = %path.display(), error = %e, "cannot finish deleting")
+                }
+            }
+            continue;
+        }
+        if name.ends_with(SET_ASIDE_SUFFIX) || !path.join(MANIFEST).exists() {
+            continue;
+        }
+        match recover_session(dir, &path) {
+            Ok(Some(r)) => done.push(r),
+            Ok(None) => {}
+            Err(cause) => {
+                let cause = cause.to_string();
+                let mut to = path.as_os_str().to_owned();
+                to.push(SET_ASIDE_SUFFIX);
+                let to = PathBuf::from(to);
+                match std::fs::rename(&path, &to).and_then(|()| sync_dir(dir)) {
+                    Ok(()) => {
+                        tracing::error!(
+                            session = %path.display(),
+                            set_aside = %to.display(),
+                            "cannot repair a session a crash left: {cause}; set aside, logging goes on"
+                        );
+                        done.push(Recovered::SetAside {
+                            from: path,
+                            to,
+                            cause,
+                        });
+                    }
+                    Err(e) => tracing::error!(
+                        session = %path.display(),
+                        "cannot repair a session a crash left ({cause}), nor set it aside ({e}); \
+                         logging goes on"
+                    ),
+                }
+            }
+        }
+    }
+    done
+}
+
+/// Repairs one session if it was left open; `Ok(None)` when it was closed.
+fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> {
+    let mut manifest = read_manifest(session)
+        .map_err(|e| io::Error::new(e.kind(), format!("its manifest cannot be read: {e}")))?;
+    if manifest.closed {
+        return Ok(None);
+    }
+    for k in 0..=manifest.columns.len() {
+        let prefix = match k {
+            0 => String::new(),
+            k => {
+                let name = &manifest.columns[k - 1].name;
+                crate::store::columns::check_name(name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                format!("{name}/")
+            }
+        };
+        let splits = manifest.column_splits_mut(k).expect("k counts the columns");
+        recover_column(session, &prefix, splits)?;
+    }
+    manifest.closed = true;
+    if manifest.all_splits().next().is_none() {
+        tracing::warn!(session = %session.display(), "a session with no data; removed");
+        std::fs::remove_dir_all(session)?;
+        sync_dir(dir)?;
+        return Ok(Some(Recovered::Removed(session.to_owned())));
+    }
+    write_manifest(session, &manifest)?;
+    tracing::warn!(session = %session.display(), "repaired a session left open by a crash");
+    Ok(Some(Recovered::Repaired(session.to_owned())))
+}
+
+/// Repairs the splits of one column of a session (`prefix`: `NAME/`, or empty for the main
+/// column) that the manifest does not know as closed; `splits` is the column's entry.
+fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) -> io::Result<()> {
+    let dir = session.join(prefix);
+    if !dir.is_dir() {
+        splits.clear();
+        return Ok(());
+    }
+    // Splits on disk that the manifest does not know as closed.
+    let mut files: Vec<String> = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
+        .map(|n| format!("{prefix}{n}"))
+        .collect();
+    files.sort();
+    for name in files {
+        let known_closed = splits.iter().any(|e| e.file == name && e.closed);
+        if known_closed {
+            continue;
+        }
+        let path = session.join(&name);
+        let entry = repair_split(&path, splits, &name)
+            .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
+        match entry {
+            Some(entry) => match splits.iter_mut().find(|e| e.file == name) {
+                Some(e) => *e = entry,
+                None => splits.push(entry),
+            },
+            None => {
+                // Nothing of it reached the disk: no empty files.
+                std::fs::remove_file(&path)?;
+                splits.retain(|e| e.file != name);
+            }
+        }
+    }
+    splits.retain(|e| session.join(&e.file).exists());
+    splits.sort_by_key(|e| e.summary.index);
+    Ok(())
+}
+
+/// Blocks read at a time when a split is repaired.
+const REPAIR_BLOCK: usize = 64 << 10;
+
+/// Cuts a split back to its last complete message, closes it, and summarises it; `None` when
+/// not even one message after the header survived. Reads the file in blocks, twice: once to
+/// find where the whole messages end, once to summarise and hash what stays.
+pub(super) fn repair_split(
+    path: &Path,
+    known: &[SplitEntry],
+    name: &str,
+) -> io::Result<Option<SplitEntry>> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    let mut file = File::open(path)?;
+    let mut block = vec![0u8; REPAIR_BLOCK];
+    let mut scan = PrefixScan::default();
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 || !scan.push(&block[..n]) {
+            break;
+        }
+    }
+    let keep = scan.complete_prefix();
+    if keep <= FILE_HEADER_LEN as u64 {
+        return Ok(None);
+    }
+    if keep < meta.len() {
+        tracing::warn!(file = %path.display(), cut = meta.len() - keep, "cutting a torn end");
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.set_len(keep)?;
+        f.sync_all()?;
+    }
+    // The summary and the hash of what stays.
+    struct Last(Option<SplitSummary>);
+    impl SplitSink for Last {
+        fn begin(&mut self, _: u32) {}
+        fn write(&mut self, _: &[u8]) {}
+        fn end(&mut self, s: &SplitSummary) {
+            self.0 = Some(s.clone());
+        }
+    }
+    let mut splitter = Splitter::new(SplitPolicy::unlimited());
+    let mut last = Last(None);
+    let mut hash = Sha256::new();
+    let mut file = File::open(path)?.take(keep);
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&block[..n]);
+        splitter.push(&block[..n], &mut last);
+    }
+    splitter.finish(&mut last);
+    let index: u32 = name
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("split_")
+        .trim_end_matches(".ulg")
+        .parse()
+        .unwrap_or(0);
+    let mut summary = last.0.unwrap_or_default();
+    summary.index = index;
+    // What only the writer knew (the preamble's extent) comes from the manifest's last word.
+    if let Some(k) = known.iter().find(|e| e.file == name) {
+        summary.preamble_bytes = k.summary.preamble_bytes.min(keep);
+        summary.latched_samples = k.summary.latched_samples;
+    }
+    make_closed(path)?;
+    Ok(Some(SplitEntry {
+        file: name.to_owned(),
+        closed: true,
+        sha256: Some(hex(&hash.finalize())),
+        summary,
+    }))
+}
+
+/// The summary of a split file, recomputed from its bytes (its preamble not told apart).
+pub fn summarize_split(bytes: &[u8], index: u32) -> SplitSummary {
+    struct Last(Option<SplitSummary>);
+    impl SplitSink for Last {
+        fn begin(&mut self, _: u32) {}
+        fn write(&mut self, _: &[u8]) {}
+        fn end(&mut self, s: &SplitSummary) {
+            self.0 = Some(s.clone());
+        }
+    }
+    let mut splitter = Splitter::new(SplitPolicy::unlimited());
+    let mut last = Last(None);
+    splitter.push(bytes, &mut last);
+    splitter.finish(&mut last);
+    let mut s = last.0.unwrap_or_default();
+    s.index = index;
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_with(messages: &[&[u8]]) -> Vec<u8> {
+        let mut b = FILE_MAGIC.to_vec();
+        b.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        for m in messages {
+            b.extend_from_slice(m);
+        }
+        b
+    }
+
+    #[test]
+    fn a_torn_or_zero_filled_end_is_cut_at_the_last_whole_message() {
+        let dropout: &[u8] = &[2, 0, b'O', 5, 0];
+        let unknown: &[u8] = &[1, 0, b'Z', 9];
+        let whole = log_with(&[dropout, unknown, dropout]);
+        assert_eq!(complete_prefix(&whole), whole.len());
+        // Torn inside the last message.
+        assert_eq!(complete_prefix(&whole[..whole.len() - 2]), whole.len() - 5);
+        // Zeros where a crash left unwritten blocks.
+        let mut zeros = whole.clone();
+        zeros.extend_from_slice(&[0; 600]);
+        assert_eq!(complete_prefix(&zeros), whole.len());
+        // No header: nothing.
+        assert_eq!(complete_prefix(&whole[..10]), 0);
+    }
+}

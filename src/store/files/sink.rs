@@ -1,0 +1,132 @@
+//! Where a column's splitter puts its output: one file per split, created new, hashed as it
+//! is written, written out and made read-only when it ends; what ended and what failed kept
+//! for the manifest and the sync rounds.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::store::manifest::hex;
+use crate::store::splitter::{SplitSink, SplitSummary};
+
+/// Receives the splitter's output and puts it in files.
+pub(super) struct FileSink {
+    /// The column's directory (the session's for the main column).
+    pub(super) dir: PathBuf,
+    /// What the manifest puts before a split's name (`imu/`; empty for the main column).
+    pub(super) prefix: String,
+    /// The split being written: its index, file and running hash.
+    pub(super) file: Option<(u32, BufWriter<File>, Sha256)>,
+    /// The split a write failure hit (its file may end in a torn message).
+    pub(super) failed: Option<u32>,
+    /// Summaries of splits that ended, for the manifest.
+    pub(super) ended: Vec<(SplitSummary, String)>,
+    pub(super) begun: Vec<u32>,
+    /// Splits closed (written out) but not synced yet.
+    pub(super) closed: Vec<File>,
+    pub(super) error: Option<io::Error>,
+    /// Writing failed (a full disk): everything is dropped until [`LogStore`] resumes.
+    pub(super) paused: bool,
+    /// A split closed early by a write failure: its later `end` is not news.
+    pub(super) abandoned: Option<u32>,
+}
+
+impl FileSink {
+    pub(super) fn new(dir: PathBuf, prefix: String) -> Self {
+        Self {
+            dir,
+            prefix,
+            file: None,
+            ended: Vec::new(),
+            begun: Vec::new(),
+            closed: Vec::new(),
+            error: None,
+            failed: None,
+            paused: false,
+            abandoned: None,
+        }
+    }
+
+    fn split_path(&self, index: u32) -> PathBuf {
+        self.dir.join(split_name(index))
+    }
+
+    /// The split's name in the manifest (relative to the session).
+    pub(super) fn entry_name(&self, index: u32) -> String {
+        format!("{}{}", self.prefix, split_name(index))
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+}
+
+fn split_name(index: u32) -> String {
+    format!("split_{index:04}.ulg")
+}
+
+impl SplitSink for FileSink {
+    fn begin(&mut self, index: u32) {
+        if self.paused {
+            return;
+        }
+        let path = self.split_path(index);
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(f) => {
+                // (Its directory entry is synced with the next sync round.)
+                self.file = Some((index, BufWriter::with_capacity(1 << 16, f), Sha256::new()));
+            }
+            Err(e) => {
+                self.failed = Some(index);
+                self.fail(e);
+            }
+        }
+        self.begun.push(index);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Some((index, w, hash)) = &mut self.file {
+            hash.update(bytes);
+            if let Err(e) = w.write_all(bytes) {
+                self.failed = Some(*index);
+                self.fail(e);
+            }
+        }
+    }
+
+    fn end(&mut self, summary: &SplitSummary) {
+        if self.paused || self.abandoned == Some(summary.index) {
+            return;
+        }
+        let path = self.split_path(summary.index);
+        if let Some((_, w, hash)) = self.file.take() {
+            let sha = hex(&hash.finalize());
+            // Written out now, synced before the manifest says it is closed.
+            match w.into_inner().map_err(|e| e.into_error()) {
+                Ok(f) => {
+                    self.closed.push(f);
+                    if let Err(e) = make_closed(&path) {
+                        self.fail(e);
+                    }
+                }
+                Err(e) => {
+                    self.failed = Some(summary.index);
+                    self.fail(e);
+                    return;
+                }
+            }
+            self.ended.push((summary.clone(), sha));
+        }
+    }
+}
+
+/// A closed split: its write bits go, the rest of its mode (the umask's group bits) stays.
+pub(super) fn make_closed(path: &Path) -> io::Result<()> {
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o222))
+}
