@@ -22,9 +22,11 @@
 //! ([`crate::link`]); its tokio loop is in the shell ([`crate::shell::simulator`]).
 
 pub mod chunker;
+pub mod config;
 pub mod ftp_server;
 pub mod synth;
 pub mod vehicle;
 
 pub use chunker::{CHUNK_DATA_LEN, ChunkedLog, LogChunk, chunk_log};
-pub use vehicle::{Impairment, SimVehicle, VehicleConfig, VehicleStats};
+pub use config::{Impairment, MIN_LINK_RATE, VehicleConfig, VehicleStats};
+pub use vehicle::SimVehicle;
