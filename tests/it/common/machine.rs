@@ -27,6 +27,8 @@ thread_local! {
     static SHARE: RefCell<Option<RwLockReadGuard<'static, ()>>> = const { RefCell::new(None) };
     /// How many [`Alone`] guards this thread holds (a call nested in another counts too).
     static ALONE: Cell<usize> = const { Cell::new(0) };
+    /// This thread listens on UDP 14550 (a PX4 it starts itself needs no share of it).
+    static LISTENING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// While it lives, the test holding it runs alone. Dropping it lets the others run again.
@@ -72,13 +74,30 @@ pub fn beside_others() {
     });
 }
 
-/// A share of UDP 14550 for a PX4, which sends there: waits while a test listens there.
-pub fn sending_to_14550() -> RwLockReadGuard<'static, ()> {
-    UDP_14550.read().unwrap_or_else(PoisonError::into_inner)
+/// A share of UDP 14550 for a PX4, which sends there: waits while another test listens
+/// there; `None` for the test that listens itself (its own PX4, as the guide starts one).
+pub fn sending_to_14550() -> Option<RwLockReadGuard<'static, ()>> {
+    if LISTENING.get() {
+        return None;
+    }
+    Some(UDP_14550.read().unwrap_or_else(PoisonError::into_inner))
 }
 
-/// UDP 14550 for a test that listens there: waits until no PX4 runs, and keeps any from
-/// starting until the guard is dropped.
-pub fn listening_on_14550() -> RwLockWriteGuard<'static, ()> {
-    UDP_14550.write().unwrap_or_else(PoisonError::into_inner)
+/// UDP 14550, for the test that listens there until the guard is dropped: waits until no
+/// PX4 of another test runs, and keeps any from starting meanwhile.
+pub struct Listening {
+    _port: RwLockWriteGuard<'static, ()>,
+}
+
+/// Takes UDP 14550 for this test (see [`Listening`]).
+pub fn listening_on_14550() -> Listening {
+    let port = UDP_14550.write().unwrap_or_else(PoisonError::into_inner);
+    LISTENING.set(true);
+    Listening { _port: port }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        LISTENING.set(false);
+    }
 }

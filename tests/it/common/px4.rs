@@ -13,7 +13,7 @@ pub struct Px4 {
     child: Child,
     /// It sends to UDP 14550 on its own: no test listens there while it runs. Dropped after
     /// the child is stopped.
-    _sending_to_14550: std::sync::RwLockReadGuard<'static, ()>,
+    _sending_to_14550: Option<std::sync::RwLockReadGuard<'static, ()>>,
 }
 
 impl Px4 {
