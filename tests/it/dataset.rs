@@ -7,6 +7,7 @@
 //! files, not twice as many; a window and topics cut.
 
 use crate::common;
+use crate::common::project;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,10 +15,6 @@ use std::process::Command;
 use common::procs::{files_under, fresh_dir, run_ok};
 use common::{all_logs, json_output, text_output, venv_python};
 use serde_json::Value as Json;
-
-fn project() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn export_dataset(log: &Path, root: &Path, extra: &[&str]) {
     let mut args = vec![

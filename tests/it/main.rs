@@ -28,6 +28,7 @@ mod ftp;
 mod guide;
 mod hostile;
 mod layering;
+mod licence;
 mod live;
 mod package;
 mod publish;

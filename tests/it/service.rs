@@ -5,19 +5,16 @@
 //! name the key.
 
 use crate::common;
+use crate::common::project;
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::procs::{BIN, free_udp_port, fresh_dir, ulg_files};
-
-fn project() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// `ulog-recv sim` streaming a synthetic flight of `seconds` at `rate` B/s to our UDP `port`;
 /// its counters come as JSON on `stdout` when it exits.

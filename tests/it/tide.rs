@@ -8,19 +8,16 @@
 //! nothing under the output's name.
 
 use crate::common;
+use crate::common::project;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::procs::{BIN, fresh_dir, run_ok};
 use common::{all_logs, expected_for};
 use serde_json::Value as Json;
-
-fn project() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn export(input: &Path, output: &Path, extra: &[&str]) {
     let mut args = vec![

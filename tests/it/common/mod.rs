@@ -20,6 +20,11 @@ use serde_json::{Value as Json, json};
 use ulog_recv::ulog::summary::{OwnedValue, summarize};
 use ulog_recv::ulog::{Decoder, Reader, Value};
 
+/// The project's checkout (where Cargo.toml is).
+pub fn project() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
 /// The real PX4 logs beside the project. Without them a test says so loudly and returns
 /// `None`; under CI (`CI` set) their absence is a failure, so CI can never silently skip.
 pub fn shared_logs() -> Option<Vec<PathBuf>> {
