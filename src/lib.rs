@@ -92,7 +92,7 @@
 //! - `tests/it/engine.rs`, `tests/it/reassembly.rs`, `tests/it/robustness.rs`: the engine against
 //!   pyulog's reading of the real PX4 logs in `../shared/testdata/ulog/` and of our synthetic
 //!   one, every piece size, corrupt and truncated input.
-//! - `tests/it/session.rs`: the session against the simulated vehicle in memory with a fake
+//! - `tests/it/session/`: the session against the simulated vehicle in memory with a fake
 //!   clock on every log (loss and lost acks up to 20 %, duplication, reordering, outages,
 //!   reliable chunks in flight, reboots, restarts at sequence 0, forged and stale chunks,
 //!   signing with the right, no or a wrong key, a double sequence wrap), judged against an
@@ -102,7 +102,7 @@
 //!   chunks from a second socket; a restart while the vehicle streams.
 //! - `tests/it/e2e.rs`: the daemon and `ulog-recv sim` as processes over UDP, a pty pair (an
 //!   unplugged adapter) and TCP; kill -9 at random moments; every file read by pyulog.
-//! - `tests/it/store.rs`, `tests/it/snippet.rs`, `tests/it/disk.rs`, `tests/it/faults.rs`: splits are the
+//! - `tests/it/store.rs`, `tests/it/snippet.rs`, `tests/it/disk.rs`, `tests/it/faults/`: splits are the
 //!   stream byte for byte without their preambles and open alone in pyulog; columns
 //!   (`tests/it/columns.rs`) read back as the log, their exports equal; referencing snippets
 //!   (`tests/it/reference.rs`) read back as the copied ones and survive the budget; event

@@ -183,7 +183,7 @@ pub(crate) fn config_keys_markdown() -> String {
     }
     let mut out = String::from(
         "<!-- Made by `ulog-recv config-keys` from the command line's own definitions; \
-         tests/it/guide.rs fails when this page differs from what the binary makes. -->\n\n\
+         tests/it/guide/ fails when this page differs from what the binary makes. -->\n\n\
          # Config file keys\n\n\
          Every key of the config file (`--config FILE`, `/etc/ulog-recv/ulog-recv.toml` under \
          the service) is a long option of the daemon, without its dashes, and takes the value \

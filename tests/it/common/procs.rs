@@ -94,8 +94,9 @@ impl Drop for Proc {
 }
 
 /// The folder a test names `name`, not yet made (its parent is): `target/tmp/MODULE/NAME`,
-/// in cargo's scratch space for integration tests, MODULE the test's file (`faults` for
-/// tests/it/faults.rs; a helper that calls this is `#[track_caller]` to keep its caller's),
+/// in cargo's scratch space for integration tests, MODULE the test's area (`faults` for
+/// tests/it/faults/mod.rs and tests/it/faults/settings.rs, `live` for tests/it/live.rs; a
+/// helper that calls this is `#[track_caller]` to keep its caller's),
 /// emptied when a test asks for it again. So a run's files stay to be looked at after a
 /// failure, the next run replaces them rather than piling up beside them, and `cargo clean`
 /// removes them. The calling test takes its share of the machine
@@ -103,10 +104,12 @@ impl Drop for Proc {
 #[track_caller]
 pub fn fresh_dir(name: &str) -> PathBuf {
     super::machine::beside_others();
-    let module = Path::new(std::panic::Location::caller().file())
-        .file_stem()
-        .expect("a test's file")
-        .to_owned();
+    let file = Path::new(std::panic::Location::caller().file());
+    let within = file
+        .strip_prefix("tests/it")
+        .unwrap_or_else(|_| Path::new(file.file_name().expect("a test's file")));
+    let first = within.components().next().expect("a test's file");
+    let module = Path::new(first.as_os_str()).with_extension("");
     let parent = Path::new(env!("CARGO_TARGET_TMPDIR")).join(module);
     std::fs::create_dir_all(&parent).unwrap();
     let dir = parent.join(name);
