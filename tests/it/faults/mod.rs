@@ -415,7 +415,18 @@ fn crashed_session(log_dir: &Path, second: u64) -> PathBuf {
 
 #[test]
 fn leftovers_of_a_crash_never_stop_a_start() {
-    let dir = fresh_dir("leftovers");
+    // As root, the daemon runs as nobody, who must reach its log directory: the test's folder
+    // may lie under a home directory only its owner enters (CI builds in ~/.cache), so then
+    // the logs go under the system's temporary directory, replaced at each run and removed
+    // when the test passes.
+    let root = unsafe { libc::geteuid() } == 0;
+    let dir = if root {
+        let reachable = std::env::temp_dir().join("ulog-recv-it-leftovers");
+        let _ = std::fs::remove_dir_all(&reachable);
+        reachable
+    } else {
+        fresh_dir("leftovers")
+    };
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
     // An open split replaced by a directory.
@@ -437,7 +448,6 @@ fn leftovers_of_a_crash_never_stop_a_start() {
     // A split the daemon cannot read: root's and private while it runs as nobody, or no
     // permission at all when the test is not root.
     let d = crashed_session(&logs, 4);
-    let root = unsafe { libc::geteuid() } == 0;
     let unreadable = d.join("split_0000.ulg");
     std::fs::set_permissions(
         &unreadable,
@@ -530,6 +540,9 @@ fn leftovers_of_a_crash_never_stop_a_start() {
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("ERROR"), "{err}");
+    if root {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 /// Every path under `dir`.
