@@ -15,6 +15,9 @@
 //!   it) and where every PX4 SITL sends by itself: a daemon listening there would find
 //!   another test's PX4 and take its log stream. A PX4 takes [`sending_to_14550`], a test
 //!   that listens there [`listening_on_14550`]: PX4s run beside each other, never beside it.
+//!   Either is taken before the test makes a folder or starts a process (as `Px4::start` and
+//!   the guide's runner do): a share of the machine held while waiting for the port could
+//!   wait forever on a test that waits to run alone.
 
 use std::cell::{Cell, RefCell};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
