@@ -288,23 +288,11 @@ fn the_joined_export_equals_the_single_column_export_in_independent_readers() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// Debian's strace, or a loud skip (a failure under CI).
-fn strace() -> Option<&'static str> {
-    let path = "/usr/bin/strace";
-    if Path::new(path).exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must watch the files an export opens: install strace (`.ci/run` does)"
-    );
-    eprintln!("\n!!! SKIPPED: no {path} to watch which files an export opens !!!\n");
-    None
-}
-
 #[test]
 fn reading_the_main_column_opens_none_of_the_other_columns_files() {
-    let Some(strace) = strace() else { return };
+    let Some(strace) = common::procs::strace("watch which files an export opens") else {
+        return;
+    };
     let root = fresh_dir("columns-strace");
     let (_, log) = logs().remove(0);
     let session = store(&root.join("s"), &log, vec![imu_column()]);

@@ -228,3 +228,18 @@ pub fn finish_recording(
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     sessions[0].clone()
 }
+
+/// Debian's strace, for a test that uses it to `why` (slow the disk down, watch which files
+/// are opened); without it a loud skip, or a failure under CI.
+pub fn strace(why: &str) -> Option<&'static str> {
+    let path = "/usr/bin/strace";
+    if Path::new(path).exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must {why}: install strace (`.ci/run` does)"
+    );
+    eprintln!("\n!!! SKIPPED: no {path} to {why} !!!\n");
+    None
+}

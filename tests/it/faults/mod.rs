@@ -29,20 +29,6 @@ use common::procs::{BIN, Proc, free_udp_port, fresh_dir, ulg_files, wait_for_lin
 use ulog_recv::sim::chunk_log;
 use ulog_recv::sim::synth::{SynthOptions, generate};
 
-/// Debian's strace, or a loud skip (a failure under CI).
-fn strace() -> Option<&'static str> {
-    let path = "/usr/bin/strace";
-    if Path::new(path).exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must slow the disk down for real: install strace (`.ci/run` does)"
-    );
-    eprintln!("\n!!! SKIPPED: no {path}; the slow-disk tests did not run !!!\n");
-    None
-}
-
 /// The daemon under strace: both are killed if the test fails.
 struct Traced {
     strace: Child,
@@ -81,7 +67,8 @@ fn daemon_with_slow_syncs(
     delay: &str,
     when: Option<&str>,
 ) -> (Traced, Receiver<String>) {
-    let strace = strace().expect("checked by the caller");
+    let strace =
+        common::procs::strace("slow the disk down for real").expect("checked by the caller");
     let inject = match when {
         Some(w) => format!("inject=fsync,fdatasync:delay_enter={delay}:when={w}"),
         None => format!("inject=fsync,fdatasync:delay_enter={delay}"),
@@ -201,7 +188,7 @@ fn terminate(pid: i32) {
 
 #[test]
 fn a_slow_card_costs_time_never_data() {
-    if strace().is_none() {
+    if common::procs::strace("slow the disk down for real").is_none() {
         return;
     }
     // It loads the machine (a flight at 20,000 chunks/s) and its timings are the point.
@@ -294,7 +281,7 @@ fn stats_line(socket: &Path) -> serde_json::Value {
 
 #[test]
 fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
-    if strace().is_none() {
+    if common::procs::strace("slow the disk down for real").is_none() {
         return;
     }
     // It loads the machine (a flight at 20,000 chunks/s) and its timings are the point.
