@@ -1,4 +1,4 @@
-//! What the integration tests share of the machine, in one process and two threads: its CPU
+//! What the integration tests share of the machine, in one process and its test threads: its CPU
 //! time, and UDP port 14550.
 //!
 //! - A test whose timings are its point and that loads the machine (a flight at 20,000
