@@ -293,16 +293,8 @@ pub(super) fn repair_split(
         f.sync_all()?;
     }
     // The summary and the hash of what stays.
-    struct Last(Option<SplitSummary>);
-    impl SplitSink for Last {
-        fn begin(&mut self, _: u32) {}
-        fn write(&mut self, _: &[u8]) {}
-        fn end(&mut self, s: &SplitSummary) {
-            self.0 = Some(s.clone());
-        }
-    }
     let mut splitter = Splitter::new(SplitPolicy::unlimited());
-    let mut last = Last(None);
+    let mut last = LastSummary(None);
     let mut hash = Sha256::new();
     let mut file = File::open(path)?.take(keep);
     loop {
@@ -338,18 +330,21 @@ pub(super) fn repair_split(
     }))
 }
 
+/// A splitter's sink that keeps only the summary of the (one) split it closes.
+struct LastSummary(Option<SplitSummary>);
+
+impl SplitSink for LastSummary {
+    fn begin(&mut self, _: u32) {}
+    fn write(&mut self, _: &[u8]) {}
+    fn end(&mut self, s: &SplitSummary) {
+        self.0 = Some(s.clone());
+    }
+}
+
 /// The summary of a split file, recomputed from its bytes (its preamble not told apart).
 pub fn summarize_split(bytes: &[u8], index: u32) -> SplitSummary {
-    struct Last(Option<SplitSummary>);
-    impl SplitSink for Last {
-        fn begin(&mut self, _: u32) {}
-        fn write(&mut self, _: &[u8]) {}
-        fn end(&mut self, s: &SplitSummary) {
-            self.0 = Some(s.clone());
-        }
-    }
     let mut splitter = Splitter::new(SplitPolicy::unlimited());
-    let mut last = Last(None);
+    let mut last = LastSummary(None);
     splitter.push(bytes, &mut last);
     splitter.finish(&mut last);
     let mut s = last.0.unwrap_or_default();
