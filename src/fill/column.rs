@@ -65,13 +65,7 @@ impl ColumnFilter {
                 self.owns(id_at(3)) && (raw[2] != msg_type::DATA || self.in_window(timestamp))
             }
             msg_type::ADD_LOGGED => self.owns(id_at(4)),
-            msg_type::FLAG_BITS
-            | msg_type::INFO
-            | msg_type::INFO_MULTIPLE
-            | msg_type::PARAMETER
-            | msg_type::PARAMETER_DEFAULT
-            | msg_type::SYNC
-            | msg_type::DROPOUT => true,
+            ty if crate::ulog::message::is_whole_log(ty) => true,
             _ => self.main,
         }
     }

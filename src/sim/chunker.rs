@@ -47,18 +47,9 @@ pub struct ChunkedLog {
     pub postflight: Vec<u8>,
 }
 
-/// Types PX4 sends in the reliable (acked) phase.
-fn is_definition(ty: u8) -> bool {
-    matches!(
-        ty,
-        msg_type::FLAG_BITS
-            | msg_type::FORMAT
-            | msg_type::INFO
-            | msg_type::INFO_MULTIPLE
-            | msg_type::PARAMETER
-            | msg_type::PARAMETER_DEFAULT
-            | msg_type::ADD_LOGGED
-    )
+/// Types PX4 sends in the reliable (acked) phase: the definitions and the subscriptions.
+fn is_acked_phase(ty: u8) -> bool {
+    crate::ulog::message::is_definition(ty) || ty == msg_type::ADD_LOGGED
 }
 
 /// Chunks the log in `file` (a .ulg file's bytes). Sequence numbers start at `first_seq`.
@@ -103,7 +94,7 @@ pub fn chunk_log(file: &[u8], first_seq: u16) -> Result<ChunkedLog, ReadError> {
         }
         let ty = (record.offset >= FILE_HEADER_LEN as u64).then(|| record.raw[2]);
         if in_definitions {
-            if ty.is_some_and(|t| !is_definition(t)) {
+            if ty.is_some_and(|t| !is_acked_phase(t)) {
                 in_definitions = false;
             } else {
                 extend_reliable(&mut reliable, start, end, true);

@@ -200,16 +200,9 @@ impl ColumnRouter {
                 self.formats.insert(def.name.clone(), (message.to_vec(), 0));
                 self.send_format(&def.name, to, out);
             }
-            (
-                msg_type::FLAG_BITS
-                | msg_type::INFO
-                | msg_type::INFO_MULTIPLE
-                | msg_type::PARAMETER
-                | msg_type::PARAMETER_DEFAULT
-                | msg_type::SYNC
-                | msg_type::DROPOUT,
-                _,
-            ) => out.iter_mut().for_each(|o| o.extend_from_slice(message)),
+            (ty, _) if crate::ulog::message::is_whole_log(ty) => {
+                out.iter_mut().for_each(|o| o.extend_from_slice(message))
+            }
             _ => out[0].extend_from_slice(message),
         }
     }
@@ -244,19 +237,6 @@ impl ColumnRouter {
             }
         }
     }
-}
-
-/// Whether a message of type `ty` belongs to a log's definitions section.
-fn is_definition(ty: u8) -> bool {
-    matches!(
-        ty,
-        msg_type::FLAG_BITS
-            | msg_type::FORMAT
-            | msg_type::INFO
-            | msg_type::INFO_MULTIPLE
-            | msg_type::PARAMETER
-            | msg_type::PARAMETER_DEFAULT
-    )
 }
 
 /// One column's stream being merged: its messages after the definitions, each with its log
@@ -312,7 +292,7 @@ pub fn join(streams: &[&[u8]]) -> Option<Vec<u8>> {
         }
         let body = &stream[FILE_HEADER_LEN..];
         let mut messages = framed(body).peekable();
-        while let Some(m) = messages.next_if(|m| is_definition(m[2])) {
+        while let Some(m) = messages.next_if(|m| crate::ulog::message::is_definition(m[2])) {
             let parsed = Message::parse_framed(m);
             if let Some(p) = &parsed {
                 let _ = decoder.handle(p);

@@ -69,6 +69,35 @@ pub fn syslog_level(ulog_level: u8) -> u8 {
     }
 }
 
+/// Whether a message of type `ty` belongs to a log's definitions section (flag bits,
+/// formats, info, parameters and their defaults; not the 'A' messages PX4 sends there too).
+pub fn is_definition(ty: u8) -> bool {
+    matches!(
+        ty,
+        msg_type::FLAG_BITS
+            | msg_type::FORMAT
+            | msg_type::INFO
+            | msg_type::INFO_MULTIPLE
+            | msg_type::PARAMETER
+            | msg_type::PARAMETER_DEFAULT
+    )
+}
+
+/// Whether a message of type `ty` speaks of the whole log rather than of one topic (flag
+/// bits, info, parameters, syncs, dropouts): every file cut from a log by topic carries it.
+pub fn is_whole_log(ty: u8) -> bool {
+    matches!(
+        ty,
+        msg_type::FLAG_BITS
+            | msg_type::INFO
+            | msg_type::INFO_MULTIPLE
+            | msg_type::PARAMETER
+            | msg_type::PARAMETER_DEFAULT
+            | msg_type::SYNC
+            | msg_type::DROPOUT
+    )
+}
+
 /// Whether `raw` (one framed message) is an 'M' message of PX4's post-flight perf counters
 /// (`perf_counter_postflight`, `perf_top_postflight`), which its logger writes when stopped.
 pub fn is_postflight(raw: &[u8]) -> bool {
