@@ -1,8 +1,9 @@
-//! What the integration tests share of the machine, in one process and its test threads: its CPU
-//! time, and UDP port 14550.
+//! What the integration tests share of the machine, in one process and its test threads:
+//! its CPU time, and UDP port 14550.
 //!
 //! - A test whose timings are its point and that loads the machine (a flight at 20,000
-//!   chunks/s, Node clients decoding everything) takes [`alone`]: while its guard lives no
+//!   chunks/s, Node clients decoding everything), or that runs commands with an operator's
+//!   waits (the guide), takes [`alone`]: while its guard lives no
 //!   other test that runs processes or makes folders runs. One reader-writer lock: every test
 //!   thread takes a share the first time it makes a folder or starts a process
 //!   ([`beside_others`], called by [`fresh_dir`](super::procs::fresh_dir) and

@@ -399,6 +399,9 @@ fn the_guide_runs_as_printed_against_the_real_parts() {
     }
     // The guide's daemons listen on UDP 14550 as printed, where any PX4 sends by itself.
     let _port = common::machine::listening_on_14550();
+    // Its commands run with the waits an operator has on an idle companion computer (a
+    // ground station stops within seconds of Ctrl-C, a topic shows within 30 s): alone.
+    let _alone = common::alone();
     let only = std::env::var("GUIDE_CHAPTER").unwrap_or_default();
     let mut ran = 0;
     for chapter in chapters() {
