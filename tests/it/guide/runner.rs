@@ -92,6 +92,17 @@ impl ChapterRun {
             .stderr(out)
             // Its own process group, as a terminal's job: Ctrl-C reaches all of it.
             .process_group(0);
+        // And Ctrl-C does what it does in a terminal, even where the tests were started with
+        // SIGINT ignored (`cmd &` in a script): a program that inherits it ignored (Python)
+        // never hears it.
+        // SAFETY: between fork and exec only signal(), which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         command
     }
 
