@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use crate::ulog::message::msg_type;
+use crate::ulog::message::{is_whole_log, msg_type};
 
 /// See the module docs.
 #[derive(Debug, Clone, Default)]
@@ -65,7 +65,7 @@ impl ColumnFilter {
                 self.owns(id_at(3)) && (raw[2] != msg_type::DATA || self.in_window(timestamp))
             }
             msg_type::ADD_LOGGED => self.owns(id_at(4)),
-            ty if crate::ulog::message::is_whole_log(ty) => true,
+            ty if is_whole_log(ty) => true,
             _ => self.main,
         }
     }

@@ -14,7 +14,7 @@
 
 use crate::link::assembler::NO_MESSAGE_START;
 use crate::ulog::message::{
-    FILE_HEADER_LEN, INCOMPAT_DATA_APPENDED, MSG_HEADER_LEN, is_postflight, msg_type,
+    FILE_HEADER_LEN, INCOMPAT_DATA_APPENDED, MSG_HEADER_LEN, is_definition, is_postflight, msg_type,
 };
 use crate::ulog::{ReadError, Reader, Writer};
 
@@ -49,7 +49,7 @@ pub struct ChunkedLog {
 
 /// Types PX4 sends in the reliable (acked) phase: the definitions and the subscriptions.
 fn is_acked_phase(ty: u8) -> bool {
-    crate::ulog::message::is_definition(ty) || ty == msg_type::ADD_LOGGED
+    is_definition(ty) || ty == msg_type::ADD_LOGGED
 }
 
 /// Chunks the log in `file` (a .ulg file's bytes). Sequence numbers start at `first_seq`.

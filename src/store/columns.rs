@@ -31,7 +31,9 @@ use crate::ulog::Decoder;
 use crate::ulog::format::{FieldType, FormatDef};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::glob;
-use crate::ulog::message::{FILE_HEADER_LEN, Message, framed, msg_type};
+use crate::ulog::message::{
+    FILE_HEADER_LEN, Message, framed, is_definition, is_whole_log, msg_type,
+};
 
 /// The main column's name (its splits are the session's own).
 pub const MAIN: &str = "main";
@@ -200,7 +202,7 @@ impl ColumnRouter {
                 self.formats.insert(def.name.clone(), (message.to_vec(), 0));
                 self.send_format(&def.name, to, out);
             }
-            (ty, _) if crate::ulog::message::is_whole_log(ty) => {
+            (ty, _) if is_whole_log(ty) => {
                 out.iter_mut().for_each(|o| o.extend_from_slice(message))
             }
             _ => out[0].extend_from_slice(message),
@@ -292,7 +294,7 @@ pub fn join(streams: &[&[u8]]) -> Option<Vec<u8>> {
         }
         let body = &stream[FILE_HEADER_LEN..];
         let mut messages = framed(body).peekable();
-        while let Some(m) = messages.next_if(|m| crate::ulog::message::is_definition(m[2])) {
+        while let Some(m) = messages.next_if(|m| is_definition(m[2])) {
             let parsed = Message::parse_framed(m);
             if let Some(p) = &parsed {
                 let _ = decoder.handle(p);

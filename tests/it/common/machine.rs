@@ -3,10 +3,10 @@
 //!
 //! - A test whose timings are its point and that loads the machine (a flight at 20,000
 //!   chunks/s, Node clients decoding everything), or that runs commands with an operator's
-//!   waits (the guide), takes [`alone`]: while its guard lives no
-//!   other test that runs processes or makes folders runs. One reader-writer lock: every test
-//!   thread takes a share the first time it makes a folder or starts a process
-//!   ([`beside_others`], called by [`fresh_dir`](super::procs::fresh_dir) and
+//!   waits (the guide), takes [`alone`]: while its guard lives no other test that runs
+//!   processes or makes folders runs. One reader-writer lock: every test thread takes a
+//!   share the first time it makes a folder or starts a process ([`beside_others`], called
+//!   by [`fresh_dir`](super::procs::fresh_dir) and
 //!   [`Proc`](super::procs::Proc)) and keeps it until the thread ends, which the harness does
 //!   at the test's end; [`alone`] takes it whole. Threads a test spawns itself (unnamed: the
 //!   harness names its test threads after the tests) take no share, so a test never waits
