@@ -44,8 +44,12 @@
 //!   where it stopped; after them, only records stamped no later than that are taken (PX4
 //!   logs a slow topic's sample up to a period after its time), until the SD log's records
 //!   run [`TAIL_LAG_US`] past it. So the flight holds every sample of the SD log stamped up
-//!   to its last one. Without a STOP (the link went first) where the stream ended is not
-//!   known, and the stretch runs to the SD log's end, read in pieces of [`TAIL_PIECE`].
+//!   to its last one. Without a STOP (the link went first), or with a dropout in the tail
+//!   (the link went, and came back only for the post-flight records:
+//!   [`DropoutSite::lost_end`]), where the stream ended is not known, and the stretch runs
+//!   to the SD log's end, read in pieces of [`TAIL_PIECE`]. The stream's post-flight
+//!   records then go after it, and the SD log's own (its logger stopped too) are left out:
+//!   the flight has one set.
 
 use std::collections::HashMap;
 
@@ -55,7 +59,7 @@ use crate::fill::column::ColumnFilter;
 use crate::fill::scan::{DropoutSite, Edge, FlightScan};
 use crate::fill::walk::timestamp;
 use crate::ulog::Decoder;
-use crate::ulog::message::{MSG_HEADER_LEN, framed, msg_type, plausible_header};
+use crate::ulog::message::{MSG_HEADER_LEN, framed, is_postflight, msg_type, plausible_header};
 
 /// Bytes read per bisection step (doubled up to [`MAX_PROBE`] while no message boundary
 /// shows).
@@ -195,6 +199,8 @@ impl Scan {
 pub struct StreamEnd {
     pub last_us: u64,
     pub messages: HashSet<Vec<u8>>,
+    /// A column's tail has a dropout in it: the stream lost its end, in every column.
+    pub lost: bool,
 }
 
 impl StreamEnd {
@@ -207,6 +213,7 @@ impl StreamEnd {
             .filter(|s| s.edge() == Some(Edge::Tail))
         {
             end.last_us = end.last_us.max(site.last_before_us);
+            end.lost |= site.lost_end();
             end.messages
                 .extend(site.messages.iter().map(|m| m.bytes.clone()));
         }
@@ -294,7 +301,7 @@ impl Locator {
                 + GIVE_UP_US,
             edge,
             start_us: window.map_or(flight.start_us, |w| w[0]),
-            stopped: flight.stopped,
+            stopped: flight.stopped && !site.lost_end(),
             last_us: window.map_or(site.last_before_us, |w| w[1]),
             sd_from_start: false,
             ours: if matches!(edge, Some(Edge::Tail | Edge::Window)) {
@@ -319,9 +326,11 @@ impl Locator {
     /// A stopped stream's tail seen from one column of several: the stream stopped after
     /// every column's last records, not this column's, and the records the other columns
     /// hold are none of what the stop discarded. So the stop is looked for from `end`'s
-    /// time, with `end`'s messages as the stream's. Other sites are unchanged.
+    /// time, with `end`'s messages as the stream's; when a column lost the stream's end,
+    /// every column's tail runs to the SD log's end. Other sites are unchanged.
     pub fn with_stream_end(mut self, end: &StreamEnd) -> Self {
         if self.edge == Some(Edge::Tail) {
+            self.stopped &= !end.lost;
             self.last_us = self.last_us.max(end.last_us);
             self.ours.extend(end.messages.iter().cloned());
         }
@@ -649,18 +658,35 @@ impl Locator {
 
 /// The site's messages between its anchors `i` and `j` merged in order with the SD log's
 /// `stretch` between the same anchors: a message both have once, each one only one has in
-/// its place; the stream's dropouts left out, the SD log's kept. Without `i` (the head) the
+/// its place (where neither tells, what the stream lost before what it has after it
+/// resumed); the stream's dropouts left out, the SD log's kept. Without `i` (the head) the
 /// site's messages from its first, without `j` (the tail) to its end. Messages of the split
 /// before or after (a dropout at a split's edge) stay there: the SD log's copies of them
 /// are left out.
 fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<u8>]) -> Outcome {
     let lo = i.map_or(0, |i| i + 1).max(site.own.start);
     let hi = j.unwrap_or(site.messages.len()).min(site.own.end).max(lo);
-    let ours: Vec<&[u8]> = site.messages[lo..hi]
-        .iter()
-        .map(|m| &m.bytes[..])
-        .filter(|m| m[2] != msg_type::DROPOUT)
-        .collect();
+    // The stream's messages, each with whether a dropout comes before it (the stream
+    // resumed there).
+    let mut ours: Vec<&[u8]> = Vec::new();
+    let mut after_gap: Vec<bool> = Vec::new();
+    let mut resumed = false;
+    for m in &site.messages[lo..hi] {
+        if m.bytes[2] == msg_type::DROPOUT {
+            resumed = true;
+        } else {
+            ours.push(&m.bytes[..]);
+            after_gap.push(resumed);
+        }
+    }
+    // How often each of the stream's messages is still to come in it.
+    let mut ours_ahead: HashMap<&[u8], usize> = HashMap::new();
+    for m in &ours {
+        *ours_ahead.entry(m).or_default() += 1;
+    }
+    // One set of post-flight records: the stream's, when it has them (the SD log's own,
+    // of its logger's stop, left out).
+    let ours_postflight = ours.iter().any(|m| is_postflight(m));
     // The other split's messages between the anchors, by how often each is there.
     let mut elsewhere: HashMap<&[u8], usize> = HashMap::new();
     let (a, b) = (i.map_or(0, |i| i + 1), j.unwrap_or(site.messages.len()));
@@ -671,6 +697,7 @@ fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<
     }
     let stretch: Vec<&Vec<u8>> = stretch
         .iter()
+        .filter(|m| !(ours_postflight && is_postflight(m) && !ours.contains(&&m[..])))
         .filter(|m| match elsewhere.get_mut(&m[..]) {
             Some(n) if *n > 0 => {
                 *n -= 1;
@@ -693,11 +720,18 @@ fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<
         let take_sd = match (stretch.get(a), ours.get(b)) {
             (None, None) => break,
             (Some(sd), Some(our)) if &sd[..] == *our => {
+                if let Some(n) = ours_ahead.get_mut(our) {
+                    *n -= 1;
+                }
                 b += 1;
                 true
             }
             // Ours comes later in the SD log: the SD log's message is one the stream lost.
-            (Some(_), Some(our)) => ahead.get(our).is_some_and(|n| *n > 0),
+            // Neither has the other's: after the stream resumed, what it lost comes first.
+            (Some(sd), Some(our)) => {
+                ahead.get(our).is_some_and(|n| *n > 0)
+                    || (after_gap[b] && ours_ahead.get(&sd[..]).is_none_or(|n| *n == 0))
+            }
             (Some(_), None) => true,
             (None, Some(_)) => false,
         };
@@ -719,6 +753,9 @@ fn merge(site: &DropoutSite, i: Option<usize>, j: Option<usize>, stretch: &[Vec<
         } else {
             // The stream has it, the SD log not (its own drop): kept.
             records.extend_from_slice(ours[b]);
+            if let Some(n) = ours_ahead.get_mut(ours[b]) {
+                *n -= 1;
+            }
             b += 1;
         }
     }

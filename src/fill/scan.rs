@@ -90,6 +90,14 @@ impl DropoutSite {
         }
     }
 
+    /// The flight's tail with a dropout in it: the stream lost its end (the link went
+    /// before the stop), whether or not the link came back for the post-flight records
+    /// (they carry no time, so they are no anchors). Where the stream ended is then not
+    /// known, STOP or not: the SD log's end is the tail's.
+    pub fn lost_end(&self) -> bool {
+        self.edge() == Some(Edge::Tail) && self.ends_flight && self.dropouts().next().is_some()
+    }
+
     /// Every dropout offset of the site.
     pub fn dropouts(&self) -> impl Iterator<Item = u64> + '_ {
         self.messages
@@ -121,7 +129,8 @@ pub struct FlightScan {
     pub start_us: u64,
     /// The stream ended with PX4's STOP handshake (its post-flight perf counters are in
     /// it): it stopped where its last records are, give or take the partial chunk PX4
-    /// discards at a stop. Without it, where the stream ended is not known.
+    /// discards at a stop, unless its tail has a dropout ([`DropoutSite::lost_end`]).
+    /// Without it, where the stream ended is not known.
     pub stopped: bool,
     /// The 'F' messages, whole, in order.
     pub formats: Vec<Vec<u8>>,

@@ -28,6 +28,11 @@ pub struct Impairment {
     /// Every `outage_every`, nothing gets through either way for `outage_len`.
     pub outage_every: Option<Duration>,
     pub outage_len: Duration,
+    /// Once this share of the log (of its chunks) has gone out, nothing gets through either
+    /// way until all of it has: a radio out of range until the landing, back for the STOP.
+    pub lost_from: Option<f64>,
+    /// With `lost_from`: the link never comes back.
+    pub lost_for_good: bool,
 }
 
 impl Impairment {
@@ -40,6 +45,8 @@ impl Impairment {
         uplink_loss: 0.0,
         outage_every: None,
         outage_len: Duration::ZERO,
+        lost_from: None,
+        lost_for_good: false,
     };
 }
 

@@ -684,6 +684,19 @@ impl SimVehicle {
 
     fn in_outage(&self, now: Instant) -> bool {
         let imp = &self.config.impairment;
+        if let Some(share) = imp.lost_from {
+            let reached = |index: usize| index as f64 >= share * self.log.chunks.len() as f64;
+            let lost = match self.stream {
+                Stream::Acked { index, .. } | Stream::Unacked { index, .. } => {
+                    self.postflight_from.is_none() && reached(index)
+                }
+                Stream::Finished => imp.lost_for_good,
+                Stream::Idle => imp.lost_for_good && self.stats.starts > 0,
+            };
+            if lost {
+                return true;
+            }
+        }
         let epoch = self.epoch;
         match imp.outage_every {
             Some(every) if !every.is_zero() => {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use ulog_recv::fill::{ColumnSplits, Edge, Filler, Flight, Locator, Outcome, Unfilled};
 use ulog_recv::link::{Event, Session, SessionConfig};
 use ulog_recv::sim::{Impairment, SimVehicle, VehicleConfig, chunk_log};
-use ulog_recv::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
+use ulog_recv::ulog::message::{FILE_HEADER_LEN, framed, is_postflight, msg_type};
 
 /// The log the session received from a vehicle streaming `file` through `loss`, and the
 /// vehicle's SD log.
@@ -435,6 +435,95 @@ fn a_tail_the_link_lost_is_filled_to_the_sd_logs_end() {
         let (filled, _, _) = fill(&marked, &sd);
         assert_same_records(&filled, &sd, &format!("{name} with a dropout at the end"));
     }
+}
+
+#[test]
+fn a_tail_lost_with_the_link_back_before_the_stop_is_filled_to_the_sd_logs_end() {
+    // The link gone at 70 % of the flight and back for the STOP: the stream has a dropout
+    // and then PX4's post-flight records, which carry no time. It stopped, but not where
+    // its last sample is: the SD log's records after it are all taken, and the flight has
+    // one set of post-flight records, the stream's, after them. The SD log as PX4 leaves
+    // it: with the same post-flight records (the simulator's), with its own (its logger
+    // stopped later, other counts), or with none (still logging).
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 4);
+        let (starts, _) = message_starts(&ours);
+        let postflight = (0..starts.len())
+            .rev()
+            .take_while(|i| is_postflight(message_at(&ours, starts[*i])))
+            .last()
+            .unwrap();
+        let cut = lose(&ours, starts.len() * 7 / 10..postflight, true);
+        let flight = ulog_recv::fill::scan::scan([("log", &cut[..], 0)]);
+        assert!(flight.stopped, "{name}");
+        let tail = flight.sites.last().unwrap();
+        assert!(tail.lost_end(), "{name}");
+        let stream_postflight: Vec<Vec<u8>> = postflight_records(&ours);
+        let sd_postflight = postflight_records(&sd);
+        let sd_records_end = sd.len() - sd_postflight.iter().map(Vec::len).sum::<usize>();
+        let their_own: Vec<u8> = sd_postflight
+            .iter()
+            .flat_map(|m| {
+                let mut m = m.clone();
+                let last = m.len() - 1;
+                m[last] ^= 0x20;
+                m
+            })
+            .collect();
+        for (what, sd) in [
+            ("the same post-flight records", sd.clone()),
+            (
+                "its own post-flight records",
+                [&sd[..sd_records_end], &their_own[..]].concat(),
+            ),
+            ("no post-flight records", sd[..sd_records_end].to_vec()),
+        ] {
+            let (filled, read, outcomes) = fill(&cut, &sd);
+            let Outcome::Filled {
+                recovered, edge, ..
+            } = outcomes.last().unwrap()
+            else {
+                panic!("{name}, {what}: the tail: {:?}", outcomes.last())
+            };
+            assert_eq!(*edge, Some(Edge::Tail));
+            assert!(
+                *recovered as usize >= records(&sd).len() - records(&cut).len(),
+                "{name}, {what}"
+            );
+            assert_same_records(&filled, &sd, &format!("{name}, {what}"));
+            // The stream's post-flight records once, last.
+            assert_eq!(
+                postflight_records(&filled),
+                stream_postflight,
+                "{name}, {what}"
+            );
+            let (filled_starts, _) = message_starts(&filled);
+            let last_record = filled_starts
+                .iter()
+                .rposition(|at| filled[at + 2] == msg_type::DATA)
+                .unwrap();
+            let first_postflight = filled_starts
+                .iter()
+                .position(|at| is_postflight(message_at(&filled, *at)))
+                .unwrap();
+            assert!(last_record < first_postflight, "{name}, {what}");
+            eprintln!("{name}, {what}: {recovered} records recovered, {read} bytes read");
+        }
+    }
+}
+
+/// The whole message of `log` at `at`.
+fn message_at(log: &[u8], at: usize) -> &[u8] {
+    let size = u16::from_le_bytes([log[at], log[at + 1]]) as usize;
+    &log[at..at + 3 + size]
+}
+
+/// The post-flight records of `log`, whole, in order.
+fn postflight_records(log: &[u8]) -> Vec<Vec<u8>> {
+    framed(&log[FILE_HEADER_LEN..])
+        .filter(|m| is_postflight(m))
+        .map(|m| m.to_vec())
+        .collect()
 }
 
 #[test]

@@ -42,6 +42,19 @@ fn sim(port: u16, log: &[&str], extra: &[&str]) -> (Proc, std::sync::mpsc::Recei
     Proc::spawn_watched("the simulator", &args)
 }
 
+/// The simulator on `port`, streaming the log file `log` over a fast link that loses
+/// nothing but what `extra` says.
+fn fast_sim(port: u16, log: &Path, extra: &[&str]) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    let mut args: Vec<String> = vec!["sim".into(), log.display().to_string()];
+    args.extend(
+        ["--udp-connect", &format!("127.0.0.1:{port}"), "--link-rate", "1000000"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Proc::spawn_watched("the simulator", &args)
+}
+
 /// The daemon's arguments: listening on `port`, logging into `dir`, with `extra`.
 fn daemon_args(port: u16, dir: &Path, extra: &[&str]) -> Vec<String> {
     let mut args = vec![
@@ -122,16 +135,63 @@ fn python(py: &Path, script: &str, args: &[&Path]) -> Json {
 /// The session exported as one log (into `dir`) opens in pyulog and holds the original's
 /// samples exactly, per topic instance, none twice.
 fn assert_whole_flight(py: &Path, session: &Path, dir: &Path) {
+    assert_whole_flight_of(py, session, dir, Path::new(SYNTHETIC));
+}
+
+/// [`assert_whole_flight`] against the log file `original`; the session as one log.
+fn assert_whole_flight_of(py: &Path, session: &Path, dir: &Path, original: &Path) -> PathBuf {
     let merged = dir.join("merged.ulg");
     export(session, &merged);
     common::check_with_pyulog(&merged);
-    let same = python(
-        py,
-        "tests/same_samples.py",
-        &[&merged, Path::new(SYNTHETIC)],
-    );
+    let same = python(py, "tests/same_samples.py", &[&merged, original]);
     assert_eq!(same["differ"], serde_json::json!({}), "{same}");
     assert_eq!(same["extra_in_a"], 0, "{same}");
+    merged
+}
+
+/// The logs the tail tests stream: the synthetic one and two real ones beside the project.
+fn tail_logs() -> Vec<PathBuf> {
+    let mut logs = vec![PathBuf::from(SYNTHETIC)];
+    logs.extend(
+        common::shared_logs()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.ends_with("sample_log_small.ulg") || p.ends_with("sample_px4_events.ulg")),
+    );
+    logs
+}
+
+/// How many sets of PX4's post-flight perf counters pyulog reads in `log`.
+fn postflight_sets(py: &Path, log: &Path) -> u64 {
+    let script = "import sys, json\n\
+        from pyulog import ULog\n\
+        sets = ULog(sys.argv[1]).msg_info_multiple_dict.get('perf_counter_postflight', [])\n\
+        print(json.dumps(len(sets)))";
+    common::json_output(Command::new(py).arg("-c").arg(script).arg(log))
+        .as_u64()
+        .unwrap()
+}
+
+/// The dropouts the daemon wrote in `session`, and its amendments' edges after a fill.
+fn dropouts_and_edges(session: &Path) -> (u64, Vec<Json>) {
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    let dropouts = manifest["splits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["dropouts"].as_u64().unwrap())
+        .sum();
+    let edges = manifest["amendments"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .flat_map(|e| e["fills"].as_array().cloned().unwrap_or_default())
+                .map(|f| f["edge"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    (dropouts, edges)
 }
 
 /// Every file of the session, name → bytes.
@@ -440,4 +500,60 @@ fn with_fill_auto_the_daemon_fills_each_session_it_closes_through_its_own_link()
     assert!(daemon.terminate().success());
     let session = session_dirs(&dir)[0].clone();
     assert_whole_flight(&py, &session, &dir);
+}
+
+#[test]
+fn a_tail_lost_with_the_link_and_back_for_the_stop_is_filled_to_the_sd_logs_end() {
+    // A radio out of range from 70 % of the flight until the landing, back for the STOP:
+    // the session holds the flight's start, a dropout, and PX4's post-flight records
+    // (acked chunks ~30 % of the log past the last one received). They carry no time: the
+    // stream's end is not known, and the fill takes the SD log's records to its end.
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    for log in tail_logs() {
+        let name = log.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = fresh_dir("fill-e2e-tail-back");
+        let port = free_udp_port();
+        let (_sim, lines) = fast_sim(port, &log, &["--lost-from", "0.7"]);
+        let session = record(port, &dir, &lines);
+        let (dropouts, _) = dropouts_and_edges(&session);
+        assert!(dropouts >= 1, "{name}: {dropouts} dropouts");
+        let report = fill(&session, port).unwrap();
+        eprintln!("{name}: fill: {report}");
+        assert_eq!(report["unfilled"], serde_json::json!([]), "{name}: {report}");
+        assert_eq!(report["filled"], report["dropouts"], "{name}: {report}");
+        let (_, edges) = dropouts_and_edges(&session);
+        assert!(edges.contains(&serde_json::json!("tail")), "{name}: {edges:?}");
+        let merged = assert_whole_flight_of(&py, &session, &dir, &log);
+        assert_eq!(postflight_sets(&py, &merged), 1, "{name}");
+    }
+}
+
+#[test]
+fn a_tail_lost_with_the_link_for_good_is_filled_to_the_sd_logs_end_once_the_vehicle_is_back() {
+    // The link gone at 70 % of the flight and not back while the daemon ran (no STOP, no
+    // post-flight records): the fill, run once the vehicle is back in reach, takes the SD
+    // log's records after the last one received, its post-flight records included.
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    for log in tail_logs() {
+        let name = log.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = fresh_dir("fill-e2e-tail-gone");
+        let port = free_udp_port();
+        let (mut out_of_reach, lines) =
+            fast_sim(port, &log, &["--lost-from", "0.7", "--lost-for-good"]);
+        let session = record(port, &dir, &lines);
+        out_of_reach.terminate();
+        // Landed, in reach again: the same vehicle, its SD log the same.
+        let (_landed, _) = fast_sim(port, &log, &[]);
+        let report = fill(&session, port).unwrap();
+        eprintln!("{name}: fill: {report}");
+        assert_eq!(report["unfilled"], serde_json::json!([]), "{name}: {report}");
+        let (_, edges) = dropouts_and_edges(&session);
+        assert!(edges.contains(&serde_json::json!("tail")), "{name}: {edges:?}");
+        let merged = assert_whole_flight_of(&py, &session, &dir, &log);
+        assert_eq!(postflight_sets(&py, &merged), 1, "{name}");
+    }
 }

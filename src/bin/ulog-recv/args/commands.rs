@@ -35,6 +35,13 @@ pub(crate) struct ImpairmentArgs {
     pub(crate) outage_every_ms: Option<u64>,
     #[arg(long, default_value_t = 200)]
     pub(crate) outage_ms: u64,
+    /// Once this share of the log has gone out, the link is down both ways until all of it
+    /// has (a radio out of range until the landing, back for the STOP).
+    #[arg(long, value_name = "SHARE")]
+    pub(crate) lost_from: Option<f64>,
+    /// With --lost-from: the link never comes back.
+    #[arg(long, requires = "lost_from")]
+    pub(crate) lost_for_good: bool,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
 }
@@ -49,6 +56,8 @@ impl ImpairmentArgs {
             uplink_loss: self.uplink_loss,
             outage_every: self.outage_every_ms.map(Duration::from_millis),
             outage_len: Duration::from_millis(self.outage_ms),
+            lost_from: self.lost_from,
+            lost_for_good: self.lost_for_good,
         }
     }
 }
