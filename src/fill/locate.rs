@@ -40,7 +40,10 @@
 //!   discards: the first [`LOST_AT_STOP`] bytes of records after the last anchor that the
 //!   stream does not have and that are stamped after its end (across every column: one
 //!   column's last records may lie before another's dropout, whose records are no part of
-//!   what the stop discarded) are taken, and the newest time among them and the stream's is
+//!   what the stop discarded), up to the first one stamped more than [`TAIL_LAG_US`] after
+//!   it (written after the stop: PX4's logger, blocked on the acks of its post-flight
+//!   records, writes a burst of fresh samples to the card when it resumes), are taken, and
+//!   the newest time among them and the stream's is
 //!   where it stopped; after them, only records stamped no later than that are taken (PX4
 //!   logs a slow topic's sample up to a period after its time), until the SD log's records
 //!   run [`TAIL_LAG_US`] past it. So the flight holds every sample of the SD log stamped up
@@ -618,10 +621,12 @@ impl Locator {
             if ends_by_time && !self.ours.contains(raw) && ts.is_none_or(|t| t > self.last_us) {
                 let within_lag = |t: u64| t <= self.last_us + TAIL_LAG_US;
                 let budget = if tail { LOST_AT_STOP } else { 0 };
-                if s.lost + raw.len() as u64 <= budget {
+                // A record stamped past the lag was written after the stop: no part of the
+                // stream's last chunk, nor is anything after it.
+                if s.lost + raw.len() as u64 <= budget && ts.is_none_or(within_lag) {
                     // What the chunk a STOP discards can hold: the stream's last records.
                     s.lost += raw.len() as u64;
-                    if let Some(t) = ts.filter(|t| within_lag(*t)) {
+                    if let Some(t) = ts {
                         s.stop_us = s.stop_us.max(t);
                     }
                 } else {

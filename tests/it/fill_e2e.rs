@@ -47,9 +47,14 @@ fn sim(port: u16, log: &[&str], extra: &[&str]) -> (Proc, std::sync::mpsc::Recei
 fn fast_sim(port: u16, log: &Path, extra: &[&str]) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut args: Vec<String> = vec!["sim".into(), log.display().to_string()];
     args.extend(
-        ["--udp-connect", &format!("127.0.0.1:{port}"), "--link-rate", "1000000"]
-            .iter()
-            .map(|s| s.to_string()),
+        [
+            "--udp-connect",
+            &format!("127.0.0.1:{port}"),
+            "--link-rate",
+            "1000000",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     args.extend(extra.iter().map(|s| s.to_string()));
     Proc::spawn_watched("the simulator", &args)
@@ -156,20 +161,11 @@ fn tail_logs() -> Vec<PathBuf> {
         common::shared_logs()
             .unwrap_or_default()
             .into_iter()
-            .filter(|p| p.ends_with("sample_log_small.ulg") || p.ends_with("sample_px4_events.ulg")),
+            .filter(|p| {
+                p.ends_with("sample_log_small.ulg") || p.ends_with("sample_px4_events.ulg")
+            }),
     );
     logs
-}
-
-/// How many sets of PX4's post-flight perf counters pyulog reads in `log`.
-fn postflight_sets(py: &Path, log: &Path) -> u64 {
-    let script = "import sys, json\n\
-        from pyulog import ULog\n\
-        sets = ULog(sys.argv[1]).msg_info_multiple_dict.get('perf_counter_postflight', [])\n\
-        print(json.dumps(len(sets)))";
-    common::json_output(Command::new(py).arg("-c").arg(script).arg(log))
-        .as_u64()
-        .unwrap()
 }
 
 /// The dropouts the daemon wrote in `session`, and its amendments' edges after a fill.
@@ -521,12 +517,19 @@ fn a_tail_lost_with_the_link_and_back_for_the_stop_is_filled_to_the_sd_logs_end(
         assert!(dropouts >= 1, "{name}: {dropouts} dropouts");
         let report = fill(&session, port).unwrap();
         eprintln!("{name}: fill: {report}");
-        assert_eq!(report["unfilled"], serde_json::json!([]), "{name}: {report}");
+        assert_eq!(
+            report["unfilled"],
+            serde_json::json!([]),
+            "{name}: {report}"
+        );
         assert_eq!(report["filled"], report["dropouts"], "{name}: {report}");
         let (_, edges) = dropouts_and_edges(&session);
-        assert!(edges.contains(&serde_json::json!("tail")), "{name}: {edges:?}");
+        assert!(
+            edges.contains(&serde_json::json!("tail")),
+            "{name}: {edges:?}"
+        );
         let merged = assert_whole_flight_of(&py, &session, &dir, &log);
-        assert_eq!(postflight_sets(&py, &merged), 1, "{name}");
+        assert_eq!(common::postflight_sets(&py, &merged), 1, "{name}");
     }
 }
 
@@ -550,10 +553,17 @@ fn a_tail_lost_with_the_link_for_good_is_filled_to_the_sd_logs_end_once_the_vehi
         let (_landed, _) = fast_sim(port, &log, &[]);
         let report = fill(&session, port).unwrap();
         eprintln!("{name}: fill: {report}");
-        assert_eq!(report["unfilled"], serde_json::json!([]), "{name}: {report}");
+        assert_eq!(
+            report["unfilled"],
+            serde_json::json!([]),
+            "{name}: {report}"
+        );
         let (_, edges) = dropouts_and_edges(&session);
-        assert!(edges.contains(&serde_json::json!("tail")), "{name}: {edges:?}");
+        assert!(
+            edges.contains(&serde_json::json!("tail")),
+            "{name}: {edges:?}"
+        );
         let merged = assert_whole_flight_of(&py, &session, &dir, &log);
-        assert_eq!(postflight_sets(&py, &merged), 1, "{name}");
+        assert_eq!(common::postflight_sets(&py, &merged), 1, "{name}");
     }
 }

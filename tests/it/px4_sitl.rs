@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::garage::{Garage, SECRET_KEY, credentials};
 use common::procs::{Proc, fresh_dir, session_dirs};
-use common::px4::{Px4, Relay};
+use common::px4::{CUT_DOWN, CUT_UP, Px4, Relay};
 use common::px4_compare::{brief, check_whole, export_session, px4_compare};
 use serde_json::Value as Json;
 
@@ -392,4 +392,58 @@ fn with_five_percent_of_px4s_datagrams_lost_the_dropouts_last_as_long_as_the_gap
         &merged,
         "5 % loss, filled",
     );
+}
+
+#[test]
+fn a_tail_px4_streamed_while_the_link_was_cut_comes_back_from_its_sd_log_post_flight_once() {
+    // The link cut both ways for the stream's last seconds (out of range), then back
+    // for the STOP: the daemon's STOP reaches PX4 while PX4's datagrams still do not reach
+    // the daemon, so what the daemon gets after the cut is PX4's post-flight records, their
+    // sequence numbers seconds of chunks past the last one it had. (PX4 sends the records
+    // of its last partial chunk reliably with them: the stream resumes for an instant, and
+    // the fill finds the gap's far side by them; without them the tail runs to the SD log's
+    // end: the simulator's tests.) The flight comes back whole, its post-flight records
+    // once.
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let instance = 6;
+    let Some(px4) = Px4::start("tail", instance) else {
+        return;
+    };
+    let dir = fresh_dir("px4-tail-ours");
+    let relay = Relay::start(instance, 0.0, &fresh_dir("px4-tail-relay"));
+    let mut d = daemon(&dir, relay.daemon_port);
+    std::thread::sleep(Duration::from_secs(10));
+    // 3.5 s without PX4's heartbeat (one a second), under the vehicle timeout (5 s): the
+    // vehicle is out of range, not lost.
+    relay.cut(CUT_DOWN | CUT_UP);
+    std::thread::sleep(Duration::from_secs(2));
+    relay.cut(CUT_DOWN);
+    unsafe { libc::kill(d.0.id() as i32, libc::SIGTERM) };
+    // PX4 sends what its queue holds, then its first post-flight chunk, resent for 2.5 s:
+    // the link back within that.
+    std::thread::sleep(Duration::from_millis(1500));
+    relay.cut(0);
+    assert!(d.wait(Duration::from_secs(15)).success());
+    let session = session_dirs(&dir).pop().expect("a session");
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    eprintln!("the session's splits: {}", manifest["splits"]);
+    let fill = fill_from_px4(&session, relay.daemon_port);
+    assert_eq!(fill["unfilled"], serde_json::json!([]), "{fill}");
+    // Two seconds of PX4's log (~1,500 records a second) came back.
+    assert!(fill["records"].as_u64().unwrap() > 2_000, "{fill}");
+    let sd_logs = px4.stop();
+    relay.halt();
+    let merged = export_session(&session, &dir.join("merged.ulg"));
+    let report = check_whole(
+        &py,
+        &sd_logs[0],
+        sd_log_bytes(&fill),
+        &merged,
+        "the link cut for the stream's end, filled",
+    );
+    assert_eq!(report["postflight"], true, "{report}");
+    assert_eq!(common::postflight_sets(&py, &merged), 1);
 }

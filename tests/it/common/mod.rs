@@ -13,6 +13,7 @@ pub mod units;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 pub use machine::alone;
@@ -681,4 +682,16 @@ pub fn json_output(command: &mut std::process::Command) -> Json {
     let text = text_output(command);
     serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{command:?} printed no JSON ({e}): {text}"))
+}
+
+/// How many sets of PX4's post-flight perf counters (`perf_counter_postflight`) pyulog reads
+/// in `log`.
+pub fn postflight_sets(py: &Path, log: &Path) -> u64 {
+    let script = "import sys, json\n\
+        from pyulog import ULog\n\
+        sets = ULog(sys.argv[1]).msg_info_multiple_dict.get('perf_counter_postflight', [])\n\
+        print(json.dumps(len(sets)))";
+    json_output(Command::new(py).arg("-c").arg(script).arg(log))
+        .as_u64()
+        .expect("a count")
 }

@@ -119,15 +119,21 @@ impl Drop for Px4 {
     }
 }
 
+/// Which ways a [`relay`] has cut (nothing passes), as bits.
+pub const CUT_DOWN: u8 = 1;
+pub const CUT_UP: u8 = 2;
+
 /// Relays UDP between PX4 (sending to `listen`) and the daemon (at `daemon`), losing `loss`
-/// of the datagrams either way, and writes every datagram PX4 sent to `capture` (each behind its
-/// length, 4 bytes little-endian); until `stop`. Returns the datagrams it lost.
+/// of the datagrams either way and all of them the ways `cut` says ([`CUT_DOWN`]: PX4 to the
+/// daemon, [`CUT_UP`]: back), and writes every datagram PX4 sent to `capture` (each behind
+/// its length, 4 bytes little-endian); until `stop`. Returns the datagrams it lost.
 pub fn relay(
     listen: u16,
     daemon: u16,
     loss: f64,
     capture: PathBuf,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicU8>,
 ) -> std::thread::JoinHandle<u64> {
     use std::io::Write;
     let outer = std::net::UdpSocket::bind(("127.0.0.1", listen)).unwrap();
@@ -148,7 +154,8 @@ pub fn relay(
                 px4 = Some(from);
                 file.write_all(&(n as u32).to_le_bytes()).unwrap();
                 file.write_all(&buf[..n]).unwrap();
-                if rng.f64() < loss {
+                let down = cut.load(std::sync::atomic::Ordering::Relaxed) & CUT_DOWN == 0;
+                if rng.f64() < loss || !down {
                     dropped += 1;
                 } else {
                     let _ = inner.send(&buf[..n]);
@@ -156,8 +163,10 @@ pub fn relay(
             }
             while let Ok(n) = inner.recv(&mut buf) {
                 idle = false;
+                let up = cut.load(std::sync::atomic::Ordering::Relaxed) & CUT_UP == 0;
                 if let Some(to) = px4
                     && rng.f64() >= loss
+                    && up
                 {
                     let _ = outer.send_to(&buf[..n], to);
                 }
@@ -177,6 +186,7 @@ pub struct Relay {
     pub daemon_port: u16,
     capture: PathBuf,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicU8>,
     thread: std::thread::JoinHandle<u64>,
 }
 
@@ -186,19 +196,27 @@ impl Relay {
         let daemon_port = super::procs::free_udp_port();
         let capture = dir.join("px4.capture");
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
         let thread = relay(
             Px4::onboard_port(instance),
             daemon_port,
             loss,
             capture.clone(),
             stop.clone(),
+            cut.clone(),
         );
         Relay {
             daemon_port,
             capture,
             stop,
+            cut,
             thread,
         }
+    }
+
+    /// Cuts the ways `ways` says ([`CUT_DOWN`], [`CUT_UP`]), and restores the others.
+    pub fn cut(&self, ways: u8) {
+        self.cut.store(ways, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Stops relaying; the datagrams lost, and the capture of what PX4 sent.
