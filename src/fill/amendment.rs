@@ -30,6 +30,14 @@ pub struct Fill {
     /// The flight's head or tail, if the gap is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edge: Option<Edge>,
+    /// Bytes of the SD log fetched to find the gap (a search's; a gap read where the gap
+    /// before put it costs its own read, counted with the fill's).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fetched: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One gap's merged records, to go into an amendment.
@@ -44,6 +52,8 @@ pub struct Recovered {
     pub recovered: u64,
     pub complete: bool,
     pub edge: Option<Edge>,
+    /// See [`Fill::fetched`].
+    pub fetched: u64,
 }
 
 /// Builds the amendment file of `recovered` (in order); returns its bytes and one
@@ -91,6 +101,7 @@ pub fn build(flight: &FlightScan, recovered: &[Recovered]) -> (Vec<u8>, Vec<Fill
             records: r.recovered,
             complete: r.complete,
             edge: r.edge,
+            fetched: r.fetched,
         });
     }
     (out, fills)

@@ -322,6 +322,19 @@ impl<'a> Filler<'a> {
         }
     }
 
+    /// The site whose search the next read is for (the probe's included), as `(column,
+    /// site)`: what the read costs is that site's.
+    pub fn searching(&self) -> Option<(usize, usize)> {
+        match &self.work {
+            Work::Probe(_) => self.probe,
+            Work::Search {
+                current: Some((site, _)),
+                ..
+            } => Some(*site),
+            _ => None,
+        }
+    }
+
     /// The next byte range of the SD log to read (whole packets), `None` once done.
     pub fn next_read(&mut self) -> Option<(u64, u64)> {
         let (at, n) = self.wanted()?;

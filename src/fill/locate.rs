@@ -10,7 +10,8 @@
 //!    (a chain of messages whose sizes and types fit, data records of known ids with their
 //!    format's size), take the median timestamp there (some topics lag, some carry another
 //!    clock); until the range is below [`BISECT_STOP`], with the target [`MARGIN_US`] before
-//!    the oldest anchor before the dropout.
+//!    the median time of the anchors before the dropout (the last of them, where the
+//!    stretch begins, lies past it; a lagging topic's sample among them is older).
 //! 2. A scan from there in pieces of [`SCAN_PIECE`]: each anchor before the dropout starts
 //!    the stretch anew, the first anchor after it ends it.
 //! 3. The merge: the split's bytes between those two anchors (the dropouts, and what the
@@ -40,14 +41,17 @@
 //!   discards: the first [`LOST_AT_STOP`] bytes of records after the last anchor that the
 //!   stream does not have and that are stamped after its end (across every column: one
 //!   column's last records may lie before another's dropout, whose records are no part of
-//!   what the stop discarded), up to the first one stamped more than [`TAIL_LAG_US`] after
+//!   what the stop discarded), up to the first one stamped more than [`CHUNK_LAG_US`] after
 //!   it (written after the stop: PX4's logger, blocked on the acks of its post-flight
 //!   records, writes a burst of fresh samples to the card when it resumes), are taken, and
-//!   the newest time among them and the stream's is
-//!   where it stopped; after them, only records stamped no later than that are taken (PX4
-//!   logs a slow topic's sample up to a period after its time), until the SD log's records
-//!   run [`TAIL_LAG_US`] past it. So the flight holds every sample of the SD log stamped up
-//!   to its last one. Without a STOP (the link went first), or with a dropout in the tail
+//!   the newest time among them and the stream's is where it stopped; after them, only
+//!   records stamped no later than that are taken (PX4 logs a slow topic's sample up to a
+//!   period after its time). The tail ends once the SD log's records run [`TAIL_QUIET_US`]
+//!   past the stop and no topic's pace in the stream ([`Pace`]: its period, its newest
+//!   sample, how late PX4 logged it) says a sample of it stamped before the stop is still to
+//!   come, or at the latest [`TAIL_LAG_US`] past it. So the flight holds every sample of
+//!   the SD log stamped up to its last one, and a clean flight's tail costs a fraction of a
+//!   second of the SD log. Without a STOP (the link went first), or with a dropout in the tail
 //!   (the link went, and came back only for the post-flight records:
 //!   [`DropoutSite::lost_end`]), where the stream ended is not known, and the stretch runs
 //!   to the SD log's end, read in pieces of [`TAIL_PIECE`]. The stream's post-flight
@@ -59,7 +63,7 @@ use std::collections::HashMap;
 use std::collections::HashSet;
 
 use crate::fill::column::ColumnFilter;
-use crate::fill::scan::{DropoutSite, Edge, FlightScan};
+use crate::fill::scan::{DropoutSite, Edge, FlightScan, Pace};
 use crate::fill::walk::timestamp;
 use crate::ulog::Decoder;
 use crate::ulog::message::{MSG_HEADER_LEN, framed, is_postflight, msg_type, plausible_header};
@@ -72,7 +76,7 @@ pub const MAX_PROBE: u64 = 8192;
 pub const BISECT_STOP: u64 = 4096;
 /// Bytes read per scan step.
 pub const SCAN_PIECE: u64 = 8192;
-/// How far before the dropout's oldest anchor the scan starts (log time).
+/// How far before the median time of the dropout's anchors the scan starts (log time).
 pub const MARGIN_US: u64 = 50_000;
 /// How far past where they belong (log time) the scan looks for the anchors.
 pub const GIVE_UP_US: u64 = 3_000_000;
@@ -99,8 +103,18 @@ pub const STRETCH_PIECE: u64 = 64 * 1024;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
 pub const TAIL_PIECE: u64 = 256 * 1024;
 /// How long after its time PX4 may log a sample (a slow topic's period, and then some):
-/// how far past a stopped stream's end its tail looks for samples stamped before it.
-pub const TAIL_LAG_US: u64 = 1_500_000;
+/// how far past a stopped stream's end its tail looks for samples stamped before it, at most.
+pub const TAIL_LAG_US: u64 = crate::fill::scan::LAG_US;
+/// How much newer than the stream's last records those of its last chunk (the one a STOP
+/// discards) can be: they were written within a loop or two of PX4's logger.
+pub const CHUNK_LAG_US: u64 = 100_000;
+/// How far past a stopped stream's end its tail reads at least: PX4's logger, held up while
+/// it sends its post-flight records, then writes the newest sample of every topic that
+/// changed meanwhile (the topics the stream never showed a pace of included). Once
+/// [`FRESH_RECORDS`] records stamped that far past the end have come, and no topic's pace
+/// ([`Pace`]) says a sample stamped before the end is still to come, the tail is over.
+pub const TAIL_QUIET_US: u64 = 250_000;
+pub const FRESH_RECORDS: u32 = 64;
 
 /// Why a dropout stays a dropout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -180,6 +194,12 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
+    /// The newest sample of each topic the SD log has after the stretch began.
+    latest: HashMap<u16, u64>,
+    /// Records seen stamped past the stop by more than [`TAIL_QUIET_US`].
+    fresh: u32,
+    /// The newest sample seen after the stop.
+    clock: u64,
     /// The times of the first dated records of a scan not begun (at most [`EARLY_RECORDS`]).
     early: Vec<u64>,
 }
@@ -204,14 +224,23 @@ pub struct StreamEnd {
     pub messages: HashSet<Vec<u8>>,
     /// A column's tail has a dropout in it: the stream lost its end, in every column.
     pub lost: bool,
+    /// Every column's topics' paces.
+    pub paces: HashMap<u16, Pace>,
 }
 
 impl StreamEnd {
     /// The end of the stream the `flights` (a session's columns) were cut from.
     pub fn of<'a>(flights: impl IntoIterator<Item = &'a FlightScan>) -> Self {
         let mut end = Self::default();
+        let flights: Vec<&FlightScan> = flights.into_iter().collect();
+        for (id, pace) in flights.iter().flat_map(|f| &f.paces) {
+            end.paces
+                .entry(*id)
+                .and_modify(|p| p.merge(pace))
+                .or_insert(*pace);
+        }
         for site in flights
-            .into_iter()
+            .iter()
             .flat_map(|f| &f.sites)
             .filter(|s| s.edge() == Some(Edge::Tail))
         {
@@ -244,6 +273,9 @@ pub struct Locator {
     sd_from_start: bool,
     /// The site's messages (a tail's records the stream has are no loss).
     ours: HashSet<Vec<u8>>,
+    /// The stream's topics' paces (a stopped tail ends when none may still bring a sample
+    /// stamped before the stop).
+    paces: HashMap<u16, Pace>,
     /// What of the SD log's stretch the site's column takes.
     filter: ColumnFilter,
     sd_len: u64,
@@ -288,10 +320,14 @@ impl Locator {
                 .map(|i| (site.messages[*i].bytes.clone(), *i))
                 .collect()
         };
+        let mut decoder = flight.decoder();
         let target_us = match (edge, window) {
             (Some(Edge::Head), _) => flight.start_us,
             (_, Some([from, _])) => from,
-            _ => site.before_us,
+            // The stretch begins at the last anchor before the dropout, which lies where
+            // the log's clock is past the anchors' median time: a lagging topic's old
+            // sample among them would put the search seconds early.
+            _ => median_time(&mut decoder, site).unwrap_or(site.before_us),
         };
         Self {
             before: index(&site.before),
@@ -312,10 +348,11 @@ impl Locator {
             } else {
                 HashSet::new()
             },
+            paces: flight.paces.clone(),
             filter: ColumnFilter::all(),
             site: site.clone(),
             sd_len,
-            decoder: flight.decoder(),
+            decoder,
             stage,
             scan_start: None,
             from: from.min(sd_len),
@@ -335,6 +372,12 @@ impl Locator {
         if self.edge == Some(Edge::Tail) {
             self.stopped &= !end.lost;
             self.last_us = self.last_us.max(end.last_us);
+            for (id, pace) in &end.paces {
+                self.paces
+                    .entry(*id)
+                    .and_modify(|p| p.merge(pace))
+                    .or_insert(*pace);
+            }
             self.ours.extend(end.messages.iter().cloned());
         }
         self
@@ -615,15 +658,38 @@ impl Locator {
             if !s.begun {
                 continue;
             }
+            if tail
+                && self.stopped
+                && s.lost > LOST_AT_STOP
+                && let Some(t) = ts
+                && raw[2] == msg_type::DATA
+            {
+                let id = u16::from_le_bytes([raw[3], raw[4]]);
+                let latest = s.latest.entry(id).or_insert(t);
+                *latest = (*latest).max(t);
+                s.clock = s.clock.max(t);
+                if t > s.stop_us + TAIL_QUIET_US {
+                    s.fresh += 1;
+                    if s.fresh >= FRESH_RECORDS
+                        && s.fresh % 16 == 0
+                        && !still_due(&self.paces, &s.latest, s.stop_us, s.clock)
+                    {
+                        // Nothing stamped before the stop follows.
+                        outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
+                        break;
+                    }
+                }
+            }
             // A record stamped before the stream's end that the stream lacks was lost
             // before the stop (another column's dropout, or a slow topic logged late): it
             // is taken, and spends none of what the stop may have discarded.
             if ends_by_time && !self.ours.contains(raw) && ts.is_none_or(|t| t > self.last_us) {
-                let within_lag = |t: u64| t <= self.last_us + TAIL_LAG_US;
                 let budget = if tail { LOST_AT_STOP } else { 0 };
-                // A record stamped past the lag was written after the stop: no part of the
-                // stream's last chunk, nor is anything after it.
-                if s.lost + raw.len() as u64 <= budget && ts.is_none_or(within_lag) {
+                // A record stamped later was written after the stop (PX4's logger, held up
+                // by its post-flight records, writes a burst of fresh samples when it
+                // resumes): no part of the stream's last chunk, nor is anything after it.
+                let in_chunk = |t: u64| t <= self.last_us + CHUNK_LAG_US;
+                if s.lost + raw.len() as u64 <= budget && ts.is_none_or(in_chunk) {
                     // What the chunk a STOP discards can hold: the stream's last records.
                     s.lost += raw.len() as u64;
                     if let Some(t) = ts {
@@ -659,6 +725,34 @@ impl Locator {
         s.carry = carry;
         outcome
     }
+}
+
+/// Whether a topic's pace says a sample of it stamped at or before `stop_us` may still come
+/// (its newest one, in the stream or after it, `latest`; the log's clock at `now`).
+fn still_due(
+    paces: &HashMap<u16, Pace>,
+    latest: &HashMap<u16, u64>,
+    stop_us: u64,
+    now: u64,
+) -> bool {
+    paces.iter().any(|(id, pace)| {
+        let mut pace = *pace;
+        if let Some(t) = latest.get(id) {
+            pace.sample(*t);
+        }
+        pace.may_have_before(stop_us, now, TAIL_QUIET_US)
+    })
+}
+
+/// The median time of the anchors before `site`.
+fn median_time(decoder: &mut Decoder, site: &DropoutSite) -> Option<u64> {
+    let mut times: Vec<u64> = site
+        .before
+        .iter()
+        .filter_map(|i| timestamp(decoder, &site.messages[*i].bytes))
+        .collect();
+    times.sort_unstable();
+    times.get(times.len() / 2).copied()
 }
 
 /// The site's messages between its anchors `i` and `j` merged in order with the SD log's

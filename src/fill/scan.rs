@@ -137,6 +137,59 @@ pub struct FlightScan {
     /// The 'A' message of each message id, whole.
     pub subscriptions: HashMap<u16, Vec<u8>>,
     pub sites: Vec<DropoutSite>,
+    /// Each topic instance's pace in the stream, by message id.
+    pub paces: HashMap<u16, Pace>,
+}
+
+/// How long after its time PX4 may log a sample (a slow topic's period, and then some).
+pub const LAG_US: u64 = 1_500_000;
+
+/// How often a topic instance's samples come, as the stream shows it: what tells a stopped
+/// stream's tail that no sample of it stamped before the stop is still to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// Its newest sample's time, µs.
+    pub last_us: u64,
+    /// The shortest time between two of its samples, µs (`None` with one sample).
+    pub period_us: Option<u64>,
+    /// The longest it was logged after its time, µs: how far the log's clock (its newest
+    /// sample so far) was past a sample of it when it was written.
+    pub lag_us: u64,
+}
+
+impl Pace {
+    /// Takes a sample stamped `t`.
+    pub fn sample(&mut self, t: u64) {
+        if t > self.last_us {
+            let gap = t - self.last_us;
+            self.period_us = Some(self.period_us.map_or(gap, |p| p.min(gap)));
+            self.last_us = t;
+        }
+    }
+
+    /// Both paces of one topic (two columns', or the stream's and what came after it).
+    pub fn merge(&mut self, other: &Pace) {
+        self.period_us = match (self.period_us, other.period_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_us = self.last_us.max(other.last_us);
+        self.lag_us = self.lag_us.max(other.lag_us);
+    }
+
+    /// Whether a sample stamped at or before `t` may still come after the newest one, with
+    /// the log's clock at `now`: its period says one may have been taken, it is still
+    /// publishing (its newest sample less than a period and [`LAG_US`] old: a topic quiet
+    /// for longer stopped, or is published on a change, and PX4 logs such a sample with
+    /// the first records after it), and the log's clock is not yet past `t` by its lag and
+    /// `slack`.
+    pub fn may_have_before(&self, t: u64, now: u64, slack: u64) -> bool {
+        self.period_us.is_some_and(|p| {
+            self.last_us + p <= t
+                && t - self.last_us <= p + LAG_US
+                && now <= t + self.lag_us + slack
+        })
+    }
 }
 
 impl FlightScan {
@@ -163,6 +216,8 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
     let mut scan = FlightScan::default();
     let mut decoder = Decoder::new();
     let mut last_ts: HashMap<u16, u64> = HashMap::new();
+    // The log's clock: its newest sample so far.
+    let mut clock = 0u64;
     let mut repeats: HashSet<u16> = HashSet::new();
     // No anchor yet in the whole flight: the head's messages are kept from the first
     // record (or dropout) on.
@@ -297,6 +352,26 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 }
                 None => None,
             };
+            if let Some(t) = timestamp.filter(|t| *t > 0) {
+                let msg_id = u16::from_le_bytes([raw[3], raw[4]]);
+                clock = clock.max(t);
+                match scan.paces.entry(msg_id) {
+                    // A topic's first sample is logged when it is subscribed, however old:
+                    // no lag of its.
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(Pace {
+                            last_us: t,
+                            period_us: None,
+                            lag_us: 0,
+                        });
+                    }
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        let pace = e.get_mut();
+                        pace.sample(t);
+                        pace.lag_us = pace.lag_us.max(clock - t);
+                    }
+                }
+            }
             let anchor = timestamp.filter(|t| *t > 0).is_some_and(|ts| {
                 let msg_id = u16::from_le_bytes([raw[3], raw[4]]);
                 // A topic that logs the same timestamp again (a stale sample logged anew)
@@ -504,4 +579,58 @@ fn sample_time(decoder: &mut Decoder, raw: &[u8]) -> Option<u64> {
     let sub = decoder.subscription(msg_id)?;
     let t = sub.layout.timestamp?;
     Some(t.ty.read(raw.get(5 + t.offset..)?).as_u64()? * t.unit_us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A topic sampled at `times`, logged with the log's clock at `clocks`.
+    fn pace(times: &[u64], lag_us: u64) -> Pace {
+        let mut p = Pace {
+            last_us: times[0],
+            period_us: None,
+            lag_us,
+        };
+        for t in &times[1..] {
+            p.sample(*t);
+        }
+        p
+    }
+
+    #[test]
+    fn a_pace_says_a_sample_may_still_come_only_while_its_period_and_lag_allow() {
+        // Every 100 ms, logged up to 400 ms late; the stream stopped at 1.05 s.
+        let p = pace(&[700_000, 800_000, 900_000], 400_000);
+        assert_eq!(p.period_us, Some(100_000));
+        // Its 1.0 s sample may come, until the log's clock is past 1.05 s by its lag (and
+        // the slack).
+        assert!(p.may_have_before(1_050_000, 1_300_000, 50_000));
+        assert!(!p.may_have_before(1_050_000, 1_600_000, 50_000));
+        // Its next sample is due after the stop: none stamped before it.
+        assert!(!p.may_have_before(950_000, 960_000, 50_000));
+        // Quiet for longer than a period and the lag: it stopped publishing.
+        assert!(!p.may_have_before(3_000_000, 3_000_000, 50_000));
+        // One sample: no period, nothing to go by (the quiet time covers it).
+        assert!(!pace(&[900_000], 0).may_have_before(1_050_000, 1_050_000, 50_000));
+        // Out of order: no change.
+        let mut q = p;
+        q.sample(850_000);
+        assert_eq!(q, p);
+    }
+
+    #[test]
+    fn a_flights_scan_measures_each_topics_period_and_lag_from_its_second_sample() {
+        let file = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/synthetic.ulg"
+        ))
+        .unwrap();
+        let flight = scan([("split_0000.ulg", &file[..], 0)]);
+        assert!(!flight.paces.is_empty());
+        for pace in flight.paces.values() {
+            assert!(pace.period_us.is_none_or(|p| p > 0));
+            assert!(pace.lag_us < LAG_US, "{pace:?}");
+        }
+    }
 }

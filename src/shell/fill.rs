@@ -6,6 +6,7 @@
 //! manifest names it, every 64 gaps or 5 s (a fill cut short loses at most that; run again,
 //! it goes on with the dropouts not filled yet, never twice).
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -69,6 +70,9 @@ pub struct FillReport {
     /// (the tail).
     pub head_records: u64,
     pub tail_records: u64,
+    /// File bytes received to find the head and the tail (of `fetched_bytes`).
+    pub head_fetched_bytes: u64,
+    pub tail_fetched_bytes: u64,
     /// File bytes received over FTP (duplicates included).
     pub fetched_bytes: u64,
     /// Dropouts read where the gap before put them (the others were searched for by time).
@@ -177,18 +181,22 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         }
         return Ok(report);
     };
-    let (sd_log, sd_len, mut filler) = find_sd_log(files, &flight, filled, probe).await?;
+    let (sd_log, sd_len, mut filler, probe_cost) =
+        find_sd_log(files, &flight, filled, probe).await?;
     report.sd_log = Some(sd_log.clone());
     report.sd_log_bytes = sd_len;
     // Per column: the recovered records not yet written.
     let mut batches: Vec<Vec<Recovered>> = vec![Vec::new(); flight.columns.len()];
     let mut flushed = std::time::Instant::now();
     let mut stalled = false;
+    // What each site's search has fetched so far.
+    let mut costs: HashMap<(usize, usize), u64> = HashMap::from([(probe, probe_cost)]);
     loop {
         while let Some(done) = filler.poll() {
             let c = done.column;
             let site = &flight.columns[c].flight.sites[done.site];
-            if let Some(recovered) = take(&mut report, site, done) {
+            let cost = costs.remove(&(c, done.site)).unwrap_or(0);
+            if let Some(recovered) = take(&mut report, site, done, cost) {
                 batches[c].push(recovered);
             }
         }
@@ -241,7 +249,11 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
             continue;
         };
         tracing::trace!(at, n, doing = filler.doing(), "reading the SD log");
+        let received = files.stats().bytes_received;
         let data = files.read(at, n).await?;
+        if let Some(site) = filler.searching() {
+            *costs.entry(site).or_default() += files.stats().bytes_received - received;
+        }
         filler.handle_read(at, &data);
     }
     files.close().await?;
@@ -249,11 +261,13 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     Ok(report)
 }
 
-/// Counts what one dropout came to in `report`; the records to write, if it was filled.
+/// Counts what one dropout came to in `report` (its search having fetched `fetched`
+/// bytes); the records to write, if it was filled.
 fn take(
     report: &mut FillReport,
     site: &crate::fill::DropoutSite,
     done: SiteFill,
+    fetched: u64,
 ) -> Option<Recovered> {
     match done.outcome {
         Outcome::Filled {
@@ -271,8 +285,14 @@ fn take(
             report.records += recovered;
             report.record_bytes += recovered_bytes;
             match edge {
-                Some(Edge::Head) => report.head_records += recovered,
-                Some(Edge::Tail) => report.tail_records += recovered,
+                Some(Edge::Head) => {
+                    report.head_records += recovered;
+                    report.head_fetched_bytes += fetched;
+                }
+                Some(Edge::Tail) => {
+                    report.tail_records += recovered;
+                    report.tail_fetched_bytes += fetched;
+                }
                 Some(Edge::Window) | None => {}
             }
             Some(Recovered {
@@ -284,6 +304,7 @@ fn take(
                 recovered,
                 complete,
                 edge,
+                fetched,
             })
         }
         Outcome::Unfilled(why) => {
@@ -303,7 +324,8 @@ pub fn mark(dir: &Path, outcome: &str) -> std::io::Result<()> {
 }
 
 /// The flight's SD log (newest first): the first where the dropout `probe` is found again,
-/// its records around it the stream's; its path, its size and the filler on it. Several
+/// its records around it the stream's; its path, its size, the filler on it and the bytes
+/// the probe fetched in it (not in the logs before it). Several
 /// logs of one boot (one per arming), an SD log that began after the stream, samples older
 /// than a header: the records decide.
 async fn find_sd_log<'a>(
@@ -311,7 +333,7 @@ async fn find_sd_log<'a>(
     flight: &'a Flight,
     filled: Vec<Vec<bool>>,
     probe: (usize, usize),
-) -> Result<(String, u64, Filler<'a>), FillError> {
+) -> Result<(String, u64, Filler<'a>, u64), FillError> {
     let logs = files.list_logs().await?;
     let mut checked = 0;
     for log in logs
@@ -331,6 +353,7 @@ async fn find_sd_log<'a>(
             }
         };
         let mut filler = Filler::new(flight, filled.clone(), Some(probe), len, start_us);
+        let received = files.stats().bytes_received;
         while !filler.probed() && filler.wrong_log().is_none() {
             let Some((at, n)) = filler.next_read() else {
                 break;
@@ -341,7 +364,8 @@ async fn find_sd_log<'a>(
         }
         if filler.probed() {
             tracing::info!(log = log.path, len, "the flight's SD log");
-            return Ok((log.path.clone(), len, filler));
+            let cost = files.stats().bytes_received - received;
+            return Ok((log.path.clone(), len, filler, cost));
         }
         tracing::debug!(
             log = log.path,

@@ -198,6 +198,21 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
         info["session"]["records_recovered_tail"], fill["tail_records"],
         "{info}"
     );
+    // And what each cost, of what the fill fetched.
+    for edge in ["head", "tail"] {
+        let cost = &fill[format!("{edge}_fetched_bytes")];
+        assert_eq!(
+            info["session"][format!("fetched_bytes_{edge}")],
+            *cost,
+            "{info}"
+        );
+        assert!(cost.as_u64().unwrap() > 0, "{fill}");
+    }
+    assert!(
+        fill["head_fetched_bytes"].as_u64().unwrap() + fill["tail_fetched_bytes"].as_u64().unwrap()
+            <= fill["fetched_bytes"].as_u64().unwrap(),
+        "{fill}"
+    );
     let sd_logs = px4.stop();
     let (_, sent) = relay.finish(&py);
     assert_eq!(sd_logs.len(), 1, "PX4's file logs: {sd_logs:?}");

@@ -60,9 +60,10 @@ pub(crate) async fn fill(
     }
     println!(
         "{}: {} dropout(s): {} filled now ({} partly: the SD log lost records there too), {} \
-         filled before, {} not filled; {} records ({} bytes) recovered from {} ({} before the \
-         stream's first record, {} after its last); {} bytes fetched; {} dropout(s) read where \
-         the gap before put them, the others searched for",
+         filled before, {} not filled; {} records ({} bytes) recovered from {} (the head, \
+         before the stream's first record: {} for {} bytes fetched; the tail, after its last: \
+         {} for {} bytes fetched); {} bytes fetched; {} dropout(s) read where the gap before \
+         put them, the others searched for",
         session.display(),
         report.dropouts,
         report.filled,
@@ -73,7 +74,9 @@ pub(crate) async fn fill(
         report.record_bytes,
         report.sd_log.as_deref().unwrap_or("-"),
         report.head_records,
+        report.head_fetched_bytes,
         report.tail_records,
+        report.tail_fetched_bytes,
         report.fetched_bytes,
         report.walked,
     );

@@ -96,6 +96,15 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             .sum()
     };
     let (head_records, tail_records) = (at_edge(Edge::Head), at_edge(Edge::Tail));
+    // And what finding them fetched.
+    let fetched_at = |edge: Edge| -> u64 {
+        fills
+            .iter()
+            .filter(|f| f.edge == Some(edge))
+            .map(|f| f.fetched)
+            .sum()
+    };
+    let (head_fetched, tail_fetched) = (fetched_at(Edge::Head), fetched_at(Edge::Tail));
     // Each column: its topics, splits and bytes (the main column's topics are the rest).
     let columns: Vec<serde_json::Value> = manifest
         .column_names()
@@ -131,6 +140,8 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             "records_recovered": recovered,
             "records_recovered_head": head_records,
             "records_recovered_tail": tail_records,
+            "fetched_bytes_head": head_fetched,
+            "fetched_bytes_tail": tail_fetched,
             "amendments": manifest.amendments.iter().map(|a| &a.file).collect::<Vec<_>>(),
             "unfilled": manifest.unfilled,
             "dropouts_remaining": summary.dropouts.len(),
@@ -210,13 +221,15 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
     if !manifest.amendments.is_empty() {
         say!(
             "Filled from the vehicle's SD log: {} gap(s) ({} partly: the SD log lost records \
-             there too), {} record(s) recovered ({} before the stream's first record, {} after \
-             its last), in {}",
+             there too), {} record(s) recovered (the head, before the stream's first record: {} \
+             for {} bytes fetched; the tail, after its last: {} for {} bytes fetched), in {}",
             fills.len(),
             partial,
             recovered,
             head_records,
+            head_fetched,
             tail_records,
+            tail_fetched,
             manifest
                 .amendments
                 .iter()
