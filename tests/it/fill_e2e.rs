@@ -168,6 +168,28 @@ fn tail_logs() -> Vec<PathBuf> {
     logs
 }
 
+/// Fills `session` (of the log file `log`) through `port`: nothing left unfilled, a tail
+/// among the fills, the flight the original's (into `dir`), one set of post-flight
+/// records; the fill's report.
+fn fill_tail(py: &Path, session: &Path, dir: &Path, log: &Path, port: u16) -> Json {
+    let name = log.file_name().unwrap().to_string_lossy();
+    let report = fill(session, port).unwrap();
+    eprintln!("{name}: fill: {report}");
+    assert_eq!(
+        report["unfilled"],
+        serde_json::json!([]),
+        "{name}: {report}"
+    );
+    let (_, edges) = dropouts_and_edges(session);
+    assert!(
+        edges.contains(&serde_json::json!("tail")),
+        "{name}: {edges:?}"
+    );
+    let merged = assert_whole_flight_of(py, session, dir, log);
+    assert_eq!(common::postflight_sets(py, &merged), 1, "{name}");
+    report
+}
+
 /// The dropouts the daemon wrote in `session`, and its amendments' edges after a fill.
 fn dropouts_and_edges(session: &Path) -> (u64, Vec<Json>) {
     let manifest: Json =
@@ -515,21 +537,8 @@ fn a_tail_lost_with_the_link_and_back_for_the_stop_is_filled_to_the_sd_logs_end(
         let session = record(port, &dir, &lines);
         let (dropouts, _) = dropouts_and_edges(&session);
         assert!(dropouts >= 1, "{name}: {dropouts} dropouts");
-        let report = fill(&session, port).unwrap();
-        eprintln!("{name}: fill: {report}");
-        assert_eq!(
-            report["unfilled"],
-            serde_json::json!([]),
-            "{name}: {report}"
-        );
+        let report = fill_tail(&py, &session, &dir, &log, port);
         assert_eq!(report["filled"], report["dropouts"], "{name}: {report}");
-        let (_, edges) = dropouts_and_edges(&session);
-        assert!(
-            edges.contains(&serde_json::json!("tail")),
-            "{name}: {edges:?}"
-        );
-        let merged = assert_whole_flight_of(&py, &session, &dir, &log);
-        assert_eq!(common::postflight_sets(&py, &merged), 1, "{name}");
     }
 }
 
@@ -542,7 +551,6 @@ fn a_tail_lost_with_the_link_for_good_is_filled_to_the_sd_logs_end_once_the_vehi
         return;
     };
     for log in tail_logs() {
-        let name = log.file_name().unwrap().to_string_lossy().into_owned();
         let dir = fresh_dir("fill-e2e-tail-gone");
         let port = free_udp_port();
         let (mut out_of_reach, lines) =
@@ -551,19 +559,6 @@ fn a_tail_lost_with_the_link_for_good_is_filled_to_the_sd_logs_end_once_the_vehi
         out_of_reach.terminate();
         // Landed, in reach again: the same vehicle, its SD log the same.
         let (_landed, _) = fast_sim(port, &log, &[]);
-        let report = fill(&session, port).unwrap();
-        eprintln!("{name}: fill: {report}");
-        assert_eq!(
-            report["unfilled"],
-            serde_json::json!([]),
-            "{name}: {report}"
-        );
-        let (_, edges) = dropouts_and_edges(&session);
-        assert!(
-            edges.contains(&serde_json::json!("tail")),
-            "{name}: {edges:?}"
-        );
-        let merged = assert_whole_flight_of(&py, &session, &dir, &log);
-        assert_eq!(common::postflight_sets(&py, &merged), 1, "{name}");
+        fill_tail(&py, &session, &dir, &log, port);
     }
 }

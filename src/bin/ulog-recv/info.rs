@@ -87,24 +87,17 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
     let recovered: u64 = fills.iter().map(|f| f.records).sum();
     let partial = fills.iter().filter(|f| !f.complete).count();
     // What the flight's two ends brought back (before the stream's first record, after its
-    // last).
-    let at_edge = |edge: Edge| -> u64 {
+    // last), and the bytes finding them fetched.
+    let at_edge = |edge: Edge| -> (u64, u64) {
         fills
             .iter()
             .filter(|f| f.edge == Some(edge))
-            .map(|f| f.records)
-            .sum()
+            .fold((0, 0), |(records, fetched), f| {
+                (records + f.records, fetched + f.fetched)
+            })
     };
-    let (head_records, tail_records) = (at_edge(Edge::Head), at_edge(Edge::Tail));
-    // And what finding them fetched.
-    let fetched_at = |edge: Edge| -> u64 {
-        fills
-            .iter()
-            .filter(|f| f.edge == Some(edge))
-            .map(|f| f.fetched)
-            .sum()
-    };
-    let (head_fetched, tail_fetched) = (fetched_at(Edge::Head), fetched_at(Edge::Tail));
+    let ((head_records, head_fetched), (tail_records, tail_fetched)) =
+        (at_edge(Edge::Head), at_edge(Edge::Tail));
     // Each column: its topics, splits and bytes (the main column's topics are the rest).
     let columns: Vec<serde_json::Value> = manifest
         .column_names()
