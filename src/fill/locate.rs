@@ -194,8 +194,6 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
-    /// The newest sample of each topic the SD log has after the stretch began.
-    latest: HashMap<u16, u64>,
     /// Records seen stamped past the stop by more than [`TAIL_QUIET_US`].
     fresh: u32,
     /// The newest sample seen after the stop.
@@ -233,11 +231,8 @@ impl StreamEnd {
     pub fn of<'a>(flights: impl IntoIterator<Item = &'a FlightScan>) -> Self {
         let mut end = Self::default();
         let flights: Vec<&FlightScan> = flights.into_iter().collect();
-        for (id, pace) in flights.iter().flat_map(|f| &f.paces) {
-            end.paces
-                .entry(*id)
-                .and_modify(|p| p.merge(pace))
-                .or_insert(*pace);
+        for flight in &flights {
+            Pace::merge_all(&mut end.paces, &flight.paces);
         }
         for site in flights
             .iter()
@@ -273,8 +268,8 @@ pub struct Locator {
     sd_from_start: bool,
     /// The site's messages (a tail's records the stream has are no loss).
     ours: HashSet<Vec<u8>>,
-    /// The stream's topics' paces (a stopped tail ends when none may still bring a sample
-    /// stamped before the stop).
+    /// The stream's topics' paces, and a stopped tail's samples after the stop (it ends
+    /// when none may still bring a sample stamped before the stop).
     paces: HashMap<u16, Pace>,
     /// What of the SD log's stretch the site's column takes.
     filter: ColumnFilter,
@@ -372,12 +367,7 @@ impl Locator {
         if self.edge == Some(Edge::Tail) {
             self.stopped &= !end.lost;
             self.last_us = self.last_us.max(end.last_us);
-            for (id, pace) in &end.paces {
-                self.paces
-                    .entry(*id)
-                    .and_modify(|p| p.merge(pace))
-                    .or_insert(*pace);
-            }
+            Pace::merge_all(&mut self.paces, &end.paces);
             self.ours.extend(end.messages.iter().cloned());
         }
         self
@@ -665,14 +655,18 @@ impl Locator {
                 && raw[2] == msg_type::DATA
             {
                 let id = u16::from_le_bytes([raw[3], raw[4]]);
-                let latest = s.latest.entry(id).or_insert(t);
-                *latest = (*latest).max(t);
+                if let Some(pace) = self.paces.get_mut(&id) {
+                    pace.sample(t);
+                }
                 s.clock = s.clock.max(t);
                 if t > s.stop_us + TAIL_QUIET_US {
                     s.fresh += 1;
                     if s.fresh >= FRESH_RECORDS
                         && s.fresh % 16 == 0
-                        && !still_due(&self.paces, &s.latest, s.stop_us, s.clock)
+                        && !self
+                            .paces
+                            .values()
+                            .any(|p| p.may_have_before(s.stop_us, s.clock, TAIL_QUIET_US))
                     {
                         // Nothing stamped before the stop follows.
                         outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
@@ -725,23 +719,6 @@ impl Locator {
         s.carry = carry;
         outcome
     }
-}
-
-/// Whether a topic's pace says a sample of it stamped at or before `stop_us` may still come
-/// (its newest one, in the stream or after it, `latest`; the log's clock at `now`).
-fn still_due(
-    paces: &HashMap<u16, Pace>,
-    latest: &HashMap<u16, u64>,
-    stop_us: u64,
-    now: u64,
-) -> bool {
-    paces.iter().any(|(id, pace)| {
-        let mut pace = *pace;
-        if let Some(t) = latest.get(id) {
-            pace.sample(*t);
-        }
-        pace.may_have_before(stop_us, now, TAIL_QUIET_US)
-    })
 }
 
 /// The median time of the anchors before `site`.

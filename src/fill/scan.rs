@@ -167,7 +167,16 @@ impl Pace {
         }
     }
 
-    /// Both paces of one topic (two columns', or the stream's and what came after it).
+    /// Every topic's pace of `from` merged into `into`'s (another column's).
+    pub fn merge_all(into: &mut HashMap<u16, Pace>, from: &HashMap<u16, Pace>) {
+        for (id, pace) in from {
+            into.entry(*id)
+                .and_modify(|p| p.merge(pace))
+                .or_insert(*pace);
+        }
+    }
+
+    /// Both paces of one topic (two columns').
     pub fn merge(&mut self, other: &Pace) {
         self.period_us = match (self.period_us, other.period_us) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -352,10 +361,10 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 }
                 None => None,
             };
+            let msg_id = || u16::from_le_bytes([raw[3], raw[4]]);
             if let Some(t) = timestamp.filter(|t| *t > 0) {
-                let msg_id = u16::from_le_bytes([raw[3], raw[4]]);
                 clock = clock.max(t);
-                match scan.paces.entry(msg_id) {
+                match scan.paces.entry(msg_id()) {
                     // A topic's first sample is logged when it is subscribed, however old:
                     // no lag of its.
                     std::collections::hash_map::Entry::Vacant(e) => {
@@ -373,7 +382,7 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
                 }
             }
             let anchor = timestamp.filter(|t| *t > 0).is_some_and(|ts| {
-                let msg_id = u16::from_le_bytes([raw[3], raw[4]]);
+                let msg_id = msg_id();
                 // A topic that logs the same timestamp again (a stale sample logged anew)
                 // has records that are not unique: never an anchor again.
                 if repeats.contains(&msg_id) {
@@ -585,7 +594,7 @@ fn sample_time(decoder: &mut Decoder, raw: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// A topic sampled at `times`, logged with the log's clock at `clocks`.
+    /// A topic sampled at `times`, logged up to `lag_us` late.
     fn pace(times: &[u64], lag_us: u64) -> Pace {
         let mut p = Pace {
             last_us: times[0],
