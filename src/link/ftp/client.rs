@@ -22,8 +22,24 @@ use super::wire::{self, DirEntry, FtpPayload, MAX_DATA, Nak, PAYLOAD_LEN, op};
 /// ~35 KB per burst whatever is asked: on a slow link a short burst read would wait for it).
 pub const BURST_MIN: u64 = 32 * 1024;
 
+/// Requests of one short read in flight at once, the one in hand included: a read of a few
+/// packets costs one round trip, not one per packet. Few, so that a lossy link does not
+/// multiply what is asked again.
+pub const READ_WINDOW: usize = 4;
+
+/// How many round trips old the request in hand is when a later one's answer comes first
+/// and it is taken for lost (some slack for a reply overtaken on the way).
+pub const LOST_AFTER_RTT: f64 = 1.125;
+/// ... and at least this old (a round trip measured on a fast link says little of its
+/// jitter).
+pub const LOST_AFTER_MIN: Duration = Duration::from_millis(5);
+
 /// The shortest wait for a reply, however fast the link.
 pub const MIN_TIMEOUT: Duration = Duration::from_millis(50);
+/// The shortest wait for the answer to a short read's request: the server answers a read at
+/// once, and a request resent early costs one packet (a burst's silence, a directory's
+/// listing or an open file keep [`MIN_TIMEOUT`]).
+pub const MIN_READ_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// How the client waits and paces.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,6 +163,12 @@ enum Pending {
         ahead: BTreeMap<u64, Vec<u8>>,
         /// Where the file ends, once the server said so.
         eof_at: Option<u64>,
+        /// A short read (under [`BURST_MIN`] bytes): its next packets are asked for before
+        /// the one in hand is answered ([`READ_WINDOW`]).
+        windowed: bool,
+        /// Those requests, by offset, with when they went out: the one for the read's next
+        /// byte becomes the request in hand when the one before is answered.
+        prefetched: BTreeMap<u64, (FtpPayload, Instant)>,
     },
     Crc32,
     Close,
@@ -260,9 +282,13 @@ impl FtpClient {
                     burst: false,
                     ahead: BTreeMap::new(),
                     eof_at: None,
+                    windowed: len < BURST_MIN,
+                    prefetched: BTreeMap::new(),
                 });
                 let r = self.read_request(session);
-                (self.pending.take().expect("just set"), r)
+                self.send(r, now);
+                self.prefetch(now);
+                return Ok(());
             }
             FtpOp::Crc32 { path } => {
                 let r = self.new_request(op::CALC_FILE_CRC32, 0, 0, path.as_bytes());
@@ -453,6 +479,8 @@ impl FtpClient {
             burst,
             ahead,
             eof_at,
+            prefetched,
+            ..
         }) = &mut self.pending
         else {
             return;
@@ -461,33 +489,56 @@ impl FtpClient {
         let end = start.saturating_add(len);
         let mut expected = start + data.len() as u64;
         let mut progressed = false;
+        // The answer to one of the requests sent ahead of the one in hand.
+        let at = reply.offset as u64;
+        let asked_ahead = prefetched
+            .get(&at)
+            .filter(|(r, _)| !own_request && reply.seq == r.seq.wrapping_add(1))
+            .map(|(r, _)| r.size);
+        let of_prefetch = asked_ahead.is_some();
+        if of_prefetch {
+            prefetched.remove(&at);
+        }
         match reply.nak() {
             // The end of the file: where the burst (or the single read) ran out.
             Some(Nak::Eof) if own_request || of_burst => {
-                *eof_at = Some(if burst { reply.offset as u64 } else { expected });
+                *eof_at = Some(if burst { at } else { expected });
+            }
+            // A request sent ahead asked past the end: the file ends there or sooner.
+            Some(Nak::Eof) if of_prefetch => {
+                *eof_at = Some(eof_at.map_or(at, |e| e.min(at)));
             }
             Some(nak) if own_request => {
-                self.seq = reply.seq;
                 let request = if burst { "BurstReadFile" } else { "ReadFile" };
                 return self.finish(Err(FtpError::Refused { request, nak }));
             }
             Some(_) => return,
             None => {
-                let at = reply.offset as u64;
                 self.stats.bytes_received += reply.data.len() as u64;
                 if reply.data.is_empty() && at == expected && own_request {
                     *eof_at = Some(expected);
-                } else if at == expected {
-                    let want = (end - expected).min(reply.data.len() as u64) as usize;
-                    data.extend_from_slice(&reply.data[..want]);
-                    progressed = want > 0;
-                    // Packets that came ahead of a lost one now join.
-                    while let Some(next) = ahead.remove(&(start + data.len() as u64)) {
-                        let want = (end - start - data.len() as u64).min(next.len() as u64);
-                        data.extend_from_slice(&next[..want as usize]);
-                    }
-                } else if at > expected && at < end && !reply.data.is_empty() {
+                } else if asked_ahead.is_some_and(|size| reply.data.len() < size as usize) {
+                    // Fewer bytes than asked for ahead: the file ends with them.
+                    let ends = at + reply.data.len() as u64;
+                    *eof_at = Some(eof_at.map_or(ends, |e| e.min(ends)));
+                }
+                if at > expected && at < end && !reply.data.is_empty() {
                     progressed = ahead.insert(at, reply.data.clone()).is_none();
+                } else if at <= expected && at + reply.data.len() as u64 > expected {
+                    let from = (expected - at) as usize;
+                    let want = (end - expected).min((reply.data.len() - from) as u64) as usize;
+                    data.extend_from_slice(&reply.data[from..from + want]);
+                    progressed = want > 0;
+                }
+                // Packets that came ahead of a lost one now join (or are behind the read).
+                while let Some((&at, _)) = ahead.range(..=start + data.len() as u64).next() {
+                    let next = ahead.remove(&at).expect("just found");
+                    let got = start + data.len() as u64;
+                    if at + next.len() as u64 > got {
+                        let from = (got - at) as usize;
+                        let want = (end - got).min((next.len() - from) as u64) as usize;
+                        data.extend_from_slice(&next[from..from + want]);
+                    }
                 }
             }
         }
@@ -507,6 +558,9 @@ impl FtpClient {
             // packets may have filled part of it since, making this reply stale).
             if own_request {
                 self.next_read(now);
+            } else if of_prefetch {
+                self.answered_out_of_turn(now);
+                self.prefetch(now);
             }
         } else if reply.burst_complete && (of_burst || own_request) {
             // The burst is over, short of the end: ask again from the first missing byte.
@@ -518,11 +572,97 @@ impl FtpClient {
         }
     }
 
-    /// Asks for the rest of the read in hand, as a new request.
+    /// Asks for the rest of the read in hand: the request already sent ahead for its next
+    /// byte becomes the one in hand (waited for from when it went out), or a new one goes.
     fn next_read(&mut self, now: Instant) {
         let Some(session) = self.session else { return };
-        let r = self.read_request(session);
-        self.send(r, now);
+        let adopted = match &mut self.pending {
+            Some(Pending::Read {
+                start,
+                data,
+                prefetched,
+                ..
+            }) => {
+                let expected = *start + data.len() as u64;
+                // Those behind the read are answered or no longer needed.
+                prefetched.retain(|at, _| *at >= expected);
+                prefetched.remove(&expected)
+            }
+            _ => None,
+        };
+        match adopted {
+            Some((request, sent)) => {
+                self.request = Some(request);
+                self.tries = 1;
+                self.sent_at = Some(sent);
+                self.send_at = None;
+                self.deadline = Some(sent + self.timeout());
+            }
+            None => {
+                let r = self.read_request(session);
+                self.send(r, now);
+            }
+        }
+        self.prefetch(now);
+    }
+
+    /// A request sent after the one in hand was answered first. The server answers in turn,
+    /// so the one in hand or its answer is most likely lost: it is asked again once it is
+    /// [`LOST_AFTER_RTT`] round trips old, [`LOST_AFTER_MIN`] at least (as QUIC declares a packet lost), not after the
+    /// whole reply timeout.
+    fn answered_out_of_turn(&mut self, now: Instant) {
+        let (Some(sent), Some(srtt)) = (self.sent_at, self.srtt) else {
+            return;
+        };
+        let lost_at = sent + srtt.mul_f64(LOST_AFTER_RTT).max(LOST_AFTER_MIN);
+        if now >= lost_at {
+            self.stats.resends += 1;
+            self.transmit(now);
+        } else if self.deadline.is_none_or(|d| d > lost_at) {
+            self.deadline = Some(lost_at);
+        }
+    }
+
+    /// Sends the next packets' requests of a short read ahead of the answer to the one in
+    /// hand, up to [`READ_WINDOW`] in flight; none while a byte budget paces the requests.
+    fn prefetch(&mut self, now: Instant) {
+        let (Some(session), None) = (self.session, self.config.rate) else {
+            return;
+        };
+        let Some(in_hand) = self.request.as_ref().map(|r| r.offset as u64) else {
+            return;
+        };
+        let mut wanted = Vec::new();
+        if let Some(Pending::Read {
+            start,
+            len,
+            windowed: true,
+            burst: false,
+            ahead,
+            eof_at,
+            prefetched,
+            ..
+        }) = &self.pending
+        {
+            let end = (*start + *len).min(eof_at.unwrap_or(u64::MAX));
+            let mut at = in_hand + MAX_DATA as u64;
+            while prefetched.len() + wanted.len() + 1 < READ_WINDOW && at < end {
+                if !ahead.contains_key(&at) && !prefetched.contains_key(&at) {
+                    wanted.push((at, (end - at).min(MAX_DATA as u64) as u8));
+                }
+                at += MAX_DATA as u64;
+            }
+        }
+        for (at, size) in wanted {
+            let mut r = self.new_request(op::READ_FILE, session, at as u32, &[]);
+            r.size = size;
+            tracing::trace!(seq = r.seq, offset = r.offset, "FTP request ahead");
+            self.out.push_back(r.clone());
+            self.stats.requests += 1;
+            if let Some(Pending::Read { prefetched, .. }) = &mut self.pending {
+                prefetched.insert(at, (r, now));
+            }
+        }
     }
 
     fn finish_read(&mut self) {
@@ -608,11 +748,20 @@ impl FtpClient {
     }
 
     /// How long to wait for a reply now: the measured round trip's bound, doubled per
-    /// resend, within [`MIN_TIMEOUT`] and [`FtpConfig::reply_timeout`].
+    /// resend, within [`MIN_TIMEOUT`] ([`MIN_READ_TIMEOUT`] for a short read) and
+    /// [`FtpConfig::reply_timeout`].
     fn timeout(&self) -> Duration {
         let max = self.config.reply_timeout;
         let Some(srtt) = self.srtt else { return max };
-        let base = (srtt + 4 * self.rttvar).max(MIN_TIMEOUT);
+        let floor = match &self.pending {
+            Some(Pending::Read {
+                windowed: true,
+                burst: false,
+                ..
+            }) => MIN_READ_TIMEOUT,
+            _ => MIN_TIMEOUT,
+        };
+        let base = (srtt + 4 * self.rttvar).max(floor);
         let doubled = base.saturating_mul(1 << self.tries.saturating_sub(1).min(8));
         doubled.min(max)
     }
@@ -741,6 +890,114 @@ mod tests {
             panic!("the read ends")
         };
         assert_eq!(data, bytes(0, 478));
+    }
+
+    #[test]
+    fn a_short_read_asks_for_its_packets_at_once_and_asks_again_only_for_a_lost_one() {
+        let (mut client, now) = opened();
+        let len = 3 * MAX_DATA as u64 + 10;
+        client.start(FtpOp::Read { offset: 100, len }, now).unwrap();
+        let sent: Vec<FtpPayload> = std::iter::from_fn(|| client.poll_request()).collect();
+        let offsets: Vec<u32> = sent.iter().map(|r| r.offset).collect();
+        assert_eq!(
+            offsets,
+            [100, 339, 578, 817],
+            "the read's packets asked for at once"
+        );
+        assert_eq!(
+            sent[3].size, 10,
+            "the last one asks for what the read needs"
+        );
+        let seqs: std::collections::HashSet<u16> = sent.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs.len(), 4, "each request its own sequence number");
+        // The first answer lost; the others come, out of order.
+        for r in [&sent[2], &sent[3], &sent[1]] {
+            client.handle_reply(&answer(r).encode(), now);
+        }
+        assert!(client.poll_result().is_none());
+        assert!(
+            client.poll_request().is_none(),
+            "nothing asked twice before its wait ends"
+        );
+        client.handle_timeout(client.poll_timeout().expect("a reply waited for"));
+        let again = client.poll_request().expect("the lost one asked again");
+        assert_eq!((again.seq, again.offset), (sent[0].seq, 100));
+        client.handle_reply(&answer(&again).encode(), now);
+        let Some(Ok(FtpReply::Read { offset: 100, data })) = client.poll_result() else {
+            panic!("the read ends")
+        };
+        assert_eq!(data, bytes(100, len));
+        assert!(client.poll_request().is_none());
+    }
+
+    #[test]
+    fn a_request_whose_later_one_is_answered_first_is_asked_again_after_a_round_trip() {
+        let (mut client, t0) = opened();
+        let rtt = Duration::from_millis(10);
+        // One read measures the round trip.
+        client
+            .start(FtpOp::Read { offset: 0, len: 10 }, t0)
+            .unwrap();
+        let first = client.poll_request().unwrap();
+        client.handle_reply(&answer(&first).encode(), t0 + rtt);
+        assert!(matches!(
+            client.poll_result(),
+            Some(Ok(FtpReply::Read { .. }))
+        ));
+        let t1 = t0 + 2 * rtt;
+        client
+            .start(
+                FtpOp::Read {
+                    offset: 0,
+                    len: 478,
+                },
+                t1,
+            )
+            .unwrap();
+        let sent: Vec<FtpPayload> = std::iter::from_fn(|| client.poll_request()).collect();
+        assert_eq!(sent.len(), 2);
+        // The second answered within the round trip: the first may still come.
+        client.handle_reply(&answer(&sent[1]).encode(), t1 + rtt / 4);
+        assert!(client.poll_request().is_none());
+        let wait = client.poll_timeout().expect("a wait") - t1;
+        assert!(
+            wait < 2 * rtt,
+            "the first taken for lost about a round trip after it went, not after {wait:?}"
+        );
+        client.handle_timeout(t1 + wait);
+        let again = client.poll_request().expect("the first asked again");
+        assert_eq!((again.seq, again.offset), (sent[0].seq, 0));
+        client.handle_reply(&answer(&again).encode(), t1 + wait + rtt);
+        let Some(Ok(FtpReply::Read { data, .. })) = client.poll_result() else {
+            panic!("the read ends")
+        };
+        assert_eq!(data, bytes(0, 478));
+    }
+
+    #[test]
+    fn a_request_sent_ahead_past_the_end_of_the_file_ends_the_read_there() {
+        let (mut client, now) = opened();
+        client
+            .start(
+                FtpOp::Read {
+                    offset: 0,
+                    len: 600,
+                },
+                now,
+            )
+            .unwrap();
+        let sent: Vec<FtpPayload> = std::iter::from_fn(|| client.poll_request()).collect();
+        assert_eq!(sent.len(), 3);
+        // The file is 300 bytes long.
+        client.handle_reply(&FtpPayload::nak_of(&sent[2], Nak::Eof).encode(), now);
+        let mut second = FtpPayload::ack(&sent[1], bytes(239, 61));
+        second.offset = 239;
+        client.handle_reply(&second.encode(), now);
+        client.handle_reply(&answer(&sent[0]).encode(), now);
+        let Some(Ok(FtpReply::Read { offset: 0, data })) = client.poll_result() else {
+            panic!("the read ends at the end of the file, with no wait")
+        };
+        assert_eq!(data, bytes(0, 300));
     }
 
     #[test]
