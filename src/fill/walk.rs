@@ -22,11 +22,12 @@
 //!   lost some where no dropout says so): the gap is then searched for by time
 //!   ([`crate::fill::Locator`]).
 //!
-//! What is checked before a run of the SD log's messages is taken as lost: the message that
-//! ends right where the gap should start is the last one some column holds before it; none
+//! What is checked before a run of the SD log's messages is taken as lost: the bytes that
+//! end right where the gap should start are the end of the last message some column holds
+//! before it (enough of it to tell places apart: [`CHECK_BYTES`]); none
 //! of the run is among the last messages the columns hold before the gap; where the run ends,
 //! the SD log's next messages are the first ones the columns hold after the gap, in an order
-//! the columns allow ([`CONFIRM`] of them); no message of the run is one of those; and the
+//! the columns allow (up to the first distinct one, [`CONFIRM`] at most); no message of the run is one of those; and the
 //! stretch after the gap ends where its bytes say, with its last message (checked by the
 //! caller, with the next gap or [`GapRead::check`]). A stretch proven so holds nothing the
 //! stream lost: a loss no dropout marks (a receiver that folded two gaps into one dropout)
@@ -43,12 +44,20 @@ pub const HEADS: usize = 4;
 /// Last messages of each column kept per stretch: where it stopped, and what a run must
 /// not hold.
 pub const TAILS: usize = 4;
-/// Messages in a row that must be the stream's first ones after a gap for the run to end
-/// there (fewer when the stream has fewer there).
+/// Most messages in a row that must be the stream's first ones after a gap for the run to
+/// end there: up to and including the first that tells records apart (a sync message is the
+/// same bytes every time), fewer when the stream has fewer there. One record, its topic and
+/// timestamp, is enough: the same bytes earlier in the run would be a record PX4 logged
+/// twice, and the stretch after the gap, which then would not end where its bytes say, is
+/// checked by the next gap's read.
 pub const CONFIRM: usize = 3;
-/// Bytes read at first for a gap, from the stream's last message before it: two packets,
-/// room for that message, a lost chunk (249 bytes) and most often the messages that confirm
-/// the end; more comes a packet at a time.
+/// Bytes of the stream's last message before a gap checked where the gap should start (see
+/// [`telling_end`]), and the byte values they must hold at least.
+pub const CHECK_BYTES: usize = 32;
+pub const CHECK_DISTINCT: usize = 8;
+/// Bytes read at first for a gap, from the end of the stream's last message before it: two
+/// packets, room for that end, a lost chunk (249 bytes) and most often the message that
+/// confirms where the stream resumed; more comes a packet at a time.
 pub const AHEAD: u64 = 2 * PACKET;
 /// Most bytes asked for at once as a run goes on (from one packet, doubling).
 pub const MAX_PIECE: u64 = 64 * 1024;
@@ -308,7 +317,9 @@ impl GapRead {
     }
 
     /// Checks that the stream's stretch before gap `g` ends at `start` with its last
-    /// message (`g` = the number of gaps: the stream's end).
+    /// message (`g` = the number of gaps: the stream's end). It reads what a
+    /// [`fill`](Self::fill) of the gap would read first: the gap is most often walked next,
+    /// from the same bytes, and one read of them asks for their packets together.
     pub fn check(gaps: &Gaps, g: usize, start: u64, sd_len: u64) -> Self {
         let from = start - back(gaps, g, start);
         let mut read = Self::new(
@@ -317,7 +328,7 @@ impl GapRead {
             Mode::Check { start },
             from,
             start,
-            start - from,
+            AHEAD.max(start - from),
             sd_len,
             &mut Decoder::new(),
         );
@@ -436,6 +447,7 @@ impl GapRead {
         if !*checked {
             let read = &self.buf[..];
             let ends_there = before.tails.iter().filter_map(|t| t.back()).any(|last| {
+                let last = telling_end(last);
                 let from = start.checked_sub(last.len() as u64 + self.buf_at);
                 from.is_some_and(|f| {
                     read.get(f as usize..(start - self.buf_at) as usize) == Some(&last[..])
@@ -519,21 +531,39 @@ impl GapRead {
 }
 
 /// How far before `start` a read begins to check the message that ends there: the longest
-/// of the columns' last messages before gap `g`.
+/// of the columns' last messages' [`telling_end`]s before gap `g`.
 fn back(gaps: &Gaps, g: usize, start: u64) -> u64 {
     gaps.stretches[g]
         .tails
         .iter()
         .filter_map(|t| t.back())
-        .map(|m| m.len() as u64)
+        .map(|m| telling_end(m).len() as u64)
         .max()
         .unwrap_or(0)
         .min(start)
 }
 
-/// Whether the stream resumes after gap `g` at the start of `bytes`: its next [`CONFIRM`]
-/// messages (fewer when the stream holds fewer after the gap) are the columns' first ones
-/// there, each column's in its order. `None` when more bytes are needed to tell.
+/// The end of a message that is checked where it should end in the SD log: its last
+/// [`CHECK_BYTES`], and as many more as it takes to hold [`CHECK_DISTINCT`] byte values (a
+/// run of zeros tells no place from another), up to the whole message. A record's last
+/// bytes are its newest fields; the rest of it costs a read's worth of bytes per gap.
+fn telling_end(message: &[u8]) -> &[u8] {
+    let mut seen = [false; 256];
+    let mut distinct = 0;
+    for (k, byte) in message.iter().rev().enumerate() {
+        if !std::mem::replace(&mut seen[*byte as usize], true) {
+            distinct += 1;
+        }
+        if k + 1 >= CHECK_BYTES && distinct >= CHECK_DISTINCT {
+            return &message[message.len() - k - 1..];
+        }
+    }
+    message
+}
+
+/// Whether the stream resumes after gap `g` at the start of `bytes`: its next messages
+/// (see [`CONFIRM`]; fewer when the stream holds fewer after the gap) are the columns'
+/// first ones there, each column's in its order. `None` when more bytes are needed to tell.
 fn resumes(gaps: &Gaps, g: usize, bytes: &[u8]) -> Option<bool> {
     let heads = &gaps.stretches[g + 1].heads;
     let need = CONFIRM.min(heads.iter().map(Vec::len).sum());
@@ -544,6 +574,7 @@ fn resumes(gaps: &Gaps, g: usize, bytes: &[u8]) -> Option<bool> {
         let column =
             (0..heads.len()).find(|c| heads[*c].get(next[*c]).is_some_and(|h| h[..] == *raw));
         match column {
+            Some(_) if raw[2] != msg_type::SYNC => return Some(true),
             Some(c) => next[c] += 1,
             None => return Some(false),
         }
@@ -651,6 +682,22 @@ mod tests {
         let main = log(&[data(1, 1, 4), DROPOUT.to_vec()]);
         let other = log(&[data(2, 1, 4)]);
         assert!(Gaps::scan(&[vec![("m", &main[..], 0)], vec![("o", &other[..], 0)]]).is_none());
+    }
+
+    #[test]
+    fn the_end_of_a_message_checked_holds_enough_distinct_bytes_to_tell_places_apart() {
+        let varied: Vec<u8> = (0..100u8).collect();
+        assert_eq!(telling_end(&varied), &varied[100 - CHECK_BYTES..]);
+        // Zeros at the end tell nothing: the check reaches back to the values before them.
+        let mut padded: Vec<u8> = (0..40u8).collect();
+        padded.extend([0u8; 60]);
+        assert_eq!(telling_end(&padded).len(), 60 + CHECK_DISTINCT - 1);
+        let short = [7u8; 10];
+        assert_eq!(
+            telling_end(&short),
+            &short[..],
+            "a short message is checked whole"
+        );
     }
 
     #[test]
