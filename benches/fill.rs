@@ -11,8 +11,10 @@
 //! (`--column imu=sensor_*`); the link cut both ways for the stream's last seconds and back
 //! for the STOP. Each row prints what the head's and the tail's searches fetched.
 //!
-//! Run: `cargo bench --bench fill` (`-- ROW` for the rows whose name holds ROW; `-- --peer
-//! BIN` runs each row with another build too, the previous release, in the same run).
+//! Run: `cargo bench --bench fill` (`-- ROW` for the rows whose `name, loss %, length s`
+//! holds ROW, e.g. `-- "5 %, 45 s"`; `-- --peer
+//! BIN` runs each row with another build too, the previous release, in the same run;
+//! `BENCH_FILL_KEEP=PREFIX` keeps each fill's JSON and log as `PREFIX-N.json`, `.log`).
 //! Needs `../shared/vendor/px4-sitl`.
 
 use std::path::Path;
@@ -107,7 +109,8 @@ const CUT_AFTER_STOP: Duration = Duration::from_millis(1500);
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // `-- [ROW-SUBSTRING] [--peer BIN]`: only the rows whose name holds it; each row also
+    // `-- [ROW-SUBSTRING] [--peer BIN]`: only the rows whose name, loss and length
+    // (`one split, 5 %, 15 s`) hold it; each row also
     // with another build (the previous release) in the same run.
     let peer = args
         .iter()
@@ -127,7 +130,8 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut k = 0u16;
     for row in ROWS {
-        if only.is_some_and(|o| !row.name.contains(o.as_str())) {
+        let label = format!("{}, {:.0} %, {} s", row.name, row.loss * 100.0, row.seconds);
+        if only.is_some_and(|o| !label.contains(o.as_str())) {
             continue;
         }
         for (build, bin) in &bins {
@@ -173,6 +177,10 @@ fn run_row(row: &Row, build: &str, bin: &str, k: u16) {
 
     let t0 = Instant::now();
     let fill = run(bin, &["fill", path(&session), "--json", "--udp", &port]);
+    if let Ok(keep) = std::env::var("BENCH_FILL_KEEP") {
+        let _ = std::fs::write(format!("{keep}-{k}.json"), &fill.stdout);
+        let _ = std::fs::write(format!("{keep}-{k}.log"), &fill.stderr);
+    }
     let fill_s = t0.elapsed().as_secs_f64();
     assert!(
         fill.status.success(),
