@@ -1,8 +1,9 @@
 //! Fuzz target: the MAVLink FTP client's replies. The input is a script: start an operation
 //! (list, open, read a range, checksum, close), a reply payload whose sequence number,
-//! opcode, request opcode, session and offset are steered near what the request in hand
-//! expects (so that it reaches the handlers) with fuzzed data and flags, raw payloads, time
-//! steps. The client must never panic, never hand out more bytes than a read asked for, and
+//! opcode, request opcode, session and offset are steered near what one of the requests in
+//! flight expects (a short read has several) (so that it reaches the handlers) with fuzzed data and flags, raw payloads, time
+//! steps; the first byte says whether a byte budget paces the client (no packets asked
+//! ahead then). The client must never panic, never hand out more bytes than a read asked for, and
 //! never stay busy with no timer armed.
 #![no_main]
 
@@ -26,10 +27,11 @@ fuzz_target!(|input: &[u8]| {
     let t0 = Instant::now();
     let mut now = t0;
     let mut client = FtpClient::new(FtpConfig {
-        rate: Some(20_000),
+        rate: (input.first().is_some_and(|b| b % 2 == 0)).then_some(20_000),
         ..FtpConfig::default()
     });
-    let mut last: Option<FtpPayload> = None;
+    // The newest requests sent, the newest last.
+    let mut sent: Vec<FtpPayload> = Vec::new();
     let mut asked: Option<u64> = None;
     let mut bytes = input;
     while let Some((&code, rest)) = bytes.split_first() {
@@ -66,10 +68,13 @@ fuzz_target!(|input: &[u8]| {
             }
             1..=4 => {
                 // A reply steered near the request in hand.
-                let head = take(&mut bytes, 6);
+                let head = take(&mut bytes, 7);
                 let data = take(&mut bytes, *head.first().unwrap_or(&0) as usize % 240);
-                let Some(request) = &last else { continue };
                 let b = |i: usize| *head.get(i).unwrap_or(&0);
+                let Some(request) = sent.iter().rev().nth(b(6) as usize % 4).or(sent.last())
+                else {
+                    continue;
+                };
                 let mut reply = FtpPayload::ack(request, data);
                 reply.seq = request.seq.wrapping_add(1 + (b(1) % 4) as u16);
                 reply.opcode = if b(2) % 4 == 0 { op::NAK } else { op::ACK };
@@ -96,7 +101,10 @@ fuzz_target!(|input: &[u8]| {
             }
         }
         while let Some(request) = client.poll_request() {
-            last = Some(request);
+            sent.push(request);
+        }
+        if sent.len() > 8 {
+            sent.drain(..sent.len() - 8);
         }
         while let Some(result) = client.poll_result() {
             if let Ok(FtpReply::Read { data, .. }) = &result {
