@@ -450,7 +450,7 @@ impl GapRead {
                 let last = telling_end(last);
                 let from = start.checked_sub(last.len() as u64 + self.buf_at);
                 from.is_some_and(|f| {
-                    read.get(f as usize..(start - self.buf_at) as usize) == Some(&last[..])
+                    read.get(f as usize..(start - self.buf_at) as usize) == Some(last)
                 })
             });
             if !ends_there {
