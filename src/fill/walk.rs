@@ -52,7 +52,7 @@ pub const TAILS: usize = 4;
 /// checked by the next gap's read.
 pub const CONFIRM: usize = 3;
 /// Bytes of the stream's last message before a gap checked where the gap should start (see
-/// [`telling_end`]), and the byte values they must hold at least.
+/// `telling_end`), and the byte values they must hold at least.
 pub const CHECK_BYTES: usize = 32;
 pub const CHECK_DISTINCT: usize = 8;
 /// Bytes read at first for a gap, from the end of the stream's last message before it: two
