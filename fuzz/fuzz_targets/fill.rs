@@ -2,7 +2,8 @@
 //! has dropouts of its own, so there are gaps to walk and sites to search for), as received
 //! whole or with its end lost: the input's first byte picks which (0: whole; 1: the records
 //! from 70 % of it to its post-flight records lost behind a dropout, the link back for the
-//! STOP; 2: everything from 70 % on lost, the link gone for good). The rest stands for the
+//! STOP; 2: everything from 70 % on lost, the link gone for good; 3 and up: as 1, the chunks
+//! lost counted, as many as the byte says less 3, times 64). The rest stands for the
 //! vehicle's file, read in the ranges the filler asks for, as the shell reads them. The
 //! filler must never panic, always end, answer each dropout at most once, and a range it
 //! fills must lie inside the split.
@@ -16,7 +17,7 @@ const SYNTHETIC: &[u8] = include_bytes!("../../testdata/synthetic.ulg");
 
 /// The synthetic log as received, its end lost as `variant` says.
 fn received(variant: u8) -> Vec<u8> {
-    if variant % 3 == 0 {
+    if variant == 0 {
         return SYNTHETIC.to_vec();
     }
     let mut starts = Vec::new();
@@ -30,7 +31,7 @@ fn received(variant: u8) -> Vec<u8> {
         .position(|(_, m)| m[2] == msg_type::DATA)
         .unwrap_or(0);
     let cut = starts[data + (starts.len() - data) * 7 / 10].0;
-    let back = if variant % 3 == 1 {
+    let back = if variant != 2 {
         starts
             .iter()
             .find(|(at, m)| *at > cut && is_postflight(m))
@@ -50,7 +51,8 @@ fuzz_target!(|input: &[u8]| {
         splits: vec![("split_0000.ulg", &flight_bytes[..], 0)],
         windows: None,
     }];
-    let (flight, _) = Flight::new(&columns);
+    let (mut flight, _) = Flight::new(&columns);
+    flight.stream_end.lost_chunks = variant.checked_sub(3).map(|n| n as u64 * 64);
     let sites = flight.columns[0].flight.sites.len();
     let probe = flight.probe(|_, _| true);
     let sd_start = sd

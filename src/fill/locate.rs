@@ -51,12 +51,15 @@
 //!   sample, how late PX4 logged it) says a sample of it stamped before the stop is still to
 //!   come, or at the latest [`TAIL_LAG_US`] past it. So the flight holds every sample of
 //!   the SD log stamped up to its last one, and a clean flight's tail costs a fraction of a
-//!   second of the SD log. Without a STOP (the link went first), or with a dropout in the tail
-//!   (the link went, and came back only for the post-flight records:
-//!   [`DropoutSite::lost_end`]), where the stream ended is not known, and the stretch runs
-//!   to the SD log's end, read in pieces of [`TAIL_PIECE`]. The stream's post-flight
-//!   records then go after it, and the SD log's own (its logger stopped too) are left out:
-//!   the flight has one set.
+//!   second of the SD log. With a dropout in the tail (the link went, and came back only
+//!   for the post-flight records: [`DropoutSite::lost_end`]) whose chunks the receiver
+//!   counted ([`StreamEnd::lost_chunks`]), the stream stopped that many chunks past its
+//!   last records: those bytes of records are taken whatever their times, and the tail
+//!   goes on as after any STOP. Without a STOP (the link went first), or with a dropout in
+//!   the tail not counted, where the stream ended is not known, and the stretch runs to the
+//!   SD log's end, read in pieces of [`TAIL_PIECE`]. The stream's post-flight records then
+//!   go after it, and the SD log's own (its logger stopped too) are left out: the flight
+//!   has one set.
 
 use std::collections::HashMap;
 
@@ -189,6 +192,9 @@ struct Scan {
     past: u32,
     /// Bytes of the tail's records that the stream does not have.
     lost: u64,
+    /// Bytes of the SD log's messages since the last anchor that the stream lacks (a
+    /// counted dropout's chunks are taken while they last: [`Locator::link_lost`]).
+    link_seen: u64,
     /// A stopped stream's end so far (log time): its newest anchor's time, or a newer one
     /// of the records its last chunk lost.
     stop_us: u64,
@@ -222,6 +228,10 @@ pub struct StreamEnd {
     pub messages: HashSet<Vec<u8>>,
     /// A column's tail has a dropout in it: the stream lost its end, in every column.
     pub lost: bool,
+    /// The chunks the link lost there, when the receiver counted them (the sequence numbers
+    /// of the post-flight records that came after the STOP): the stream then ended that
+    /// many chunks past its last record, not at the SD log's end.
+    pub lost_chunks: Option<u64>,
     /// Every column's topics' paces.
     pub paces: HashMap<u16, Pace>,
 }
@@ -258,9 +268,17 @@ pub struct Locator {
     target_us: u64,
     give_up_us: u64,
     edge: Option<Edge>,
-    /// The stream's start (its header's time) and whether it ended with a STOP.
+    /// The stream's start (its header's time) and whether it ended with a STOP where its
+    /// last records are (the STOP came, and no dropout after them, or one of a counted
+    /// size).
     start_us: u64,
     stopped: bool,
+    /// The stream had a STOP.
+    flight_stopped: bool,
+    /// Bytes of the SD log's messages after the last anchor that the chunks a counted
+    /// dropout at the stream's end lost (taken whatever their times; then the partial chunk
+    /// the STOP discards, [`LOST_AT_STOP`]).
+    link_lost: u64,
     /// The newest time of the anchors before the site (a stopped stream's tail: the last
     /// instant it surely streamed).
     last_us: u64,
@@ -336,6 +354,8 @@ impl Locator {
             edge,
             start_us: window.map_or(flight.start_us, |w| w[0]),
             stopped: flight.stopped && !site.lost_end(),
+            flight_stopped: flight.stopped,
+            link_lost: 0,
             last_us: window.map_or(site.last_before_us, |w| w[1]),
             sd_from_start: false,
             ours: if matches!(edge, Some(Edge::Tail | Edge::Window)) {
@@ -365,7 +385,15 @@ impl Locator {
     /// every column's tail runs to the SD log's end. Other sites are unchanged.
     pub fn with_stream_end(mut self, end: &StreamEnd) -> Self {
         if self.edge == Some(Edge::Tail) {
-            self.stopped &= !end.lost;
+            match end.lost_chunks.filter(|_| end.lost && self.flight_stopped) {
+                // The link lost `n` chunks, then the STOP came: the stream's end lies those
+                // chunks (and the partial ones around them) past its last records.
+                Some(n) => {
+                    self.stopped = true;
+                    self.link_lost = (n + 1) * LOST_AT_STOP;
+                }
+                None => self.stopped &= !end.lost,
+            }
             self.last_us = self.last_us.max(end.last_us);
             Pace::merge_all(&mut self.paces, &end.paces);
             self.ours.extend(end.messages.iter().cloned());
@@ -409,6 +437,10 @@ impl Locator {
             Stage::Scan(s) if s.at < self.sd_len => {
                 let piece = match self.edge {
                     Some(Edge::Tail) if s.begun && !self.stopped => TAIL_PIECE,
+                    // What a counted dropout lost, at once.
+                    Some(Edge::Tail) if s.begun && s.link_seen < self.link_lost => {
+                        (self.link_lost - s.link_seen).clamp(SCAN_PIECE, TAIL_PIECE)
+                    }
                     // A stretch that runs to a time: up to seconds of log, not a gap's
                     // worth (PX4's head holds a handful of records: the pieces grow).
                     Some(Edge::Head | Edge::Window) if s.begun => {
@@ -607,6 +639,7 @@ impl Locator {
                 s.anchor = Some(i);
                 s.stretch.clear();
                 s.lost = 0;
+                s.link_seen = 0;
                 s.stop_us = self.last_us;
                 s.beyond = 0;
                 continue;
@@ -648,9 +681,19 @@ impl Locator {
             if !s.begun {
                 continue;
             }
+            // Past what the stop discarded, the SD log's samples tell each topic's pace on;
+            // so do those of the chunks a counted dropout lost (the stream's own, as it
+            // would have had them).
+            // The chunks a counted dropout lost: every message after the last anchor that
+            // the stream lacks, up to their bytes.
+            let linked = tail && self.link_lost > 0 && !self.ours.contains(raw) && {
+                s.link_seen += raw.len() as u64;
+                s.link_seen <= self.link_lost
+            };
+            let past_stop = s.lost > LOST_AT_STOP;
             if tail
                 && self.stopped
-                && s.lost > LOST_AT_STOP
+                && (past_stop || self.link_lost > 0)
                 && let Some(t) = ts
                 && raw[2] == msg_type::DATA
             {
@@ -659,7 +702,7 @@ impl Locator {
                     pace.sample(t);
                 }
                 s.clock = s.clock.max(t);
-                if t > s.stop_us + TAIL_QUIET_US {
+                if past_stop && t > s.stop_us + TAIL_QUIET_US {
                     s.fresh += 1;
                     if s.fresh >= FRESH_RECORDS
                         && s.fresh % 16 == 0
@@ -679,11 +722,24 @@ impl Locator {
             // is taken, and spends none of what the stop may have discarded.
             if ends_by_time && !self.ours.contains(raw) && ts.is_none_or(|t| t > self.last_us) {
                 let budget = if tail { LOST_AT_STOP } else { 0 };
-                // A record stamped later was written after the stop (PX4's logger, held up
-                // by its post-flight records, writes a burst of fresh samples when it
-                // resumes): no part of the stream's last chunk, nor is anything after it.
-                let in_chunk = |t: u64| t <= self.last_us + CHUNK_LAG_US;
-                if s.lost + raw.len() as u64 <= budget && ts.is_none_or(in_chunk) {
+                // A record stamped later than the newest the stream lost was written after
+                // the stop (PX4's logger, held up by its post-flight records, writes a
+                // burst of fresh samples when it resumes): no part of the stream's last
+                // chunk, nor is anything after it. The chunks a counted dropout lost are
+                // taken whatever their times.
+                let newest = if self.link_lost > 0 {
+                    s.stop_us
+                } else {
+                    self.last_us
+                };
+                let in_chunk = |t: u64| t <= newest + CHUNK_LAG_US;
+                if linked {
+                    // The stream's end follows the log's clock through them (a record stamped
+                    // far ahead of the others is on a clock of its own).
+                    if let Some(t) = ts.filter(|t| *t <= s.stop_us + CHUNK_LAG_US) {
+                        s.stop_us = s.stop_us.max(t);
+                    }
+                } else if s.lost + raw.len() as u64 <= budget && ts.is_none_or(in_chunk) {
                     // What the chunk a STOP discards can hold: the stream's last records.
                     s.lost += raw.len() as u64;
                     if let Some(t) = ts {

@@ -119,7 +119,8 @@ fn read_flight(dir: &Path, manifest: &Manifest) -> std::io::Result<(Flight, Vec<
                 .map(|b| &b.windows[..]),
         })
         .collect();
-    let (flight, left) = Flight::new(&columns);
+    let (mut flight, left) = Flight::new(&columns);
+    flight.stream_end.lost_chunks = manifest.end_lost_chunks;
     let unfillable = left
         .into_iter()
         .map(|(k, [from, to])| {

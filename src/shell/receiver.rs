@@ -383,6 +383,10 @@ fn handle_events(
                 store.begin(session.vehicle().unwrap_or((0, 0)), SystemTime::now());
             }
             Event::LogBytes(bytes) => batch.push(bytes, store),
+            Event::Dropout {
+                lost_chunks,
+                duration_ms,
+            } => store.link_dropout(*lost_chunks, duration_ms.is_some()),
             Event::LogClosed { .. } => {
                 batch.hand_over(store);
                 store.end();

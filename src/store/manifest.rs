@@ -27,6 +27,12 @@ pub struct Manifest {
     pub log_start_us: Option<u64>,
     /// The session is over (its last split is closed).
     pub closed: bool,
+    /// The chunks the link lost after the stream's last sample (its last dropout had no
+    /// sample after it: the link went, and came back for the STOP's post-flight records),
+    /// as the receiver counted them by their sequence numbers; the fill reads that many
+    /// chunks' worth of the SD log for them, not the SD log to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_lost_chunks: Option<u64>,
     /// The main column's splits (every topic when there are no other columns).
     pub splits: Vec<SplitEntry>,
     /// The other columns: their topics and splits.

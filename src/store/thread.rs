@@ -44,6 +44,11 @@ enum Command {
     Bytes(Bytes),
     /// Samples were dropped before the next bytes.
     Lost(u64),
+    /// The link marked a dropout: the chunks it lost, and whether a sample came after it.
+    LinkDropout {
+        chunks: u64,
+        resolved: bool,
+    },
     End,
     Roll,
     Reconfigure(StoreOptions),
@@ -227,6 +232,13 @@ impl StoreThread {
         self.send(Command::Bytes(bytes));
     }
 
+    /// The link marked a dropout in the open log that lost `chunks`; `resolved`: a sample
+    /// came after it (one that none did is the stream's end lost, and the manifest says
+    /// how much).
+    pub fn link_dropout(&mut self, chunks: u64, resolved: bool) {
+        self.send(Command::LinkDropout { chunks, resolved });
+    }
+
     /// The open log ends.
     pub fn end(&mut self) {
         self.send(Command::End);
@@ -312,6 +324,7 @@ fn apply(
             health.queued.fetch_sub(bytes.len(), Ordering::Relaxed);
         }
         Command::Lost(samples) => store.lost(samples),
+        Command::LinkDropout { chunks, resolved } => store.link_dropout(chunks, resolved),
         Command::End => match store.end_log() {
             Ok(Some(dir)) => {
                 tracing::info!(dir = %dir.display(), "log session closed");

@@ -108,6 +108,16 @@ struct Filled {
 /// Fills a flight stored in `columns` (each its splits `(name, bytes, preamble bytes)`)
 /// from `sd`, as the shell does it: the [`Filler`] asks for byte ranges, they are read.
 fn fill_columns(columns: &[Vec<(&str, Vec<u8>, usize)>], sd: &[u8]) -> Filled {
+    fill_columns_counted(columns, sd, None)
+}
+
+/// [`fill_columns`], the chunks the link lost at the stream's end counted (as the manifest
+/// says them).
+fn fill_columns_counted(
+    columns: &[Vec<(&str, Vec<u8>, usize)>],
+    sd: &[u8],
+    end_lost_chunks: Option<u64>,
+) -> Filled {
     let splits: Vec<ColumnSplits> = columns
         .iter()
         .map(|c| ColumnSplits {
@@ -115,7 +125,8 @@ fn fill_columns(columns: &[Vec<(&str, Vec<u8>, usize)>], sd: &[u8]) -> Filled {
             windows: None,
         })
         .collect();
-    let (flight, _) = Flight::new(&splits);
+    let (mut flight, _) = Flight::new(&splits);
+    flight.stream_end.lost_chunks = end_lost_chunks;
     let sites = |c: usize| flight.columns[c].flight.sites.len();
     let filled = (0..columns.len()).map(|c| vec![false; sites(c)]).collect();
     let sd_start = sd
@@ -509,6 +520,67 @@ fn a_tail_lost_with_the_link_back_before_the_stop_is_filled_to_the_sd_logs_end()
             assert!(last_record < first_postflight, "{name}, {what}");
             eprintln!("{name}, {what}: {recovered} records recovered, {read} bytes read");
         }
+    }
+}
+
+#[test]
+fn a_tail_lost_with_the_link_whose_chunks_were_counted_ends_where_the_stream_stopped() {
+    // The link lost the stream's last chunks before the STOP (a lossy link, or out of range
+    // for a moment) and came back for the post-flight records; PX4 stopped streaming at 70 %
+    // of its log and logged on to its card. The receiver counted the chunks lost: the flight
+    // takes them and ends at the stop, not at the SD log's end (which it does, uncounted).
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.0, 4);
+        let (starts, _) = message_starts(&ours);
+        let postflight = (0..starts.len())
+            .rev()
+            .take_while(|i| is_postflight(message_at(&ours, starts[*i])))
+            .last()
+            .unwrap();
+        let (lost_from, stop) = (starts.len() * 6 / 10, starts.len() * 7 / 10);
+        let cut = lose(&ours, lost_from..postflight, true);
+        let chunks = ((starts[stop] - starts[lost_from]) as u64).div_ceil(249);
+        let mut filled = fill_columns_counted(&[vec![("log", cut.clone(), 0)]], &sd, Some(chunks));
+        let (filled, outcomes) = (filled.splits.remove(0).remove(0), filled.outcomes.remove(0));
+        let Outcome::Filled { edge, .. } = outcomes.last().unwrap() else {
+            panic!("{name}: the tail: {:?}", outcomes.last())
+        };
+        assert_eq!(*edge, Some(Edge::Tail), "{name}");
+        let (got, want) = (records(&filled), records(&ours[..starts[stop]]));
+        assert!(
+            got.len() >= want.len() && got[..want.len()] == want[..],
+            "{name}: the records up to the stop, in order: {} of {}",
+            got.len(),
+            want.len()
+        );
+        // Past the stop only what PX4 logged late, stamped before it, as a clean stop there
+        // takes, and the records of the partial chunks around those counted (~750 bytes):
+        // nowhere near the SD log's end.
+        let rest = records(&sd).len() - want.len();
+        let clean = [&ours[..starts[stop]], &ours[starts[postflight]..]].concat();
+        let (clean, _, _) = fill(&clean, &sd);
+        let clean_past = records(&clean).len() - want.len();
+        let past = got.len() - want.len();
+        assert!(
+            past <= clean_past + 32 && past < rest / 10,
+            "{name}: {past} records past the stop of the SD log's {rest}, {clean_past} after \
+             a clean stop there"
+        );
+        assert_eq!(
+            postflight_records(&filled),
+            postflight_records(&ours),
+            "{name}"
+        );
+        let (uncounted, _, _) = fill(&cut, &sd);
+        assert_eq!(
+            records(&uncounted).len(),
+            records(&sd).len(),
+            "{name}: uncounted, the tail runs to the SD log's end"
+        );
+        eprintln!(
+            "{name}: {chunks} chunks counted, {past} records past the stop of {rest} \
+             ({clean_past} after a clean stop)"
+        );
     }
 }
 

@@ -524,8 +524,10 @@ fn with_fill_auto_the_daemon_fills_each_session_it_closes_through_its_own_link()
 fn a_tail_lost_with_the_link_and_back_for_the_stop_is_filled_to_the_sd_logs_end() {
     // A radio out of range from 70 % of the flight until the landing, back for the STOP:
     // the session holds the flight's start, a dropout, and PX4's post-flight records
-    // (acked chunks ~30 % of the log past the last one received). They carry no time: the
-    // stream's end is not known, and the fill takes the SD log's records to its end.
+    // (acked chunks ~30 % of the log past the last one received). They carry no time; the
+    // daemon counts the chunks lost by their sequence numbers, and the fill takes that many
+    // chunks of the SD log's records: here all of them to its end (the simulated vehicle
+    // streamed its whole log before the STOP).
     let Some(py) = common::venv_python() else {
         return;
     };
@@ -537,6 +539,14 @@ fn a_tail_lost_with_the_link_and_back_for_the_stop_is_filled_to_the_sd_logs_end(
         let session = record(port, &dir, &lines);
         let (dropouts, _) = dropouts_and_edges(&session);
         assert!(dropouts >= 1, "{name}: {dropouts} dropouts");
+        let manifest: Json =
+            serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+        let counted = manifest["end_lost_chunks"].as_u64().unwrap_or(0);
+        let log_chunks = std::fs::metadata(&log).unwrap().len() / 249;
+        assert!(
+            counted > log_chunks / 5,
+            "{name}: {counted} chunks counted lost at the end, of ~{log_chunks}"
+        );
         let report = fill_tail(&py, &session, &dir, &log, port);
         assert_eq!(report["filled"], report["dropouts"], "{name}: {report}");
     }

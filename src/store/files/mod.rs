@@ -255,6 +255,7 @@ impl LogStore {
             recorded: Vec::new(),
             framer: Framer::file(),
             gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
+            dropped_own: false,
             router,
             columns: writers,
             dir: dir.clone(),
@@ -443,6 +444,23 @@ impl LogStore {
     pub fn lost(&mut self, samples: u64) {
         if let Some(s) = &mut self.session {
             s.gaps.gap(samples);
+            // A dropout of the store's own may end the log: what the link lost there is
+            // no longer all the end lost.
+            s.dropped_own = true;
+            s.manifest.end_lost_chunks = None;
+            self.unsynced.manifest = true;
+        }
+    }
+
+    /// The link marked a dropout that lost `chunks`; `resolved`: a sample came after it.
+    /// The manifest keeps the count of the last one that no sample followed (the stream's
+    /// end lost), for the fill ([`Manifest::end_lost_chunks`]).
+    pub fn link_dropout(&mut self, chunks: u64, resolved: bool) {
+        if let Some(s) = &mut self.session
+            && !s.dropped_own
+        {
+            s.manifest.end_lost_chunks = (!resolved).then_some(chunks);
+            self.unsynced.manifest = true;
         }
     }
     /// Ends the open log session: its last split is closed, the manifest says so.

@@ -24,6 +24,8 @@ pub(super) struct OpenSession {
     pub(super) framer: Framer,
     /// Marks samples dropped before the store (its queue was full) with a dropout.
     pub(super) gaps: GapMarker,
+    /// The store dropped samples of its own (a dropout the link did not make).
+    pub(super) dropped_own: bool,
     /// Cuts the log into a stream per column; `None` without columns.
     pub(super) router: Option<ColumnRouter>,
     /// The main column first, then one per column (event buffers last).
