@@ -459,11 +459,7 @@ fn a_tail_lost_with_the_link_back_before_the_stop_is_filled_to_the_sd_logs_end()
     for (name, file) in edge_logs() {
         let (ours, sd) = receive(&file, 0.0, 4);
         let (starts, _) = message_starts(&ours);
-        let postflight = (0..starts.len())
-            .rev()
-            .take_while(|i| is_postflight(message_at(&ours, starts[*i])))
-            .last()
-            .unwrap();
+        let postflight = first_postflight(&ours, &starts);
         let cut = lose(&ours, starts.len() * 7 / 10..postflight, true);
         let flight = ulog_recv::fill::scan::scan([("log", &cut[..], 0)]);
         assert!(flight.stopped, "{name}");
@@ -532,11 +528,7 @@ fn a_tail_lost_with_the_link_whose_chunks_were_counted_ends_where_the_stream_sto
     for (name, file) in edge_logs() {
         let (ours, sd) = receive(&file, 0.0, 4);
         let (starts, _) = message_starts(&ours);
-        let postflight = (0..starts.len())
-            .rev()
-            .take_while(|i| is_postflight(message_at(&ours, starts[*i])))
-            .last()
-            .unwrap();
+        let postflight = first_postflight(&ours, &starts);
         let (lost_from, stop) = (starts.len() * 6 / 10, starts.len() * 7 / 10);
         let cut = lose(&ours, lost_from..postflight, true);
         let chunks = ((starts[stop] - starts[lost_from]) as u64).div_ceil(249);
@@ -582,6 +574,16 @@ fn a_tail_lost_with_the_link_whose_chunks_were_counted_ends_where_the_stream_sto
              ({clean_past} after a clean stop)"
         );
     }
+}
+
+/// The index among `starts` (`log`'s messages) of the first of its post-flight records,
+/// those that end it.
+fn first_postflight(log: &[u8], starts: &[usize]) -> usize {
+    (0..starts.len())
+        .rev()
+        .take_while(|i| is_postflight(message_at(log, starts[*i])))
+        .last()
+        .expect("post-flight records at the log's end")
 }
 
 /// The whole message of `log` at `at`.

@@ -163,11 +163,10 @@ enum Pending {
         ahead: BTreeMap<u64, Vec<u8>>,
         /// Where the file ends, once the server said so.
         eof_at: Option<u64>,
-        /// A short read (under [`BURST_MIN`] bytes): its next packets are asked for before
-        /// the one in hand is answered ([`READ_WINDOW`]).
-        windowed: bool,
-        /// Those requests, by offset, with when they went out: the one for the read's next
-        /// byte becomes the request in hand when the one before is answered.
+        /// A short read's (under [`BURST_MIN`] bytes) next packets asked for before the one
+        /// in hand is answered ([`READ_WINDOW`]), by offset, with when they went out: the
+        /// one for the read's next byte becomes the request in hand when the one before is
+        /// answered.
         prefetched: BTreeMap<u64, (FtpPayload, Instant)>,
     },
     Crc32,
@@ -282,7 +281,6 @@ impl FtpClient {
                     burst: false,
                     ahead: BTreeMap::new(),
                     eof_at: None,
-                    windowed: len < BURST_MIN,
                     prefetched: BTreeMap::new(),
                 });
                 let r = self.read_request(session);
@@ -636,13 +634,13 @@ impl FtpClient {
         if let Some(Pending::Read {
             start,
             len,
-            windowed: true,
             burst: false,
             ahead,
             eof_at,
             prefetched,
             ..
         }) = &self.pending
+            && *len < BURST_MIN
         {
             let end = (*start + *len).min(eof_at.unwrap_or(u64::MAX));
             let mut at = in_hand + MAX_DATA as u64;
@@ -755,10 +753,8 @@ impl FtpClient {
         let Some(srtt) = self.srtt else { return max };
         let floor = match &self.pending {
             Some(Pending::Read {
-                windowed: true,
-                burst: false,
-                ..
-            }) => MIN_READ_TIMEOUT,
+                len, burst: false, ..
+            }) if *len < BURST_MIN => MIN_READ_TIMEOUT,
             _ => MIN_TIMEOUT,
         };
         let base = (srtt + 4 * self.rttvar).max(floor);
