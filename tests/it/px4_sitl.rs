@@ -198,7 +198,9 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
         info["session"]["records_recovered_tail"], fill["tail_records"],
         "{info}"
     );
-    // And what each cost, of what the fill fetched.
+    // And what each cost, of what the fill fetched (the head's records may lie in what an
+    // earlier search near the stream's start fetched: then it costs nothing; the tail reads
+    // past the stop, where nothing else does).
     for edge in ["head", "tail"] {
         let cost = &fill[format!("{edge}_fetched_bytes")];
         assert_eq!(
@@ -206,8 +208,8 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
             *cost,
             "{info}"
         );
-        assert!(cost.as_u64().unwrap() > 0, "{fill}");
     }
+    assert!(fill["tail_fetched_bytes"].as_u64().unwrap() > 0, "{fill}");
     assert!(
         fill["head_fetched_bytes"].as_u64().unwrap() + fill["tail_fetched_bytes"].as_u64().unwrap()
             <= fill["fetched_bytes"].as_u64().unwrap(),
