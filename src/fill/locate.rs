@@ -681,15 +681,16 @@ impl Locator {
             if !s.begun {
                 continue;
             }
-            // Past what the stop discarded, the SD log's samples tell each topic's pace on;
-            // so do those of the chunks a counted dropout lost (the stream's own, as it
-            // would have had them).
+            let in_stream = (tail || ends_by_time) && self.ours.contains(raw);
             // The chunks a counted dropout lost: every message after the last anchor that
             // the stream lacks, up to their bytes.
-            let linked = tail && self.link_lost > 0 && !self.ours.contains(raw) && {
+            let linked = tail && self.link_lost > 0 && !in_stream && {
                 s.link_seen += raw.len() as u64;
                 s.link_seen <= self.link_lost
             };
+            // Past what the stop discarded, the SD log's samples tell each topic's pace on;
+            // so do those of the chunks a counted dropout lost (the stream's own, as it
+            // would have had them).
             let past_stop = s.lost > LOST_AT_STOP;
             if tail
                 && self.stopped
@@ -720,7 +721,7 @@ impl Locator {
             // A record stamped before the stream's end that the stream lacks was lost
             // before the stop (another column's dropout, or a slow topic logged late): it
             // is taken, and spends none of what the stop may have discarded.
-            if ends_by_time && !self.ours.contains(raw) && ts.is_none_or(|t| t > self.last_us) {
+            if ends_by_time && !in_stream && ts.is_none_or(|t| t > self.last_us) {
                 let budget = if tail { LOST_AT_STOP } else { 0 };
                 // A record stamped later than the newest the stream lost was written after
                 // the stop (PX4's logger, held up by its post-flight records, writes a
