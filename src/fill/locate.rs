@@ -11,7 +11,9 @@
 //!    format's size), take the median timestamp there (some topics lag, some carry another
 //!    clock); until the range is below [`BISECT_STOP`], with the target [`MARGIN_US`] before
 //!    the median time of the anchors before the dropout (the last of them, where the
-//!    stretch begins, lies past it; a lagging topic's sample among them is older).
+//!    stretch begins, lies past it; a lagging topic's sample among them is older). The
+//!    flight's head and tail look for the log's clock itself (the third newest time of a
+//!    probe), [`EDGE_MARGIN_US`] early.
 //! 2. A scan from there in pieces of [`SCAN_PIECE`]: each anchor before the dropout starts
 //!    the stretch anew, the first anchor after it ends it.
 //! 3. The merge: the split's bytes between those two anchors (the dropouts, and what the
@@ -46,12 +48,18 @@
 //!   records, writes a burst of fresh samples to the card when it resumes), are taken, and
 //!   the newest time among them and the stream's is where it stopped; after them, only
 //!   records stamped no later than that are taken (PX4 logs a slow topic's sample up to a
-//!   period after its time). The tail ends once the SD log's records run [`TAIL_QUIET_US`]
-//!   past the stop and no topic's pace in the stream ([`Pace`]: its period, its newest
-//!   sample, how late PX4 logged it) says a sample of it stamped before the stop is still to
-//!   come, or at the latest [`TAIL_LAG_US`] past it. So the flight holds every sample of
-//!   the SD log stamped up to its last one, and a clean flight's tail costs a fraction of a
-//!   second of the SD log. With a dropout in the tail (the link went, and came back only
+//!   period after its time). The tail reads on until PX4's logger resumed after the stop
+//!   and made its pass over its topics, [`FRESH_RECORDS`] records more, and no topic's pace
+//!   in the stream ([`Pace`]: its period, its newest sample, how late PX4 logged it) says a
+//!   sample of it stamped before the stop is still to come, or at the latest
+//!   [`TAIL_LAG_US`] past the stop. A slow topic PX4 logs once an interval can be written
+//!   a second and more after the stop: when each topic still to come writes at a steady
+//!   cadence ([`Pace::next_write_from`]) and the first is due more than [`JUMP_US`]
+//!   ahead, the tail bisects to where the log's clock gets there (by the third newest time
+//!   of each probe, as at both edges) and reads on from there, skipping records that can
+//!   hold nothing stamped before the stop. So the flight holds every sample of the SD log
+//!   stamped up to its last one, and a clean flight's tail costs tens of kilobytes of the
+//!   SD log. With a dropout in the tail (the link went, and came back only
 //!   for the post-flight records: [`DropoutSite::lost_end`]) whose chunks the receiver
 //!   counted ([`StreamEnd::lost_chunks`]), the stream stopped that many chunks past its
 //!   last records: those bytes of records are taken whatever their times, and the tail
@@ -66,14 +74,14 @@ use std::collections::HashMap;
 use std::collections::HashSet;
 
 use crate::fill::column::ColumnFilter;
-use crate::fill::scan::{DropoutSite, Edge, FlightScan, Pace};
+use crate::fill::scan::{CADENCE_JITTER_US, DropoutSite, Edge, FlightScan, Pace};
 use crate::fill::walk::timestamp;
 use crate::ulog::Decoder;
 use crate::ulog::message::{MSG_HEADER_LEN, framed, is_postflight, msg_type, plausible_header};
 
-/// Bytes read per bisection step (doubled up to [`MAX_PROBE`] while no message boundary
-/// shows).
-pub const PROBE: u64 = 512;
+/// Bytes read per bisection step, two FTP packets (doubled up to [`MAX_PROBE`] while no
+/// message boundary shows).
+pub const PROBE: u64 = 2 * crate::fill::cache::PACKET;
 pub const MAX_PROBE: u64 = 8192;
 /// The bisection stops when the range is this small.
 pub const BISECT_STOP: u64 = 4096;
@@ -81,6 +89,10 @@ pub const BISECT_STOP: u64 = 4096;
 pub const SCAN_PIECE: u64 = 8192;
 /// How far before the median time of the dropout's anchors the scan starts (log time).
 pub const MARGIN_US: u64 = 50_000;
+/// The same for the flight's edges: before the head's start, before the median time of the
+/// tail's anchors (the stream's last records, where the log's clock was no more than a
+/// logger loop or two ahead of them).
+pub const EDGE_MARGIN_US: u64 = 10_000;
 /// How far past where they belong (log time) the scan looks for the anchors.
 pub const GIVE_UP_US: u64 = 3_000_000;
 /// How far back the scan starts again when it finds no record before the dropout, doubled
@@ -101,8 +113,11 @@ const CHAIN: usize = 4;
 /// partial chunk PX4 discards (a LOGGING_DATA chunk carries 249 bytes).
 pub const LOST_AT_STOP: u64 = 249;
 /// Most bytes read per scan step once a head or a window began (burst reads): its pieces
-/// start at [`SCAN_PIECE`] and double.
+/// start at [`EDGE_PIECE`] and double.
 pub const STRETCH_PIECE: u64 = 64 * 1024;
+/// Bytes read per scan step of an edge's stretch: a stopped tail's past its last anchor
+/// (the partial chunk, PX4's logger's pass when it resumes), a head's or a window's first.
+pub const EDGE_PIECE: u64 = 2048;
 /// Bytes read per scan step of a tail that runs to the SD log's end (burst reads).
 pub const TAIL_PIECE: u64 = 256 * 1024;
 /// How long after its time PX4 may log a sample (a slow topic's period, and then some):
@@ -111,13 +126,17 @@ pub const TAIL_LAG_US: u64 = crate::fill::scan::LAG_US;
 /// How much newer than the stream's last records those of its last chunk (the one a STOP
 /// discards) can be: they were written within a loop or two of PX4's logger.
 pub const CHUNK_LAG_US: u64 = 100_000;
-/// How far past a stopped stream's end its tail reads at least: PX4's logger, held up while
-/// it sends its post-flight records, then writes the newest sample of every topic that
-/// changed meanwhile (the topics the stream never showed a pace of included). Once
-/// [`FRESH_RECORDS`] records stamped that far past the end have come, and no topic's pace
-/// ([`Pace`]) says a sample stamped before the end is still to come, the tail is over.
-pub const TAIL_QUIET_US: u64 = 250_000;
-pub const FRESH_RECORDS: u32 = 64;
+/// A stopped stream's tail reads past the stop until PX4's logger resumed (after its
+/// post-flight records) and made a pass over its topics, and [`FRESH_RECORDS`] records
+/// more. From there only a slow topic's sample stamped before the stop may still come: its
+/// pace ([`Pace`]) says whether one may, until the log's clock is past the stop by its lag
+/// and [`CADENCE_JITTER_US`].
+pub const FRESH_RECORDS: u32 = 16;
+/// When every slow topic still to come writes at a steady cadence
+/// ([`Pace::next_write_from`]) and the first of them is due this much later than the
+/// log's clock where the tail is, the tail bisects to it rather than read what lies
+/// between (a slow topic's next sample can be a second and a half of log away).
+pub const JUMP_US: u64 = 50_000;
 
 /// Why a dropout stays a dropout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -200,12 +219,27 @@ struct Scan {
     stop_us: u64,
     /// Records seen stamped past the stop by more than [`TAIL_LAG_US`].
     beyond: u32,
-    /// Records seen stamped past the stop by more than [`TAIL_QUIET_US`].
-    fresh: u32,
+    /// Where PX4's logger is after a STOP: held up by its post-flight records, then
+    /// resumed.
+    resume: Resume,
     /// The newest sample seen after the stop.
     clock: u64,
+    /// The log's clock to read on from (the scan leaves off here for a bisection to it).
+    jump_to: Option<u64>,
     /// The times of the first dated records of a scan not begun (at most [`EARLY_RECORDS`]).
     early: Vec<u64>,
+}
+
+/// A stopped stream's tail: PX4's logger after the STOP, as the SD log shows it.
+#[derive(Debug, Default)]
+enum Resume {
+    /// Held up while it sends its post-flight records: nothing written since the stop yet.
+    #[default]
+    Held,
+    /// Its first pass over its topics since (the ids written, the last one).
+    Pass(HashSet<u16>, u16),
+    /// Past that pass, by this many records.
+    Over(u32),
 }
 
 impl Scan {
@@ -306,6 +340,8 @@ pub struct Locator {
     found_after: Option<u64>,
     /// Where the stretch that ended there began.
     begun_at: Option<u64>,
+    /// A tail's scan waiting while a bisection finds where it reads on.
+    left_off: Option<Scan>,
 }
 
 impl Locator {
@@ -345,7 +381,11 @@ impl Locator {
         Self {
             before: index(&site.before),
             after: index(&site.after),
-            target_us: target_us.saturating_sub(MARGIN_US),
+            target_us: target_us.saturating_sub(if edge.is_some_and(|e| e != Edge::Window) {
+                EDGE_MARGIN_US
+            } else {
+                MARGIN_US
+            }),
             give_up_us: site
                 .after_us
                 .or(window.map(|w| w[1]))
@@ -375,6 +415,7 @@ impl Locator {
             dated: false,
             found_after: None,
             begun_at: None,
+            left_off: None,
         }
     }
 
@@ -444,8 +485,9 @@ impl Locator {
                     // A stretch that runs to a time: up to seconds of log, not a gap's
                     // worth (PX4's head holds a handful of records: the pieces grow).
                     Some(Edge::Head | Edge::Window) if s.begun => {
-                        (SCAN_PIECE << s.stretch_reads.min(8)).min(STRETCH_PIECE)
+                        (EDGE_PIECE << s.stretch_reads.min(8)).min(STRETCH_PIECE)
                     }
+                    Some(Edge::Tail) if s.begun => EDGE_PIECE,
                     _ => SCAN_PIECE,
                 };
                 Some((s.at, piece.min(self.sd_len - s.at)))
@@ -500,9 +542,19 @@ impl Locator {
                     .filter(|t| *t > 0)
                     .collect();
                 self.decoder = decoder;
-                // The median: some topics carry another clock or none (0), some lag.
+                // The median: some topics carry another clock or none (0), some lag. At
+                // the flight's edges, where a record (the head's first, the tail's last,
+                // a slow topic's next) is looked for by the log's clock, the third newest
+                // (the median if newer): the probe is before it only if (nearly) nothing in
+                // it is as new, where the median of a pass PX4's logger makes over its
+                // topics when it resumes, old samples among them, can lie.
                 times.sort_unstable();
-                let front = times.get(times.len() / 2).copied();
+                let front = if self.edge.is_some_and(|e| e != Edge::Window) {
+                    let newest = times.len().checked_sub(1);
+                    newest.map(|newest| times[newest - 2.min(newest / 2)])
+                } else {
+                    times.get(times.len() / 2).copied()
+                };
                 self.dated |= front.is_some();
                 if front.is_none() && *probe < MAX_PROBE && data.len() as u64 == *probe {
                     // Messages without a time (a run of 'M' or 'P'): look further.
@@ -553,21 +605,59 @@ impl Locator {
                         self.stage = Stage::Scan(Scan::from(at));
                     }
                     Some(outcome) => self.stage = Stage::Done(outcome),
-                    None => {}
+                    None => self.jump(),
                 }
             }
             Stage::Done(_) => {}
         }
     }
 
-    /// Starts the scan once the bisection's range is small enough.
+    /// Starts the scan once the bisection's range is small enough (or goes on with the
+    /// scan that left off for it).
     fn bisected(&mut self) {
         if let Stage::Bisect { lo, hi, .. } = self.stage
             && hi - lo <= BISECT_STOP
         {
-            self.scan_start = Some(lo);
-            self.stage = Stage::Scan(Scan::from(lo));
+            self.stage = Stage::Scan(match self.left_off.take() {
+                Some(mut scan) => {
+                    scan.at = lo;
+                    scan.carry_at = lo;
+                    scan.carry.clear();
+                    scan.synced = false;
+                    scan
+                }
+                None => {
+                    self.scan_start = Some(lo);
+                    Scan::from(lo)
+                }
+            });
         }
+    }
+
+    /// A tail's scan that left off to read on where its log's clock is due
+    /// ([`Scan::jump_to`]): it waits while a bisection from where it got to finds that.
+    fn jump(&mut self) {
+        let Stage::Scan(s) = &mut self.stage else {
+            return;
+        };
+        let Some(to) = s.jump_to.take() else {
+            return;
+        };
+        tracing::trace!(
+            from = s.at,
+            clock = s.clock,
+            to,
+            "the tail reads on where a slow topic is due"
+        );
+        let bisect = Stage::Bisect {
+            lo: s.at,
+            hi: self.sd_len,
+            probe: PROBE,
+        };
+        if let Stage::Scan(scan) = std::mem::replace(&mut self.stage, bisect) {
+            self.left_off = Some(scan);
+        }
+        self.target_us = to;
     }
 
     /// The SD log ended before the outcome: a tail that began takes all it read.
@@ -610,7 +700,11 @@ impl Locator {
         let window = self.edge == Some(Edge::Window);
         // The stretch ends at a time: a stopped stream's tail, a window.
         let ends_by_time = (tail && self.stopped) || window;
+        let mut tail_over = false;
         for raw in framed(&carry[start..]) {
+            if tail_over || s.jump_to.is_some() {
+                break;
+            }
             let at = s.carry_at + consumed as u64;
             consumed += raw.len();
             let ts = timestamp(&mut self.decoder, raw);
@@ -688,33 +782,57 @@ impl Locator {
                 s.link_seen += raw.len() as u64;
                 s.link_seen <= self.link_lost
             };
-            // Past what the stop discarded, the SD log's samples tell each topic's pace on;
-            // so do those of the chunks a counted dropout lost (the stream's own, as it
-            // would have had them).
+            // The SD log's samples tell each topic's pace on past the stream's records:
+            // those the stop discarded and the chunks a counted dropout lost were the
+            // stream's own, those after them are what is looked for.
             let past_stop = s.lost > LOST_AT_STOP;
             if tail
                 && self.stopped
-                && (past_stop || self.link_lost > 0)
                 && let Some(t) = ts
                 && raw[2] == msg_type::DATA
             {
                 let id = u16::from_le_bytes([raw[3], raw[4]]);
-                if let Some(pace) = self.paces.get_mut(&id) {
-                    pace.sample(t);
-                }
                 s.clock = s.clock.max(t);
-                if past_stop && t > s.stop_us + TAIL_QUIET_US {
-                    s.fresh += 1;
-                    if s.fresh >= FRESH_RECORDS
-                        && s.fresh % 16 == 0
-                        && !self
-                            .paces
-                            .values()
-                            .any(|p| p.may_have_before(s.stop_us, s.clock, TAIL_QUIET_US))
-                    {
-                        // Nothing stamped before the stop follows.
-                        outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
-                        break;
+                if let Some(pace) = self.paces.get_mut(&id) {
+                    pace.logged(t, s.clock);
+                }
+                if past_stop {
+                    match s.resume {
+                        // PX4's logger resumed after its post-flight records with a pass
+                        // over its topics, writing the newest sample of each that changed
+                        // meanwhile (the topics the stream never showed a pace of
+                        // included): the first record written after the stop begins it.
+                        Resume::Held if t > s.stop_us + CHUNK_LAG_US => {
+                            s.resume = Resume::Pass(HashSet::from([id]), id);
+                        }
+                        Resume::Held => {}
+                        // A topic written again (not right after itself: a queue's samples
+                        // come together) began the next pass.
+                        Resume::Pass(ref mut seen, ref mut previous) => {
+                            if id != *previous && !seen.insert(id) {
+                                s.resume = Resume::Over(0);
+                            } else {
+                                *previous = id;
+                            }
+                        }
+                        Resume::Over(ref mut after) => {
+                            *after += 1;
+                            if *after >= FRESH_RECORDS {
+                                match still_to_come(&self.paces, s.stop_us, s.clock) {
+                                    // Nothing stamped before the stop follows (this
+                                    // record, the last one that could, is taken first).
+                                    None => tail_over = true,
+                                    // Only steady topics' samples, far ahead: read on there.
+                                    Some(Some(next))
+                                        if next > s.clock + JUMP_US
+                                            && self.sd_len > s.at + BISECT_STOP =>
+                                    {
+                                        s.jump_to = Some(next);
+                                    }
+                                    Some(_) => {}
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -770,12 +888,31 @@ impl Locator {
                 s.stretch.push(raw.to_vec());
             }
         }
+        if tail_over {
+            outcome = Some(merge(&self.site, s.anchor, None, &s.stretch));
+        }
         let consumed = consumed.min(carry.len());
         s.carry_at += consumed as u64;
         carry.drain(..consumed);
         s.carry = carry;
         outcome
     }
+}
+
+/// Whether a sample stamped at or before `stop` may still come, the log's clock at
+/// `clock`: `None` if none may; else the earliest log time the first of them can be written,
+/// if each such topic's cadence tells it.
+fn still_to_come(paces: &HashMap<u16, Pace>, stop: u64, clock: u64) -> Option<Option<u64>> {
+    let mut to_come = paces
+        .values()
+        .filter(|p| p.may_have_before(stop, clock, CADENCE_JITTER_US))
+        .peekable();
+    to_come.peek()?;
+    Some(
+        to_come
+            .map(Pace::next_write_from)
+            .try_fold(u64::MAX, |first, next| next.map(|next| first.min(next))),
+    )
 }
 
 /// The median time of the anchors before `site`.

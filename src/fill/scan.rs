@@ -155,9 +155,36 @@ pub struct Pace {
     /// The longest it was logged after its time, µs: how far the log's clock (its newest
     /// sample so far) was past a sample of it when it was written.
     pub lag_us: u64,
+    /// The log's clock when its last [`WRITES`] new samples were written, oldest first
+    /// (`writes[..n_writes]`): its cadence.
+    writes: [u64; WRITES],
+    n_writes: usize,
 }
 
+/// How many of a topic's writes its [`Pace`] keeps to tell its cadence.
+pub const WRITES: usize = 8;
+/// How far a steady topic's writes may stray from its cadence, µs (a few of PX4's logger
+/// loops).
+pub const CADENCE_JITTER_US: u64 = 12_000;
+/// The shortest cadence worth predicting, µs (a faster topic's next write is among the
+/// records read anyway).
+pub const MIN_CADENCE_US: u64 = 100_000;
+
 impl Pace {
+    /// A topic's first sample, stamped `t`: logged when it was subscribed, however old, so
+    /// no lag of its.
+    pub fn first(t: u64, clock: u64) -> Self {
+        let mut writes = [0; WRITES];
+        writes[0] = clock;
+        Self {
+            last_us: t,
+            period_us: None,
+            lag_us: 0,
+            writes,
+            n_writes: 1,
+        }
+    }
+
     /// Takes a sample stamped `t`.
     pub fn sample(&mut self, t: u64) {
         if t > self.last_us {
@@ -165,6 +192,21 @@ impl Pace {
             self.period_us = Some(self.period_us.map_or(gap, |p| p.min(gap)));
             self.last_us = t;
         }
+    }
+
+    /// Takes a sample stamped `t`, written with the log's clock (its newest sample so far)
+    /// at `clock` (its lag is the caller's to judge: not one written after the logger was
+    /// held up).
+    pub fn logged(&mut self, t: u64, clock: u64) {
+        if t > self.last_us {
+            if self.n_writes == WRITES {
+                self.writes.copy_within(1.., 0);
+                self.n_writes -= 1;
+            }
+            self.writes[self.n_writes] = clock;
+            self.n_writes += 1;
+        }
+        self.sample(t);
     }
 
     /// Every topic's pace of `from` merged into `into`'s (another column's).
@@ -184,6 +226,11 @@ impl Pace {
         };
         self.last_us = self.last_us.max(other.last_us);
         self.lag_us = self.lag_us.max(other.lag_us);
+        // The cadence of the column that wrote it last.
+        if other.writes[..other.n_writes].last() > self.writes[..self.n_writes].last() {
+            self.writes = other.writes;
+            self.n_writes = other.n_writes;
+        }
     }
 
     /// Whether a sample stamped at or before `t` may still come after the newest one, with
@@ -198,6 +245,32 @@ impl Pace {
                 && t - self.last_us <= p + LAG_US
                 && now <= t + self.lag_us + slack
         })
+    }
+
+    /// The earliest the log's clock can be when its next sample is written, when its
+    /// writes kept a steady cadence (PX4's logger takes a slow topic's newest sample once
+    /// an interval): its last write and its cadence, less how far its writes strayed from
+    /// it and [`CADENCE_JITTER_US`]. `None` for a topic written on a change, or faster than
+    /// [`MIN_CADENCE_US`], or seen written fewer than 4 times: its next sample may come any
+    /// time.
+    ///
+    /// A cadence is the shortest time between two writes; every other must be a whole
+    /// number of them within [`CADENCE_JITTER_US`] (the stream lost some).
+    pub fn next_write_from(&self) -> Option<u64> {
+        let writes = &self.writes[..self.n_writes];
+        if writes.len() < 4 {
+            return None;
+        }
+        let gaps = || writes.windows(2).map(|w| w[1].saturating_sub(w[0]));
+        let cadence = gaps().min()?;
+        if cadence < MIN_CADENCE_US {
+            return None;
+        }
+        let stray = gaps()
+            .map(|gap| gap.abs_diff((gap + cadence / 2) / cadence * cadence))
+            .max()?;
+        (stray <= CADENCE_JITTER_US)
+            .then(|| (writes[writes.len() - 1] + cadence).saturating_sub(stray + CADENCE_JITTER_US))
     }
 }
 
@@ -364,22 +437,13 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             let msg_id = || u16::from_le_bytes([raw[3], raw[4]]);
             if let Some(t) = timestamp.filter(|t| *t > 0) {
                 clock = clock.max(t);
-                match scan.paces.entry(msg_id()) {
-                    // A topic's first sample is logged when it is subscribed, however old:
-                    // no lag of its.
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(Pace {
-                            last_us: t,
-                            period_us: None,
-                            lag_us: 0,
-                        });
-                    }
-                    std::collections::hash_map::Entry::Occupied(mut e) => {
-                        let pace = e.get_mut();
-                        pace.sample(t);
+                scan.paces
+                    .entry(msg_id())
+                    .and_modify(|pace| {
+                        pace.logged(t, clock);
                         pace.lag_us = pace.lag_us.max(clock - t);
-                    }
-                }
+                    })
+                    .or_insert_with(|| Pace::first(t, clock));
             }
             let anchor = timestamp.filter(|t| *t > 0).is_some_and(|ts| {
                 let msg_id = msg_id();
@@ -596,14 +660,11 @@ mod tests {
 
     /// A topic sampled at `times`, logged up to `lag_us` late.
     fn pace(times: &[u64], lag_us: u64) -> Pace {
-        let mut p = Pace {
-            last_us: times[0],
-            period_us: None,
-            lag_us,
-        };
+        let mut p = Pace::first(times[0], times[0]);
         for t in &times[1..] {
             p.sample(*t);
         }
+        p.lag_us = lag_us;
         p
     }
 
@@ -626,6 +687,48 @@ mod tests {
         let mut q = p;
         q.sample(850_000);
         assert_eq!(q, p);
+    }
+
+    /// A topic written at the log's clock `writes`, each sample 1.5 s old.
+    fn written(writes: &[u64]) -> Pace {
+        let mut p = Pace::first(writes[0] - 1_500_000, writes[0]);
+        for w in &writes[1..] {
+            p.logged(w - 1_500_000, *w);
+        }
+        p
+    }
+
+    #[test]
+    fn a_steady_topics_next_write_is_told_by_its_cadence_and_no_other_topics_is() {
+        // Every 2 s, 4 ms late once; the stream lost the write at 8 s.
+        let p = written(&[2_000_000, 4_000_000, 6_004_000, 10_000_000, 12_000_000]);
+        // From its last write, a cadence on, less the 4 ms it strayed and the jitter.
+        assert_eq!(
+            p.next_write_from(),
+            Some(14_000_000 - 4_000 - CADENCE_JITTER_US)
+        );
+        // Only its last writes count.
+        let many: Vec<u64> = (2..=21).map(|k| k * 1_000_000).collect();
+        assert_eq!(
+            written(&many).next_write_from(),
+            Some(22_000_000 - CADENCE_JITTER_US)
+        );
+        // Written on a change in between: its next sample may come any time.
+        assert_eq!(
+            written(&[2_000_000, 4_000_000, 4_600_000, 6_000_000, 8_000_000]).next_write_from(),
+            None
+        );
+        // Too few writes to tell, or too fast to be worth it.
+        assert_eq!(
+            written(&[2_000_000, 4_000_000, 6_000_000]).next_write_from(),
+            None
+        );
+        let fast: Vec<u64> = (1..=10).map(|k| k * 50_000 + 2_000_000).collect();
+        assert_eq!(written(&fast).next_write_from(), None);
+        // A sample logged again (the same time) is no write of a new one.
+        let mut q = p;
+        q.logged(q.last_us, 13_000_000);
+        assert_eq!(q.next_write_from(), p.next_write_from());
     }
 
     #[test]
