@@ -62,8 +62,10 @@
 //!   SD log. With a dropout in the tail (the link went, and came back only
 //!   for the post-flight records: [`DropoutSite::lost_end`]) whose chunks the receiver
 //!   counted ([`StreamEnd::lost_chunks`]), the stream stopped that many chunks past its
-//!   last records: those bytes of records are taken whatever their times, and the tail
-//!   goes on as after any STOP. Without a STOP (the link went first), or with a dropout in
+//!   last records: those bytes of records are taken whatever their times (the stream's end
+//!   follows the log's clock through them, across the time PX4's logger was held up waiting
+//!   for acks the link did not carry: [`BLOCK_RUN`]), and the tail goes on as after any
+//!   STOP. Without a STOP (the link went first), or with a dropout in
 //!   the tail not counted, where the stream ended is not known, and the stretch runs to the
 //!   SD log's end, read in pieces of [`TAIL_PIECE`]. The stream's post-flight records then
 //!   go after it, and the SD log's own (its logger stopped too) are left out: the flight
@@ -126,6 +128,10 @@ pub const TAIL_LAG_US: u64 = crate::fill::scan::LAG_US;
 /// How much newer than the stream's last records those of its last chunk (the one a STOP
 /// discards) can be: they were written within a loop or two of PX4's logger.
 pub const CHUNK_LAG_US: u64 = 100_000;
+/// Records in a row of a counted dropout's chunks stamped more than [`CHUNK_LAG_US`] past
+/// the stream's end so far: the log's clock jumped (PX4's logger was held up, and resumed
+/// with a pass over its topics), and the stream's end follows it.
+pub const BLOCK_RUN: usize = 3;
 /// A stopped stream's tail reads past the stop until PX4's logger resumed (after its
 /// post-flight records) and made a pass over its topics, and [`FRESH_RECORDS`] records
 /// more. From there only a slow topic's sample stamped before the stop may still come: its
@@ -224,6 +230,9 @@ struct Scan {
     resume: Resume,
     /// The newest sample seen after the stop.
     clock: u64,
+    /// The times of the records of a counted dropout's chunks in a row stamped too far
+    /// past the stream's end so far to follow (see [`BLOCK_RUN`]).
+    ahead: Vec<u64>,
     /// The log's clock to read on from (the scan leaves off here for a bisection to it).
     jump_to: Option<u64>,
     /// The times of the first dated records of a scan not begun (at most [`EARLY_RECORDS`]).
@@ -853,10 +862,20 @@ impl Locator {
                 };
                 let in_chunk = |t: u64| t <= newest + CHUNK_LAG_US;
                 if linked {
-                    // The stream's end follows the log's clock through them (a record stamped
-                    // far ahead of the others is on a clock of its own).
-                    if let Some(t) = ts.filter(|t| *t <= s.stop_us + CHUNK_LAG_US) {
-                        s.stop_us = s.stop_us.max(t);
+                    // The stream's end follows the log's clock through them: a record stamped
+                    // far ahead of the others is on a clock of its own, [`BLOCK_RUN`] in a
+                    // row are PX4's logger resuming after it was held up (its acked chunks
+                    // unanswered while the link was out).
+                    if let Some(t) = ts {
+                        if t <= s.stop_us + CHUNK_LAG_US {
+                            s.stop_us = s.stop_us.max(t);
+                            s.ahead.clear();
+                        } else {
+                            s.ahead.push(t);
+                            if s.ahead.len() >= BLOCK_RUN {
+                                s.stop_us = s.ahead.drain(..).max().unwrap_or(s.stop_us);
+                            }
+                        }
                     }
                 } else if s.lost + raw.len() as u64 <= budget && ts.is_none_or(in_chunk) {
                     // What the chunk a STOP discards can hold: the stream's last records.
