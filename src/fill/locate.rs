@@ -128,9 +128,10 @@ pub const TAIL_LAG_US: u64 = crate::fill::scan::LAG_US;
 /// How much newer than the stream's last records those of its last chunk (the one a STOP
 /// discards) can be: they were written within a loop or two of PX4's logger.
 pub const CHUNK_LAG_US: u64 = 100_000;
-/// Records in a row of a counted dropout's chunks stamped more than [`CHUNK_LAG_US`] past
-/// the stream's end so far: the log's clock jumped (PX4's logger was held up, and resumed
-/// with a pass over its topics), and the stream's end follows it.
+/// Records of a counted dropout's chunks stamped more than [`CHUNK_LAG_US`] past the
+/// stream's end so far, with no more records between them that move it on: the log's
+/// clock jumped (PX4's logger was held up, and resumed with a pass over its topics, old
+/// samples among the new), and the stream's end follows it.
 pub const BLOCK_RUN: usize = 3;
 /// A stopped stream's tail reads past the stop until PX4's logger resumed (after its
 /// post-flight records) and made a pass over its topics, and [`FRESH_RECORDS`] records
@@ -230,9 +231,12 @@ struct Scan {
     resume: Resume,
     /// The newest sample seen after the stop.
     clock: u64,
-    /// The times of the records of a counted dropout's chunks in a row stamped too far
-    /// past the stream's end so far to follow (see [`BLOCK_RUN`]).
+    /// The times of the records of a counted dropout's chunks stamped too far past the
+    /// stream's end so far to follow, since it last moved on (see [`BLOCK_RUN`]).
     ahead: Vec<u64>,
+    /// How often the stream's end moved on by a record within [`CHUNK_LAG_US`] since the
+    /// first of those (more than [`BLOCK_RUN`] times: they were a topic on its own clock).
+    moved: usize,
     /// The log's clock to read on from (the scan leaves off here for a bisection to it).
     jump_to: Option<u64>,
     /// The times of the first dated records of a scan not begun (at most [`EARLY_RECORDS`]).
@@ -863,17 +867,23 @@ impl Locator {
                 let in_chunk = |t: u64| t <= newest + CHUNK_LAG_US;
                 if linked {
                     // The stream's end follows the log's clock through them: a record stamped
-                    // far ahead of the others is on a clock of its own, [`BLOCK_RUN`] in a
-                    // row are PX4's logger resuming after it was held up (its acked chunks
-                    // unanswered while the link was out).
-                    if let Some(t) = ts {
+                    // far ahead of the others is on a clock of its own, [`BLOCK_RUN`] of them
+                    // before the clock moves on as many times are PX4's logger resuming after
+                    // it was held up (its acked chunks unanswered while the link was out),
+                    // with a pass over its topics (old samples among the new).
+                    if let Some(t) = ts.filter(|t| *t > s.stop_us) {
                         if t <= s.stop_us + CHUNK_LAG_US {
-                            s.stop_us = s.stop_us.max(t);
-                            s.ahead.clear();
+                            s.stop_us = t;
+                            s.moved += 1;
+                            if s.moved > BLOCK_RUN {
+                                s.ahead.clear();
+                                s.moved = 0;
+                            }
                         } else {
                             s.ahead.push(t);
                             if s.ahead.len() >= BLOCK_RUN {
                                 s.stop_us = s.ahead.drain(..).max().unwrap_or(s.stop_us);
+                                s.moved = 0;
                             }
                         }
                     }
