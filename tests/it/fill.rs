@@ -660,6 +660,32 @@ fn a_clean_stop_that_lost_its_last_partial_chunk_gets_it_back_and_no_more() {
             extra * 10 < after_stop,
             "{name}: {extra} records taken past the stop, of {after_stop}"
         );
+        // And every sample of the SD log past the stop stamped no later than the stream's
+        // end (and dated: a topic without a time has none to go by) is among them (a slow topic PX4 logged late: the tail reads on, or skips to
+        // where it is due, until none can still come).
+        let end = flight
+            .sites
+            .iter()
+            .find(|s| s.edge() == Some(Edge::Tail))
+            .unwrap()
+            .last_before_us;
+        let stamp = |r: &Vec<u8>| u64::from_le_bytes(r[5..13].try_into().unwrap());
+        let sd_records = records(&sd);
+        let late: Vec<&Vec<u8>> = sd_records[want.len()..]
+            .iter()
+            .filter(|r| r[2] == msg_type::DATA && (1..=end).contains(&stamp(r)))
+            .collect();
+        for record in &late {
+            assert!(
+                got[want.len()..].contains(record),
+                "{name}: a sample stamped {} (the stream ended at {end}) not taken",
+                stamp(record)
+            );
+        }
+        println!(
+            "{name}: {} samples past the stop stamped before it",
+            late.len()
+        );
     }
 }
 
