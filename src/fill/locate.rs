@@ -231,16 +231,47 @@ struct Scan {
     resume: Resume,
     /// The newest sample seen after the stop.
     clock: u64,
-    /// The times of the records of a counted dropout's chunks stamped too far past the
-    /// stream's end so far to follow, since it last moved on (see [`BLOCK_RUN`]).
-    ahead: Vec<u64>,
-    /// How often the stream's end moved on by a record within [`CHUNK_LAG_US`] since the
-    /// first of those (more than [`BLOCK_RUN`] times: they were a topic on its own clock).
-    moved: usize,
+    /// A counted dropout's records the stream's end does not follow yet.
+    ahead: Ahead,
     /// The log's clock to read on from (the scan leaves off here for a bisection to it).
     jump_to: Option<u64>,
     /// The times of the first dated records of a scan not begun (at most [`EARLY_RECORDS`]).
     early: Vec<u64>,
+}
+
+/// A counted dropout's records stamped too far past the stream's end so far to follow (see
+/// [`BLOCK_RUN`]), since it last moved on.
+#[derive(Debug, Default)]
+struct Ahead {
+    /// How many, and the newest time among them.
+    count: usize,
+    newest: u64,
+    /// How often the stream's end moved on by a record within [`CHUNK_LAG_US`] since the
+    /// first of them (more than [`BLOCK_RUN`] times: they were a topic on its own clock).
+    moved: usize,
+}
+
+impl Ahead {
+    /// Moves the stream's end `stop` on with a counted dropout's record stamped `t`.
+    fn follow(&mut self, stop: &mut u64, t: u64) {
+        if t <= *stop {
+            return;
+        }
+        if t <= *stop + CHUNK_LAG_US {
+            *stop = t;
+            self.moved += 1;
+            if self.moved > BLOCK_RUN {
+                *self = Self::default();
+            }
+        } else {
+            self.count += 1;
+            self.newest = self.newest.max(t);
+            if self.count >= BLOCK_RUN {
+                *stop = self.newest;
+                *self = Self::default();
+            }
+        }
+    }
 }
 
 /// A stopped stream's tail: PX4's logger after the STOP, as the SD log shows it.
@@ -394,7 +425,7 @@ impl Locator {
         Self {
             before: index(&site.before),
             after: index(&site.after),
-            target_us: target_us.saturating_sub(if edge.is_some_and(|e| e != Edge::Window) {
+            target_us: target_us.saturating_sub(if by_clock(edge) {
                 EDGE_MARGIN_US
             } else {
                 MARGIN_US
@@ -562,7 +593,7 @@ impl Locator {
                 // it is as new, where the median of a pass PX4's logger makes over its
                 // topics when it resumes, old samples among them, can lie.
                 times.sort_unstable();
-                let front = if self.edge.is_some_and(|e| e != Edge::Window) {
+                let front = if by_clock(self.edge) {
                     let newest = times.len().checked_sub(1);
                     newest.map(|newest| times[newest - 2.min(newest / 2)])
                 } else {
@@ -871,21 +902,8 @@ impl Locator {
                     // before the clock moves on as many times are PX4's logger resuming after
                     // it was held up (its acked chunks unanswered while the link was out),
                     // with a pass over its topics (old samples among the new).
-                    if let Some(t) = ts.filter(|t| *t > s.stop_us) {
-                        if t <= s.stop_us + CHUNK_LAG_US {
-                            s.stop_us = t;
-                            s.moved += 1;
-                            if s.moved > BLOCK_RUN {
-                                s.ahead.clear();
-                                s.moved = 0;
-                            }
-                        } else {
-                            s.ahead.push(t);
-                            if s.ahead.len() >= BLOCK_RUN {
-                                s.stop_us = s.ahead.drain(..).max().unwrap_or(s.stop_us);
-                                s.moved = 0;
-                            }
-                        }
+                    if let Some(t) = ts {
+                        s.ahead.follow(&mut s.stop_us, t);
                     }
                 } else if s.lost + raw.len() as u64 <= budget && ts.is_none_or(in_chunk) {
                     // What the chunk a STOP discards can hold: the stream's last records.
@@ -926,6 +944,12 @@ impl Locator {
         s.carry = carry;
         outcome
     }
+}
+
+/// Whether a search for `edge` looks for the log's clock itself (the flight's head and
+/// tail, and where a slow topic is due in the tail), not for a gap's anchors.
+fn by_clock(edge: Option<Edge>) -> bool {
+    matches!(edge, Some(Edge::Head | Edge::Tail))
 }
 
 /// Whether a sample stamped at or before `stop` may still come, the log's clock at
