@@ -4,10 +4,13 @@
 //! its columns joined, or the one column asked for). With a time window, a session is cut by
 //! its manifest's time index, reading only the splits the window needs
 //! ([`crate::store::snippet`]). A referencing snippet's directory reads as the bytes it
-//! references ([`crate::store::reference`]).
+//! references ([`crate::store::reference`]). [`diagnose`] runs the flight diagnostics over
+//! any of them.
 
+use std::io::Read;
 use std::path::Path;
 
+use crate::diagnose::{Detectors, Diagnosis, Selection};
 use crate::export::{ExportError, ExportOptions, Flight, FlightFile, SessionColumnFlight};
 use crate::store::input::{LogInput, log_input};
 use crate::store::reading::{ColumnStream, read_session};
@@ -76,4 +79,28 @@ pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportErro
         return Ok(bytes);
     }
     Ok(read_session(input, column)?)
+}
+
+/// The flight diagnostics of `input` (a `.ulg`, a session with its amendments merged, a
+/// snippet), read a piece at a time: the detectors with their findings and blind spans.
+pub fn diagnose(input: &Path, selection: Selection) -> Result<Detectors, ExportError> {
+    let flight = open(input, &ExportOptions::default())?;
+    let mut reader = flight.open()?;
+    let mut diagnosis = Diagnosis::new(selection);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(ExportError::Read {
+                    path: input.to_owned(),
+                    source,
+                });
+            }
+        };
+        diagnosis.push(&buf[..n]);
+    }
+    Ok(diagnosis.finish())
 }

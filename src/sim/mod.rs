@@ -12,6 +12,8 @@
 //! - [`chunker`]: cuts a `.ulg` into chunks the way PX4 does (reliable sections, the
 //!   definitions and in-flight 'A' and 'M', flushed as short acked chunks; the rest full and
 //!   unacked; the post-flight perf counters held back for the STOP).
+//! - [`faults`]: flights with one thing going wrong (a sagging pack, a failing estimator,
+//!   GPS interference, a motor, RC loss), for the flight diagnostics.
 //! - [`synth`]: every message and basic type in a deterministic flight;
 //!   `testdata/synthetic.ulg` is its output (`UPDATE_TESTDATA=1 cargo test --test it
 //!   synthetic_testdata` writes it anew) and `testdata/synthetic.expected.json` pyulog's
@@ -23,6 +25,7 @@
 
 pub mod chunker;
 pub mod config;
+pub mod faults;
 pub mod ftp_server;
 pub mod synth;
 pub mod vehicle;

@@ -14,6 +14,7 @@ mod cli;
 mod columns;
 mod dataset;
 mod dataset_props;
+mod diagnostics;
 mod disk;
 mod e2e;
 mod engine;

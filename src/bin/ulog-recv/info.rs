@@ -371,3 +371,58 @@ fn tide_info(path: &Path, json: bool) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `info --diagnostics`: what the flight diagnostics find in a `.ulg`, a session (its
+/// amendments merged) or a snippet, as text or as one JSON object (`diagnostics`, shaped as
+/// Flight Review v2's, and `blind`, the log time dropouts hid from them).
+pub(crate) fn diagnostics(
+    path: &Path,
+    selection: ulog_recv::diagnose::Selection,
+    json: bool,
+) -> anyhow::Result<()> {
+    let detectors = ulog_recv::export::flight::diagnose(path, selection)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if json {
+        // Serialised as it is (not through `json!`, which would widen the evidence's f32
+        // values to f64 digits).
+        #[derive(serde::Serialize)]
+        struct Report<'a> {
+            analyzers: Vec<&'a str>,
+            diagnostics: &'a [ulog_recv::diagnose::Finding],
+            blind: &'a [[u64; 2]],
+        }
+        let report = Report {
+            analyzers: selection.ids().map(|a| a.as_str()).collect(),
+            diagnostics: detectors.findings(),
+            blind: detectors.blind(),
+        };
+        say!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let found = detectors.findings();
+    say!(
+        "{}: {} finding(s) ({})",
+        path.display(),
+        found.len(),
+        selection
+    );
+    for f in found {
+        let span = match f.end_timestamp_us {
+            Some(end) => format!(
+                "{:>9.3}-{:.3} s",
+                f.timestamp_us as f64 / 1e6,
+                end as f64 / 1e6
+            ),
+            None => format!("{:>9.3} s", f.timestamp_us as f64 / 1e6),
+        };
+        say!("  {span}  {:<8}  {:<16}  {}", f.severity, f.id, f.summary);
+    }
+    for [from, to] in detectors.blind() {
+        say!(
+            "  not seen: {:.3}-{:.3} s (a dropout)",
+            *from as f64 / 1e6,
+            *to as f64 / 1e6
+        );
+    }
+    Ok(())
+}

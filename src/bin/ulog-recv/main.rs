@@ -31,8 +31,9 @@ use crate::args::{Cli, Command};
 use crate::config_file::{options_in_force, with_config};
 use crate::daemon::{receive, shutdown_signal};
 use crate::demo::{demo, sim, synthetic_flight};
-use crate::info::info;
+use crate::info::{diagnostics, info};
 use crate::logging::init_tracing;
+use ulog_recv::sim::faults::FaultFlight;
 
 fn main() -> std::process::ExitCode {
     match run() {
@@ -84,7 +85,16 @@ fn run() -> anyhow::Result<()> {
         return Ok(());
     }
     match cli.command {
-        Some(Command::Info { file, json }) => info(&file, json),
+        Some(Command::Info {
+            file,
+            json,
+            diagnostics: None,
+        }) => info(&file, json),
+        Some(Command::Info {
+            file,
+            json,
+            diagnostics: Some(selection),
+        }) => diagnostics(&file, selection, json),
         Some(Command::Snippet {
             session,
             from,
@@ -127,6 +137,9 @@ fn run() -> anyhow::Result<()> {
             file,
             synthetic,
             duration,
+            fault,
+            on_the_ground,
+            write,
             link,
             baud,
             link_rate,
@@ -145,8 +158,21 @@ fn run() -> anyhow::Result<()> {
                     std::fs::read(path)
                         .with_context(|| format!("cannot read {}", path.display()))?
                 }
-                (None, _) => synthetic_flight(duration),
+                (None, _) => match fault {
+                    Some(fault) => ulog_recv::sim::faults::fault_flight(FaultFlight {
+                        fault,
+                        armed: !on_the_ground,
+                        seed: 1,
+                        rc_lost_as_uint8: false,
+                    }),
+                    None => synthetic_flight(duration),
+                },
             };
+            if let Some(out) = write {
+                std::fs::write(&out, &bytes)
+                    .with_context(|| format!("cannot write {}", out.display()))?;
+                return Ok(());
+            }
             let Some(spec) = link.spec(baud) else {
                 bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
             };

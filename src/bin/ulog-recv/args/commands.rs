@@ -95,6 +95,11 @@ pub(crate) enum Command {
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Only the flight's diagnostics: what the detectors find in it (all of them, or a
+        /// comma-separated list: motor_failure, gps_interference, battery_brownout,
+        /// ekf_failure, rc_loss).
+        #[arg(long, value_name = "ANALYZERS", num_args = 0..=1, default_missing_value = "all")]
+        diagnostics: Option<ulog_recv::diagnose::Selection>,
     },
     /// Be a PX4 vehicle that streams FILE (or a synthetic flight) when a receiver asks.
     Sim {
@@ -107,6 +112,18 @@ pub(crate) enum Command {
         /// Length of the generated flight, seconds.
         #[arg(long, default_value_t = 60)]
         duration: u32,
+        /// Generate instead a 40 s flight with something going wrong 15 s in, for the flight
+        /// diagnostics: battery (the pack sags), ekf:MS (an innovation test fails for MS
+        /// ms), gps (interference), motor (an output drops to 0), rc:MS (RC lost for MS ms),
+        /// none.
+        #[arg(long, value_name = "FAULT", requires = "synthetic")]
+        fault: Option<ulog_recv::sim::faults::Fault>,
+        /// With --fault: the vehicle never arms (the fault happens on the ground).
+        #[arg(long, requires = "fault")]
+        on_the_ground: bool,
+        /// Write the flight to FILE and exit, instead of streaming it.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
         #[command(flatten)]
         link: LinkArgs,
         /// Serial baud rate.

@@ -1,0 +1,626 @@
+//! Flight diagnostics (sans-IO): detectors fed a log's decoded samples in the log's order find
+//! what went wrong in a flight (a pack browning out, the estimator failing its innovation
+//! tests, GPS interference, a motor output dropping to zero or locked at the top, RC loss),
+//! each as a [`Finding`]: an analyzer's id, a severity, a start and (for a window) an end in
+//! log time, and typed evidence.
+//!
+//! The definitions are Flight Review v2's (PX4/flight-review-rs, `diagnostics/`): the same
+//! topics and fields (a field of another type is absent, as there), thresholds, debounce and
+//! severities, and the same JSON for a finding, so a finding made on the vehicle and one made
+//! on the server compare field by field. Its quirks are kept on purpose and named where they
+//! are kept (each analyzer's docs): a finding that differs from the server's would be the
+//! bigger surprise.
+//!
+//! One walk serves every caller: [`Follower`] decodes a log's messages and hands each sample
+//! to the [`Detectors`]. The daemon's store follows the live stream with one
+//! ([`crate::store::events::TriggerWatch`]); [`Diagnosis`] follows a file's or a session's bytes
+//! (`ulog-recv info --diagnostics`, the fleet's tables, the re-run after a fill).
+//!
+//! A dropout closes every window still open (an exceedance, a loss, a run of samples) without
+//! a finding: what happened in the gap is not known, so nothing is made of it. The gap is
+//! listed as blind ([`Detectors::blind`]); a fill that closes it re-runs the walk on the whole
+//! flight.
+
+mod analyzers;
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message};
+use crate::ulog::{BasicType, Decoder, Layout, Sample};
+
+use analyzers::{Battery, Ekf, Gps, Motors, RcLoss};
+
+/// How bad a finding is. Ordered: `Info < Warning < Critical`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Severity {
+    type Err = SelectionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "info" => Ok(Severity::Info),
+            "warning" => Ok(Severity::Warning),
+            "critical" => Ok(Severity::Critical),
+            other => Err(SelectionError::Unknown(other.to_owned())),
+        }
+    }
+}
+
+/// The analyzers, by the id each finding carries.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AnalyzerId {
+    MotorFailure,
+    GpsInterference,
+    BatteryBrownout,
+    EkfFailure,
+    RcLoss,
+}
+
+impl AnalyzerId {
+    /// Every analyzer, in the order Flight Review v2 lists them.
+    pub const ALL: [AnalyzerId; 5] = [
+        AnalyzerId::MotorFailure,
+        AnalyzerId::GpsInterference,
+        AnalyzerId::BatteryBrownout,
+        AnalyzerId::EkfFailure,
+        AnalyzerId::RcLoss,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnalyzerId::MotorFailure => "motor_failure",
+            AnalyzerId::GpsInterference => "gps_interference",
+            AnalyzerId::BatteryBrownout => "battery_brownout",
+            AnalyzerId::EkfFailure => "ekf_failure",
+            AnalyzerId::RcLoss => "rc_loss",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl fmt::Display for AnalyzerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AnalyzerId {
+    type Err = SelectionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        AnalyzerId::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| SelectionError::Unknown(s.to_owned()))
+    }
+}
+
+/// What a finding rests on, by analyzer (Flight Review v2's evidence, field for field).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type")]
+pub enum Evidence {
+    MotorFailure {
+        motor_index: u8,
+        pwm_value: f32,
+        /// `drop_to_zero` or `locked_at_max`.
+        failure_mode: String,
+        /// The navigation state's name when it happened (`Position`, `Mission`, ...).
+        flight_mode: String,
+    },
+    GpsInterference {
+        eph_m: f32,
+        epv_m: f32,
+        num_satellites: u16,
+        /// Not measured (the receiver's noise level is not among the fields read).
+        noise_level: Option<f32>,
+    },
+    BatteryBrownout {
+        voltage_v: f32,
+        critical_threshold_v: f32,
+        current_a: Option<f32>,
+    },
+    EkfFailure {
+        /// `velocity`, `position` or `height`.
+        innovation: String,
+        test_ratio: f32,
+        threshold: f32,
+    },
+    RcLoss {
+        last_signal_timestamp_us: u64,
+        signal_lost_duration_ms: u64,
+    },
+}
+
+/// One thing found wrong in a flight. Times are log time (µs since the vehicle's boot, the
+/// samples' own `timestamp`). Serialised as Flight Review v2 serialises its diagnostics.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Finding {
+    pub id: AnalyzerId,
+    /// One line for a person.
+    pub summary: String,
+    pub severity: Severity,
+    /// When it started.
+    pub timestamp_us: u64,
+    /// When it ended, for a finding that spans a window.
+    pub end_timestamp_us: Option<u64>,
+    pub evidence: Evidence,
+}
+
+/// Why a list of analyzers or a severity cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    #[error(
+        "'{0}' is not an analyzer or severity (analyzers: motor_failure, gps_interference, \
+         battery_brownout, ekf_failure, rc_loss; severities: info, warning, critical; or all, \
+         none)"
+    )]
+    Unknown(String),
+}
+
+/// Which analyzers run: `all`, `none`, or a comma-separated list of ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection(u8);
+
+impl Selection {
+    pub const ALL: Selection = Selection(0b1_1111);
+    pub const NONE: Selection = Selection(0);
+
+    pub fn contains(self, id: AnalyzerId) -> bool {
+        self.0 & id.bit() != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The selected analyzers, in [`AnalyzerId::ALL`]'s order.
+    pub fn ids(self) -> impl Iterator<Item = AnalyzerId> {
+        AnalyzerId::ALL
+            .into_iter()
+            .filter(move |a| self.contains(*a))
+    }
+}
+
+impl Default for Selection {
+    fn default() -> Self {
+        Selection::ALL
+    }
+}
+
+impl FromStr for Selection {
+    type Err = SelectionError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "all" => return Ok(Selection::ALL),
+            "none" | "off" | "" => return Ok(Selection::NONE),
+            _ => {}
+        }
+        s.split(',')
+            .map(|id| id.trim().parse::<AnalyzerId>())
+            .try_fold(Selection::NONE, |sel, id| Ok(Selection(sel.0 | id?.bit())))
+    }
+}
+
+impl fmt::Display for Selection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Selection::ALL => f.write_str("all"),
+            Selection::NONE => f.write_str("none"),
+            s => {
+                let ids: Vec<&str> = s.ids().map(AnalyzerId::as_str).collect();
+                f.write_str(&ids.join(","))
+            }
+        }
+    }
+}
+
+/// Which findings count for something (open event buffers' windows, go to the ground
+/// station): those of a severity or worse, or those of named analyzers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindingFilter {
+    /// Findings of this severity or worse.
+    AtLeast(Severity),
+    /// Findings of these analyzers.
+    Of(Selection),
+}
+
+impl FindingFilter {
+    pub fn takes(self, finding: &Finding) -> bool {
+        match self {
+            FindingFilter::AtLeast(s) => finding.severity >= s,
+            FindingFilter::Of(sel) => sel.contains(finding.id),
+        }
+    }
+}
+
+impl FromStr for FindingFilter {
+    type Err = SelectionError;
+    /// A severity (`warning`: warnings and criticals), or analyzers as [`Selection`] takes
+    /// them (`none` for no finding).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().parse::<Severity>() {
+            Ok(sev) => Ok(FindingFilter::AtLeast(sev)),
+            Err(_) => s.parse().map(FindingFilter::Of),
+        }
+    }
+}
+
+impl fmt::Display for FindingFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FindingFilter::AtLeast(s) => s.fmt(f),
+            FindingFilter::Of(sel) => sel.fmt(f),
+        }
+    }
+}
+
+/// The topics the analyzers read, with the fields each found in one subscription's format.
+#[derive(Debug, Clone)]
+enum Bound {
+    /// A topic no analyzer reads.
+    Unread,
+    Status {
+        arming: Option<usize>,
+        nav: Option<usize>,
+    },
+    Battery {
+        voltage: Option<usize>,
+        current: Option<usize>,
+    },
+    Estimator {
+        /// Velocity, position, height.
+        ratios: [Option<usize>; 3],
+    },
+    Gps {
+        eph: Option<usize>,
+        epv: Option<usize>,
+        satellites: Option<usize>,
+    },
+    Outputs {
+        /// `output[0]`, `output[1]`, ... as far as they run unbroken.
+        outputs: Vec<usize>,
+    },
+    Rc {
+        lost: Option<usize>,
+    },
+}
+
+/// Most motor outputs read (`output[0]` to `output[15]`).
+const MAX_MOTORS: usize = 16;
+
+/// The leaf `name` of `layout` if it has type `ty`: a field of another type is taken as
+/// absent, as Flight Review v2 takes it.
+fn field(layout: &Layout, name: &str, ty: BasicType) -> Option<usize> {
+    layout
+        .field_index(name)
+        .filter(|&i| layout.fields[i].ty == ty)
+}
+
+impl Bound {
+    fn of(layout: &Layout) -> Bound {
+        use BasicType::{Float, UInt8};
+        let f = |name: &str| field(layout, name, Float);
+        match layout.name.as_str() {
+            "vehicle_status" => Bound::Status {
+                arming: field(layout, "arming_state", UInt8),
+                nav: field(layout, "nav_state", UInt8),
+            },
+            "battery_status" => Bound::Battery {
+                voltage: f("voltage_v").or_else(|| f("voltage_filtered_v")),
+                current: f("current_a").or_else(|| f("current_filtered_a")),
+            },
+            "estimator_status" => Bound::Estimator {
+                ratios: [
+                    f("vel_test_ratio"),
+                    f("pos_test_ratio"),
+                    f("hgt_test_ratio"),
+                ],
+            },
+            "vehicle_gps_position" => Bound::Gps {
+                eph: f("eph"),
+                epv: f("epv"),
+                satellites: field(layout, "satellites_used", UInt8),
+            },
+            "actuator_outputs" => Bound::Outputs {
+                outputs: (0..MAX_MOTORS)
+                    .map_while(|i| f(&format!("output[{i}]")))
+                    .collect(),
+            },
+            "input_rc" => Bound::Rc {
+                lost: field(layout, "rc_lost", UInt8),
+            },
+            _ => Bound::Unread,
+        }
+    }
+}
+
+/// A float field of a sample.
+fn float(sample: &Sample<'_>, index: Option<usize>) -> Option<f32> {
+    index.map(|i| sample.value(i).as_f64() as f32)
+}
+
+/// A `uint8_t` field of a sample.
+fn byte(sample: &Sample<'_>, index: Option<usize>) -> Option<u8> {
+    index.map(|i| sample.value(i).as_f64() as u8)
+}
+
+/// The selected analyzers over one log (see the module docs).
+#[derive(Debug)]
+pub struct Detectors {
+    selection: Selection,
+    /// Per message id: the fields its subscription carries, found at its first sample.
+    bound: Vec<Option<Bound>>,
+    battery: Battery,
+    ekf: Ekf,
+    gps: Gps,
+    motors: Motors,
+    rc: RcLoss,
+    /// Every finding so far, in the order made.
+    findings: Vec<Finding>,
+    /// Findings not yet taken by [`take_new`](Self::take_new).
+    new_from: usize,
+    /// Log time the detectors did not see: each dropout's `[from, to]`, µs.
+    blind: Vec<[u64; 2]>,
+}
+
+impl Detectors {
+    pub fn new(selection: Selection) -> Self {
+        Self {
+            selection,
+            bound: Vec::new(),
+            battery: Battery::default(),
+            ekf: Ekf::default(),
+            gps: Gps::default(),
+            motors: Motors::default(),
+            rc: RcLoss::default(),
+            findings: Vec::new(),
+            new_from: 0,
+            blind: Vec::new(),
+        }
+    }
+
+    pub fn selection(&self) -> Selection {
+        self.selection
+    }
+
+    /// `msg_id` is subscribed anew (or unsubscribed): its fields are found again at its next
+    /// sample.
+    pub fn subscribed(&mut self, msg_id: u16) {
+        if let Some(b) = self.bound.get_mut(usize::from(msg_id)) {
+            *b = None;
+        }
+    }
+
+    /// The log's next sample, in the log's order.
+    #[inline]
+    pub fn observe(&mut self, sample: &Sample<'_>) {
+        let i = usize::from(sample.msg_id);
+        if self.bound.len() <= i {
+            self.bound.resize(i + 1, None);
+        }
+        let bound = self.bound[i].get_or_insert_with(|| Bound::of(sample.layout));
+        let ts = sample.timestamp.unwrap_or(0);
+        let sel = self.selection;
+        let out = &mut self.findings;
+        match bound {
+            Bound::Unread => {}
+            Bound::Status { arming, nav } => {
+                let arming = byte(sample, *arming);
+                let nav = byte(sample, *nav);
+                if sel.contains(AnalyzerId::BatteryBrownout) {
+                    self.battery.status(arming);
+                }
+                if sel.contains(AnalyzerId::MotorFailure) {
+                    self.motors.status(arming, nav);
+                }
+                if sel.contains(AnalyzerId::RcLoss) {
+                    self.rc.status(ts, arming, out);
+                }
+            }
+            Bound::Battery { voltage, current } if sel.contains(AnalyzerId::BatteryBrownout) => {
+                self.battery
+                    .sample(ts, float(sample, *voltage), || float(sample, *current), out);
+            }
+            Bound::Estimator { ratios } if sel.contains(AnalyzerId::EkfFailure) => {
+                let ratios = ratios.map(|r| float(sample, r));
+                self.ekf.sample(ts, ratios, out);
+            }
+            Bound::Gps {
+                eph,
+                epv,
+                satellites,
+            } if sel.contains(AnalyzerId::GpsInterference) => {
+                self.gps.sample(
+                    ts,
+                    float(sample, *eph),
+                    float(sample, *epv),
+                    byte(sample, *satellites),
+                    out,
+                );
+            }
+            Bound::Outputs { outputs } if sel.contains(AnalyzerId::MotorFailure) => {
+                self.motors.sample(ts, sample, outputs, out);
+            }
+            Bound::Rc { lost } if sel.contains(AnalyzerId::RcLoss) => {
+                self.rc.sample(ts, byte(sample, *lost), out);
+            }
+            _ => {}
+        }
+    }
+
+    /// A dropout of `duration_us` at log time `at_us`: every open window closes without a
+    /// finding, and the gap is listed as blind.
+    pub fn dropout(&mut self, at_us: u64, duration_us: u64) {
+        self.ekf.lose_sight();
+        self.motors.lose_sight();
+        self.rc.lose_sight();
+        self.blind.push([at_us, at_us.saturating_add(duration_us)]);
+    }
+
+    /// Every finding so far, in the order made.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    /// The findings made since the last call.
+    pub fn take_new(&mut self) -> &[Finding] {
+        let new = &self.findings[self.new_from..];
+        self.new_from = self.findings.len();
+        new
+    }
+
+    /// The log time the detectors did not see (dropouts), `[from, to]` µs each.
+    pub fn blind(&self) -> &[[u64; 2]] {
+        &self.blind
+    }
+
+    /// Hands out every finding.
+    pub fn into_findings(self) -> Vec<Finding> {
+        self.findings
+    }
+}
+
+/// Decodes a log's messages and hands each sample to the detectors: the one walk the live
+/// stream and files share.
+#[derive(Debug)]
+pub struct Follower {
+    decoder: Decoder,
+    detectors: Option<Detectors>,
+}
+
+impl Follower {
+    /// A follower running `selection` (none: it only decodes).
+    pub fn new(selection: Selection) -> Self {
+        Self {
+            decoder: Decoder::new(),
+            detectors: (!selection.is_empty()).then(|| Detectors::new(selection)),
+        }
+    }
+
+    /// The file header (16 bytes).
+    pub fn header(&mut self, header: &[u8]) {
+        if let Ok(bytes) = <[u8; FILE_HEADER_LEN]>::try_from(header)
+            && let Some(h) = FileHeader::parse(&bytes)
+        {
+            let _ = self.decoder.handle(&Message::Header(h));
+        }
+    }
+
+    /// The log's next message; its sample when it is a data message that decodes.
+    #[inline]
+    pub fn follow<'s, 'a: 's>(&'s mut self, message: &Message<'a>) -> Option<Sample<'s>> {
+        if let Some(d) = &mut self.detectors {
+            match *message {
+                Message::AddLogged { msg_id, .. } | Message::RemoveLogged { msg_id } => {
+                    d.subscribed(msg_id)
+                }
+                Message::Dropout { duration_ms } => {
+                    d.dropout(self.decoder.last_timestamp(), u64::from(duration_ms) * 1000)
+                }
+                _ => {}
+            }
+        }
+        let sample = self.decoder.handle(message).ok().flatten()?;
+        if let Some(d) = &mut self.detectors {
+            d.observe(&sample);
+        }
+        Some(sample)
+    }
+
+    /// The largest sample time seen so far, µs.
+    pub fn log_time(&self) -> u64 {
+        self.decoder.last_timestamp()
+    }
+
+    pub fn detectors(&self) -> Option<&Detectors> {
+        self.detectors.as_ref()
+    }
+
+    pub fn detectors_mut(&mut self) -> Option<&mut Detectors> {
+        self.detectors.as_mut()
+    }
+
+    pub fn into_detectors(self) -> Option<Detectors> {
+        self.detectors
+    }
+}
+
+/// The detectors over a whole log's bytes (a file's, or a session's joined): push the bytes in
+/// pieces of any size, then take the findings.
+#[derive(Debug)]
+pub struct Diagnosis {
+    framer: Framer,
+    follower: Follower,
+}
+
+impl Diagnosis {
+    pub fn new(selection: Selection) -> Self {
+        Self {
+            framer: Framer::file(),
+            follower: Follower::new(selection),
+        }
+    }
+
+    /// The log's next bytes (the file header first).
+    pub fn push(&mut self, bytes: &[u8]) {
+        let follower = &mut self.follower;
+        let _ = self.framer.push(bytes, |unit| {
+            match unit {
+                Unit::Header(h) => follower.header(h),
+                Unit::Message(m) => {
+                    if let Some(parsed) = Message::parse_framed(m) {
+                        follower.follow(&parsed);
+                    }
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        });
+    }
+
+    /// The detectors, with what they found.
+    pub fn finish(self) -> Detectors {
+        self.follower
+            .into_detectors()
+            .unwrap_or_else(|| Detectors::new(Selection::NONE))
+    }
+}
+
+/// Every finding `selection` makes in a whole log.
+pub fn diagnose(log: &[u8], selection: Selection) -> Vec<Finding> {
+    let mut d = Diagnosis::new(selection);
+    d.push(log);
+    d.finish().into_findings()
+}
+
+#[cfg(test)]
+mod tests;

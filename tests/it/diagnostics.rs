@@ -1,0 +1,196 @@
+//! Flight diagnostics held against Flight Review v2's own analyzers (its converter,
+//! `ulog-convert batch --diagnostics`, built in `../shared/vendor/flight-review-rs`): on every
+//! real log and on flights our writer makes with each fault in them, armed and on the
+//! ground, `ulog-recv info --diagnostics --json` finds the same things, no more, no fewer.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value as Json;
+use ulog_recv::sim::faults::{FAULT_AFTER_US, Fault, FaultFlight, START_US, fault_flight};
+
+use crate::common::procs::fresh_dir;
+use crate::common::{json_output, shared_logs};
+
+/// Flight Review v2's converter. Without it a test says so loudly and returns `None`; under
+/// CI its absence is a failure.
+pub fn flight_review_converter() -> Option<PathBuf> {
+    let bin = crate::common::project().join("../shared/vendor/flight-review-rs/bin/ulog-convert");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} is missing: CI must hold diagnostics to it",
+            bin.display()
+        );
+    }
+    eprintln!(
+        "\n!!! SKIPPED: no Flight Review v2 converter at {} (put ../shared beside the project) !!!\n",
+        bin.display()
+    );
+    None
+}
+
+/// What Flight Review v2 finds in every `.ulg` under `dir`, by file name.
+fn flight_review_findings(converter: &Path, dir: &Path) -> BTreeMap<String, Vec<Json>> {
+    let out = Command::new(converter)
+        .args(["batch", "--diagnostics", "--format", "json", "-j", "1"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut by_file = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(report) = serde_json::from_str::<Json>(line) else {
+            continue;
+        };
+        assert!(
+            report.get("error").is_none(),
+            "Flight Review cannot read: {report}"
+        );
+        let name = Path::new(report["file"].as_str().unwrap())
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let found = report["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        by_file.insert(name, found);
+    }
+    by_file
+}
+
+/// What `ulog-recv info --diagnostics --json` finds in `log`.
+fn our_findings(log: &Path) -> Vec<Json> {
+    let report = json_output(
+        Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
+            .args(["info", "--diagnostics", "--json"])
+            .arg(log),
+    );
+    report["diagnostics"].as_array().cloned().unwrap()
+}
+
+/// A finding without its wording, for comparing: id, severity, start, end, evidence.
+fn comparable(findings: &[Json]) -> Vec<String> {
+    let mut v: Vec<String> = findings
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f.as_object_mut().unwrap().remove("summary");
+            f.to_string()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn assert_same(what: &str, ours: &[Json], theirs: &[Json]) {
+    assert_eq!(
+        comparable(ours),
+        comparable(theirs),
+        "{what}: ours (left) and Flight Review v2's (right) differ"
+    );
+}
+
+#[test]
+fn findings_on_real_logs_are_flight_review_v2s() {
+    let (Some(converter), Some(logs)) = (flight_review_converter(), shared_logs()) else {
+        return;
+    };
+    let dir = logs[0].parent().unwrap();
+    let theirs = flight_review_findings(&converter, dir);
+    assert_eq!(theirs.len(), logs.len(), "{theirs:?}");
+    let mut found = 0;
+    for log in &logs {
+        let name = log.file_name().unwrap().to_string_lossy();
+        let ours = our_findings(log);
+        assert_same(&name, &ours, &theirs[name.as_ref()]);
+        found += ours.len();
+    }
+    // The real logs hold findings (GPS, motors): the comparison is not of empty lists.
+    assert!(found >= 3, "{found} findings in the real logs");
+}
+
+#[test]
+fn findings_on_fault_flights_are_flight_review_v2s() {
+    let Some(converter) = flight_review_converter() else {
+        return;
+    };
+    let dir = fresh_dir("fault_flights");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut flights = Vec::new();
+    for fault in Fault::ALL {
+        for armed in [true, false] {
+            for rc_lost_as_uint8 in [false, true] {
+                if rc_lost_as_uint8 && !matches!(fault, Fault::RcLoss { .. }) {
+                    continue;
+                }
+                let name = format!(
+                    "{}{}{}.ulg",
+                    fault.to_string().replace(':', "_"),
+                    if armed { "" } else { "_on_the_ground" },
+                    if rc_lost_as_uint8 {
+                        "_rc_lost_uint8"
+                    } else {
+                        ""
+                    }
+                );
+                let flight = FaultFlight {
+                    fault,
+                    armed,
+                    seed: 3,
+                    rc_lost_as_uint8,
+                };
+                std::fs::write(dir.join(&name), fault_flight(flight)).unwrap();
+                flights.push((name, flight));
+            }
+        }
+    }
+    let theirs = flight_review_findings(&converter, &dir);
+    let fault_us = START_US + FAULT_AFTER_US;
+    for (name, flight) in &flights {
+        let ours = our_findings(&dir.join(name));
+        assert_same(name, &ours, &theirs[name]);
+        // And what each flight must give, so that agreeing on nothing cannot pass.
+        let ids: Vec<(&str, &str, u64)> = ours
+            .iter()
+            .map(|f| {
+                (
+                    f["id"].as_str().unwrap(),
+                    f["severity"].as_str().unwrap(),
+                    f["timestamp_us"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let expected: Vec<(&str, &str, u64)> = match (flight.fault, flight.armed) {
+            (Fault::None, _) => vec![],
+            // Flight Review v2 reads EKF and GPS armed or not.
+            (Fault::Innovation { ms: 2000 }, _) => vec![("ekf_failure", "warning", fault_us)],
+            (Fault::Innovation { .. }, _) => vec![
+                ("ekf_failure", "warning", fault_us),
+                ("ekf_failure", "critical", fault_us),
+            ],
+            (Fault::GpsJam, _) => vec![(
+                "gps_interference",
+                ours[0]["severity"].as_str().unwrap_or("-"),
+                fault_us,
+            )],
+            (_, false) => vec![],
+            (Fault::BatterySag, true) => vec![("battery_brownout", "critical", fault_us)],
+            (Fault::MotorDrop, true) => vec![("motor_failure", "critical", fault_us)],
+            // PX4 logs `rc_lost` as a bool, which Flight Review v2 does not read.
+            (Fault::RcLoss { .. }, true) if !flight.rc_lost_as_uint8 => vec![],
+            (Fault::RcLoss { ms: 600 }, true) => vec![("rc_loss", "warning", fault_us)],
+            (Fault::RcLoss { .. }, true) => vec![("rc_loss", "critical", fault_us)],
+        };
+        assert_eq!(ids, expected, "{name}");
+    }
+}
