@@ -22,7 +22,7 @@
 //! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
-//! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill` |
+//! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill`, `diagnose` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and as Parquet tables in the fleet's layout | `ulog`, `ros`, `store`, `diagnose` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `ros`, `link`, `store`, `upload`, `sys` |

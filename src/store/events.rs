@@ -22,10 +22,11 @@ use std::ops::ControlFlow;
 
 use bytes::BytesMut;
 
+use crate::diagnose::{Finding, Follower, Selection};
 use crate::store::columns::{ColumnError, ColumnSpec};
-use crate::ulog::Decoder;
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message};
+use crate::ulog::{Decoder, Sample};
 
 /// How much longer than `before` a sample is held (log time): a logged string that triggers
 /// an event may come that late after the samples of its moment.
@@ -177,6 +178,8 @@ pub enum EventSource {
     LoggedText,
     /// A field condition turned true.
     Field,
+    /// The flight diagnostics found something ([`crate::diagnose`]).
+    Diagnostic,
 }
 
 /// An event's window in one buffer, µs of log time (the event's own, before merging).
@@ -188,7 +191,7 @@ pub struct BufferWindow {
 }
 
 /// One event, as the manifest and the live socket tell it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EventRecord {
     /// The name asked for, or the trigger as written (pattern, condition).
     pub name: String,
@@ -204,6 +207,27 @@ pub struct EventRecord {
     /// Its window in each buffer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<BufferWindow>,
+    /// What the flight diagnostics found, for a [`EventSource::Diagnostic`] event (whose
+    /// name is the analyzer's id, its detail the summary, and its time when the finding was
+    /// made: its end for one that spans a window, so the buffers' windows open around the
+    /// moment the detector knew, not seconds before it, past what they hold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<Finding>,
+}
+
+impl EventRecord {
+    /// The event a finding makes.
+    pub fn of_finding(finding: &Finding) -> Self {
+        EventRecord {
+            name: finding.id.to_string(),
+            source: EventSource::Diagnostic,
+            at_us: finding.end_timestamp_us.unwrap_or(finding.timestamp_us),
+            detail: finding.summary.clone(),
+            after_us: None,
+            windows: Vec::new(),
+            finding: Some(finding.clone()),
+        }
+    }
 }
 
 /// An event asked for from outside (`ulog-recv event NAME [--after S]`).
@@ -225,17 +249,19 @@ pub enum EventRefused {
 
 /// What became of an event: entered in the manifest, or refused (asked for with no log open,
 /// or past [`MAX_LISTED_EVENTS`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EventOutcome {
     Recorded(EventRecord),
     Refused { name: String, reason: String },
 }
 
-/// Follows the whole log for triggers (see the module docs).
+/// Follows the whole log for triggers and runs the flight diagnostics on it (see the module
+/// docs).
 #[derive(Debug)]
 pub struct TriggerWatch {
     framer: Framer,
-    decoder: Decoder,
+    /// Decodes the log and hands each sample to the diagnostics.
+    follower: Follower,
     triggers: Vec<Trigger>,
     /// Whether any trigger is a field condition (else samples are only timed).
     has_fields: bool,
@@ -256,10 +282,11 @@ struct WatchedField {
 }
 
 impl TriggerWatch {
-    pub fn new(triggers: Vec<Trigger>) -> Self {
+    /// A watch for `triggers`, running the analyzers `diagnostics` selects.
+    pub fn new(triggers: Vec<Trigger>, diagnostics: Selection) -> Self {
         Self {
             framer: Framer::file(),
-            decoder: Decoder::new(),
+            follower: Follower::new(diagnostics),
             has_fields: triggers.iter().any(|t| matches!(t, Trigger::Field(_))),
             triggers,
             watched: Vec::new(),
@@ -268,7 +295,12 @@ impl TriggerWatch {
 
     /// The largest sample time seen so far, µs.
     pub fn log_time(&self) -> u64 {
-        self.decoder.last_timestamp()
+        self.follower.log_time()
+    }
+
+    /// The log time the diagnostics did not see (the log's dropouts), `[from, to]` µs each.
+    pub fn blind(&self) -> &[[u64; 2]] {
+        self.follower.detectors().map_or(&[], |d| d.blind())
     }
 
     /// Takes the log's next bytes (the file header first, then messages, in pieces of any
@@ -277,9 +309,7 @@ impl TriggerWatch {
         let mut framer = std::mem::take(&mut self.framer);
         let _ = framer.push(bytes, |unit| {
             match unit {
-                Unit::Header(h) => {
-                    follow_header(&mut self.decoder, h);
-                }
+                Unit::Header(h) => self.follower.header(h),
                 Unit::Message(m) => self.follow(m, events),
             }
             ControlFlow::Continue(())
@@ -310,6 +340,7 @@ impl TriggerWatch {
                             detail: text.chars().take(MAX_DETAIL).collect(),
                             after_us: None,
                             windows: Vec::new(),
+                            finding: None,
                         });
                     }
                 }
@@ -323,54 +354,69 @@ impl TriggerWatch {
             }
             _ => {}
         }
-        let log_time = self.decoder.last_timestamp();
-        let Ok(Some(sample)) = self.decoder.handle(&parsed) else {
+        let log_time = self.follower.log_time();
+        let Some(sample) = self.follower.follow(&parsed) else {
             return;
         };
-        if !self.has_fields {
-            return;
+        if self.has_fields {
+            watch_fields(&self.triggers, &mut self.watched, &sample, log_time, events);
         }
-        let msg_id = usize::from(sample.msg_id);
-        if self.watched.len() <= msg_id {
-            self.watched.resize(msg_id + 1, None);
+        if let Some(d) = self.follower.detectors_mut() {
+            events.extend(d.take_new().iter().map(EventRecord::of_finding));
         }
-        let watched = self.watched[msg_id].get_or_insert_with(|| {
-            (self.triggers.iter().enumerate())
-                .filter_map(|(trigger, t)| match t {
-                    Trigger::Field(c) if c.topic == sample.name() => {
-                        let field = sample.layout.field_index(&c.field)?;
-                        Some(WatchedField {
-                            trigger,
-                            field,
-                            holding: false,
-                        })
-                    }
-                    _ => None,
-                })
-                .collect()
-        });
-        for w in watched {
-            let Trigger::Field(c) = &self.triggers[w.trigger] else {
-                continue;
-            };
-            let value = sample.value(w.field).as_f64();
-            let now = c.holds(value);
-            let before = std::mem::replace(&mut w.holding, now);
-            if now && !before {
-                events.push(EventRecord {
-                    name: c.text.clone(),
-                    source: EventSource::Field,
-                    at_us: sample.timestamp.unwrap_or(log_time),
-                    detail: format!(
-                        "{}[{}].{} = {value}",
-                        sample.name(),
-                        sample.multi_id,
-                        c.field
-                    ),
-                    after_us: None,
-                    windows: Vec::new(),
-                });
-            }
+    }
+}
+
+/// The field conditions on `sample`'s topic (each subscription's found at its first sample,
+/// in `watched`): an event for each that turns true.
+fn watch_fields(
+    triggers: &[Trigger],
+    watched: &mut Vec<Option<Vec<WatchedField>>>,
+    sample: &Sample<'_>,
+    log_time: u64,
+    events: &mut Vec<EventRecord>,
+) {
+    let msg_id = usize::from(sample.msg_id);
+    if watched.len() <= msg_id {
+        watched.resize(msg_id + 1, None);
+    }
+    let watched = watched[msg_id].get_or_insert_with(|| {
+        (triggers.iter().enumerate())
+            .filter_map(|(trigger, t)| match t {
+                Trigger::Field(c) if c.topic == sample.name() => {
+                    let field = sample.layout.field_index(&c.field)?;
+                    Some(WatchedField {
+                        trigger,
+                        field,
+                        holding: false,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    });
+    for w in watched {
+        let Trigger::Field(c) = &triggers[w.trigger] else {
+            continue;
+        };
+        let value = sample.value(w.field).as_f64();
+        let now = c.holds(value);
+        let before = std::mem::replace(&mut w.holding, now);
+        if now && !before {
+            events.push(EventRecord {
+                name: c.text.clone(),
+                source: EventSource::Field,
+                at_us: sample.timestamp.unwrap_or(log_time),
+                detail: format!(
+                    "{}[{}].{} = {value}",
+                    sample.name(),
+                    sample.multi_id,
+                    c.field
+                ),
+                after_us: None,
+                windows: Vec::new(),
+                finding: None,
+            });
         }
     }
 }

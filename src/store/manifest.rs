@@ -54,10 +54,28 @@ pub struct Manifest {
     /// Events past that many: their windows were written, they are not listed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub events_unlisted: u64,
+    /// The flight diagnostics run on the log: which, and what they could not see (their
+    /// findings are among `events`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<DiagnosticsEntry>,
     /// The keys of the flight's Parquet tables in the bucket, once uploaded
     /// (`--upload-tables`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<String>,
+}
+
+/// What the manifest says of the flight diagnostics.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DiagnosticsEntry {
+    /// The analyzers run: `all`, or their ids.
+    pub analyzers: String,
+    /// Log time they did not see (the log's dropouts), `[from, to]` µs each: nothing was
+    /// made of what happened there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blind: Vec<[u64; 2]>,
+    /// The findings were made again on the whole flight after a fill closed gaps.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_fill: bool,
 }
 
 /// A column besides the main one in the manifest.

@@ -6,11 +6,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value as Json;
 use ulog_recv::sim::faults::{FAULT_AFTER_US, Fault, FaultFlight, START_US, fault_flight};
 
-use crate::common::procs::fresh_dir;
+use crate::common::procs::{BIN, Proc, finish_recording, free_udp_port, fresh_dir, wait_for_line};
 use crate::common::{json_output, shared_logs};
 
 /// Flight Review v2's converter. Without it a test says so loudly and returns `None`; under
@@ -192,5 +193,131 @@ fn findings_on_fault_flights_are_flight_review_v2s() {
             (Fault::RcLoss { .. }, true) => vec![("rc_loss", "critical", fault_us)],
         };
         assert_eq!(ids, expected, "{name}");
+    }
+}
+
+/// A finding as the manifest lists it (the event's), comparable with [`comparable`].
+fn manifest_findings(session: &Path) -> Vec<Json> {
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    manifest["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["source"] == "diagnostic")
+        .map(|e| {
+            assert_eq!(e["name"], e["finding"]["id"], "{e}");
+            // An event is at the moment its finding was made: its end, for a window.
+            let made = match e["finding"]["end_timestamp_us"].as_u64() {
+                Some(end) => end,
+                None => e["finding"]["timestamp_us"].as_u64().unwrap(),
+            };
+            assert_eq!(e["at_us"], made, "{e}");
+            e["finding"].clone()
+        })
+        .collect()
+}
+
+/// Streams `flight` (written to `original`) from the simulator with `impairment` to a daemon
+/// started with `daemon_args`; the session it records.
+fn receive(dir: &Path, original: &Path, impairment: &[&str], daemon_args: &[&str]) -> PathBuf {
+    let port = free_udp_port();
+    let logs = dir.join("logs");
+    let mut args: Vec<String> = vec![
+        "--udp".into(),
+        format!("127.0.0.1:{port}"),
+        "--log-dir".into(),
+        logs.to_string_lossy().into_owned(),
+        "--no-socket".into(),
+    ];
+    args.extend(daemon_args.iter().map(|a| a.to_string()));
+    let (mut daemon, daemon_log) = Proc::spawn_watched("the daemon", &args);
+    wait_for_line(&daemon_log, "logs into", Duration::from_secs(20));
+    let mut sim_args: Vec<String> = vec![
+        "sim".into(),
+        original.to_string_lossy().into_owned(),
+        "--once".into(),
+        "--udp-connect".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    sim_args.extend(impairment.iter().map(|a| a.to_string()));
+    let (mut sim, sim_log) = Proc::spawn_watched("the simulator", &sim_args);
+    finish_recording(&mut daemon, &mut sim, &sim_log, &logs)
+}
+
+#[test]
+fn live_findings_through_reordering_and_lost_acks_are_the_files_and_a_motor_failure_keeps_its_buffer()
+ {
+    let dir = fresh_dir("live");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (k, fault) in ["motor", "ekf:5000", "gps", "battery"]
+        .into_iter()
+        .enumerate()
+    {
+        let flight_dir = dir.join(fault.replace(':', "_"));
+        std::fs::create_dir_all(&flight_dir).unwrap();
+        let original = flight_dir.join("flight.ulg");
+        let out = Command::new(BIN)
+            .args(["sim", "--synthetic", "--fault", fault, "--write"])
+            .arg(&original)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let from_file = our_findings(&original);
+        assert!(!from_file.is_empty(), "{fault}: the file has findings");
+        let session = receive(
+            &flight_dir,
+            &original,
+            &[
+                "--reorder=0.05",
+                "--uplink-loss=0.05",
+                &format!("--seed={}", k + 1),
+            ],
+            &[
+                "--event-buffer=motors=actuator_outputs",
+                "--event-before=2",
+                "--event-after=1",
+            ],
+        );
+        let live = manifest_findings(&session);
+        assert_same(&format!("{fault}, live"), &live, &from_file);
+        // The session read back finds the same.
+        assert_same(
+            &format!("{fault}, session"),
+            &our_findings(&session),
+            &from_file,
+        );
+        // Each finding opened the buffer's window: around the motor's drop, every sample of
+        // the outputs from 2 s before to 1 s after is in the session, none outside.
+        let Some(py) = crate::common::venv_python() else {
+            continue;
+        };
+        let stored = flight_dir.join("stored.ulg");
+        let out = Command::new(BIN)
+            .arg("export")
+            .arg(&session)
+            .arg("-o")
+            .arg(&stored)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let counts = json_output(
+            Command::new(py)
+                .arg(crate::common::project().join("tests/event_windows.py"))
+                .args([&original, &stored, &session.join("manifest.json")])
+                .arg("motors"),
+        );
+        // 3 s of outputs at 50 Hz per finding (windows may merge).
+        let kept = counts["gated_kept"].as_u64().unwrap();
+        assert!(kept >= 150, "{fault}: {counts}");
+        assert!(kept < counts["gated_total"].as_u64().unwrap(), "{counts}");
     }
 }

@@ -268,6 +268,8 @@ fn sample_value(key: &str) -> &'static str {
         "event-buffer-size" => "\"8M\"",
         "event-on-log" => "[\"(?i)failsafe|crash\", \"Landing, detected\"]",
         "event-when" => "[\"vehicle_status.failsafe == 1\"]",
+        "diagnostics" => "\"motor_failure,rc_loss\"",
+        "event-on-diagnostic" => "\"critical\"",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         "upload-to" => "\"s3://flight-logs/fleet\"",
         "upload-endpoint" => "\"http://127.0.0.1:3900\"",

@@ -203,6 +203,10 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
                 EventSource::Request => "asked for",
                 EventSource::LoggedText => "logged string",
                 EventSource::Field => "field condition",
+                EventSource::Diagnostic => match &e.finding {
+                    Some(f) => f.severity.as_str(),
+                    None => "diagnostic",
+                },
             },
             if e.detail.is_empty() {
                 String::new()

@@ -257,7 +257,18 @@ pub fn event_text(line: &Json) -> String {
         line["name"].as_str().unwrap_or("?"),
         seconds(&line["at_us"])
     );
+    if let Some(severity) = line["finding"]["severity"].as_str() {
+        text = format!(
+            "{severity}: {} (event {} at {:.3} s)",
+            line["detail"].as_str().unwrap_or("?"),
+            line["name"].as_str().unwrap_or("?"),
+            seconds(&line["at_us"])
+        );
+    }
     let windows = line["windows"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if windows.is_empty() && line["finding"].is_object() {
+        return text;
+    }
     if windows.is_empty() {
         text.push_str(": no event buffer (entered in the manifest only)");
     }

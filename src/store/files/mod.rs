@@ -43,6 +43,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
 
+use crate::diagnose::{FindingFilter, Selection, Severity};
 use crate::store::columns::{ColumnRouter, ColumnSpec};
 use crate::store::events::{
     EventBufferSpec, EventGate, EventRecord, EventRefused, MAX_LISTED_EVENTS, Trigger, TriggerWatch,
@@ -51,7 +52,7 @@ pub use crate::store::manifest::{
     BufferEntry, ColumnEntry, MANIFEST, MANIFEST_FORMAT, Manifest, SplitEntry, hex, read_manifest,
     update_manifest, write_file_durably, write_manifest,
 };
-use crate::store::manifest::{replace_manifest, sync_dir};
+use crate::store::manifest::{DiagnosticsEntry, replace_manifest, sync_dir};
 use crate::store::splitter::{SplitPolicy, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::gaps::GapMarker;
@@ -86,6 +87,10 @@ pub struct StoreOptions {
     pub event_buffers: Vec<EventBufferSpec>,
     /// What makes an event besides a request ([`LogStore::request_event`]).
     pub triggers: Vec<Trigger>,
+    /// The flight diagnostics run on each log: every finding is an event.
+    pub diagnostics: Selection,
+    /// The findings that open the event buffers' windows (the others are listed only).
+    pub event_on_diagnostic: FindingFilter,
 }
 
 impl StoreOptions {
@@ -101,6 +106,8 @@ impl StoreOptions {
             columns: Vec::new(),
             event_buffers: Vec::new(),
             triggers: Vec::new(),
+            diagnostics: Selection::ALL,
+            event_on_diagnostic: FindingFilter::AtLeast(Severity::Warning),
         }
     }
 }
@@ -235,6 +242,10 @@ impl LogStore {
                     event_buffer,
                 })
                 .collect(),
+            diagnostics: (!self.options.diagnostics.is_empty()).then(|| DiagnosticsEntry {
+                analyzers: self.options.diagnostics.to_string(),
+                ..DiagnosticsEntry::default()
+            }),
             ..Manifest::default()
         };
         // On disk at once, whole (recovery finds the session by it); its directory entries
@@ -246,13 +257,16 @@ impl LogStore {
             .take(self.options.columns.len() + 1)
             .chain(buffers.map(|b| Some(EventGate::new(b.clone()))))
             .collect();
-        let watch = (!self.options.triggers.is_empty() || !self.options.event_buffers.is_empty())
-            .then(|| TriggerWatch::new(self.options.triggers.clone()));
+        let watch = (!self.options.triggers.is_empty()
+            || !self.options.event_buffers.is_empty()
+            || !self.options.diagnostics.is_empty())
+        .then(|| TriggerWatch::new(self.options.triggers.clone(), self.options.diagnostics));
         let router = (!all_columns.is_empty()).then(|| ColumnRouter::new(all_columns));
         self.session = Some(OpenSession {
             gates,
             watch,
             recorded: Vec::new(),
+            event_on_diagnostic: self.options.event_on_diagnostic,
             framer: Framer::file(),
             gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
             dropped_own: false,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use bytes::BytesMut;
 
 use super::sink::FileSink;
+use crate::diagnose::FindingFilter;
 use crate::store::columns::ColumnRouter;
 use crate::store::events::{
     BufferWindow, EventGate, EventRecord, EventSource, MAX_LISTED_EVENTS, TriggerWatch,
@@ -36,6 +37,8 @@ pub(super) struct OpenSession {
     pub(super) watch: Option<TriggerWatch>,
     /// Events entered in the manifest, not yet handed out.
     pub(super) recorded: Vec<EventRecord>,
+    /// The findings that open the event buffers' windows.
+    pub(super) event_on_diagnostic: FindingFilter,
 }
 
 /// One column's splitter and files.
@@ -63,7 +66,14 @@ impl OpenSession {
         let mut events = Vec::new();
         if let Some(watch) = &mut self.watch {
             watch.push(bytes, &mut events);
+            if let Some(d) = &mut self.manifest.diagnostics
+                && d.blind.len() != watch.blind().len()
+            {
+                d.blind = watch.blind().to_vec();
+            }
         }
+        let filter = self.event_on_diagnostic;
+        let opens_windows = |e: &EventRecord| e.finding.as_ref().is_none_or(|f| filter.takes(f));
         match &mut self.router {
             None => {
                 let c = &mut self.columns[0];
@@ -79,7 +89,7 @@ impl OpenSession {
                         Some(gate) => {
                             let mut held_back = BytesMut::new();
                             gate.push(out, &mut held_back);
-                            for e in &mut events {
+                            for e in events.iter_mut().filter(|e| opens_windows(e)) {
                                 open_window(gate, e, &mut held_back);
                             }
                             gated = held_back;
@@ -110,6 +120,7 @@ impl OpenSession {
             detail: String::new(),
             after_us,
             windows: Vec::new(),
+            finding: None,
         };
         for (c, gate) in self.columns.iter_mut().zip(&mut self.gates) {
             if let Some(gate) = gate {

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser};
+use ulog_recv::diagnose::{FindingFilter, Selection};
 use ulog_recv::link::{SessionConfig, SigningSetup};
 use ulog_recv::live::clients::ServeError;
 use ulog_recv::live::ndjson::server::default_socket_path;
@@ -479,6 +480,16 @@ pub(crate) struct StoreArgs {
     #[arg(long, value_parser = field_trigger, value_name = "CONDITION",
           action = clap::ArgAction::Append, help_heading = EVENTS)]
     pub(crate) event_when: Vec<Trigger>,
+    /// The flight diagnostics run on the live stream, each finding an event (in the
+    /// manifest, on the live socket, in `info`): all, none, or a comma-separated list of
+    /// motor_failure, gps_interference, battery_brownout, ekf_failure, rc_loss.
+    #[arg(long, default_value = "all", value_name = "ANALYZERS", help_heading = EVENTS)]
+    pub(crate) diagnostics: Selection,
+    /// The findings that open the event buffers' windows: a severity and those worse
+    /// (warning, critical), or analyzers (motor_failure,rc_loss), or none.
+    #[arg(long, default_value = "warning", value_name = "SEVERITY|ANALYZERS",
+          help_heading = EVENTS)]
+    pub(crate) event_on_diagnostic: FindingFilter,
 }
 
 impl StoreArgs {
@@ -512,6 +523,8 @@ impl StoreArgs {
                 .chain(&self.event_when)
                 .cloned()
                 .collect(),
+            diagnostics: self.diagnostics,
+            event_on_diagnostic: self.event_on_diagnostic,
         }
     }
 }

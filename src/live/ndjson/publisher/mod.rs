@@ -295,6 +295,9 @@ impl Publisher {
                 if let Some(after) = e.after_us {
                     v["after_us"] = json!(after);
                 }
+                if let Some(f) = &e.finding {
+                    v["finding"] = json!(f);
+                }
                 // At most a log's listed events: never dropped.
                 (v, Keep::Always)
             }

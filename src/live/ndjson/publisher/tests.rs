@@ -44,6 +44,7 @@ fn an_event_request_goes_to_the_store_and_its_outcome_to_every_client() {
         detail: String::new(),
         after_us: Some(3_000_000),
         windows: Vec::new(),
+        finding: None,
     }));
     let lines: Vec<Outgoing> = std::iter::from_fn(|| p.poll_transmit()).collect();
     assert_eq!(lines.len(), 2);
