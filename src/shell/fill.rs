@@ -4,7 +4,8 @@
 //! around it the stream's), fetches only the byte ranges the locators ask for, and writes the
 //! recovered records as amendments beside the splits, each amendment durable before the
 //! manifest names it, every 64 gaps or 5 s (a fill cut short loses at most that; run again,
-//! it goes on with the dropouts not filled yet, never twice).
+//! it goes on with the dropouts not filled yet, never twice). Once records are recovered,
+//! the flight diagnostics are made again on the whole flight and the manifest lists theirs.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -190,6 +191,8 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     let mut batches: Vec<Vec<Recovered>> = vec![Vec::new(); flight.columns.len()];
     let mut flushed = std::time::Instant::now();
     let mut stalled = false;
+    // Records were recovered (the flight diagnostics are made again on the whole flight).
+    let mut recovered = false;
     // What each site's search has fetched so far.
     let mut costs: HashMap<(usize, usize), u64> = HashMap::from([(probe, probe_cost)]);
     loop {
@@ -233,6 +236,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
                 report.amendments.push(name);
                 batch.clear();
             }
+            recovered |= !added.is_empty();
             // Onto the manifest as it is now: the uploader may have changed it meanwhile.
             manifest = update_manifest(dir, |m| {
                 if over {
@@ -259,7 +263,24 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     }
     files.close().await?;
     report.fetched_bytes = files.stats().bytes_received - fetched_before;
+    if recovered && let Err(e) = diagnose_again(dir) {
+        tracing::warn!("cannot make the flight diagnostics again after the fill: {e}");
+    }
     Ok(report)
+}
+
+/// The flight diagnostics made again on the whole flight, its amendments merged: what the
+/// gaps hid from the live detectors is seen now, and the manifest lists what they find.
+fn diagnose_again(dir: &Path) -> Result<(), crate::export::ExportError> {
+    let Some(entry) = read_manifest(dir)?.diagnostics else {
+        return Ok(());
+    };
+    let selection = entry.analyzers.parse().unwrap_or_default();
+    let detectors = crate::export::flight::diagnose(dir, selection)?;
+    update_manifest(dir, |m| {
+        m.replace_findings(detectors.findings(), detectors.blind())
+    })?;
+    Ok(())
 }
 
 /// Counts what one dropout came to in `report` (its search having fetched `fetched`

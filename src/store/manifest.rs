@@ -6,8 +6,9 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::diagnose::Finding;
 use crate::store::amend::{AmendmentEntry, UnfilledGap};
-use crate::store::events::EventRecord;
+use crate::store::events::{EventRecord, EventSource, MAX_LISTED_EVENTS};
 use crate::store::splitter::SplitSummary;
 
 /// The manifest's file name in a session directory.
@@ -62,6 +63,33 @@ pub struct Manifest {
     /// (`--upload-tables`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<String>,
+}
+
+impl Manifest {
+    /// Enters the findings of the flight diagnostics made again on the whole flight (after a
+    /// fill closed gaps), in place of those listed: a finding listed already keeps its event
+    /// (and the windows it opened), the others are entered with none (the buffers' samples
+    /// around them are gone); every event stays in log-time order of its moment.
+    pub fn replace_findings(&mut self, findings: &[Finding], blind: &[[u64; 2]]) {
+        let (mut listed, mut events): (Vec<EventRecord>, Vec<EventRecord>) =
+            std::mem::take(&mut self.events)
+                .into_iter()
+                .partition(|e| e.source == EventSource::Diagnostic);
+        for f in findings {
+            let same = listed.iter().position(|e| e.finding.as_ref() == Some(f));
+            events.push(match same {
+                Some(k) => listed.swap_remove(k),
+                None => EventRecord::of_finding(f),
+            });
+        }
+        events.sort_by_key(|e| e.at_us);
+        events.truncate(MAX_LISTED_EVENTS);
+        self.events = events;
+        if let Some(d) = &mut self.diagnostics {
+            d.blind = blind.to_vec();
+            d.after_fill = true;
+        }
+    }
 }
 
 /// What the manifest says of the flight diagnostics.

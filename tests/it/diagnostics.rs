@@ -200,9 +200,8 @@ fn findings_on_fault_flights_are_flight_review_v2s() {
 fn manifest_findings(session: &Path) -> Vec<Json> {
     let manifest: Json =
         serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
-    manifest["events"]
-        .as_array()
-        .unwrap()
+    let events = manifest["events"].as_array().cloned().unwrap_or_default();
+    events
         .iter()
         .filter(|e| e["source"] == "diagnostic")
         .map(|e| {
@@ -319,5 +318,119 @@ fn live_findings_through_reordering_and_lost_acks_are_the_files_and_a_motor_fail
         let kept = counts["gated_kept"].as_u64().unwrap();
         assert!(kept >= 150, "{fault}: {counts}");
         assert!(kept < counts["gated_total"].as_u64().unwrap(), "{counts}");
+    }
+}
+
+#[test]
+fn through_loss_and_an_outage_the_fill_makes_the_findings_the_files() {
+    let dir = fresh_dir("filled");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (k, fault) in ["ekf:5000", "motor"].into_iter().enumerate() {
+        let flight_dir = dir.join(fault.replace(':', "_"));
+        std::fs::create_dir_all(&flight_dir).unwrap();
+        let original = flight_dir.join("flight.ulg");
+        let out = Command::new(BIN)
+            .args(["sim", "--synthetic", "--fault", fault, "--write"])
+            .arg(&original)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let from_file = our_findings(&original);
+        // 2 % of the vehicle's frames lost, and the link down for 1 s about halfway (the
+        // flight streams for about 11 s at 70 % of 30 KB/s).
+        let port = free_udp_port();
+        let logs = flight_dir.join("logs");
+        let (mut sim, sim_log) = Proc::spawn_watched(
+            "the simulator",
+            &[
+                "sim".into(),
+                original.to_string_lossy().into_owned(),
+                "--udp-connect".into(),
+                format!("127.0.0.1:{port}"),
+                "--link-rate=30000".into(),
+                "--loss=0.02".into(),
+                "--outage-every-ms=6000".into(),
+                "--outage-ms=1000".into(),
+                format!("--seed={}", k + 5),
+            ],
+        );
+        let mut daemon = Proc::spawn(
+            "the daemon",
+            &[
+                "--udp".into(),
+                format!("127.0.0.1:{port}"),
+                "--log-dir".into(),
+                logs.to_string_lossy().into_owned(),
+                "--no-socket".into(),
+            ],
+        );
+        wait_for_line(&sim_log, "whole log was sent", Duration::from_secs(120));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(daemon.terminate().success());
+        let session = crate::common::procs::session_dirs(&logs).remove(0);
+        let manifest: Json =
+            serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+        let blind = manifest["diagnostics"]["blind"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            !blind.is_empty(),
+            "{fault}: the stream had gaps: {manifest}"
+        );
+        let live = manifest_findings(&session);
+
+        let out = Command::new(BIN)
+            .arg("fill")
+            .arg(&session)
+            .args(["--json", "--udp", &port.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = sim.terminate();
+        let manifest: Json =
+            serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(manifest["diagnostics"]["after_fill"], true, "{manifest}");
+        assert_eq!(
+            manifest["diagnostics"]["blind"],
+            Json::Null,
+            "{fault}: all filled"
+        );
+        let filled = manifest_findings(&session);
+        assert_same(&format!("{fault}, after the fill"), &filled, &from_file);
+        assert_same(
+            &format!("{fault}, info"),
+            &our_findings(&session),
+            &from_file,
+        );
+        // What the live stream found, it saw: each live finding is one of the file's, or
+        // the same thing seen from the first sample after a gap that hid its start.
+        for f in &live {
+            let seen = from_file.iter().any(|g| {
+                g["id"] == f["id"]
+                    && g["evidence"]["type"] == f["evidence"]["type"]
+                    && g["evidence"]["innovation"] == f["evidence"]["innovation"]
+                    && g["evidence"]["motor_index"] == f["evidence"]["motor_index"]
+                    && g["timestamp_us"].as_u64() <= f["timestamp_us"].as_u64()
+            });
+            assert!(
+                seen,
+                "{fault}: live {f} is none of the file's: {from_file:?}"
+            );
+        }
+        eprintln!(
+            "{fault}: {} blind span(s), {} of {} findings live",
+            blind.len(),
+            live.len(),
+            from_file.len()
+        );
     }
 }
