@@ -17,12 +17,18 @@ with "-- Spark SQL"), each of the same three queries:
    pyulog reads in those flights' battery_status;
 3. a topic joined to flights: per flight dated on or after the query's day, its airframe
    (SYS_AUTOSTART), firmware (ver_sw_release as v1.2.3) and the largest -z pyulog reads in
-   vehicle_local_position.
+   vehicle_local_position;
+4. flights with GPS interference since a day: per flight dated on or after the query's day
+   where Flight Review v2's converter (`ulog-convert batch --diagnostics`, from
+   ../shared/vendor/flight-review-rs or $FLIGHT_REVIEW_CONVERT) finds GPS interference, its
+   vehicle, day, how many findings and the worst severity.
 Prints {"queries": N, "rows": N, "engines": [...]}; exits 1 with the differences."""
 import json
 import math
+import os
 import pathlib
 import re
+import subprocess
 import sys
 
 import duckdb
@@ -62,9 +68,29 @@ def values(ulog, topic, field):
     return numpy.concatenate(found) if found else numpy.array([])
 
 
-def expected(root, logs, since):
+def flight_review_findings(project, logs):
+    """Absolute path of each log -> Flight Review v2's findings in it."""
+    converter = os.environ.get("FLIGHT_REVIEW_CONVERT") or str(
+        project.parent / "shared/vendor/flight-review-rs/bin/ulog-convert")
+    found = {}
+    for folder in sorted({log.resolve().parent for log in logs}):
+        out = subprocess.run([converter, "batch", str(folder), "--diagnostics", "--format", "json",
+                              "-j", "1"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            try:
+                report = json.loads(line)
+            except ValueError:
+                continue
+            path = pathlib.Path(report["file"])
+            path = (path if path.is_absolute() else pathlib.Path.cwd() / path).resolve()
+            found[path] = report.get("diagnostics", [])
+    return found
+
+
+def expected(root, logs, since, project):
     flights = identity(root, "flights")
-    failsafe, voltage, heights = [], {}, []
+    failsafe, voltage, heights, gps = [], {}, [], []
+    diagnostics = flight_review_findings(project, logs)
     for log in logs:
         if log.stem not in flights:
             continue
@@ -83,7 +109,12 @@ def expected(root, logs, since):
             airframe = int(params["SYS_AUTOSTART"]) if "SYS_AUTOSTART" in params else None
             release = release_text(info["ver_sw_release"]) if "ver_sw_release" in info else None
             heights.append((log.stem, airframe, release, float(numpy.max(-z))))
-    return [sorted(failsafe), sorted((v, d, m) for (v, d), m in voltage.items()), sorted(heights)]
+        found = [f for f in diagnostics.get(log.resolve(), []) if f["id"] == "gps_interference"]
+        if found and date >= since:
+            worst = "critical" if any(f["severity"] == "critical" for f in found) else "warning"
+            gps.append((vehicle, date, log.stem, len(found), worst))
+    return [sorted(failsafe), sorted((v, d, m) for (v, d), m in voltage.items()), sorted(heights),
+            sorted(gps)]
 
 
 def same_rows(got, want):
@@ -111,10 +142,13 @@ def main():
     args = [a for a in args if a != "--spark"]
     chapter, root, logs = args[0], args[1], [pathlib.Path(p) for p in args[2:]]
     duck_queries, spark_statements = guide_blocks(chapter)
-    if len(duck_queries) != 3:
-        sys.exit(f"The guide's DuckDB block has {len(duck_queries)} queries, not the three this test knows")
+    if len(duck_queries) != 4:
+        sys.exit(f"The guide's DuckDB block has {len(duck_queries)} queries, not the four this test knows")
     since = re.search(r"DATE '(\d{4}-\d\d-\d\d)'", duck_queries[2]).group(1)
-    want = expected(root, logs, since)
+    if re.search(r"DATE '(\d{4}-\d\d-\d\d)'", duck_queries[3]).group(1) != since:
+        sys.exit("The guide's third and fourth queries must start on the same day")
+    project = pathlib.Path(chapter).resolve().parents[2]
+    want = expected(root, logs, since, project)
     errors = []
     answers = {}
     con = duckdb.connect()
@@ -131,7 +165,7 @@ def main():
         answers["spark"] = [as_rows(tuple(row) for row in r) for r in queries]
         spark.stop()
     names = ["flights with a failsafe", "min battery voltage per vehicle per day",
-             "highest point per flight joined to flights"]
+             "highest point per flight joined to flights", "flights with GPS interference"]
     for engine, got in answers.items():
         for name, g, w in zip(names, got, want):
             if not same_rows(g, w):
@@ -142,7 +176,8 @@ def main():
         print("\n".join(errors), file=sys.stderr)
         sys.exit(1)
     print(json.dumps({"queries": len(duck_queries), "rows": sum(len(w) for w in want),
-                      "failsafe_flights": len(want[0]), "engines": sorted(answers)}))
+                      "failsafe_flights": len(want[0]), "gps_flights": len(want[3]),
+                      "engines": sorted(answers)}))
 
 
 main()

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::{AnalyzerId, Evidence, Finding, Severity};
-use crate::ulog::Sample;
+use crate::ulog::Field;
 
 /// `vehicle_status.arming_state` of an armed vehicle.
 const ARMED: u8 = 2;
@@ -318,8 +318,8 @@ impl Motors {
     pub(super) fn sample(
         &mut self,
         ts: u64,
-        sample: &Sample<'_>,
-        outputs: &[usize],
+        data: &[u8],
+        outputs: &[Field],
         out: &mut Vec<Finding>,
     ) {
         if !self.armed {
@@ -333,7 +333,9 @@ impl Motors {
             n
         });
         for (motor, &field) in outputs.iter().enumerate().take(count) {
-            let pwm = sample.value(field).as_f64() as f32;
+            let Some(pwm) = super::float(data, Some(field)) else {
+                continue;
+            };
             let recent = &mut self.recent[motor];
             recent.push_back((ts, pwm));
             if recent.len() > LOCK_SAMPLES {

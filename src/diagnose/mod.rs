@@ -28,7 +28,7 @@ use std::str::FromStr;
 
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message};
-use crate::ulog::{BasicType, Decoder, Layout, Sample};
+use crate::ulog::{BasicType, Decoder, Field, Layout, Sample};
 
 use analyzers::{Battery, Ekf, Gps, Motors, RcLoss};
 
@@ -290,28 +290,28 @@ enum Bound {
     /// A topic no analyzer reads.
     Unread,
     Status {
-        arming: Option<usize>,
-        nav: Option<usize>,
+        arming: Option<Field>,
+        nav: Option<Field>,
     },
     Battery {
-        voltage: Option<usize>,
-        current: Option<usize>,
+        voltage: Option<Field>,
+        current: Option<Field>,
     },
     Estimator {
         /// Velocity, position, height.
-        ratios: [Option<usize>; 3],
+        ratios: [Option<Field>; 3],
     },
     Gps {
-        eph: Option<usize>,
-        epv: Option<usize>,
-        satellites: Option<usize>,
+        eph: Option<Field>,
+        epv: Option<Field>,
+        satellites: Option<Field>,
     },
     Outputs {
         /// `output[0]`, `output[1]`, ... as far as they run unbroken.
-        outputs: Vec<usize>,
+        outputs: Vec<Field>,
     },
     Rc {
-        lost: Option<usize>,
+        lost: Option<Field>,
     },
 }
 
@@ -320,10 +320,9 @@ const MAX_MOTORS: usize = 16;
 
 /// The leaf `name` of `layout` if it has type `ty`: a field of another type is taken as
 /// absent, as Flight Review v2 takes it.
-fn field(layout: &Layout, name: &str, ty: BasicType) -> Option<usize> {
-    layout
-        .field_index(name)
-        .filter(|&i| layout.fields[i].ty == ty)
+fn field(layout: &Layout, name: &str, ty: BasicType) -> Option<Field> {
+    let f = layout.fields[layout.field_index(name)?];
+    (f.ty == ty).then_some(f)
 }
 
 impl Bound {
@@ -364,14 +363,21 @@ impl Bound {
     }
 }
 
+/// The value of `field` in a sample's `data` (`None` past its end).
+fn value(data: &[u8], field: Field) -> Option<f64> {
+    data.get(field.offset..)
+        .filter(|rest| rest.len() >= field.ty.size())
+        .map(|rest| field.ty.read(rest).as_f64())
+}
+
 /// A float field of a sample.
-fn float(sample: &Sample<'_>, index: Option<usize>) -> Option<f32> {
-    index.map(|i| sample.value(i).as_f64() as f32)
+fn float(data: &[u8], field: Option<Field>) -> Option<f32> {
+    value(data, field?).map(|v| v as f32)
 }
 
 /// A `uint8_t` field of a sample.
-fn byte(sample: &Sample<'_>, index: Option<usize>) -> Option<u8> {
-    index.map(|i| sample.value(i).as_f64() as u8)
+fn byte(data: &[u8], field: Option<Field>) -> Option<u8> {
+    value(data, field?).map(|v| v as u8)
 }
 
 /// The selected analyzers over one log (see the module docs).
@@ -425,18 +431,36 @@ impl Detectors {
     #[inline]
     pub fn observe(&mut self, sample: &Sample<'_>) {
         let i = usize::from(sample.msg_id);
+        if self.bound.get(i).is_none_or(Option::is_none) {
+            self.bind(sample.msg_id, sample.layout);
+        }
+        self.observe_bound(sample.msg_id, sample.timestamp.unwrap_or(0), sample.data);
+    }
+
+    /// For a reader that hands out samples by a key of its own rather than as a decoder's
+    /// [`Sample`]s (the dataset export's channels): `key`'s samples have `layout`.
+    pub fn bind(&mut self, key: u16, layout: &Layout) {
+        let i = usize::from(key);
         if self.bound.len() <= i {
             self.bound.resize(i + 1, None);
         }
-        let bound = self.bound[i].get_or_insert_with(|| Bound::of(sample.layout));
-        let ts = sample.timestamp.unwrap_or(0);
+        self.bound[i] = Some(Bound::of(layout));
+    }
+
+    /// The log's next sample, of `key` (bound with [`bind`](Self::bind)), stamped `ts` (0:
+    /// no timestamp), its bytes `data` (the message id excluded).
+    #[inline]
+    pub fn observe_bound(&mut self, key: u16, ts: u64, data: &[u8]) {
+        let Some(Some(bound)) = self.bound.get(usize::from(key)) else {
+            return;
+        };
         let sel = self.selection;
         let out = &mut self.findings;
         match bound {
             Bound::Unread => {}
             Bound::Status { arming, nav } => {
-                let arming = byte(sample, *arming);
-                let nav = byte(sample, *nav);
+                let arming = byte(data, *arming);
+                let nav = byte(data, *nav);
                 if sel.contains(AnalyzerId::BatteryBrownout) {
                     self.battery.status(arming);
                 }
@@ -449,10 +473,10 @@ impl Detectors {
             }
             Bound::Battery { voltage, current } if sel.contains(AnalyzerId::BatteryBrownout) => {
                 self.battery
-                    .sample(ts, float(sample, *voltage), || float(sample, *current), out);
+                    .sample(ts, float(data, *voltage), || float(data, *current), out);
             }
             Bound::Estimator { ratios } if sel.contains(AnalyzerId::EkfFailure) => {
-                let ratios = ratios.map(|r| float(sample, r));
+                let ratios = ratios.map(|r| float(data, r));
                 self.ekf.sample(ts, ratios, out);
             }
             Bound::Gps {
@@ -462,17 +486,17 @@ impl Detectors {
             } if sel.contains(AnalyzerId::GpsInterference) => {
                 self.gps.sample(
                     ts,
-                    float(sample, *eph),
-                    float(sample, *epv),
-                    byte(sample, *satellites),
+                    float(data, *eph),
+                    float(data, *epv),
+                    byte(data, *satellites),
                     out,
                 );
             }
             Bound::Outputs { outputs } if sel.contains(AnalyzerId::MotorFailure) => {
-                self.motors.sample(ts, sample, outputs, out);
+                self.motors.sample(ts, data, outputs, out);
             }
             Bound::Rc { lost } if sel.contains(AnalyzerId::RcLoss) => {
-                self.rc.sample(ts, byte(sample, *lost), out);
+                self.rc.sample(ts, byte(data, *lost), out);
             }
             _ => {}
         }

@@ -72,11 +72,47 @@ fn every_log_exports_to_tables_that_pyarrow_reads_as_pyulog_decodes_them() {
         // log has any.
         let files = files_under(&root);
         let dropouts = files.iter().any(|f| f.starts_with("parquet/v1/dropouts/"));
+        let diagnostics = files
+            .iter()
+            .any(|f| f.starts_with("parquet/v1/diagnostics/"));
         assert_eq!(
             files.len() as u64,
-            report["tables"].as_u64().unwrap() + 1 + u64::from(dropouts),
+            report["tables"].as_u64().unwrap() + 1 + u64::from(dropouts) + u64::from(diagnostics),
             "{files:?}"
         );
+        // The diagnostics, as pyarrow reads them: those `info --diagnostics` finds (held
+        // against Flight Review v2's in the diagnostics tests), a row each.
+        let found = json_output(
+            Command::new(crate::common::procs::BIN)
+                .args(["info", "--diagnostics", "--json"])
+                .arg(&log),
+        );
+        let expected: Vec<Json> = (found["diagnostics"].as_array().unwrap().iter())
+            .map(|f| {
+                serde_json::json!([
+                    f["id"],
+                    f["severity"],
+                    f["timestamp_us"],
+                    f["end_timestamp_us"]
+                ])
+            })
+            .collect();
+        let rows = python(
+            &py,
+            "import sys, json, pyarrow.parquet as pq, pathlib\n\
+             rows = []\n\
+             for f in pathlib.Path(sys.argv[1]).glob('parquet/v1/diagnostics/*/*/*.parquet'):\n\
+             \x20   t = pq.read_table(f).to_pylist()\n\
+             \x20   rows += [[r['analyzer'], r['severity'], r['timestamp'], r['end_timestamp']] for r in t]\n\
+             print(json.dumps(rows))",
+            &[&root],
+        );
+        let mut rows: Vec<Json> = serde_json::from_str(&rows).unwrap();
+        let mut expected = expected;
+        rows.sort_by_key(Json::to_string);
+        expected.sort_by_key(Json::to_string);
+        assert_eq!(diagnostics, !expected.is_empty(), "{name}");
+        assert_eq!(rows, expected, "{name}: the diagnostics table");
         for file in &files {
             let parts: Vec<&str> = file.split('/').collect();
             assert_eq!(parts.len(), 6, "{file}");
@@ -285,7 +321,11 @@ fn the_guides_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() 
             .arg("--spark")
             .args(&logs),
     );
-    assert_eq!(report["queries"], 3, "{report}");
+    assert_eq!(report["queries"], 4, "{report}");
+    // Flight Review v2 finds GPS interference in two of the real logs.
+    if common::shared_logs().is_some() {
+        assert!(report["gps_flights"].as_u64().unwrap() >= 2, "{report}");
+    }
     assert_eq!(report["engines"], serde_json::json!(["duckdb", "spark"]));
     assert!(report["rows"].as_u64().unwrap() >= 2, "{report}");
 }

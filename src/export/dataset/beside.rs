@@ -7,8 +7,10 @@
 //!   each change with its log time (`changed` true): `name`, `value` (a double: PX4's
 //!   parameters are int32 or float, both exact in it).
 //! - `dropouts`: each dropout left in the stream (after a fill): `timestamp`, `duration_ms`.
-//! - `events`: the receiver's events (`ulog-recv event`, triggers): `name`, `source`,
-//!   `detail`.
+//! - `events`: the receiver's events (`ulog-recv event`, triggers, diagnostics): `name`,
+//!   `source`, `detail`.
+//! - `diagnostics` ([`diagnostics`]): what the flight diagnostics find in the exported
+//!   flight, a row per finding, its evidence as columns.
 //! - `flights` ([`super::flights`]): one row per flight.
 
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use super::columns::{IDENTITY, flight_fields, utc_field};
 use super::table::{FlightIdentity, TableError, flight_arrays, utc_array};
+use crate::diagnose::{Evidence, Finding};
 use crate::export::FlightMetadata;
 use crate::store::events::EventRecord;
 use crate::ulog::message::syslog_level;
@@ -112,6 +115,8 @@ pub fn params(id: &FlightIdentity, metadata: &FlightMetadata) -> Result<RecordBa
 pub const DROPOUTS: &str = "dropouts";
 /// Our events' table.
 pub const EVENTS: &str = "events";
+/// The flight diagnostics' table.
+pub const DIAGNOSTICS: &str = "diagnostics";
 
 /// The `dropouts` table of the flight `id`: each dropout left in the stream, at the log time
 /// of the sample before it, with its length (`duration_ms`, as the logger measured it).
@@ -166,5 +171,140 @@ pub fn events(id: &FlightIdentity, events: &[EventRecord]) -> Result<RecordBatch
         rows.iter()
             .map(|e| Some(e.detail.as_str()).filter(|d| !d.is_empty())),
     )));
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// The `diagnostics` table of the flight `id`: one row per finding of the flight diagnostics
+/// ([`crate::diagnose`]), by start: `timestamp` (its start), `timestamp_utc`, `end_timestamp`
+/// (null for a point in time), `analyzer`, `severity` (`warning`, `critical`), `summary`,
+/// then the evidence as columns, each null where its analyzer has no such evidence:
+/// `motor_index`, `pwm_value`, `failure_mode`, `flight_mode` (motor failure); `eph_m`,
+/// `epv_m`, `num_satellites` (GPS interference); `voltage_v`, `critical_threshold_v`,
+/// `current_a` (battery brownout); `innovation`, `test_ratio`, `threshold` (EKF failure);
+/// `last_signal_timestamp`, `signal_lost_ms` (RC loss).
+pub fn diagnostics(id: &FlightIdentity, findings: &[Finding]) -> Result<RecordBatch, TableError> {
+    let mut rows: Vec<&Finding> = findings.iter().collect();
+    rows.sort_by_key(|f| f.timestamp_us);
+    let n = rows.len();
+    let mut fields = flight_fields();
+    fields.extend([
+        Field::new(IDENTITY[4], DataType::Int64, false),
+        utc_field(),
+        Field::new("end_timestamp", DataType::Int64, true),
+        Field::new("analyzer", DataType::Utf8, false),
+        Field::new("severity", DataType::Utf8, false),
+        Field::new("summary", DataType::Utf8, false),
+    ]);
+    let mut arrays = flight_arrays(id, n);
+    arrays.push(Arc::new(Int64Array::from_iter_values(
+        rows.iter().map(|f| f.timestamp_us as i64),
+    )));
+    arrays.push(utc_array(id, rows.iter().map(|f| Some(f.timestamp_us))));
+    arrays.push(Arc::new(Int64Array::from_iter(
+        rows.iter().map(|f| f.end_timestamp_us.map(|t| t as i64)),
+    )));
+    arrays.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|f| f.id.as_str()),
+    )));
+    arrays.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|f| f.severity.as_str()),
+    )));
+    arrays.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|f| &f.summary),
+    )));
+    // The evidence, a column per field of every analyzer's.
+    let mut ints: [(&str, Int64Builder); 4] = [
+        ("motor_index", Int64Builder::with_capacity(n)),
+        ("num_satellites", Int64Builder::with_capacity(n)),
+        ("last_signal_timestamp", Int64Builder::with_capacity(n)),
+        ("signal_lost_ms", Int64Builder::with_capacity(n)),
+    ];
+    let mut floats: [(&str, Float64Builder); 8] = [
+        ("pwm_value", Float64Builder::with_capacity(n)),
+        ("eph_m", Float64Builder::with_capacity(n)),
+        ("epv_m", Float64Builder::with_capacity(n)),
+        ("voltage_v", Float64Builder::with_capacity(n)),
+        ("critical_threshold_v", Float64Builder::with_capacity(n)),
+        ("current_a", Float64Builder::with_capacity(n)),
+        ("test_ratio", Float64Builder::with_capacity(n)),
+        ("threshold", Float64Builder::with_capacity(n)),
+    ];
+    let mut texts: [(&str, Vec<Option<String>>); 3] = [
+        ("failure_mode", Vec::with_capacity(n)),
+        ("flight_mode", Vec::with_capacity(n)),
+        ("innovation", Vec::with_capacity(n)),
+    ];
+    for f in &rows {
+        let (mut i, mut x, mut t): ([Option<i64>; 4], [Option<f32>; 8], [Option<&str>; 3]) =
+            Default::default();
+        match &f.evidence {
+            Evidence::MotorFailure {
+                motor_index,
+                pwm_value,
+                failure_mode,
+                flight_mode,
+            } => {
+                i[0] = Some(i64::from(*motor_index));
+                x[0] = Some(*pwm_value);
+                t[0] = Some(failure_mode);
+                t[1] = Some(flight_mode);
+            }
+            Evidence::GpsInterference {
+                eph_m,
+                epv_m,
+                num_satellites,
+                ..
+            } => {
+                i[1] = Some(i64::from(*num_satellites));
+                (x[1], x[2]) = (Some(*eph_m), Some(*epv_m));
+            }
+            Evidence::BatteryBrownout {
+                voltage_v,
+                critical_threshold_v,
+                current_a,
+            } => {
+                (x[3], x[4], x[5]) = (Some(*voltage_v), Some(*critical_threshold_v), *current_a);
+            }
+            Evidence::EkfFailure {
+                innovation,
+                test_ratio,
+                threshold,
+            } => {
+                t[2] = Some(innovation);
+                (x[6], x[7]) = (Some(*test_ratio), Some(*threshold));
+            }
+            Evidence::RcLoss {
+                last_signal_timestamp_us,
+                signal_lost_duration_ms,
+            } => {
+                i[2] = Some(*last_signal_timestamp_us as i64);
+                i[3] = Some(*signal_lost_duration_ms as i64);
+            }
+        }
+        for (column, v) in ints.iter_mut().zip(i) {
+            column.1.append_option(v);
+        }
+        for (column, v) in floats.iter_mut().zip(x) {
+            // Through its shortest decimal: 12.7 stays 12.7, not 12.699999809265137.
+            column
+                .1
+                .append_option(v.and_then(|v| v.to_string().parse::<f64>().ok()));
+        }
+        for (column, v) in texts.iter_mut().zip(t) {
+            column.1.push(v.map(str::to_owned));
+        }
+    }
+    for (name, mut b) in ints {
+        fields.push(Field::new(name, DataType::Int64, true));
+        arrays.push(Arc::new(b.finish()));
+    }
+    for (name, mut b) in floats {
+        fields.push(Field::new(name, DataType::Float64, true));
+        arrays.push(Arc::new(b.finish()));
+    }
+    for (name, values) in texts {
+        fields.push(Field::new(name, DataType::Utf8, true));
+        arrays.push(Arc::new(StringArray::from(values)));
+    }
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }

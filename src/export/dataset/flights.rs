@@ -18,6 +18,7 @@
 //! | `min_battery_remaining` | `battery_status.remaining` from 0 to 1 (-1: unknown) |
 //! | `errors`, `warnings` | logged strings of syslog level 0 to 3, and 4 |
 //! | `dropouts`, `dropout_ms` | the dropouts left in the exported stream (after a fill) |
+//! | `ANALYZER_findings`, `ANALYZER_worst` | the flight diagnostics' findings of each analyzer (`motor_failure`, `gps_interference`, `battery_brownout`, `ekf_failure`, `rc_loss`) in the exported stream: how many, and the worst severity (null when none) |
 //!
 //! A column whose topic the log lacks is null, never 0. The rest comes from the log's info
 //! and parameters (`ver_*`, `sys_name`, `SYS_AUTOSTART`, `MAV_TYPE`, `MAV_SYS_ID`) and from
@@ -36,6 +37,7 @@ use arrow_schema::{Field, Schema};
 
 use super::columns::flight_fields;
 use super::table::{FlightIdentity, TableError, flight_arrays};
+use crate::diagnose::{AnalyzerId, Finding};
 use crate::export::{FlightMetadata, release_text};
 use crate::store::Manifest;
 use crate::store::events::EventRecord;
@@ -307,6 +309,7 @@ impl Row {
 pub(crate) fn flights(
     id: &FlightIdentity,
     stats: &FlightStats,
+    findings: &[Finding],
     metadata: &FlightMetadata,
     facts: &FlightFacts,
     from_us: Option<u64>,
@@ -394,6 +397,12 @@ pub(crate) fn flights(
     keys.append_value(facts.ulg_keys.iter().map(Some));
     row.push("ulg_keys", Arc::new(keys.finish()));
     row.text("flight_review_url", facts.flight_review_url.clone());
+    for analyzer in AnalyzerId::ALL {
+        let of = || findings.iter().filter(move |f| f.id == analyzer);
+        row.int64(&format!("{analyzer}_findings"), count(of().count() as u64));
+        let worst = of().map(|f| f.severity).max();
+        row.text(&format!("{analyzer}_worst"), worst.map(|s| s.to_string()));
+    }
     let Row { fields, arrays } = row;
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }

@@ -16,7 +16,7 @@
 //! - [`columns`]: a topic's schema (names, types, what is left out), made for the engines.
 //! - [`table`]: one topic's file, written a row group at a time.
 //! - [`beside`]: the tables beside the topics (`log_messages`, `params`, `dropouts`,
-//!   `events`).
+//!   `events`, `diagnostics`).
 //! - [`flights`]: the `flights` table, a row per flight.
 //!
 //! One table per topic, every instance in it (`multi_id`); rows sorted by timestamp within
@@ -39,6 +39,7 @@ use std::time::{Duration, SystemTime};
 
 use parquet::file::metadata::KeyValue;
 
+use crate::diagnose::{Detectors, Selection};
 use crate::export::{ExportError, ExportOptions, Flight, Sink, TopicSource, release_text, walk};
 use crate::ros::ros2::Ros2Type;
 use crate::store::manifest::read_manifest;
@@ -209,7 +210,7 @@ fn key_safe(name: &str) -> String {
 /// `root`, each at its [`table_key`], then the tables [`beside`] them and its row of
 /// [`flights`] (with what `facts` add); returns what was written, topics in the order they
 /// first appeared. A table with no row has no file. `--topics` patterns name the tables
-/// beside the topics as `log`, `params`, `dropouts`, `events` and `flights`.
+/// beside the topics as `log`, `params`, `dropouts`, `events`, `diagnostics` and `flights`.
 pub fn write_dataset(
     flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
@@ -228,6 +229,7 @@ pub fn write_dataset(
         log_rows: Vec::new(),
         dropouts: Vec::new(),
         stats: FlightStats::default(),
+        detectors: Detectors::new(Selection::ALL),
     };
     let (_, metadata) = walk(flight, options, &mut sink)?;
     let info = |key: &str| metadata.info.get(key).cloned();
@@ -301,9 +303,21 @@ pub fn write_dataset(
             beside::events(identity, &events)?,
         ),
         (
+            beside::DIAGNOSTICS,
+            beside::DIAGNOSTICS,
+            beside::diagnostics(identity, sink.detectors.findings())?,
+        ),
+        (
             flights::FLIGHTS,
             flights::FLIGHTS,
-            flights::flights(identity, &sink.stats, &metadata, facts, options.from_us)?,
+            flights::flights(
+                identity,
+                &sink.stats,
+                sink.detectors.findings(),
+                &metadata,
+                facts,
+                options.from_us,
+            )?,
         ),
     ];
     for (name, pattern_name, batch) in beside {
@@ -419,6 +433,8 @@ struct DatasetSink {
     dropouts: Vec<(u64, u16)>,
     /// The flight's row of `flights`, as the samples pass.
     stats: FlightStats,
+    /// The flight diagnostics, as the samples pass (channels are their keys).
+    detectors: Detectors,
 }
 
 impl DatasetSink {
@@ -477,7 +493,11 @@ impl Sink for DatasetSink {
         };
         self.channels
             .push((index, source.multi_id, Watched::of(source.layout)));
-        Ok(self.channels.len() as u32 - 1)
+        let channel = self.channels.len() as u32 - 1;
+        if let Ok(key) = u16::try_from(channel) {
+            self.detectors.bind(key, source.layout);
+        }
+        Ok(channel)
     }
 
     fn sample(
@@ -490,6 +510,9 @@ impl Sink for DatasetSink {
         let (index, multi_id, watched) = &self.channels[channel as usize];
         let (index, multi_id) = (*index, *multi_id);
         self.stats.sample(watched.as_ref(), timestamp_us, data);
+        if let Ok(key) = u16::try_from(channel) {
+            self.detectors.observe_bound(key, timestamp_us, data);
+        }
         let table = &mut self.tables[index].table;
         let before = table.buffered_bytes();
         table.push(multi_id, timestamp_us, data);
@@ -522,6 +545,8 @@ impl Sink for DatasetSink {
 
     fn dropout(&mut self, timestamp_us: u64, duration_ms: u16) -> Result<(), ExportError> {
         self.stats.dropout(duration_ms);
+        self.detectors
+            .dropout(timestamp_us, u64::from(duration_ms) * 1000);
         self.dropouts.push((timestamp_us, duration_ms));
         Ok(())
     }
