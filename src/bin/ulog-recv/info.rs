@@ -413,13 +413,18 @@ pub(crate) fn diagnostics(
     for f in found {
         let span = match f.end_timestamp_us {
             Some(end) => format!(
-                "{:>9.3}-{:.3} s",
+                "{:.3}-{:.3} s",
                 f.timestamp_us as f64 / 1e6,
                 end as f64 / 1e6
             ),
-            None => format!("{:>9.3} s", f.timestamp_us as f64 / 1e6),
+            None => format!("{:.3} s", f.timestamp_us as f64 / 1e6),
         };
-        say!("  {span}  {:<8}  {:<16}  {}", f.severity, f.id, f.summary);
+        say!(
+            "  {span:<17}  {:<8}  {:<16}  {}",
+            f.severity,
+            f.id,
+            f.summary
+        );
     }
     for [from, to] in detectors.blind() {
         say!(

@@ -31,7 +31,7 @@ use crate::args::{Cli, Command};
 use crate::config_file::{options_in_force, with_config};
 use crate::daemon::{receive, shutdown_signal};
 use crate::demo::{demo, sim, synthetic_flight};
-use crate::info::{diagnostics, info};
+use crate::info::info;
 use crate::logging::init_tracing;
 use ulog_recv::sim::faults::FaultFlight;
 
@@ -88,13 +88,12 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Info {
             file,
             json,
-            diagnostics: None,
-        }) => info(&file, json),
-        Some(Command::Info {
-            file,
-            json,
-            diagnostics: Some(selection),
-        }) => diagnostics(&file, selection, json),
+            diagnostics,
+            analyzers,
+        }) => match diagnostics {
+            true => crate::info::diagnostics(&file, analyzers, json),
+            false => info(&file, json),
+        },
         Some(Command::Snippet {
             session,
             from,

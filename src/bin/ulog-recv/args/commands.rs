@@ -95,11 +95,18 @@ pub(crate) enum Command {
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
-        /// Only the flight's diagnostics: what the detectors find in it (all of them, or a
-        /// comma-separated list: motor_failure, gps_interference, battery_brownout,
-        /// ekf_failure, rc_loss).
-        #[arg(long, value_name = "ANALYZERS", num_args = 0..=1, default_missing_value = "all")]
-        diagnostics: Option<ulog_recv::diagnose::Selection>,
+        /// Only the flight's diagnostics: what the detectors find in it.
+        #[arg(long)]
+        diagnostics: bool,
+        /// With --diagnostics: which analyzers run (all, or a comma-separated list:
+        /// motor_failure, gps_interference, battery_brownout, ekf_failure, rc_loss).
+        #[arg(
+            long,
+            value_name = "ANALYZERS",
+            default_value = "all",
+            requires = "diagnostics"
+        )]
+        analyzers: ulog_recv::diagnose::Selection,
     },
     /// Be a PX4 vehicle that streams FILE (or a synthetic flight) when a receiver asks.
     Sim {
