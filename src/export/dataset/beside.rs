@@ -235,8 +235,9 @@ pub fn diagnostics(id: &FlightIdentity, findings: &[Finding]) -> Result<RecordBa
         ("innovation", Vec::with_capacity(n)),
     ];
     for f in &rows {
-        let (mut i, mut x, mut t): ([Option<i64>; 4], [Option<f32>; 8], [Option<&str>; 3]) =
-            Default::default();
+        let mut i: [Option<i64>; 4] = Default::default();
+        let mut x: [Option<f32>; 8] = Default::default();
+        let mut t: [Option<&str>; 3] = Default::default();
         match &f.evidence {
             Evidence::MotorFailure {
                 motor_index,
