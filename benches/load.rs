@@ -194,6 +194,12 @@ fn main() {
             all_acked: true,
             ..Row::new(None, 0)
         },
+        // The flight diagnostics off (they are on in every other row): what they cost the
+        // daemon, against the same rate above.
+        Row {
+            store_args: &["--diagnostics", "none"],
+            ..Row::new(Some(200_000), 1472)
+        },
         // Receiving while a 500 MB session uploads to Garage at full speed.
         Row {
             upload_mb: 500,

@@ -5,20 +5,26 @@
 //! encoding it as CDR (the Foxglove channels, the export) against rendering it as the NDJSON
 //! socket's JSON fields.
 //!
-//! Prints two tables: MB/s of log, samples/s, bytes written per byte of log, and the time
-//! relative to decoding alone; ns per sample for CDR and JSON. Best of 5 runs per row.
+//! Then the flight diagnostics on the store's path: the store's watch over the log (framer,
+//! decoder) with the detectors and without, against decoding every field.
+//!
+//! Prints three tables: MB/s of log, samples/s, bytes written per byte of log, and the time
+//! relative to decoding alone; ns per sample for CDR and JSON; the diagnostics' ms per MB and
+//! their share of decoding's. Best of 5 runs per row (7 taking turns for the last).
 //! Run: `cargo bench --bench publish`.
 
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ulog_recv::diagnose::Selection;
 use ulog_recv::link::Event;
 use ulog_recv::live::foxglove::FoxglovePublisher;
 use ulog_recv::live::ndjson::Publisher;
 use ulog_recv::live::ndjson::protocol::Line;
 use ulog_recv::live::ndjson::sample_json::JsonShape;
 use ulog_recv::ros::ros2::Ros2Type;
+use ulog_recv::store::events::TriggerWatch;
 use ulog_recv::ulog::{Decoder, Reader};
 
 fn logs() -> Vec<PathBuf> {
@@ -193,6 +199,62 @@ fn per_sample(bytes: &[u8]) -> (f64, f64, u64) {
     )
 }
 
+/// The store's watch over the whole log, fed in 1 KB pieces, running `diagnostics`: the
+/// framer and decoder the daemon runs for its events, and the detectors; returns the events.
+fn watch(bytes: &[u8], diagnostics: Selection) -> u64 {
+    let mut watch = TriggerWatch::new(Vec::new(), diagnostics);
+    let mut events = Vec::new();
+    for piece in bytes.chunks(1024) {
+        watch.push(piece, &mut events);
+    }
+    events.len() as u64
+}
+
+/// The third table: the flight diagnostics on the store's path, against the same walk
+/// without them and against decoding every field.
+fn diagnostics_cost() {
+    println!();
+    println!(
+        "| log | MB | decode only ms/MB | walk, no diagnostics ms/MB | walk with diagnostics ms/MB | findings | diagnostics' ms/MB | share of decoding |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let motor = ulog_recv::sim::faults::fault_flight(ulog_recv::sim::faults::FaultFlight {
+        fault: ulog_recv::sim::faults::Fault::MotorDrop,
+        armed: true,
+        seed: 1,
+        rc_lost_as_uint8: false,
+    });
+    let mut logs: Vec<(String, Vec<u8>)> = logs()
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(p).unwrap())
+        })
+        .collect();
+    logs.push(("fault flight (motor)".into(), motor));
+    for (name, bytes) in logs {
+        let mb = bytes.len() as f64 / 1e6;
+        let per_mb = |t: Duration| t.as_secs_f64() * 1e3 / mb;
+        // Taking turns, best of 7 each (the machine's load drifts).
+        let (mut base, mut without, mut with) = (Duration::MAX, Duration::MAX, Duration::MAX);
+        let mut found = 0;
+        for _ in 0..7 {
+            base = base.min(best(1, || decode(&bytes)).0);
+            without = without.min(best(1, || watch(&bytes, Selection::NONE)).0);
+            let (t, n) = best(1, || watch(&bytes, Selection::ALL));
+            (with, found) = (with.min(t), n);
+        }
+        let extra = per_mb(with).max(per_mb(without)) - per_mb(without);
+        println!(
+            "| {name} | {mb:.2} | {:.2} | {:.2} | {:.2} | {found} | {extra:.2} | {:.1} % |",
+            per_mb(base),
+            per_mb(without),
+            per_mb(with),
+            extra / per_mb(base) * 100.0
+        );
+    }
+}
+
 fn main() {
     println!(
         "| log | what | MB/s of log | samples/s | bytes out per log byte | time vs decoding |"
@@ -244,4 +306,5 @@ fn main() {
             cdr_bytes as f64 / bytes.len() as f64
         );
     }
+    diagnostics_cost();
 }

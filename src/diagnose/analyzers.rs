@@ -257,8 +257,11 @@ pub(super) struct Motors {
     mode: &'static str,
     /// Outputs read, set at the first armed sample.
     count: Option<usize>,
-    /// Per motor: its last samples (time, value).
-    recent: Vec<VecDeque<(u64, f32)>>,
+    /// Per motor: the times of its last samples (at most [`LOCK_SAMPLES`]).
+    recent: Vec<VecDeque<u64>>,
+    /// Per motor: how many of its latest samples in a row were at [`PWM_TOP`] or more (all of
+    /// `recent` at the top, when as many).
+    at_top: Vec<usize>,
     /// Per motor: it has read non-zero.
     active: Vec<bool>,
     /// Per motor: dropped to zero, locked at the top, already said.
@@ -275,6 +278,7 @@ impl Default for Motors {
             mode: "Unknown",
             count: None,
             recent: Vec::new(),
+            at_top: Vec::new(),
             active: Vec::new(),
             fired: Vec::new(),
         }
@@ -328,6 +332,7 @@ impl Motors {
         let count = *self.count.get_or_insert_with(|| {
             let n = outputs.len();
             self.recent = vec![VecDeque::with_capacity(LOCK_SAMPLES + 1); n];
+            self.at_top = vec![0; n];
             self.active = vec![false; n];
             self.fired = vec![[false; 2]; n];
             n
@@ -337,10 +342,12 @@ impl Motors {
                 continue;
             };
             let recent = &mut self.recent[motor];
-            recent.push_back((ts, pwm));
+            recent.push_back(ts);
             if recent.len() > LOCK_SAMPLES {
                 recent.pop_front();
             }
+            let at_top = &mut self.at_top[motor];
+            *at_top = if pwm >= PWM_TOP { *at_top + 1 } else { 0 };
             if pwm != 0.0 {
                 self.active[motor] = true;
             }
@@ -376,9 +383,9 @@ impl Motors {
                 fired[0] = true;
                 say("drop_to_zero", Severity::Critical, ts, None);
             }
-            if !fired[1] && recent.len() == LOCK_SAMPLES && recent.iter().all(|s| s.1 >= PWM_TOP) {
+            if !fired[1] && recent.len() == LOCK_SAMPLES && *at_top >= LOCK_SAMPLES {
                 fired[1] = true;
-                let from = recent.front().map_or(ts, |s| s.0);
+                let from = recent.front().copied().unwrap_or(ts);
                 say("locked_at_max", Severity::Warning, from, Some(ts));
             }
         }
@@ -387,6 +394,7 @@ impl Motors {
     /// A gap: the run of samples starts again after it.
     pub(super) fn lose_sight(&mut self) {
         self.recent.iter_mut().for_each(VecDeque::clear);
+        self.at_top.iter_mut().for_each(|n| *n = 0);
     }
 }
 

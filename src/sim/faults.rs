@@ -41,19 +41,22 @@ pub enum Fault {
     GpsJam,
     /// Motor 2's output falls to 0 and stays there.
     MotorDrop,
+    /// Motor 1's output stays at 1950 (the top) for 3 s.
+    MotorSaturated,
     /// `input_rc.rc_lost` for this many ms.
     RcLoss { ms: u32 },
 }
 
 impl Fault {
     /// Every fault the tests fly, by the name [`FromStr`] takes.
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::None,
         Fault::BatterySag,
         Fault::Innovation { ms: 2000 },
         Fault::Innovation { ms: 5000 },
         Fault::GpsJam,
         Fault::MotorDrop,
+        Fault::MotorSaturated,
         Fault::RcLoss { ms: 600 },
         Fault::RcLoss { ms: 6000 },
     ];
@@ -67,6 +70,7 @@ impl fmt::Display for Fault {
             Fault::Innovation { ms } => write!(f, "ekf:{ms}"),
             Fault::GpsJam => f.write_str("gps"),
             Fault::MotorDrop => f.write_str("motor"),
+            Fault::MotorSaturated => f.write_str("saturated"),
             Fault::RcLoss { ms } => write!(f, "rc:{ms}"),
         }
     }
@@ -74,7 +78,9 @@ impl fmt::Display for Fault {
 
 /// Why a fault's name is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("'{0}' is not a fault: none, battery, ekf:MS, gps, motor or rc:MS (MS: how long)")]
+#[error(
+    "'{0}' is not a fault: none, battery, ekf:MS, gps, motor, saturated or rc:MS (MS: how long)"
+)]
 pub struct UnknownFault(String);
 
 impl FromStr for Fault {
@@ -88,6 +94,7 @@ impl FromStr for Fault {
                 "battery" => Fault::BatterySag,
                 "gps" => Fault::GpsJam,
                 "motor" => Fault::MotorDrop,
+                "saturated" => Fault::MotorSaturated,
                 _ => return Err(bad()),
             },
             Some(("ekf", v)) => Fault::Innovation {
@@ -236,6 +243,11 @@ fn build(flight: FaultFlight) -> Result<Vec<u8>, WriteError> {
                             (4.., _) => 0.0,
                             (_, false) => 1000.0,
                             (2, true) if flight.fault == Fault::MotorDrop && t >= fault_at => 0.0,
+                            (1, true)
+                                if flight.fault == Fault::MotorSaturated && during(t, 3000) =>
+                            {
+                                1950.0
+                            }
                             (_, true) => 1450.0 + 100.0 * rng.unit(),
                         };
                         p.extend_from_slice(&f32::to_le_bytes(out));

@@ -187,6 +187,7 @@ fn findings_on_fault_flights_are_flight_review_v2s() {
             (_, false) => vec![],
             (Fault::BatterySag, true) => vec![("battery_brownout", "critical", fault_us)],
             (Fault::MotorDrop, true) => vec![("motor_failure", "critical", fault_us)],
+            (Fault::MotorSaturated, true) => vec![("motor_failure", "warning", fault_us)],
             // PX4 logs `rc_lost` as a bool, which Flight Review v2 does not read.
             (Fault::RcLoss { .. }, true) if !flight.rc_lost_as_uint8 => vec![],
             (Fault::RcLoss { ms: 600 }, true) => vec![("rc_loss", "warning", fault_us)],

@@ -121,8 +121,8 @@ pub(crate) enum Command {
         duration: u32,
         /// Generate instead a 40 s flight with something going wrong 15 s in, for the flight
         /// diagnostics: battery (the pack sags), ekf:MS (an innovation test fails for MS
-        /// ms), gps (interference), motor (an output drops to 0), rc:MS (RC lost for MS ms),
-        /// none.
+        /// ms), gps (interference), motor (an output drops to 0), saturated (an output stays
+        /// at the top for 3 s), rc:MS (RC lost for MS ms), none.
         #[arg(long, value_name = "FAULT", requires = "synthetic")]
         fault: Option<ulog_recv::sim::faults::Fault>,
         /// With --fault: the vehicle never arms (the fault happens on the ground).
