@@ -110,6 +110,9 @@ fn timed(command: &mut Command) -> (Duration, Vec<u8>) {
 
 /// Findings in a JSON text of either tool (one object, or one per line).
 fn findings(stdout: &[u8]) -> usize {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(stdout) {
+        return v["diagnostics"].as_array().map_or(0, Vec::len);
+    }
     String::from_utf8_lossy(stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -2,8 +2,6 @@
 //! [`super::Detectors`]) and appending its findings. Definitions, thresholds and quirks are
 //! Flight Review v2's; each says where it keeps one.
 
-use std::collections::VecDeque;
-
 use super::{AnalyzerId, Evidence, Finding, Severity};
 use crate::ulog::Field;
 
@@ -257,11 +255,10 @@ pub(super) struct Motors {
     mode: &'static str,
     /// Outputs read, set at the first armed sample.
     count: Option<usize>,
-    /// Per motor: the times of its last samples (at most [`LOCK_SAMPLES`]).
-    recent: Vec<VecDeque<u64>>,
-    /// Per motor: how many of its latest samples in a row were at [`PWM_TOP`] or more (all of
-    /// `recent` at the top, when as many).
-    at_top: Vec<usize>,
+    /// Per motor: how many of its latest samples in a row were at [`PWM_TOP`] or more, and
+    /// the time of the first of them. Its last [`LOCK_SAMPLES`] are all at the top when the
+    /// run is as long; the first time it is, they are the run's first ones.
+    at_top: Vec<(usize, u64)>,
     /// Per motor: it has read non-zero.
     active: Vec<bool>,
     /// Per motor: dropped to zero, locked at the top, already said.
@@ -277,7 +274,6 @@ impl Default for Motors {
             armed: false,
             mode: "Unknown",
             count: None,
-            recent: Vec::new(),
             at_top: Vec::new(),
             active: Vec::new(),
             fired: Vec::new(),
@@ -331,8 +327,7 @@ impl Motors {
         }
         let count = *self.count.get_or_insert_with(|| {
             let n = outputs.len();
-            self.recent = vec![VecDeque::with_capacity(LOCK_SAMPLES + 1); n];
-            self.at_top = vec![0; n];
+            self.at_top = vec![(0, 0); n];
             self.active = vec![false; n];
             self.fired = vec![[false; 2]; n];
             n
@@ -341,13 +336,12 @@ impl Motors {
             let Some(pwm) = super::float(data, Some(field)) else {
                 continue;
             };
-            let recent = &mut self.recent[motor];
-            recent.push_back(ts);
-            if recent.len() > LOCK_SAMPLES {
-                recent.pop_front();
-            }
             let at_top = &mut self.at_top[motor];
-            *at_top = if pwm >= PWM_TOP { *at_top + 1 } else { 0 };
+            *at_top = match (pwm >= PWM_TOP, *at_top) {
+                (false, _) => (0, 0),
+                (true, (0, _)) => (1, ts),
+                (true, (n, from)) => (n + 1, from),
+            };
             if pwm != 0.0 {
                 self.active[motor] = true;
             }
@@ -383,9 +377,9 @@ impl Motors {
                 fired[0] = true;
                 say("drop_to_zero", Severity::Critical, ts, None);
             }
-            if !fired[1] && recent.len() == LOCK_SAMPLES && *at_top >= LOCK_SAMPLES {
+            if !fired[1] && at_top.0 >= LOCK_SAMPLES {
                 fired[1] = true;
-                let from = recent.front().copied().unwrap_or(ts);
+                let from = at_top.1;
                 say("locked_at_max", Severity::Warning, from, Some(ts));
             }
         }
@@ -393,8 +387,7 @@ impl Motors {
 
     /// A gap: the run of samples starts again after it.
     pub(super) fn lose_sight(&mut self) {
-        self.recent.iter_mut().for_each(VecDeque::clear);
-        self.at_top.iter_mut().for_each(|n| *n = 0);
+        self.at_top.iter_mut().for_each(|run| *run = (0, 0));
     }
 }
 
