@@ -38,7 +38,7 @@ fuzz_target!(|input: &[u8]| {
         after_us: u64::from(every) * 1000,
         max_bytes,
     });
-    let mut watch = TriggerWatch::new(TRIGGERS.clone(), Selection::ALL);
+    let mut watch = TriggerWatch::new(TRIGGERS.clone(), Selection::ALL, true);
     let (mut out, mut events) = (BytesMut::new(), Vec::new());
     let every = usize::from(every % 8) + 1;
     for (k, piece) in log.chunks(usize::from(split) + 1).enumerate() {

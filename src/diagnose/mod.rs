@@ -16,10 +16,13 @@
 //! ([`crate::store::events::TriggerWatch`]); [`Diagnosis`] follows a file's or a session's bytes
 //! (`ulog-recv info --diagnostics`, the fleet's tables, the re-run after a fill).
 //!
+//! The samples of the topics no analyzer reads need not be decoded ([`Follower::skips`]): a
+//! walk for the diagnostics alone leaves them unparsed.
+//!
 //! A dropout closes every window still open (an exceedance, a loss, a run of samples) without
 //! a finding: what happened in the gap is not known, so nothing is made of it. The gap is
-//! listed as blind ([`Detectors::blind`]); a fill that closes it re-runs the walk on the whole
-//! flight.
+//! listed as blind ([`Detectors::blind`]), from the last sample followed; a fill that closes
+//! it re-runs the walk on the whole flight.
 
 mod analyzers;
 
@@ -27,7 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::ulog::framer::{Framer, Unit};
-use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message};
+use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message, msg_type};
 use crate::ulog::{BasicType, Decoder, Field, Layout, Sample};
 
 use analyzers::{Battery, Ekf, Gps, Motors, RcLoss};
@@ -315,6 +318,16 @@ enum Bound {
     },
 }
 
+/// The topics the analyzers read.
+const TOPICS_READ: [&str; 6] = [
+    "vehicle_status",
+    "battery_status",
+    "estimator_status",
+    "vehicle_gps_position",
+    "actuator_outputs",
+    "input_rc",
+];
+
 /// Most motor outputs read (`output[0]` to `output[15]`).
 const MAX_MOTORS: usize = 16;
 
@@ -386,6 +399,8 @@ pub struct Detectors {
     selection: Selection,
     /// Per message id: the fields its subscription carries, found at its first sample.
     bound: Vec<Option<Bound>>,
+    /// Per message id: its topic is one of [`TOPICS_READ`] (by its 'A' message).
+    reads: Vec<bool>,
     battery: Battery,
     ekf: Ekf,
     gps: Gps,
@@ -404,6 +419,7 @@ impl Detectors {
         Self {
             selection,
             bound: Vec::new(),
+            reads: Vec::new(),
             battery: Battery::default(),
             ekf: Ekf::default(),
             gps: Gps::default(),
@@ -419,12 +435,24 @@ impl Detectors {
         self.selection
     }
 
-    /// `msg_id` is subscribed anew (or unsubscribed): its fields are found again at its next
-    /// sample.
-    pub fn subscribed(&mut self, msg_id: u16) {
-        if let Some(b) = self.bound.get_mut(usize::from(msg_id)) {
+    /// `msg_id` is subscribed anew to topic `name` (`None`: unsubscribed): its fields are
+    /// found again at its next sample.
+    pub fn subscribed(&mut self, msg_id: u16, name: Option<&str>) {
+        let i = usize::from(msg_id);
+        if let Some(b) = self.bound.get_mut(i) {
             *b = None;
         }
+        if self.reads.len() <= i {
+            self.reads.resize(i + 1, false);
+        }
+        self.reads[i] = name.is_some_and(|n| TOPICS_READ.contains(&n));
+    }
+
+    /// Whether `msg_id`'s topic (as last subscribed) is one the analyzers read: the samples of
+    /// the others can be left undecoded.
+    #[inline]
+    pub fn reads(&self, msg_id: u16) -> bool {
+        self.reads.get(usize::from(msg_id)).is_some_and(|r| *r)
     }
 
     /// The log's next sample, in the log's order.
@@ -565,9 +593,8 @@ impl Follower {
     pub fn follow<'s, 'a: 's>(&'s mut self, message: &Message<'a>) -> Option<Sample<'s>> {
         if let Some(d) = &mut self.detectors {
             match *message {
-                Message::AddLogged { msg_id, .. } | Message::RemoveLogged { msg_id } => {
-                    d.subscribed(msg_id)
-                }
+                Message::AddLogged { msg_id, name, .. } => d.subscribed(msg_id, Some(name)),
+                Message::RemoveLogged { msg_id } => d.subscribed(msg_id, None),
                 Message::Dropout { duration_ms } => {
                     d.dropout(self.decoder.last_timestamp(), u64::from(duration_ms) * 1000)
                 }
@@ -581,9 +608,25 @@ impl Follower {
         Some(sample)
     }
 
-    /// The largest sample time seen so far, µs.
+    /// The largest sample time seen so far, µs (of the samples followed: see
+    /// [`skips`](Self::skips)).
     pub fn log_time(&self) -> u64 {
         self.decoder.last_timestamp()
+    }
+
+    /// Whether the whole message `framed` (its 3-byte header included) is a sample no analyzer
+    /// reads, which a caller that needs nothing else of it may leave unparsed and undecoded
+    /// (the log time then follows the samples the analyzers read). With no analyzer, every
+    /// sample is.
+    #[inline]
+    pub fn skips(&self, framed: &[u8]) -> bool {
+        match (framed, &self.detectors) {
+            ([_, _, ty, id0, id1, ..], Some(d)) if *ty == msg_type::DATA => {
+                !d.reads(u16::from_le_bytes([*id0, *id1]))
+            }
+            ([_, _, ty, ..], None) => *ty == msg_type::DATA,
+            _ => false,
+        }
     }
 
     pub fn detectors(&self) -> Option<&Detectors> {
@@ -621,6 +664,7 @@ impl Diagnosis {
         let _ = self.framer.push(bytes, |unit| {
             match unit {
                 Unit::Header(h) => follower.header(h),
+                Unit::Message(m) if follower.skips(m) => {}
                 Unit::Message(m) => {
                     if let Some(parsed) = Message::parse_framed(m) {
                         follower.follow(&parsed);

@@ -262,6 +262,8 @@ pub struct TriggerWatch {
     framer: Framer,
     /// Decodes the log and hands each sample to the diagnostics.
     follower: Follower,
+    /// Leaves the samples no analyzer reads undecoded.
+    skims: bool,
     triggers: Vec<Trigger>,
     /// Whether any trigger is a field condition (else samples are only timed).
     has_fields: bool,
@@ -282,20 +284,31 @@ struct WatchedField {
 }
 
 impl TriggerWatch {
-    /// A watch for `triggers`, running the analyzers `diagnostics` selects.
-    pub fn new(triggers: Vec<Trigger>, diagnostics: Selection) -> Self {
+    /// A watch for `triggers`, running the analyzers `diagnostics` selects. With
+    /// `every_sample` (event buffers open their windows by its log time) it decodes every
+    /// sample; else, without field conditions, it skims: the samples no analyzer reads are
+    /// left undecoded, and [`log_time`](Self::log_time) follows those it reads only.
+    pub fn new(triggers: Vec<Trigger>, diagnostics: Selection, every_sample: bool) -> Self {
+        let has_fields = triggers.iter().any(|t| matches!(t, Trigger::Field(_)));
         Self {
             framer: Framer::file(),
             follower: Follower::new(diagnostics),
-            has_fields: triggers.iter().any(|t| matches!(t, Trigger::Field(_))),
+            skims: !every_sample && !has_fields,
+            has_fields,
             triggers,
             watched: Vec::new(),
         }
     }
 
-    /// The largest sample time seen so far, µs.
+    /// The largest sample time seen so far, µs (of the samples the analyzers read, when it
+    /// [`skims`](Self::skims)).
     pub fn log_time(&self) -> u64 {
         self.follower.log_time()
+    }
+
+    /// Whether it leaves the samples no analyzer reads undecoded.
+    pub fn skims(&self) -> bool {
+        self.skims
     }
 
     /// The log time the diagnostics did not see (the log's dropouts), `[from, to]` µs each.
@@ -318,6 +331,9 @@ impl TriggerWatch {
     }
 
     fn follow(&mut self, message: &[u8], events: &mut Vec<EventRecord>) {
+        if self.skims && self.follower.skips(message) {
+            return;
+        }
         let Some(parsed) = Message::parse_framed(message) else {
             return;
         };

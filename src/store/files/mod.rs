@@ -260,7 +260,13 @@ impl LogStore {
         let watch = (!self.options.triggers.is_empty()
             || !self.options.event_buffers.is_empty()
             || !self.options.diagnostics.is_empty())
-        .then(|| TriggerWatch::new(self.options.triggers.clone(), self.options.diagnostics));
+        .then(|| {
+            TriggerWatch::new(
+                self.options.triggers.clone(),
+                self.options.diagnostics,
+                !self.options.event_buffers.is_empty(),
+            )
+        });
         let router = (!all_columns.is_empty()).then(|| ColumnRouter::new(all_columns));
         self.session = Some(OpenSession {
             gates,

@@ -109,9 +109,10 @@ impl OpenSession {
     }
 
     pub(super) fn request_event(&mut self, name: &str, after_us: Option<u64>) -> EventRecord {
+        // The watch's time when it follows every sample (the buffers' windows go by it).
         let at_us = match &self.watch {
-            Some(w) => w.log_time(),
-            None => self.columns[0].splitter.log_time(),
+            Some(w) if !w.skims() => w.log_time(),
+            _ => self.columns[0].splitter.log_time(),
         };
         let mut event = EventRecord {
             name: name.to_owned(),
