@@ -49,7 +49,7 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<String>,
     /// Events, in the order they came ([`crate::store::events`]); at most
-    /// [`MAX_LISTED_EVENTS`](crate::store::events::MAX_LISTED_EVENTS).
+    /// [`MAX_LISTED_EVENTS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventRecord>,
     /// Events past that many: their windows were written, they are not listed.
