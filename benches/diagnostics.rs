@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "common/long_log.rs"]
+mod long_log;
+use long_log::repeat_data;
+
 /// The logs measured, as files in `dir`, each in a folder of its own.
 fn logs(dir: &Path) -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -66,19 +70,6 @@ fn logs(dir: &Path) -> Vec<PathBuf> {
             path
         })
         .collect()
-}
-
-/// `log` with its data section (from its first data message on) `times` times over.
-fn repeat_data(log: &[u8], times: usize) -> Vec<u8> {
-    let mut at = ulog_recv::ulog::message::FILE_HEADER_LEN;
-    while at + 3 <= log.len() && log[at + 2] != ulog_recv::ulog::message::msg_type::DATA {
-        at += 3 + u16::from_le_bytes([log[at], log[at + 1]]) as usize;
-    }
-    let mut out = log[..at].to_vec();
-    for _ in 0..times {
-        out.extend_from_slice(&log[at..]);
-    }
-    out
 }
 
 /// Flight Review v2's converter, if there is one.

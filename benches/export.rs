@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 use ulog_recv::export::ExportOptions;
 
+#[path = "common/long_log.rs"]
+mod long_log;
+use long_log::repeat_data;
+
 fn logs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut logs: Vec<PathBuf> = std::fs::read_dir(root.join("../shared/testdata/ulog"))
@@ -227,19 +231,6 @@ fn against_flight_review() {
     }
     let _ = std::fs::remove_file(&long);
     let _ = std::fs::remove_dir_all(&out);
-}
-
-/// `log` with its data section (from its first data message on) `times` times over.
-fn repeat_data(log: &[u8], times: usize) -> Vec<u8> {
-    let mut at = ulog_recv::ulog::message::FILE_HEADER_LEN;
-    while at + 3 <= log.len() && log[at + 2] != ulog_recv::ulog::message::msg_type::DATA {
-        at += 3 + u16::from_le_bytes([log[at], log[at + 1]]) as usize;
-    }
-    let mut out = log[..at].to_vec();
-    for _ in 0..times {
-        out.extend_from_slice(&log[at..]);
-    }
-    out
 }
 
 /// One row of the table: `format`'s best time `t` for a log of `mb` MB, its output's `size`,

@@ -197,6 +197,22 @@ fn findings_on_fault_flights_are_flight_review_v2s() {
     }
 }
 
+/// `ulog-recv sim --synthetic --fault FAULT --write DIR/flight.ulg`: the flight's path.
+fn write_fault_flight(dir: &Path, fault: &str) -> PathBuf {
+    let original = dir.join("flight.ulg");
+    let out = Command::new(BIN)
+        .args(["sim", "--synthetic", "--fault", fault, "--write"])
+        .arg(&original)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    original
+}
+
 /// A finding as the manifest lists it (the event's), comparable with [`comparable`].
 fn manifest_findings(session: &Path) -> Vec<Json> {
     let manifest: Json =
@@ -256,17 +272,7 @@ fn live_findings_through_reordering_and_lost_acks_are_the_files_and_a_motor_fail
     {
         let flight_dir = dir.join(fault.replace(':', "_"));
         std::fs::create_dir_all(&flight_dir).unwrap();
-        let original = flight_dir.join("flight.ulg");
-        let out = Command::new(BIN)
-            .args(["sim", "--synthetic", "--fault", fault, "--write"])
-            .arg(&original)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let original = write_fault_flight(&flight_dir, fault);
         let from_file = our_findings(&original);
         assert!(!from_file.is_empty(), "{fault}: the file has findings");
         let session = receive(
@@ -329,17 +335,7 @@ fn through_loss_and_an_outage_the_fill_makes_the_findings_the_files() {
     for (k, fault) in ["ekf:5000", "motor"].into_iter().enumerate() {
         let flight_dir = dir.join(fault.replace(':', "_"));
         std::fs::create_dir_all(&flight_dir).unwrap();
-        let original = flight_dir.join("flight.ulg");
-        let out = Command::new(BIN)
-            .args(["sim", "--synthetic", "--fault", fault, "--write"])
-            .arg(&original)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let original = write_fault_flight(&flight_dir, fault);
         let from_file = our_findings(&original);
         // 2 % of the vehicle's frames lost, and the link down for 1 s about halfway (the
         // flight streams for about 11 s at 70 % of 30 KB/s).
