@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use ulog_recv::sim::faults::{FAULT_AFTER_US, Fault, FaultFlight, START_US, fault_flight};
 
 use crate::common::procs::{BIN, Proc, finish_recording, free_udp_port, fresh_dir, wait_for_line};
-use crate::common::{json_output, shared_logs};
+use crate::common::{json_output, shared_logs, text_output};
 
 /// Flight Review v2's converter. Without it a test says so loudly and returns `None`; under
 /// CI its absence is a failure.
@@ -36,18 +36,13 @@ pub fn flight_review_converter() -> Option<PathBuf> {
 
 /// What Flight Review v2 finds in every `.ulg` under `dir`, by file name.
 fn flight_review_findings(converter: &Path, dir: &Path) -> BTreeMap<String, Vec<Json>> {
-    let out = Command::new(converter)
-        .args(["batch", "--diagnostics", "--format", "json", "-j", "1"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = text_output(
+        Command::new(converter)
+            .args(["batch", "--diagnostics", "--format", "json", "-j", "1"])
+            .arg(dir),
     );
     let mut by_file = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.lines() {
         let Ok(report) = serde_json::from_str::<Json>(line) else {
             continue;
         };
@@ -200,15 +195,10 @@ fn findings_on_fault_flights_are_flight_review_v2s() {
 /// `ulog-recv sim --synthetic --fault FAULT --write DIR/flight.ulg`: the flight's path.
 fn write_fault_flight(dir: &Path, fault: &str) -> PathBuf {
     let original = dir.join("flight.ulg");
-    let out = Command::new(BIN)
-        .args(["sim", "--synthetic", "--fault", fault, "--write"])
-        .arg(&original)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    text_output(
+        Command::new(BIN)
+            .args(["sim", "--synthetic", "--fault", fault, "--write"])
+            .arg(&original),
     );
     original
 }
@@ -303,17 +293,12 @@ fn live_findings_through_reordering_and_lost_acks_are_the_files_and_a_motor_fail
             continue;
         };
         let stored = flight_dir.join("stored.ulg");
-        let out = Command::new(BIN)
-            .arg("export")
-            .arg(&session)
-            .arg("-o")
-            .arg(&stored)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        text_output(
+            Command::new(BIN)
+                .arg("export")
+                .arg(&session)
+                .arg("-o")
+                .arg(&stored),
         );
         let counts = json_output(
             Command::new(py)
@@ -381,17 +366,11 @@ fn through_loss_and_an_outage_the_fill_makes_the_findings_the_files() {
         );
         let live = manifest_findings(&session);
 
-        let out = Command::new(BIN)
-            .arg("fill")
-            .arg(&session)
-            .args(["--json", "--udp", &port.to_string()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        text_output(Command::new(BIN).arg("fill").arg(&session).args([
+            "--json",
+            "--udp",
+            &port.to_string(),
+        ]));
         let _ = sim.terminate();
         let manifest: Json =
             serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
