@@ -30,7 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::ulog::framer::{Framer, Unit};
-use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message, msg_type};
+use crate::ulog::message::{FileHeader, Message, msg_type};
 use crate::ulog::{BasicType, Decoder, Field, Layout, Sample};
 
 use analyzers::{Battery, Ekf, Gps, Motors, RcLoss};
@@ -581,9 +581,7 @@ impl Follower {
 
     /// The file header (16 bytes).
     pub fn header(&mut self, header: &[u8]) {
-        if let Ok(bytes) = <[u8; FILE_HEADER_LEN]>::try_from(header)
-            && let Some(h) = FileHeader::parse(&bytes)
-        {
+        if let Ok(h) = FileHeader::check_file_start(header) {
             let _ = self.decoder.handle(&Message::Header(h));
         }
     }

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::sim::synth::Rng;
 use crate::ulog::message::msg_type;
 use crate::ulog::{Message, WriteError, Writer};
 
@@ -139,19 +140,6 @@ const TOPICS: [(&str, u64); 6] = [
     ("input_rc", 10),
 ];
 
-/// Small, fast, deterministic PRNG (SplitMix64), uniform in [0, 1).
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
-
 /// Generates the flight.
 pub fn fault_flight(flight: FaultFlight) -> Vec<u8> {
     build(flight).expect("these messages are far below the size limits")
@@ -203,10 +191,10 @@ fn build(flight: FaultFlight) -> Result<Vec<u8>, WriteError> {
                 1 => {
                     let sagging = flight.fault == Fault::BatterySag && during(t, 5000);
                     let v = match sagging {
-                        true => 12.8 - 0.1 * rng.unit(),
-                        false => 16.4 - since_start as f32 * 2e-8 - 0.05 * rng.unit(),
+                        true => 12.8 - 0.1 * rng.fraction(),
+                        false => 16.4 - since_start as f32 * 2e-8 - 0.05 * rng.fraction(),
                     };
-                    let current = if armed { 12.0 + rng.unit() } else { 0.4 };
+                    let current = if armed { 12.0 + rng.fraction() } else { 0.4 };
                     for x in [v, current, since_start as f32 * 1e-4, 0.9] {
                         p.extend_from_slice(&x.to_le_bytes());
                     }
@@ -215,17 +203,17 @@ fn build(flight: FaultFlight) -> Result<Vec<u8>, WriteError> {
                 2 => {
                     let vel = match flight.fault {
                         Fault::Innovation { ms } if during(t, ms) => 1.6,
-                        _ => 0.3 * rng.unit(),
+                        _ => 0.3 * rng.fraction(),
                     };
-                    for x in [vel, 0.2 * rng.unit(), 0.4 * rng.unit(), 0.1] {
+                    for x in [vel, 0.2 * rng.fraction(), 0.4 * rng.fraction(), 0.1] {
                         p.extend_from_slice(&x.to_le_bytes());
                     }
                 }
                 3 => {
                     let jammed = flight.fault == Fault::GpsJam && during(t, 4000);
                     let (eph, epv, sats) = match jammed {
-                        true => (8.0 + 4.0 * rng.unit(), 15.0, 6u8),
-                        false => (0.7 + 0.2 * rng.unit(), 1.1 + 0.2 * rng.unit(), 14u8),
+                        true => (8.0 + 4.0 * rng.fraction(), 15.0, 6u8),
+                        false => (0.7 + 0.2 * rng.fraction(), 1.1 + 0.2 * rng.fraction(), 14u8),
                     };
                     p.extend_from_slice(&(UTC_AT_BOOT_US + t).to_le_bytes());
                     for x in [473_977_420i32, 85_455_940, 488_000] {
@@ -248,7 +236,7 @@ fn build(flight: FaultFlight) -> Result<Vec<u8>, WriteError> {
                             {
                                 1950.0
                             }
-                            (_, true) => 1450.0 + 100.0 * rng.unit(),
+                            (_, true) => 1450.0 + 100.0 * rng.fraction(),
                         };
                         p.extend_from_slice(&f32::to_le_bytes(out));
                     }

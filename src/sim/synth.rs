@@ -62,8 +62,8 @@ const LOCAL: u16 = 9;
 /// Log start, microseconds since boot.
 pub const START_US: u64 = 20_000_000;
 
-/// Small, fast, deterministic PRNG (SplitMix64).
-struct Rng(u64);
+/// Small, fast, deterministic PRNG (SplitMix64): the simulator's flights' values.
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
@@ -77,6 +77,10 @@ impl Rng {
     /// Uniform in [-1, 1).
     fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    }
+    /// Uniform in [0, 1), 24 bits of it.
+    pub(crate) fn fraction(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
 }
 

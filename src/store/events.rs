@@ -25,7 +25,7 @@ use bytes::BytesMut;
 use crate::diagnose::{Finding, Follower, Selection};
 use crate::store::columns::{ColumnError, ColumnSpec};
 use crate::ulog::framer::{Framer, Unit};
-use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, Message};
+use crate::ulog::message::{FileHeader, Message};
 use crate::ulog::{Decoder, Sample};
 
 /// How much longer than `before` a sample is held (log time): a logged string that triggers
@@ -685,9 +685,7 @@ impl HeldSamples {
 }
 
 fn follow_header(decoder: &mut Decoder, header: &[u8]) {
-    if let Ok(bytes) = <[u8; FILE_HEADER_LEN]>::try_from(header)
-        && let Some(h) = FileHeader::parse(&bytes)
-    {
+    if let Ok(h) = FileHeader::check_file_start(header) {
         let _ = decoder.handle(&Message::Header(h));
     }
 }
