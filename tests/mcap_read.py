@@ -7,7 +7,8 @@ ulog-recv) and prints one JSON object:
   (nested messages as objects, arrays as lists, NaN and infinities as "nan" / "inf" /
   "-inf"), first and last log time (ns, as strings), the count of messages whose log time is
   not their `timestamp` field (or `/log`'s stamp) in ns;
-- logs: the decoded `/log` messages; metadata: name -> entries;
+- logs: the decoded `/log` messages; diagnostics: the decoded `/diagnostics` messages, each
+  with its log time (`logTime`, ns as a string); metadata: name -> entries;
 - window (with a second argument START_NS:END_NS): the chunks the summary's chunk index says
   overlap the window, all chunks, and the messages the indexed reader returns for the window
   against those counted while reading everything.
@@ -32,6 +33,7 @@ def main():
         window = (int(start), int(end))
     channels = {}
     logs = []
+    diagnostics = []
     in_window = 0
     with open(path, "rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()], validate_crcs=True)
@@ -64,6 +66,11 @@ def main():
                 stamp = decoded.stamp.sec * 1_000_000_000 + decoded.stamp.nanosec
                 if stamp != message.log_time:
                     state["timeMismatches"] += 1
+            elif channel.topic == "/diagnostics":
+                diagnostics.append({"logTime": str(message.log_time), "message": value})
+                stamp = decoded.header.stamp.sec * 1_000_000_000 + decoded.header.stamp.nanosec
+                if stamp != message.log_time:
+                    state["timeMismatches"] += 1
             elif decoded.timestamp * 1000 != message.log_time:
                 state["timeMismatches"] += 1
             if window and window[0] <= message.log_time <= window[1]:
@@ -76,6 +83,7 @@ def main():
             "chunks": len(summary.chunk_indexes),
             "channels": list(channels.values()),
             "logs": logs,
+            "diagnostics": diagnostics,
             "statuses": [],
             "metadata": metadata,
         }

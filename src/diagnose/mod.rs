@@ -179,6 +179,62 @@ pub struct Finding {
     pub evidence: Evidence,
 }
 
+impl Finding {
+    /// When the finding was made, in log time: a window's end, else its start. What a live
+    /// event and a published status are stamped with.
+    pub fn made_at_us(&self) -> u64 {
+        self.end_timestamp_us.unwrap_or(self.timestamp_us)
+    }
+
+    /// The finding in a line of at most [`BRIEF_BYTES`] bytes, from its evidence (the summary
+    /// is longer): what a ground station's MAVLink STATUSTEXT holds.
+    pub fn brief(&self) -> String {
+        let text = match &self.evidence {
+            Evidence::MotorFailure {
+                motor_index,
+                failure_mode,
+                ..
+            } if failure_mode == "locked_at_max" => {
+                format!("motor {motor_index} output locked at max")
+            }
+            Evidence::MotorFailure { motor_index, .. } => {
+                format!("motor {motor_index} output dropped to 0")
+            }
+            Evidence::GpsInterference {
+                eph_m,
+                num_satellites,
+                ..
+            } => format!("GPS interference: EPH {eph_m:.1} m, {num_satellites} sats"),
+            Evidence::BatteryBrownout {
+                voltage_v,
+                critical_threshold_v,
+                ..
+            } => format!("battery brownout: {voltage_v:.2} V < {critical_threshold_v:.1} V"),
+            Evidence::EkfFailure {
+                innovation,
+                test_ratio,
+                ..
+            } => {
+                let lasted = self.made_at_us().saturating_sub(self.timestamp_us) as f64 / 1e6;
+                format!("EKF {innovation} test ratio {test_ratio:.1} for {lasted:.1} s")
+            }
+            Evidence::RcLoss {
+                signal_lost_duration_ms,
+                ..
+            } => format!("RC lost for {:.1} s", *signal_lost_duration_ms as f64 / 1e3),
+        };
+        let mut end = text.len().min(BRIEF_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text[..end].to_owned()
+    }
+}
+
+/// The longest [`Finding::brief`]: a MAVLink STATUSTEXT holds 50 bytes, which leaves room
+/// for a prefix naming who says it (`ulog-recv: `).
+pub const BRIEF_BYTES: usize = 39;
+
 /// Why a list of analyzers or a severity cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectionError {

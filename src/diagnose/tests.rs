@@ -117,3 +117,30 @@ fn a_dropout_closes_open_windows_without_a_finding() {
     d.dropout(5, 10);
     assert_eq!(d.blind(), [[5, 15]]);
 }
+
+#[test]
+fn each_finding_has_a_brief_line_for_the_ground_station() {
+    let mut briefs = Vec::new();
+    for fault in Fault::ALL {
+        let flight = fault_flight(FaultFlight {
+            fault,
+            armed: true,
+            seed: 7,
+            rc_lost_as_uint8: true,
+        });
+        for f in diagnose(&flight, Selection::ALL) {
+            let brief = f.brief();
+            assert!(brief.len() <= BRIEF_BYTES, "{brief:?}");
+            briefs.push(brief);
+        }
+    }
+    briefs.sort();
+    briefs.dedup();
+    for want in [
+        "motor 2 output dropped to 0",
+        "RC lost for 6.1 s",
+        "EKF velocity test ratio 1.6 for 5.0 s",
+    ] {
+        assert!(briefs.iter().any(|b| b == want), "{want:?} in {briefs:#?}");
+    }
+}

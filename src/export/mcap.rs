@@ -1,6 +1,8 @@
 //! A ULog stream as an MCAP file, profile `ros2`: one channel per topic instance (`/NAME`,
 //! `/NAME/N`) with its `ros2msg` schema and CDR messages, `/log` as `rcl_interfaces/msg/Log`,
-//! log time (and publish time) the sample's ULog timestamp in ns; zstd-compressed chunks with
+//! `/diagnostics` as `diagnostic_msgs/msg/DiagnosticArray` (the flight diagnostics' findings,
+//! [`crate::ros::diagnostics`], each at the log time it was made), log time (and publish time)
+//! the sample's ULog timestamp in ns; zstd-compressed chunks with
 //! message indexes and a summary section (schemas, channels, statistics, chunk and metadata
 //! indexes, summary offsets), so a reader fetches a time window through the index; the ULog
 //! info and parameters as metadata records `ulog_info`, `ulog_initial_parameters` and
@@ -26,9 +28,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc;
 
+use crate::diagnose::Finding;
 use crate::export::{
     ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
     walk, with_writer_thread,
+};
+use crate::ros::diagnostics::{
+    DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, encode_finding,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 
@@ -77,6 +83,8 @@ pub fn write<W: Write + Send>(
                 chunk: Chunk::default(),
                 summary: Summary::default(),
                 log_channel: None,
+                diagnostics_channel: None,
+                takes_findings: options.wants("diagnostics"),
                 buffer: Vec::new(),
             };
             let (stats, metadata) = walk(flight, options, &mut sink)?;
@@ -126,6 +134,9 @@ struct ChunkSink {
     chunk: Chunk,
     summary: Summary,
     log_channel: Option<u16>,
+    diagnostics_channel: Option<u16>,
+    /// Whether `/diagnostics` is exported (the topic patterns may leave it out).
+    takes_findings: bool,
     /// The message being encoded.
     buffer: Vec<u8>,
 }
@@ -236,6 +247,23 @@ impl Sink for ChunkSink {
         };
         encode_log(timestamp_us, ulog_level, name, text, &mut self.buffer);
         self.put(channel, timestamp_us)
+    }
+
+    fn takes_findings(&self) -> bool {
+        self.takes_findings
+    }
+
+    fn finding(&mut self, finding: &Finding) -> Result<(), ExportError> {
+        let channel = match self.diagnostics_channel {
+            Some(id) => id,
+            None => {
+                let schema = self.schema(DIAGNOSTICS_TYPE, DIAGNOSTICS_SCHEMA);
+                let id = self.channel_of(schema, DIAGNOSTICS_TOPIC);
+                *self.diagnostics_channel.insert(id)
+            }
+        };
+        encode_finding(finding, &mut self.buffer);
+        self.put(channel, finding.made_at_us())
     }
 }
 

@@ -8,7 +8,10 @@
 //! - [`mcap`], [`bag`], [`tide`]: the writers ([`tide`] also reads its files back).
 //! - [`dataset`]: the flight as Parquet tables, one per topic, in the fleet's layout.
 //!
-//! Topics are the Foxglove server's (`/NAME`, `/NAME/N`, `/log`), with the same types
+//! The walk also runs the flight diagnostics ([`crate::diagnose`]) over every sample, for the
+//! sinks that take findings (MCAP's `/diagnostics` channel, the tables' `diagnostics`).
+//!
+//! Topics are the Foxglove server's (`/NAME`, `/NAME/N`, `/log`, `/diagnostics`), with the same types
 //! ([`crate::ros::ros2`], and [`crate::ros::ros1`] for ROS 1), so that a recording and the live
 //! view look alike.
 
@@ -21,6 +24,7 @@ pub mod tide;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use crate::diagnose::{Detectors, Finding, Selection};
 use crate::ros::ros2::Ros2Type;
 use crate::ulog::format::{FieldType, Formats};
 use crate::ulog::glob;
@@ -39,6 +43,9 @@ pub struct ExportOptions {
     /// A session's column to read alone (`main`, or a column's name); `None`: every column,
     /// joined.
     pub column: Option<String>,
+    /// The flight diagnostics' analyzers to run (all by default), for the sinks that take
+    /// findings. They watch the whole flight; the findings made in the window are exported.
+    pub diagnostics: Selection,
 }
 
 impl ExportOptions {
@@ -56,12 +63,15 @@ impl ExportOptions {
 /// What an export wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExportStats {
-    /// Channels (topic instances with at least one message, and `/log`).
+    /// Channels (topic instances with at least one message, and `/log`; `/diagnostics` is
+    /// counted in `findings`).
     pub channels: usize,
     /// Samples written.
     pub samples: u64,
     /// Logged strings written to `/log`.
     pub log_messages: u64,
+    /// Findings of the flight diagnostics handed to a sink that takes them (`/diagnostics`).
+    pub findings: u64,
 }
 
 /// Why an export failed.
@@ -167,6 +177,15 @@ pub trait Sink {
     /// A dropout in the stream, after the sample stamped `timestamp_us`: `duration_ms` of
     /// data the logger lost. Only the tables keep them.
     fn dropout(&mut self, _timestamp_us: u64, _duration_ms: u16) -> Result<(), ExportError> {
+        Ok(())
+    }
+    /// Whether the sink takes findings: only then does [`walk`] run the diagnostics.
+    fn takes_findings(&self) -> bool {
+        false
+    }
+    /// A finding of the flight diagnostics, as the walk makes it (in the order made, which is
+    /// log time order of when each was made: [`Finding::made_at_us`]).
+    fn finding(&mut self, _finding: &Finding) -> Result<(), ExportError> {
         Ok(())
     }
 }
@@ -354,7 +373,19 @@ pub fn walk(
     let mut in_data = false;
     let mut log_channel = false;
     let wants_log = options.wants("log");
+    let mut detectors = (sink.takes_findings() && !options.diagnostics.is_empty())
+        .then(|| Detectors::new(options.diagnostics));
     each_record(flight, |record| {
+        if let Some(d) = &mut detectors {
+            match record.message {
+                Message::AddLogged { msg_id, name, .. } => d.subscribed(msg_id, Some(name)),
+                Message::RemoveLogged { msg_id } => d.subscribed(msg_id, None),
+                Message::Dropout { duration_ms } => {
+                    d.dropout(decoder.last_timestamp(), u64::from(duration_ms) * 1000)
+                }
+                _ => {}
+            }
+        }
         let logged = match &record.message {
             Message::Info(kv) => {
                 metadata
@@ -424,6 +455,17 @@ pub fn walk(
         let Ok(Some(sample)) = decoder.handle_record(record) else {
             return Ok(true);
         };
+        if let Some(d) = &mut detectors
+            && d.reads(sample.msg_id)
+        {
+            d.observe(&sample);
+            for finding in d.take_new() {
+                if options.in_window(finding.made_at_us()) {
+                    sink.finding(finding)?;
+                    stats.findings += 1;
+                }
+            }
+        }
         let timestamp = sample.timestamp.unwrap_or(latest);
         if !options.in_window(timestamp) {
             return Ok(true);

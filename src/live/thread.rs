@@ -310,7 +310,14 @@ async fn serve(
                 }
                 Some(Feed::Skipped(n)) => publisher.handle_skipped(n),
                 Some(Feed::Uploads(status)) => publisher.handle_uploads(*status),
-                Some(Feed::EventOutcome(outcome)) => publisher.handle_event_outcome(&outcome),
+                Some(Feed::EventOutcome(outcome)) => {
+                    publisher.handle_event_outcome(&outcome);
+                    if let (Some(fox), EventOutcome::Recorded(record)) = (fox.as_mut(), &*outcome)
+                        && let Some(finding) = &record.finding
+                    {
+                        fox.handle_finding(finding, Instant::now());
+                    }
+                }
                 Some(Feed::Event(e)) => {
                     publisher.handle_event(&e, Instant::now());
                     if let Some(fox) = fox.as_mut() {

@@ -27,7 +27,7 @@ use crate::ulog::types::BasicType;
 pub const PACKAGE: &str = "px4_ulog";
 
 /// The 4-byte encapsulation header of little-endian plain CDR.
-const CDR_LE: [u8; 4] = [0, 1, 0, 0];
+pub(crate) const CDR_LE: [u8; 4] = [0, 1, 0, 0];
 
 /// Separates a schema's definitions (80 `=`), as ROS 2 bags write it.
 const SEPARATOR: &str =
@@ -378,14 +378,14 @@ fn merge(ops: Vec<Op>) -> Vec<Op> {
 }
 
 /// Pads `out` to a multiple of `size` counted from the end of the encapsulation header.
-fn align(out: &mut Vec<u8>, size: usize) {
+pub(crate) fn align(out: &mut Vec<u8>, size: usize) {
     let at = out.len() - CDR_LE.len();
     let pad = (size - at % size) % size;
     out.resize(out.len() + pad, 0);
 }
 
 /// A CDR string: its length with the NUL (uint32), its bytes, the NUL.
-fn write_string(out: &mut Vec<u8>, text: &[u8]) {
+pub(crate) fn write_string(out: &mut Vec<u8>, text: &[u8]) {
     align(out, 4);
     out.extend_from_slice(&(text.len() as u32 + 1).to_le_bytes());
     if std::str::from_utf8(text).is_ok() {

@@ -14,13 +14,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use mavlink::dialects::common::MavSeverity;
+
+use crate::diagnose::{Finding, FindingFilter, Severity};
 use crate::link::ftp::{FtpError, FtpReply, FtpStats};
 use crate::link::{Event, Session, SessionConfig, SessionStats};
 use crate::live::thread::PublishFeed;
 use crate::shell::keyfile::Reservation;
 use crate::shell::transport::{Link, LinkStats, Received};
 use crate::shell::vehicle_files::FtpRequest;
-use crate::store::events::EventRequest;
+use crate::store::events::{EventOutcome, EventRequest};
 use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
 use crate::store::{LogStore, StoreError, StoreOptions};
 use crate::sys::latency::LatencyHistogram;
@@ -48,6 +51,9 @@ pub struct ReceiverOptions {
     pub ftp: Option<tokio::sync::mpsc::UnboundedReceiver<FtpRequest>>,
     /// Events asked for on the live socket, for the store.
     pub event_requests: Option<tokio::sync::mpsc::UnboundedReceiver<EventRequest>>,
+    /// The findings of the flight diagnostics told to the ground station, as a STATUSTEXT
+    /// from our component ([`Session::send_status_text`]); none by default.
+    pub diagnostics_statustext: FindingFilter,
 }
 
 /// Why the receiver stopped other than by its shutdown.
@@ -227,8 +233,10 @@ pub async fn run(
             p.flush();
         }
         for r in store.reports() {
+            tell_ground_station(&r, options.diagnostics_statustext, &mut session);
             report(r, &mut status, publish.as_mut(), &mut notify);
         }
+        transmit(&mut session, &mut link).await;
         if session.is_closed() {
             break;
         }
@@ -395,6 +403,31 @@ fn handle_events(
         }
         notify(Notice::Event(&event));
     }
+}
+
+/// A finding the store made, as a text for the ground station when `filter` takes it.
+fn tell_ground_station(r: &StoreReport, filter: FindingFilter, session: &mut Session) {
+    if let StoreReport::Event(EventOutcome::Recorded(record)) = r
+        && let Some(finding) = &record.finding
+        && filter.takes(finding)
+    {
+        let (severity, text) = status_text(finding);
+        if session.send_status_text(severity, &text, Instant::now()) {
+            tracing::info!(?severity, text = %text, "STATUSTEXT for the ground station");
+        } else {
+            tracing::warn!(finding = %finding.summary, "not told the ground station: too many texts wait");
+        }
+    }
+}
+
+/// A finding as a STATUSTEXT: its severity in MAVLink's terms, its brief line named as ours.
+pub fn status_text(finding: &Finding) -> (MavSeverity, String) {
+    let severity = match finding.severity {
+        Severity::Critical => MavSeverity::MAV_SEVERITY_CRITICAL,
+        Severity::Warning => MavSeverity::MAV_SEVERITY_WARNING,
+        Severity::Info => MavSeverity::MAV_SEVERITY_INFO,
+    };
+    (severity, format!("ulog-recv: {}", finding.brief()))
 }
 
 /// Tells what the store thread did.

@@ -221,7 +221,7 @@ impl EventRecord {
         EventRecord {
             name: finding.id.to_string(),
             source: EventSource::Diagnostic,
-            at_us: finding.end_timestamp_us.unwrap_or(finding.timestamp_us),
+            at_us: finding.made_at_us(),
             detail: finding.summary.clone(),
             after_us: None,
             windows: Vec::new(),

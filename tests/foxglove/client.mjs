@@ -2,7 +2,7 @@
 // @foxglove/ws-protocol over the `ws` package, @foxglove/rosmsg to parse each advertised
 // schema, @foxglove/rosmsg2-serialization to decode each message.
 //
-// Usage: node client.mjs URL SUBPROTOCOL [STALL_MS]
+// Usage: node client.mjs URL SUBPROTOCOL [STALL_MS]   (env LINGER_MS: see below)
 //
 // With STALL_MS, it stops reading STALL_MS after the first topic channels (and prints
 // `stalled`), as a client on a slow link would, until it gets SIGUSR2.
@@ -10,11 +10,13 @@
 // Subscribes to every channel as it is advertised. Prints `ready` on stderr once it has the
 // first advertisement (the /log channel) and has subscribed to it, and `topics` once it has
 // subscribed to the first topic channels. When the last topic
-// channel of a log is unadvertised (the log ended), prints one JSON object on stdout and
-// exits: per channel its topic, schema name, message count, first and last decoded message,
-// first and last log time (ns, as a string), the count of messages whose log time is not
-// their `timestamp` field in ns, and of messages the reader did not consume to the end; the
-// /log messages; the status messages; the subprotocol the server chose.
+// channel of a log is unadvertised (the log ended), and LINGER_MS more (the findings of the
+// flight diagnostics come after the samples they rest on), prints one JSON object on stdout
+// and exits: per channel its topic, schema name, message count, first and last decoded
+// message, first and last log time (ns, as a string), the count of messages whose log time is
+// not their `timestamp` field (or their stamp) in ns, and of messages the reader did not
+// consume to the end; the /log messages; the /diagnostics messages with their log times; the
+// status messages; the subprotocol the server chose.
 
 import { createRequire } from "node:module";
 
@@ -32,7 +34,11 @@ const channels = new Map(); // channel id -> state
 const subscriptions = new Map(); // subscription id -> channel state
 const finished = []; // states of unadvertised channels
 const logs = [];
+const diagnostics = [];
 const statuses = [];
+const lingerMs = Number(process.env.LINGER_MS ?? 0);
+// Channels that stay advertised for as long as the server runs.
+const serverChannels = new Set(["/log", "/diagnostics"]);
 let topicChannels = 0;
 let sawTopics = false;
 let ready = false;
@@ -76,7 +82,8 @@ function report() {
     timeMismatches: c.timeMismatches,
     trailing: c.trailing,
   }));
-  const text = JSON.stringify({ subprotocol: ws.protocol, channels: all, logs, statuses }) + "\n";
+  const text =
+    JSON.stringify({ subprotocol: ws.protocol, channels: all, logs, diagnostics, statuses }) + "\n";
   client.close();
   // Exit once the whole report is out (a pipe takes 64 KB at a time).
   process.stdout.write(text, () => process.exit(0));
@@ -119,7 +126,7 @@ client.on("advertise", (list) => {
     };
     channels.set(ch.id, state);
     subscriptions.set(client.subscribe(ch.id), state);
-    if (ch.topic !== "/log") {
+    if (!serverChannels.has(ch.topic)) {
       topicChannels += 1;
       sawTopics = true;
     }
@@ -127,7 +134,7 @@ client.on("advertise", (list) => {
   if (!ready) {
     ready = true;
     console.error("ready");
-  } else if (list.some((ch) => ch.topic !== "/log") && !announcedTopics) {
+  } else if (list.some((ch) => !serverChannels.has(ch.topic)) && !announcedTopics) {
     announcedTopics = true;
     console.error("topics");
     if (stallMs !== undefined) {
@@ -146,9 +153,9 @@ client.on("unadvertise", (ids) => {
     if (!state) continue;
     channels.delete(id);
     finished.push(state);
-    if (state.topic !== "/log") topicChannels -= 1;
+    if (!serverChannels.has(state.topic)) topicChannels -= 1;
   }
-  if (sawTopics && topicChannels === 0) report();
+  if (sawTopics && topicChannels === 0) setTimeout(report, lingerMs);
 });
 client.on("message", ({ subscriptionId, timestamp, data }) => {
   const state = subscriptions.get(subscriptionId);
@@ -169,6 +176,11 @@ client.on("message", ({ subscriptionId, timestamp, data }) => {
   if (state.topic === "/log") {
     logs.push(value);
     const stampNs = BigInt(message.stamp.sec) * 1000000000n + BigInt(message.stamp.nanosec);
+    if (stampNs !== timestamp) state.timeMismatches += 1;
+  } else if (state.topic === "/diagnostics") {
+    diagnostics.push({ logTime: timestamp.toString(), message: value });
+    const stamp = message.header.stamp;
+    const stampNs = BigInt(stamp.sec) * 1000000000n + BigInt(stamp.nanosec);
     if (stampNs !== timestamp) state.timeMismatches += 1;
   } else if (message.timestamp !== undefined && BigInt(message.timestamp) * 1000n !== timestamp) {
     state.timeMismatches += 1;

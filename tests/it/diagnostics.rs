@@ -65,7 +65,7 @@ fn flight_review_findings(converter: &Path, dir: &Path) -> BTreeMap<String, Vec<
 }
 
 /// What `ulog-recv info --diagnostics --json` finds in `log`.
-fn our_findings(log: &Path) -> Vec<Json> {
+pub(crate) fn our_findings(log: &Path) -> Vec<Json> {
     let report = json_output(
         Command::new(env!("CARGO_BIN_EXE_ulog-recv"))
             .args(["info", "--diagnostics", "--json"])
@@ -409,4 +409,126 @@ fn through_loss_and_an_outage_the_fill_makes_the_findings_the_files() {
             from_file.len()
         );
     }
+}
+
+/// mavlink-router (`../shared/vendor/mavlink-router`). Without it a test says so loudly and
+/// returns `None`; under CI its absence is a failure.
+fn mavlink_router() -> Option<PathBuf> {
+    let bin = crate::common::project().join("../shared/vendor/mavlink-router/bin/mavlink-routerd");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{} missing: CI must route through it", bin.display());
+    }
+    eprintln!(
+        "\n!!! SKIPPED the ground station check: no {} !!!\n",
+        bin.display()
+    );
+    None
+}
+
+/// A child that is not ours (the router, the ground station), killed if the test fails.
+struct Other(std::process::Child);
+
+impl Drop for Other {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_motor_failure_reaches_the_ground_station_through_mavlink_router_as_a_statustext() {
+    let Some(router) = mavlink_router() else {
+        return;
+    };
+    let Some(py) = crate::common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("statustext");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = write_fault_flight(&dir, "motor");
+    // The vehicle's link (the simulator sends there), the ground station's endpoint and ours,
+    // as on a companion computer.
+    let (autopilot, gcs_port, ours) = (free_udp_port(), free_udp_port(), free_udp_port());
+    let _router = Other(
+        Command::new(router)
+            .args(["-t", "0", "-e"])
+            .arg(format!("127.0.0.1:{gcs_port}"))
+            .arg("-e")
+            .arg(format!("127.0.0.1:{ours}"))
+            .arg(format!("127.0.0.1:{autopilot}"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("mavlink-routerd runs"),
+    );
+    let mut gcs = Command::new(py)
+        .arg(crate::common::project().join("tests/gcs_statustext.py"))
+        .arg(gcs_port.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the ground station runs");
+    let gcs_out = gcs.stdout.take().unwrap();
+    let gcs = Other(gcs);
+    let (tx, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(gcs_out)
+            .lines()
+            .map_while(Result::ok)
+        {
+            eprintln!("gcs: {line}");
+            let _ = tx.send(line);
+        }
+    });
+    wait_for_line(&heard, "ready", Duration::from_secs(20));
+    let logs = dir.join("logs");
+    let (mut daemon, daemon_log) = Proc::spawn_watched(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{ours}"),
+            "--log-dir".into(),
+            logs.to_string_lossy().into_owned(),
+            "--no-socket".into(),
+            "--diagnostics-statustext".into(),
+            "critical".into(),
+        ],
+    );
+    wait_for_line(&daemon_log, "logs into", Duration::from_secs(20));
+    let (mut sim, sim_log) = Proc::spawn_watched(
+        "the simulator",
+        &[
+            "sim".into(),
+            original.to_string_lossy().into_owned(),
+            "--once".into(),
+            "--udp-connect".into(),
+            format!("127.0.0.1:{autopilot}"),
+        ],
+    );
+    let session = finish_recording(&mut daemon, &mut sim, &sim_log, &logs);
+    drop(gcs);
+    let texts: Vec<Json> = heard
+        .try_iter()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    // The flight's one finding, once, from our component under the vehicle's system id, as
+    // MAVLink's CRITICAL; nothing else of ours.
+    let found = manifest_findings(&session);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let ours: Vec<&Json> = texts.iter().filter(|t| t["component"] == 155).collect();
+    assert_eq!(
+        ours,
+        [&serde_json::json!({
+            "system": 1,
+            "component": 155,
+            "severity": 2,
+            "text": "ulog-recv: motor 2 output dropped to 0",
+        })],
+        "{texts:?}"
+    );
 }

@@ -9,7 +9,9 @@
 //! times (a session's latched replays counted once), `/log` with the logged strings; MCAP with
 //! profile `ros2`, zstd chunks with message indexes, the info and parameters as metadata; a
 //! 10 s window of a long (synthetic) flight read through the index touches under a tenth of
-//! its chunks; `--from/--to` and `--topics` cut.
+//! its chunks; `--from/--to` and `--topics` cut. MCAP's `/diagnostics` holds the findings
+//! `info --diagnostics` makes, those made in the window for a window, none with
+//! `--diagnostics none`.
 
 use crate::common;
 
@@ -107,7 +109,10 @@ fn every_log_exports_to_mcap_and_bags_that_independent_readers_read_as_pyulog() 
         let mcap = dir.join(format!("{name}.mcap"));
         export(&log, &mcap, &[]);
         let expected = expected_for(&log);
-        check_file(&name, &read(&py, &mcap, None), &expected);
+        let report = read(&py, &mcap, None);
+        check_file(&name, &report, &expected);
+        let findings = crate::diagnostics::our_findings(&log);
+        common::check_diagnostics(&name, &report, &findings);
         let bag = dir.join(format!("{name}.bag"));
         export(&log, &bag, &[]);
         check_bag(&format!("{name}.bag"), &read(&py, &bag, None), &expected);
@@ -282,4 +287,57 @@ fn a_session_of_several_splits_exports_as_one_flight() {
         }
     }
     assert!(samples > 0);
+}
+
+#[test]
+fn an_mcaps_diagnostics_are_the_findings_made_in_its_window() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("export-diagnostics");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flight = dir.join("ekf.ulg");
+    common::procs::run_ok(&[
+        "sim",
+        "--synthetic",
+        "--fault",
+        "ekf:5000",
+        "--write",
+        flight.to_str().unwrap(),
+    ]);
+    let findings = crate::diagnostics::our_findings(&flight);
+    assert_eq!(
+        findings.len(),
+        2,
+        "a warning at 2 s, a critical at 5 s: {findings:?}"
+    );
+    let whole = dir.join("whole.mcap");
+    export(&flight, &whole, &[]);
+    common::check_diagnostics("whole", &read(&py, &whole, None), &findings);
+    // A window that ends between the two: the warning only (the detectors still watched the
+    // flight from its start).
+    let made = |f: &Json| f["end_timestamp_us"].as_u64().unwrap();
+    let between = (made(&findings[0]) + made(&findings[1])) / 2;
+    let window = dir.join("window.mcap");
+    let to = format!("{}", between as f64 / 1e6);
+    export(&flight, &window, &["--from", "30", "--to", &to]);
+    common::check_diagnostics("window", &read(&py, &window, None), &findings[..1]);
+    // Left out: by --diagnostics none, or by --topics that do not name it.
+    for (name, extra) in [
+        ("none.mcap", &["--diagnostics", "none"][..]),
+        ("topics.mcap", &["--topics", "vehicle_*"][..]),
+    ] {
+        let out = dir.join(name);
+        export(&flight, &out, extra);
+        let report = read(&py, &out, None);
+        assert_eq!(report["diagnostics"], serde_json::json!([]), "{name}");
+        assert!(
+            !report["channels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["topic"] == "/diagnostics"),
+            "{name}"
+        );
+    }
 }

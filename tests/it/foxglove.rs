@@ -4,7 +4,9 @@
 //! `@foxglove/rosmsg2-serialization`), one per subprotocol, subscribe to every channel as it is
 //! advertised. For every real log and the synthetic one, each topic instance has pyulog's
 //! sample count, first and last values and first and last log times; every message's log
-//! time is its `timestamp` in ns; `/log` holds the logged strings. Also: the server binds
+//! time is its `timestamp` in ns; `/log` holds the logged strings; `/diagnostics` holds
+//! the findings `info --diagnostics` makes in the file, at the times they were made (as
+//! `diagnostic_msgs/msg/DiagnosticArray`, which Foxglove's Diagnostics panels show). Also: the server binds
 //! loopback by default, refuses a client without a Foxglove subprotocol, and a client that
 //! never reads costs the others nothing.
 
@@ -57,6 +59,9 @@ impl NodeClient {
             .arg(url)
             .arg(subprotocol)
             .args(stall.map(|d| d.as_millis().to_string()))
+            // The findings come a moment after the samples they rest on: a second after the
+            // log's end is plenty.
+            .env("LINGER_MS", "1000")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -161,6 +166,7 @@ fn foxgloves_libraries_read_every_topic_of_every_log_under_both_subprotocols() {
     for log in all_logs() {
         let name = log.file_stem().unwrap().to_string_lossy().into_owned();
         let expected = expected_for(&log);
+        let findings = crate::diagnostics::our_findings(&log);
         let dir = fresh_dir(&format!("foxglove-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
         // Room for the whole flight in each client's queue: this test is about values, the
@@ -188,6 +194,7 @@ fn foxgloves_libraries_read_every_topic_of_every_log_under_both_subprotocols() {
                 "{report:.200}"
             );
             common::check_ros2_report(&format!("{name} ({p})"), &report, &expected);
+            common::check_diagnostics(&format!("{name} ({p})"), &report, &findings);
         }
         assert!(daemon.terminate().success());
     }
@@ -282,4 +289,45 @@ fn a_client_without_a_foxglove_subprotocol_is_refused_and_a_stuck_one_harms_nobo
     assert_eq!(total(&stuck_report) + dropped, total(&report));
     assert!(warned, "{:.300}", stuck_report["statuses"]);
     assert!(daemon.terminate().success());
+}
+
+#[test]
+fn a_flight_with_faults_shows_each_finding_on_diagnostics() {
+    let _alone = common::alone();
+    let Some(client) = client_dir() else { return };
+    let dir = fresh_dir("foxglove-faults");
+    std::fs::create_dir_all(&dir).unwrap();
+    for fault in ["ekf:5000", "gps"] {
+        let flight = dir.join(format!("{}.ulg", fault.replace(':', "_")));
+        common::procs::run_ok(&[
+            "sim",
+            "--synthetic",
+            "--fault",
+            fault,
+            "--write",
+            flight.to_str().unwrap(),
+        ]);
+        let findings = crate::diagnostics::our_findings(&flight);
+        assert!(!findings.is_empty(), "{fault}: the flight has findings");
+        let (mut daemon, url, port) = start_daemon(&dir, &["--client-queue", "64M"]);
+        let c = NodeClient::start(&client, &url, SUBPROTOCOLS[0], None);
+        wait_for_line(&c.lines, "ready", Duration::from_secs(20));
+        let mut sim = start_sim(&flight, port, 700_000);
+        assert!(sim.wait(Duration::from_secs(60)).success());
+        let report = c.report(Duration::from_secs(60));
+        let diagnostics = report["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|ch| ch["topic"] == "/diagnostics")
+            .expect("a /diagnostics channel");
+        assert_eq!(
+            diagnostics["schemaName"],
+            "diagnostic_msgs/msg/DiagnosticArray"
+        );
+        assert_eq!(diagnostics["timeMismatches"], 0);
+        assert_eq!(diagnostics["trailing"], 0);
+        common::check_diagnostics(fault, &report, &findings);
+        assert!(daemon.terminate().success());
+    }
 }

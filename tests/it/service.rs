@@ -270,6 +270,7 @@ fn sample_value(key: &str) -> &'static str {
         "event-when" => "[\"vehicle_status.failsafe == 1\"]",
         "diagnostics" => "\"motor_failure,rc_loss\"",
         "event-on-diagnostic" => "\"critical\"",
+        "diagnostics-statustext" => "\"critical\"",
         "signing-key" => "\"/etc/ulog-recv/signing.key\"",
         "upload-to" => "\"s3://flight-logs/fleet\"",
         "upload-endpoint" => "\"http://127.0.0.1:3900\"",

@@ -124,6 +124,7 @@ pub(crate) async fn receive(
         uploads: uploader.as_ref().map(|u| u.shared_status()),
         ftp,
         event_requests: Some(event_rx),
+        diagnostics_statustext: args.store.diagnostics_statustext,
     };
     let clients = server.as_ref().map(|s| s.clients_counter());
     let mut text = StatusText::default();

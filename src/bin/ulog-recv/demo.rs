@@ -163,6 +163,9 @@ pub(crate) async fn demo(
         uploads: None,
         ftp: None,
         event_requests: Some(event_rx),
+        diagnostics_statustext: ulog_recv::diagnose::FindingFilter::Of(
+            ulog_recv::diagnose::Selection::NONE,
+        ),
     };
     let stop = shutdown_signal()?;
     let receiver = ulog_recv::shell::receiver::run(

@@ -109,6 +109,7 @@ fn run() -> anyhow::Result<()> {
             from,
             to,
             topics,
+            diagnostics,
             compression,
             bag_version,
             column,
@@ -127,6 +128,7 @@ fn run() -> anyhow::Result<()> {
                 from,
                 to,
                 topics,
+                diagnostics,
                 compression,
                 bag_version,
                 column,
@@ -462,6 +464,7 @@ struct ExportFormat {
     from: Option<f64>,
     to: Option<f64>,
     topics: Vec<String>,
+    diagnostics: ulog_recv::diagnose::Selection,
     compression: Option<ulog_recv::export::tide::Compression>,
     bag_version: String,
     column: Option<String>,
@@ -481,6 +484,7 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
         to_us: format.to.map(us),
         topics: format.topics,
         column: format.column,
+        diagnostics: format.diagnostics,
     };
     let output = match to {
         ExportTo::File(file) => file,
@@ -540,12 +544,18 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
         }
         .with_context(|| format!("cannot export to {}", output.display()))
     })?;
+    // Only MCAP has a `/diagnostics` channel.
+    let findings = match (extension, stats.findings) {
+        ("mcap", 1) => ", 1 finding".to_owned(),
+        ("mcap", n) => format!(", {n} findings"),
+        _ => String::new(),
+    };
     println!(
-        "{}: {} channels, {} samples, {} logged strings",
+        "{}: {} channels, {} samples, {} logged strings{findings}",
         output.display(),
         stats.channels,
         stats.samples,
-        stats.log_messages
+        stats.log_messages,
     );
     Ok(())
 }

@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 
 use parquet::file::metadata::KeyValue;
 
-use crate::diagnose::{Detectors, Selection};
+use crate::diagnose::Finding;
 use crate::export::{ExportError, ExportOptions, Flight, Sink, TopicSource, release_text, walk};
 use crate::ros::ros2::Ros2Type;
 use crate::store::manifest::read_manifest;
@@ -229,7 +229,7 @@ pub fn write_dataset(
         log_rows: Vec::new(),
         dropouts: Vec::new(),
         stats: FlightStats::default(),
-        detectors: Detectors::new(Selection::ALL),
+        findings: Vec::new(),
     };
     let (_, metadata) = walk(flight, options, &mut sink)?;
     let info = |key: &str| metadata.info.get(key).cloned();
@@ -305,7 +305,7 @@ pub fn write_dataset(
         (
             beside::DIAGNOSTICS,
             beside::DIAGNOSTICS,
-            beside::diagnostics(identity, sink.detectors.findings())?,
+            beside::diagnostics(identity, &sink.findings)?,
         ),
         (
             flights::FLIGHTS,
@@ -313,7 +313,7 @@ pub fn write_dataset(
             flights::flights(
                 identity,
                 &sink.stats,
-                sink.detectors.findings(),
+                &sink.findings,
                 &metadata,
                 facts,
                 options.from_us,
@@ -433,8 +433,8 @@ struct DatasetSink {
     dropouts: Vec<(u64, u16)>,
     /// The flight's row of `flights`, as the samples pass.
     stats: FlightStats,
-    /// The flight diagnostics, as the samples pass (channels are their keys).
-    detectors: Detectors,
+    /// The flight diagnostics' findings, as the walk makes them.
+    findings: Vec<Finding>,
 }
 
 impl DatasetSink {
@@ -493,11 +493,7 @@ impl Sink for DatasetSink {
         };
         self.channels
             .push((index, source.multi_id, Watched::of(source.layout)));
-        let channel = self.channels.len() as u32 - 1;
-        if let Ok(key) = u16::try_from(channel) {
-            self.detectors.bind(key, source.layout);
-        }
-        Ok(channel)
+        Ok(self.channels.len() as u32 - 1)
     }
 
     fn sample(
@@ -510,9 +506,6 @@ impl Sink for DatasetSink {
         let (index, multi_id, watched) = &self.channels[channel as usize];
         let (index, multi_id) = (*index, *multi_id);
         self.stats.sample(watched.as_ref(), timestamp_us, data);
-        if let Ok(key) = u16::try_from(channel) {
-            self.detectors.observe_bound(key, timestamp_us, data);
-        }
         let table = &mut self.tables[index].table;
         let before = table.buffered_bytes();
         table.push(multi_id, timestamp_us, data);
@@ -545,9 +538,16 @@ impl Sink for DatasetSink {
 
     fn dropout(&mut self, timestamp_us: u64, duration_ms: u16) -> Result<(), ExportError> {
         self.stats.dropout(duration_ms);
-        self.detectors
-            .dropout(timestamp_us, u64::from(duration_ms) * 1000);
         self.dropouts.push((timestamp_us, duration_ms));
+        Ok(())
+    }
+
+    fn takes_findings(&self) -> bool {
+        true
+    }
+
+    fn finding(&mut self, finding: &Finding) -> Result<(), ExportError> {
+        self.findings.push(finding.clone());
         Ok(())
     }
 }

@@ -192,6 +192,9 @@ pub struct SessionStats {
     /// STOPs the vehicle confirmed (ACCEPTED) and those it did not within the wait.
     pub stops_confirmed: u64,
     pub stops_unconfirmed: u64,
+    /// STATUSTEXTs sent to the ground station, and those dropped by the rate limit.
+    pub status_texts: u64,
+    pub status_texts_dropped: u64,
     /// The link problem in force, if any (cleared once a stream starts).
     pub problem: Option<LinkProblem>,
 }

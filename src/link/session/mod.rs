@@ -37,19 +37,21 @@
 //! [`Session::handle_datagram`] (one UDP datagram; it says whether the vehicle spoke in it),
 //! [`Session::handle_timeout`] (when [`Session::poll_timeout`] says), [`Session::shutdown`].
 //! Outputs: [`Session::poll_transmit`] (one MAVLink frame each) and [`Session::poll_event`].
+//! Besides: [`Session::send_status_text`] (a text for the ground station, rate-limited).
 //!
 //! This file holds the surface (inputs, outputs, timers, the phase the session is in) and
 //! hands each message to the concern that owns it: `vehicle` (finding it, heartbeats, signature
 //! checks, link problems), `commands` (LOGGING_STOP and LOGGING_START, their answers and
 //! retries), `logging` (the chunks, their order, the log bytes and dropouts), `ftp` (MAVLink FTP
 //! through the session's frames); `config` and `events` hold what a user of the session sets
-//! and gets.
+//! and gets; `status_text` the texts for the ground station.
 
 mod commands;
 mod config;
 mod events;
 mod ftp;
 mod logging;
+mod status_text;
 #[cfg(test)]
 mod tests;
 mod vehicle;
@@ -63,6 +65,7 @@ use mavlink::dialects::common::{MavCmd, MavMessage};
 
 use self::commands::{AfterStop, STOP_TRIES};
 use self::logging::{ChunkFrame, Log, PendingNewLog, add_reorder_stats};
+use self::status_text::StatusTexts;
 use self::vehicle::Vehicle;
 use crate::link::frames::{FrameDecoder, encode};
 use crate::link::ftp::FtpClient;
@@ -70,6 +73,7 @@ use crate::link::signing::Signer;
 
 pub use self::config::{DEFAULT_COMPONENT_ID, FALLBACK_SYSTEM_ID, SessionConfig, SigningSetup};
 pub use self::events::{CloseReason, Event, LinkProblem, Rates, SessionStats};
+pub use self::status_text::{STATUS_TEXT_BYTES, STATUS_TEXT_INTERVAL, STATUS_TEXT_QUEUE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -125,6 +129,8 @@ pub struct Session {
     out: BytesMut,
     stats: SessionStats,
     ftp: FtpClient,
+    /// Texts for the ground station, waiting for their turn.
+    status_texts: StatusTexts,
 }
 
 impl Session {
@@ -157,6 +163,7 @@ impl Session {
             out: BytesMut::new(),
             stats: SessionStats::default(),
             ftp: FtpClient::new(config_ftp),
+            status_texts: StatusTexts::default(),
         }
     }
 
@@ -245,6 +252,7 @@ impl Session {
         }
         earliest(self.log.as_ref().and_then(|l| l.reorder.deadline()));
         earliest(self.ftp.poll_timeout());
+        earliest(self.status_texts.deadline());
         t
     }
 
@@ -324,6 +332,7 @@ impl Session {
             self.send_heartbeat(now);
             self.next_heartbeat = Some(now + self.config.heartbeat_interval);
         }
+        self.release_status_texts(now);
         if let Some(v) = self.vehicle
             && self.phase != Phase::Searching
             && now.duration_since(v.last_heartbeat) >= self.config.vehicle_timeout

@@ -164,3 +164,81 @@ fn every_acked_chunk_is_acked_first_duplicates_included() {
     assert!(sent(&mut s).is_empty());
     assert_eq!(s.stats().ignored_chunks, 1);
 }
+
+/// The texts a batch of frames holds, with their severity.
+fn texts(out: &[MavMessage]) -> Vec<(mavlink::dialects::common::MavSeverity, String)> {
+    out.iter()
+        .filter_map(|m| match m {
+            MavMessage::STATUSTEXT(t) => Some((t.severity, t.text.to_str().unwrap().to_owned())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn status_texts_wait_for_the_vehicle_go_one_a_second_and_a_full_queue_drops() {
+    use super::{STATUS_TEXT_INTERVAL, STATUS_TEXT_QUEUE};
+    use mavlink::dialects::common::MavSeverity::{MAV_SEVERITY_CRITICAL, MAV_SEVERITY_WARNING};
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig::default(), t0);
+    s.handle_timeout(t0);
+    sent(&mut s);
+    // No vehicle yet: the text waits.
+    assert!(s.send_status_text(MAV_SEVERITY_CRITICAL, "motor 2 output dropped to 0", t0));
+    assert!(texts(&sent(&mut s)).is_empty());
+    s.handle_bytes(&heartbeat(), t0);
+    sent(&mut s);
+    // Found: it goes at the next timer, from our component under the vehicle's system id.
+    let t1 = t0 + Duration::from_millis(10);
+    s.handle_timeout(t1);
+    let mut dec = FrameDecoder::new();
+    while let Some(f) = s.poll_transmit() {
+        dec.push(&f);
+    }
+    let frames: Vec<_> = std::iter::from_fn(|| dec.next_frame()).collect();
+    let text = frames
+        .iter()
+        .find(|f| matches!(f.message, MavMessage::STATUSTEXT(_)))
+        .expect("the text went out");
+    assert_eq!(text.header.system_id, 1);
+    assert_eq!(text.header.component_id, DEFAULT_COMPONENT_ID);
+    assert_eq!(
+        texts(std::slice::from_ref(&text.message)),
+        [(
+            MAV_SEVERITY_CRITICAL,
+            "motor 2 output dropped to 0".to_owned()
+        )]
+    );
+    // A burst: one a second, in order; past the queue's bound the rest are dropped.
+    let burst = STATUS_TEXT_QUEUE + 3;
+    let taken = (0..burst)
+        .filter(|k| {
+            s.send_status_text(
+                MAV_SEVERITY_WARNING,
+                &format!("text {k} {}", "x".repeat(60)),
+                t1,
+            )
+        })
+        .count();
+    assert_eq!(taken, STATUS_TEXT_QUEUE);
+    assert_eq!(s.stats().status_texts_dropped, 3);
+    let mut got = Vec::new();
+    let mut now = t1;
+    for _ in 0..STATUS_TEXT_QUEUE {
+        assert!(texts(&sent(&mut s)).is_empty(), "not before its second");
+        let next = s.poll_timeout().unwrap();
+        assert!(next <= now + STATUS_TEXT_INTERVAL);
+        now += STATUS_TEXT_INTERVAL;
+        s.handle_bytes(&heartbeat(), now);
+        s.handle_timeout(now);
+        let out = texts(&sent(&mut s));
+        assert_eq!(out.len(), 1);
+        got.extend(out);
+    }
+    for (k, (severity, text)) in got.iter().enumerate() {
+        assert_eq!(*severity, MAV_SEVERITY_WARNING);
+        assert_eq!(text.len(), 50, "cut to the message's 50 bytes");
+        assert!(text.starts_with(&format!("text {k} ")));
+    }
+    assert_eq!(s.stats().status_texts, 1 + STATUS_TEXT_QUEUE as u64);
+}

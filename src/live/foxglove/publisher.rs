@@ -4,8 +4,10 @@
 //! One channel per topic instance of the open log (`/NAME` for multi id 0, `/NAME/N`
 //! otherwise; ROS 2 types from [`crate::ros::ros2`], CDR encoded), advertised as its
 //! subscription appears in the log, unadvertised when the log ends or the topic is removed;
-//! and `/log` (`rcl_interfaces/msg/Log`) for the logged strings, advertised for as long as
-//! the server runs. A client that connects gets `serverInfo` and every current channel. Only
+//! `/log` (`rcl_interfaces/msg/Log`) for the logged strings, and `/diagnostics`
+//! (`diagnostic_msgs/msg/DiagnosticArray`, [`crate::ros::diagnostics`]) for the flight
+//! diagnostics' findings as the store makes them, both advertised for as long as the server
+//! runs. A client that connects gets `serverInfo` and every current channel. Only
 //! a channel somebody subscribed to is encoded, once per sample whatever the number of
 //! subscribers. A message's log time is the sample's ULog timestamp in nanoseconds (a sample
 //! without one takes the log's latest time).
@@ -14,7 +16,8 @@
 //! first samples follow its definition at once. So that a subscriber still gets a new topic
 //! from its first sample, a channel holds its raw samples for [`HOLD_NEW_CHANNEL`] after its
 //! advertisement (bounded in bytes per channel and in all); a subscription made in that time
-//! gets them first.
+//! gets them first. In the same way a subscription to `/diagnostics` gets the findings of the
+//! flight so far (the latest [`KEEP_FINDINGS`]), so that a panel opened mid-flight shows them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::ControlFlow;
@@ -22,9 +25,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::diagnose::Finding;
 use crate::link::Event;
 use crate::live::foxglove::protocol::{self, ChannelInfo, Level, Request};
 use crate::live::outbox::Keep;
+use crate::ros::diagnostics::{
+    DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, encode_finding,
+};
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::Message;
@@ -46,6 +53,9 @@ pub const HOLD_CHANNEL_BYTES: usize = 64 << 10;
 /// The most sample bytes all new channels hold together.
 pub const HOLD_TOTAL_BYTES: usize = 4 << 20;
 
+/// The most findings of the flight a new `/diagnostics` subscriber is sent.
+pub const KEEP_FINDINGS: usize = 256;
+
 /// A message for one client.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -65,6 +75,7 @@ pub fn is_text(message: &[u8]) -> bool {
 #[derive(Debug)]
 enum Kind {
     Log,
+    Diagnostics,
     Topic(Ros2Type),
 }
 
@@ -112,6 +123,10 @@ pub struct FoxglovePublisher {
     channels: BTreeMap<u32, Channel>,
     next_channel: u32,
     log_channel: u32,
+    diagnostics_channel: u32,
+    /// The findings of the current flight (kept after it ends, until the next), the latest
+    /// [`KEEP_FINDINGS`].
+    findings: VecDeque<Finding>,
     log: Option<LogState>,
     out: VecDeque<Outgoing>,
     /// Sample bytes held by new channels, all together.
@@ -133,6 +148,8 @@ impl FoxglovePublisher {
             channels: BTreeMap::new(),
             next_channel: 1,
             log_channel: 0,
+            diagnostics_channel: 0,
+            findings: VecDeque::new(),
             log: None,
             out: VecDeque::new(),
             held_bytes: 0,
@@ -144,6 +161,13 @@ impl FoxglovePublisher {
             LOG_TYPE.into(),
             LOG_SCHEMA.into(),
             Kind::Log,
+            None,
+        );
+        p.diagnostics_channel = p.add_channel(
+            DIAGNOSTICS_TOPIC.into(),
+            DIAGNOSTICS_TYPE.into(),
+            DIAGNOSTICS_SCHEMA.into(),
+            Kind::Diagnostics,
             None,
         );
         p
@@ -261,6 +285,21 @@ impl FoxglovePublisher {
             self.send(id, protocol::status(Level::Error, &p), Keep::Droppable);
             return;
         }
+        if channel == self.diagnostics_channel {
+            // The flight's findings so far, to this subscriber only.
+            for finding in &self.findings {
+                encode_finding(finding, &mut self.cdr);
+                let log_time = finding.made_at_us().saturating_mul(1000);
+                protocol::message_data(sub, log_time, &self.cdr, &mut self.frame);
+                self.out.push_back(Outgoing {
+                    client: id,
+                    message: Bytes::copy_from_slice(&self.frame),
+                    arrived: None,
+                    keep: Keep::Droppable,
+                });
+            }
+            return;
+        }
         // A new channel's first samples, to this subscriber only.
         let c = &self.channels[&channel];
         let (Some(held), Kind::Topic(ty)) = (&c.held, &c.kind) else {
@@ -308,6 +347,7 @@ impl FoxglovePublisher {
         match event {
             Event::LogOpened { .. } => {
                 self.end_log();
+                self.findings.clear();
                 self.log = Some(LogState {
                     framer: Framer::file(),
                     decoder: Decoder::new(),
@@ -474,6 +514,28 @@ impl FoxglovePublisher {
                 let _ = log.decoder.handle(&other);
             }
         }
+    }
+
+    /// A finding of the flight's diagnostics (made by the store as the log passed), published
+    /// on `/diagnostics` at the log time it was made.
+    pub fn handle_finding(&mut self, finding: &Finding, arrived: Instant) {
+        if self.findings.len() == KEEP_FINDINGS {
+            self.findings.pop_front();
+        }
+        self.findings.push_back(finding.clone());
+        let channel = &self.channels[&self.diagnostics_channel];
+        if channel.subscribers.is_empty() {
+            return;
+        }
+        encode_finding(finding, &mut self.cdr);
+        Self::fan_out(
+            &mut self.out,
+            &mut self.frame,
+            channel,
+            &self.cdr,
+            finding.made_at_us(),
+            arrived,
+        );
     }
 
     fn log_string(&mut self, timestamp: u64, level: u8, name: &str, text: &[u8], arrived: Instant) {
@@ -731,18 +793,87 @@ mod tests {
                 0 => format!("/{}", d.name),
                 n => format!("/{}/{n}", d.name),
             })
-            .chain(["/log".to_owned()])
+            .chain(["/log".to_owned(), DIAGNOSTICS_TOPIC.to_owned()])
             .collect();
         want.sort();
         assert_eq!(topics, want);
-        // Subscribed now, it gets the samples from here on.
-        let channel = json_of(&hello[1])["channels"][1]["id"].as_u64().unwrap();
+        // Subscribed now, it gets the samples from here on (channels 1 and 2 are /log and
+        // /diagnostics).
+        let channel = json_of(&hello[1])["channels"][2]["id"].as_u64().unwrap();
         assert_eq!(
             subscribe_late(&mut p, c, channel, now + HOLD_NEW_CHANNEL),
             0
         );
         p.handle_log_bytes(&log[half..], now + HOLD_NEW_CHANNEL);
         assert!(drain(&mut p).iter().any(|o| !is_text(&o.message)));
+    }
+
+    /// A finding as the store hands it over, made at `at_us`.
+    fn finding(at_us: u64) -> Finding {
+        crate::diagnose::Finding {
+            id: crate::diagnose::AnalyzerId::GpsInterference,
+            summary: "GPS interference".into(),
+            severity: crate::diagnose::Severity::Warning,
+            timestamp_us: at_us,
+            end_timestamp_us: None,
+            evidence: crate::diagnose::Evidence::GpsInterference {
+                eph_m: 9.0,
+                epv_m: 12.0,
+                num_satellites: 5,
+                noise_level: None,
+            },
+        }
+    }
+
+    #[test]
+    fn findings_go_to_diagnostics_subscribers_and_a_late_one_gets_the_flights_so_far() {
+        let now = Instant::now();
+        let mut p = FoxglovePublisher::new("test", "s1");
+        let early = p.connect().unwrap();
+        let hello = drain(&mut p);
+        let diagnostics = &json_of(&hello[1])["channels"][1];
+        assert_eq!(diagnostics["topic"], DIAGNOSTICS_TOPIC);
+        assert_eq!(diagnostics["schemaName"], DIAGNOSTICS_TYPE);
+        let channel = diagnostics["id"].as_u64().unwrap();
+        let data = |out: Vec<Outgoing>| -> Vec<(ClientId, u64)> {
+            out.into_iter()
+                .filter(|o| !is_text(&o.message))
+                .map(|o| {
+                    (
+                        o.client,
+                        u64::from_le_bytes(o.message[5..13].try_into().unwrap()),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(subscribe_late(&mut p, early, channel, now), 0);
+        // A finding of a previous flight is not this flight's.
+        p.handle_finding(&finding(1_000_000), now);
+        p.handle_event(&Event::LogOpened { number: 1 }, now);
+        drain(&mut p);
+        p.handle_finding(&finding(20_000_000), now);
+        p.handle_finding(&finding(30_000_000), now);
+        assert_eq!(
+            data(drain(&mut p)),
+            [(early, 20_000_000_000), (early, 30_000_000_000)]
+        );
+        // A client that subscribes now gets both, then the next as it comes.
+        let late = p.connect().unwrap();
+        drain(&mut p);
+        assert_eq!(subscribe_late(&mut p, late, channel, now), 2);
+        p.handle_finding(&finding(40_000_000), now);
+        assert_eq!(
+            data(drain(&mut p)),
+            [(early, 40_000_000_000), (late, 40_000_000_000)]
+        );
+        // Bounded: a flight with more findings keeps the latest.
+        for k in 0..KEEP_FINDINGS as u64 + 10 {
+            p.handle_finding(&finding(50_000_000 + k), now);
+        }
+        drain(&mut p);
+        let third = p.connect().unwrap();
+        drain(&mut p);
+        assert_eq!(subscribe_late(&mut p, third, channel, now), KEEP_FINDINGS);
     }
 
     #[test]

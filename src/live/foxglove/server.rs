@@ -184,6 +184,11 @@ impl FoxgloveClients {
         self.dispatch();
     }
 
+    pub fn handle_finding(&mut self, finding: &crate::diagnose::Finding, now: Instant) {
+        self.publisher.handle_finding(finding, now);
+        self.dispatch();
+    }
+
     pub fn handle(&mut self, message: FoxMsg) {
         match message {
             FoxMsg::Connected {

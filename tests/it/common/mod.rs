@@ -472,6 +472,93 @@ pub fn pyulog_topics(expected: &Json) -> BTreeMap<String, &Json> {
 /// first, last, firstLogTime, lastLogTime (ns, strings), timeMismatches, trailing}]` and
 /// `report.logs` the `/log` messages. Every topic instance with samples is one of pyulog's
 /// datasets with its count, first and last values and times; `/log` holds its strings.
+/// A finding (as `ulog-recv info --diagnostics --json` prints it) as the one status of the
+/// `diagnostic_msgs/msg/DiagnosticArray` it is published as, in [`status_of`]'s form.
+pub fn expected_status(finding: &Json) -> Json {
+    let made = finding["end_timestamp_us"]
+        .as_u64()
+        .unwrap_or_else(|| finding["timestamp_us"].as_u64().unwrap());
+    let level = match finding["severity"].as_str().unwrap() {
+        "info" => 0,
+        "warning" => 1,
+        "critical" => 2,
+        other => panic!("severity {other}"),
+    };
+    let mut values = serde_json::Map::new();
+    values.insert("severity".into(), finding["severity"].clone());
+    values.insert(
+        "start_us".into(),
+        finding["timestamp_us"].to_string().into(),
+    );
+    if let Some(end) = finding["end_timestamp_us"].as_u64() {
+        values.insert("end_us".into(), end.to_string().into());
+    }
+    for (key, value) in finding["evidence"].as_object().unwrap() {
+        let key = if key == "type" {
+            "evidence"
+        } else {
+            key.as_str()
+        };
+        match value {
+            Json::Null => {}
+            Json::String(s) => {
+                values.insert(key.into(), s.clone().into());
+            }
+            other => {
+                values.insert(key.into(), other.to_string().into());
+            }
+        }
+    }
+    serde_json::json!({
+        "logTime": (made * 1000).to_string(),
+        "level": level,
+        "name": finding["id"],
+        "message": finding["summary"],
+        "hardware_id": "px4",
+        "values": values,
+    })
+}
+
+/// A decoded `/diagnostics` message with its log time (`{logTime, message}`, as the MCAP
+/// reader and the Foxglove client report them) in a comparable form: its one status, its
+/// values as an object.
+pub fn status_of(published: &Json) -> Json {
+    let message = &published["message"];
+    let status = message["status"].as_array().unwrap();
+    assert_eq!(status.len(), 1, "one finding a message: {message}");
+    let status = &status[0];
+    let values: serde_json::Map<String, Json> = status["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| (kv["key"].as_str().unwrap().to_owned(), kv["value"].clone()))
+        .collect();
+    serde_json::json!({
+        "logTime": published["logTime"],
+        "level": status["level"],
+        "name": status["name"],
+        "message": status["message"],
+        "hardware_id": status["hardware_id"],
+        "values": values,
+    })
+}
+
+/// The `/diagnostics` messages of a reader's `report` are `findings` (as `info --diagnostics
+/// --json` lists them), one each, in order, at the log time each was made.
+pub fn check_diagnostics(what: &str, report: &Json, findings: &[Json]) {
+    let published: Vec<Json> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(status_of)
+        .collect();
+    let expected: Vec<Json> = findings.iter().map(expected_status).collect();
+    assert_eq!(
+        published, expected,
+        "{what}: /diagnostics (left), the findings (right)"
+    );
+}
+
 pub fn check_ros2_report(what: &str, report: &Json, expected: &Json) {
     let mut diffs = Vec::new();
     let channels = report["channels"].as_array().unwrap();
@@ -487,7 +574,7 @@ pub fn check_ros2_report(what: &str, report: &Json, expected: &Json) {
             ch["trailing"], 0,
             "{what} {topic}: bytes left after a message"
         );
-        if topic == "/log" {
+        if topic == "/log" || topic == "/diagnostics" {
             continue;
         }
         assert!(

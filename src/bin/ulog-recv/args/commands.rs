@@ -244,10 +244,15 @@ pub(crate) enum Command {
         /// End of the window, seconds of log time.
         #[arg(long)]
         to: Option<f64>,
-        /// Only topics matching these patterns (`*`, `?`; `log` for the logged strings)
-        /// [default: all].
+        /// Only topics matching these patterns (`*`, `?`; `log` for the logged strings,
+        /// `diagnostics` for the findings) [default: all].
         #[arg(long, num_args = 1..)]
         topics: Vec<String>,
+        /// Which analyzers of the flight diagnostics run, for an MCAP's /diagnostics channel
+        /// and the tables' diagnostics: all, none, or a comma-separated list (motor_failure,
+        /// gps_interference, battery_brownout, ekf_failure, rc_loss).
+        #[arg(long, value_name = "ANALYZERS", default_value = "all")]
+        diagnostics: ulog_recv::diagnose::Selection,
         /// How a .tide's chunks are compressed: none, gzip or bzip2 [default: gzip].
         #[arg(long, value_name = "none|gzip|bzip2")]
         compression: Option<ulog_recv::export::tide::Compression>,

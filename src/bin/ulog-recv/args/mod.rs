@@ -490,6 +490,12 @@ pub(crate) struct StoreArgs {
     #[arg(long, default_value = "warning", value_name = "SEVERITY|ANALYZERS",
           help_heading = EVENTS)]
     pub(crate) event_on_diagnostic: FindingFilter,
+    /// The findings told to the ground station, as a MAVLink STATUSTEXT from our component (at
+    /// most one a second): a severity and those worse (warning, critical), or analyzers, or
+    /// none. PX4 warns for itself; this is for what it does not say.
+    #[arg(long, default_value = "none", value_name = "SEVERITY|ANALYZERS",
+          help_heading = EVENTS)]
+    pub(crate) diagnostics_statustext: FindingFilter,
 }
 
 impl StoreArgs {
