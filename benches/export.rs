@@ -1,7 +1,8 @@
 //! Export throughput: each real log (and the synthetic one) exported in memory to each format
 //! `ulog-recv export` writes (TIDE with each compression), and as Parquet tables to files in
 //! the system's temporary directory (`--dataset`), in MB/s of ULog and as a ratio to
-//! the MCAP export's time on the same log, next to pyulog reading the same file (its
+//! the MCAP export's time on the same log (MCAP also without the flight diagnostics, to show
+//! what its `/diagnostics` costs), next to pyulog reading the same file (its
 //! `ULog(path)`, parse only) in the same run: the ratio says how our export compares with the
 //! time a Python user already spends just opening the log.
 //!
@@ -86,8 +87,16 @@ fn main() {
         )
             -> Result<ulog_recv::export::ExportStats, ulog_recv::export::ExportError>;
         use ulog_recv::export::tide::{Compression, write::write as tide};
-        let formats: [(&str, Writer); 6] = [
+        let formats: [(&str, Writer); 7] = [
             ("MCAP", |b, o, w| ulog_recv::export::mcap::write(b, o, w)),
+            // What the flight diagnostics' `/diagnostics` channel costs the export.
+            ("MCAP, --diagnostics none", |b, o, w| {
+                let without = ExportOptions {
+                    diagnostics: ulog_recv::diagnose::Selection::NONE,
+                    ..o.clone()
+                };
+                ulog_recv::export::mcap::write(b, &without, w)
+            }),
             ("bag 2.0", |b, o, w| ulog_recv::export::bag::write(b, o, w)),
             ("bag 1.2", |b, o, w| {
                 ulog_recv::export::bag::write_v12(b, o, w)
