@@ -192,9 +192,10 @@ fn findings_on_fault_flights_are_flight_review_v2s() {
     }
 }
 
-/// `ulog-recv sim --synthetic --fault FAULT --write DIR/flight.ulg`: the flight's path.
-fn write_fault_flight(dir: &Path, fault: &str) -> PathBuf {
-    let original = dir.join("flight.ulg");
+/// `ulog-recv sim --synthetic --fault FAULT --write DIR/FAULT.ulg` (`:` as `_`): the flight's
+/// path.
+pub(crate) fn write_fault_flight(dir: &Path, fault: &str) -> PathBuf {
+    let original = dir.join(format!("{}.ulg", fault.replace(':', "_")));
     text_output(
         Command::new(BIN)
             .args(["sim", "--synthetic", "--fault", fault, "--write"])
@@ -239,6 +240,16 @@ fn receive(dir: &Path, original: &Path, impairment: &[&str], daemon_args: &[&str
     args.extend(daemon_args.iter().map(|a| a.to_string()));
     let (mut daemon, daemon_log) = Proc::spawn_watched("the daemon", &args);
     wait_for_line(&daemon_log, "logs into", Duration::from_secs(20));
+    let (mut sim, sim_log) = stream(original, port, impairment);
+    finish_recording(&mut daemon, &mut sim, &sim_log, &logs)
+}
+
+/// The simulator streaming `original` once to UDP `port` with `impairment`, and its lines.
+fn stream(
+    original: &Path,
+    port: u16,
+    impairment: &[&str],
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut sim_args: Vec<String> = vec![
         "sim".into(),
         original.to_string_lossy().into_owned(),
@@ -247,8 +258,7 @@ fn receive(dir: &Path, original: &Path, impairment: &[&str], daemon_args: &[&str
         format!("127.0.0.1:{port}"),
     ];
     sim_args.extend(impairment.iter().map(|a| a.to_string()));
-    let (mut sim, sim_log) = Proc::spawn_watched("the simulator", &sim_args);
-    finish_recording(&mut daemon, &mut sim, &sim_log, &logs)
+    Proc::spawn_watched("the simulator", &sim_args)
 }
 
 #[test]
@@ -471,19 +481,8 @@ fn a_motor_failure_reaches_the_ground_station_through_mavlink_router_as_a_status
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("the ground station runs");
-    let gcs_out = gcs.stdout.take().unwrap();
+    let heard = crate::common::procs::watch_lines(gcs.stdout.take().unwrap(), "gcs: ");
     let gcs = Other(gcs);
-    let (tx, heard) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(gcs_out)
-            .lines()
-            .map_while(Result::ok)
-        {
-            eprintln!("gcs: {line}");
-            let _ = tx.send(line);
-        }
-    });
     wait_for_line(&heard, "ready", Duration::from_secs(20));
     let logs = dir.join("logs");
     let (mut daemon, daemon_log) = Proc::spawn_watched(
@@ -499,16 +498,7 @@ fn a_motor_failure_reaches_the_ground_station_through_mavlink_router_as_a_status
         ],
     );
     wait_for_line(&daemon_log, "logs into", Duration::from_secs(20));
-    let (mut sim, sim_log) = Proc::spawn_watched(
-        "the simulator",
-        &[
-            "sim".into(),
-            original.to_string_lossy().into_owned(),
-            "--once".into(),
-            "--udp-connect".into(),
-            format!("127.0.0.1:{autopilot}"),
-        ],
-    );
+    let (mut sim, sim_log) = stream(&original, autopilot, &[]);
     let session = finish_recording(&mut daemon, &mut sim, &sim_log, &logs);
     drop(gcs);
     let texts: Vec<Json> = heard

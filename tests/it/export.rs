@@ -296,15 +296,7 @@ fn an_mcaps_diagnostics_are_the_findings_made_in_its_window() {
     };
     let dir = fresh_dir("export-diagnostics");
     std::fs::create_dir_all(&dir).unwrap();
-    let flight = dir.join("ekf.ulg");
-    common::procs::run_ok(&[
-        "sim",
-        "--synthetic",
-        "--fault",
-        "ekf:5000",
-        "--write",
-        flight.to_str().unwrap(),
-    ]);
+    let flight = crate::diagnostics::write_fault_flight(&dir, "ekf:5000");
     let findings = crate::diagnostics::our_findings(&flight);
     assert_eq!(
         findings.len(),

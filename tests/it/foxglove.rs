@@ -298,15 +298,7 @@ fn a_flight_with_faults_shows_each_finding_on_diagnostics() {
     let dir = fresh_dir("foxglove-faults");
     std::fs::create_dir_all(&dir).unwrap();
     for fault in ["ekf:5000", "gps"] {
-        let flight = dir.join(format!("{}.ulg", fault.replace(':', "_")));
-        common::procs::run_ok(&[
-            "sim",
-            "--synthetic",
-            "--fault",
-            fault,
-            "--write",
-            flight.to_str().unwrap(),
-        ]);
+        let flight = crate::diagnostics::write_fault_flight(&dir, fault);
         let findings = crate::diagnostics::our_findings(&flight);
         assert!(!findings.is_empty(), "{fault}: the flight has findings");
         let (mut daemon, url, port) = start_daemon(&dir, &["--client-queue", "64M"]);

@@ -41,18 +41,7 @@ impl Proc {
         args: &[String],
     ) -> (Self, std::sync::mpsc::Receiver<String>) {
         let mut p = Self::spawn_with(what, args, Stdio::piped(), Stdio::piped());
-        let stderr = p.0.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                eprintln!("{line}");
-                let _ = tx.send(line);
-            }
-        });
+        let rx = watch_lines(p.0.stderr.take().unwrap(), "");
         (p, rx)
     }
 
@@ -91,6 +80,23 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The lines a child writes to `pipe`, as they come, sent to the returned channel and shown
+/// on the test's stderr behind `prefix`.
+pub fn watch_lines(
+    pipe: impl std::io::Read + Send + 'static,
+    prefix: &'static str,
+) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            eprintln!("{prefix}{line}");
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 /// The folder a test names `name`, not yet made (its parent is): `target/tmp/MODULE/NAME`,
