@@ -125,14 +125,15 @@ pub enum ObjectRecord {
         sha256: String,
         size: u64,
     },
-    /// A multipart upload under way: its id and the parts sent (S3's part ids, in order).
+    /// A multipart upload under way: its id and, per part in order, S3's id of it once it
+    /// is sent (`null` until then: parts complete in any order).
     Multipart {
         key: String,
         sha256: String,
         size: u64,
         upload_id: String,
         part_size: u64,
-        parts: Vec<String>,
+        parts: Vec<Option<String>>,
     },
 }
 
@@ -458,7 +459,7 @@ mod tests {
                 size: 10,
                 upload_id: "id".into(),
                 part_size: 5,
-                parts: vec!["p1".into()],
+                parts: vec![Some("p1".into()), None],
             },
         );
         assert!(matches!(

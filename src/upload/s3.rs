@@ -2,6 +2,13 @@
 //! `object_store` crate: the bucket from `s3://BUCKET/PREFIX`, credentials, and one file's
 //! upload, multipart and resumable for files over the part size.
 //!
+//! A multipart upload keeps [`S3Options::parts_in_flight`] parts on the wire at once, so that
+//! a link with a long round trip is not left idle between parts: each part is read from the
+//! file once into a buffer of its own, which its request sends and frees (memory: at most
+//! that many parts). Parts are read, hashed and begun in order, and each is recorded in the
+//! journal as it completes, whatever the order; a restart sends again only the parts not
+//! recorded.
+//!
 //! Every request carries the SHA-256 of its bytes (`x-amz-checksum-sha256`), which the server
 //! checks; the bytes sent are hashed as they are read, and a file whose hash is not the one
 //! its manifest recorded when the split was closed is not completed.
@@ -12,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use object_store::ObjectStoreExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
 use object_store::multipart::{MultipartStore, PartId};
@@ -44,6 +53,9 @@ pub struct S3Options {
     pub credentials: Option<PathBuf>,
     /// Files over this go up in parts of this size (at least [`MIN_PART_SIZE`]).
     pub part_size: u64,
+    /// Parts of a multipart upload on the wire at once (at least 1): the upload holds this
+    /// many parts in memory.
+    pub parts_in_flight: usize,
 }
 
 impl S3Options {
@@ -275,6 +287,7 @@ pub struct Bucket {
     bucket: String,
     prefix: String,
     part_size: u64,
+    parts_in_flight: usize,
     path_style: bool,
     /// The endpoint as the user gave it, for errors.
     endpoint: String,
@@ -362,6 +375,7 @@ impl Bucket {
             bucket,
             prefix,
             part_size: options.part_size,
+            parts_in_flight: options.parts_in_flight.max(1),
             path_style: options.path_style,
             endpoint: options
                 .endpoint
@@ -382,8 +396,10 @@ impl Bucket {
 
     /// Uploads `file` as `key`, its content to hash to `sha256` (hex). `record` is what the
     /// journal says of it (a multipart upload under way is resumed); `checkpoint` is called
-    /// with the record after each part (to be saved before the next). `pace` is awaited
-    /// after each request with the bytes it carried and when it began.
+    /// with the record each time a part completes (to be saved before more is recorded).
+    /// `pace` is awaited after each request with the bytes it carried and when it began; for
+    /// a part, as soon as it has begun (the next begins when its bytes are paid for), and once
+    /// more with 0 bytes after the last.
     pub async fn upload_file<P, F, C>(
         &self,
         file: &Path,
@@ -448,6 +464,8 @@ impl Bucket {
                 (id, Vec::new())
             }
         };
+        let count = parts(size, self.part_size).len();
+        sent.resize(count, None);
         let mut record = ObjectRecord::Multipart {
             key: key.to_string(),
             sha256: sha256.to_string(),
@@ -458,33 +476,61 @@ impl Bucket {
         };
         checkpoint(&record)?;
         let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; self.part_size as usize];
+        let mut in_flight = FuturesUnordered::new();
+        // A part completed: recorded before anything else is.
+        let mut completed = |done: Result<(usize, u64, PartId), UploadError>,
+                             record: &mut ObjectRecord|
+         -> Result<(), UploadError> {
+            let (index, len, part) = done?;
+            if let ObjectRecord::Multipart { parts, .. } = record {
+                parts[index] = Some(part.content_id);
+            }
+            checkpoint(record)?;
+            tracing::debug!(key, part = index + 1, bytes = len, "part sent");
+            Ok(())
+        };
         for (index, (offset, len)) in parts(size, self.part_size).into_iter().enumerate() {
-            let piece = &mut buf[..len as usize];
-            f.read_exact_at(piece, offset).map_err(local)?;
-            hasher.update(&*piece);
-            if index < sent.len() {
+            // Read into a buffer of its own, which the request takes: no copy.
+            let mut piece = vec![0u8; len as usize];
+            f.read_exact_at(&mut piece, offset).map_err(local)?;
+            hasher.update(&piece);
+            if sent[index].is_some() {
                 continue;
             }
-            let started = Instant::now();
-            let part = self
-                .store
-                .put_part(
-                    &location,
-                    &upload_id,
-                    index,
-                    PutPayload::from(piece.to_vec()),
-                )
-                .await
-                .map_err(|e| self.classify(e))?;
-            sent.push(part.content_id);
-            if let ObjectRecord::Multipart { parts, .. } = &mut record {
-                *parts = sent.clone();
+            while in_flight.len() >= self.parts_in_flight {
+                let done = in_flight.next().await.expect("parts in flight");
+                completed(done, &mut record)?;
             }
-            checkpoint(&record)?;
-            tracing::debug!(key, part = index + 1, bytes = len, "part sent");
-            pace(len, started).await;
+            let started = Instant::now();
+            tracing::debug!(key, part = index + 1, bytes = len, "part begun");
+            let (store, location, upload_id) =
+                (self.store.clone(), location.clone(), upload_id.clone());
+            in_flight.push(async move {
+                store
+                    .put_part(&location, &upload_id, index, PutPayload::from(piece))
+                    .await
+                    .map(|part| (index, len, part))
+                    .map_err(|e| self.classify(e))
+            });
+            // The next part begins once this one's bytes are paid for; parts that complete
+            // meanwhile are recorded.
+            let paid = pace(len, started);
+            tokio::pin!(paid);
+            loop {
+                tokio::select! {
+                    () = &mut paid => break,
+                    Some(done) = in_flight.next() => completed(done, &mut record)?,
+                }
+            }
         }
+        while let Some(done) = in_flight.next().await {
+            completed(done, &mut record)?;
+        }
+        drop(in_flight);
+        pace(0, Instant::now()).await;
+        let ObjectRecord::Multipart { parts: sent, .. } = record else {
+            unreachable!("a multipart record");
+        };
         let got = hex(&hasher.finalize());
         if got != sha256 {
             let _ = self.store.abort_multipart(&location, &upload_id).await;
@@ -492,7 +538,9 @@ impl Bucket {
         }
         let parts: Vec<PartId> = sent
             .into_iter()
-            .map(|content_id| PartId { content_id })
+            .map(|content_id| PartId {
+                content_id: content_id.expect("every part completed"),
+            })
             .collect();
         if let Err(e) = self
             .store

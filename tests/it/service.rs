@@ -279,6 +279,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-virtual-hosted" => "true",
         "upload-credentials" => "\"/etc/ulog-recv/upload-credentials\"",
         "upload-part-size" => "\"16M\"",
+        "upload-parts-in-flight" => "2",
         "upload-rate" => "\"1M\"",
         "upload-when" => "\"always\"",
         "upload-tables" => "true",

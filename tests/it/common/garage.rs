@@ -32,6 +32,8 @@ pub fn binary() -> PathBuf {
 pub struct Garage {
     bin: PathBuf,
     dir: PathBuf,
+    /// The address its S3 API listens on.
+    s3_host: String,
     s3_port: u16,
     admin_port: u16,
     child: Option<Child>,
@@ -40,6 +42,12 @@ pub struct Garage {
 impl Garage {
     /// The server in `dir` (made anew), or why there is none (no binary).
     pub fn start(dir: PathBuf) -> Result<Self, String> {
+        Self::start_at(dir, "127.0.0.1")
+    }
+
+    /// The same, its S3 API on `s3_host` (an address of this machine's, such as a slow
+    /// link's end) rather than loopback.
+    pub fn start_at(dir: PathBuf, s3_host: &str) -> Result<Self, String> {
         let bin = binary();
         if !bin.is_file() {
             return Err(format!("no Garage at {}", bin.display()));
@@ -53,7 +61,7 @@ impl Garage {
                 "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"sqlite\"\n\
                  replication_factor = 1\nrpc_bind_addr = \"127.0.0.1:{rpc_port}\"\n\
                  rpc_public_addr = \"127.0.0.1:{rpc_port}\"\nrpc_secret = \"{secret}\"\n\
-                 [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"127.0.0.1:{s3_port}\"\n\
+                 [s3_api]\ns3_region = \"garage\"\napi_bind_addr = \"{s3_host}:{s3_port}\"\n\
                  [admin]\napi_bind_addr = \"127.0.0.1:{admin_port}\"\n",
                 d = dir.display(),
                 secret = "ab".repeat(32),
@@ -63,6 +71,7 @@ impl Garage {
         let mut g = Garage {
             bin,
             dir,
+            s3_host: s3_host.to_owned(),
             s3_port,
             admin_port,
             child: None,
@@ -104,7 +113,7 @@ impl Garage {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.s3_port)
+        format!("http://{}:{}", self.s3_host, self.s3_port)
     }
 
     /// The daemon's options to upload here under `prefix`, with credentials in `creds`, as an

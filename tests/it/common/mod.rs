@@ -9,6 +9,7 @@ pub mod procs;
 pub mod px4;
 pub mod px4_compare;
 pub mod python_json;
+pub mod slow_link;
 pub mod units;
 
 use std::collections::BTreeMap;

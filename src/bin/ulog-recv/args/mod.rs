@@ -231,6 +231,11 @@ pub(crate) struct BucketArgs {
     /// file at its next part.
     #[arg(long, value_parser = part_size, default_value = "8M", value_name = "SIZE")]
     pub(crate) upload_part_size: u64,
+    /// Parts of a file on the wire at once (1 to 64): a link with a long round trip stays
+    /// busy; the upload holds this many parts in memory (4 x 8M: 32 MB).
+    #[arg(long, default_value = "4", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) upload_parts_in_flight: u16,
 }
 
 impl BucketArgs {
@@ -249,6 +254,7 @@ impl BucketArgs {
                 cred.is_file().then_some(cred)
             }),
             part_size: self.upload_part_size,
+            parts_in_flight: usize::from(self.upload_parts_in_flight),
         }
     }
 }
