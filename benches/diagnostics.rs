@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 #[path = "common/long_log.rs"]
 mod long_log;
+#[path = "common/peers.rs"]
+#[allow(dead_code)]
+mod peers;
 use long_log::repeat_data;
 
 /// The logs measured, as files in `dir`, each in a folder of its own.
@@ -72,20 +75,6 @@ fn logs(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Flight Review v2's converter, if there is one.
-fn converter() -> Option<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    [
-        std::env::var_os("FLIGHT_REVIEW_CONVERT").map(PathBuf::from),
-        Some(root.join("../shared/vendor/flight-review-rs/bin/ulog-convert")),
-        home.map(|h| h.join(".cache/ulog-recv/flight-review-rs/target/release/ulog-convert")),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|p| p.is_file())
-}
-
 /// Runs `command` to its end: its wall time and its stdout.
 fn timed(command: &mut Command) -> (Duration, Vec<u8>) {
     let t0 = Instant::now();
@@ -112,7 +101,7 @@ fn findings(stdout: &[u8]) -> usize {
 }
 
 fn main() {
-    let Some(convert) = converter() else {
+    let Some(convert) = peers::flight_review_convert() else {
         println!("Flight Review v2's converter is not built: no comparison");
         return;
     };

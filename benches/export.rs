@@ -15,6 +15,12 @@
 //! directory: best of 5 wall times, and the peak RSS (`/usr/bin/time -f %M`). The converter is
 //! `$FLIGHT_REVIEW_CONVERT`, else `~/.cache/ulog-recv/flight-review-rs/target/release/ulog-convert`
 //! (`benches/flight-review-rs.sh` builds it there); without it the table says so.
+//!
+//! Then a third: the MCAP and Parquet exports of the previous release beside the current
+//! code, both as processes (`ulog-recv export LOG -o F.mcap`, `--dataset DIR`), best of 9
+//! taking turns: a ratio below 1.0 is a regression, whatever the machine's noise between
+//! runs. The previous release is `$PREVIOUS_RELEASE_BIN`, else the one
+//! `benches/previous-release.sh` builds in `~/.cache/ulog-recv/previous-release/`.
 //! Run: `cargo bench --bench export`.
 
 use std::hint::black_box;
@@ -25,7 +31,10 @@ use ulog_recv::export::ExportOptions;
 
 #[path = "common/long_log.rs"]
 mod long_log;
+#[path = "common/peers.rs"]
+mod peers;
 use long_log::repeat_data;
+use peers::{flight_review_convert, previous_release};
 
 fn logs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -145,26 +154,18 @@ fn main() {
         print_row(&name, mb, "Parquet tables", t, size, mcap, pyulog);
     }
     against_flight_review();
+    against_previous_release();
 }
 
-/// Flight Review v2's converter, if built.
-fn flight_review_convert() -> Option<PathBuf> {
-    let path = std::env::var_os("FLIGHT_REVIEW_CONVERT")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let home = PathBuf::from(std::env::var_os("HOME")?);
-            Some(home.join(".cache/ulog-recv/flight-review-rs/target/release/ulog-convert"))
-        })?;
-    path.is_file().then_some(path)
-}
-
-/// `command` followed by a new output folder under `outs`, run to its end: its wall time and
+/// `command` followed by a new output under `outs` (a folder, or an `.mcap` file), run to its end: its wall time and
 /// peak RSS (KB), measured by `/usr/bin/time`. The folders are left for the caller to remove
 /// once the whole table is measured: ext4 without a journal (as on these machines) passes
 /// over the inodes freed in the last 30 s when it allocates one, so removing a run's hundreds
 /// of folders just before the next run would time that search rather than the export.
-fn run_once(outs: &Path, command: &[&std::ffi::OsStr]) -> (Duration, u64) {
-    let out = outs.join(format!("run-{}", fastrand::u64(..)));
+fn run_once(outs: &Path, command: &[&std::ffi::OsStr], mcap: bool) -> (Duration, u64) {
+    std::fs::create_dir_all(outs).unwrap();
+    let extension = if mcap { ".mcap" } else { "" };
+    let out = outs.join(format!("run-{}{extension}", fastrand::u64(..)));
     let t0 = Instant::now();
     let result = std::process::Command::new("/usr/bin/time")
         .args(["-f", "%M"])
@@ -223,9 +224,9 @@ fn against_flight_review() {
                 path.as_os_str(),
                 "--dataset".as_ref(),
             ];
-            let (t, rss) = run_once(&out, &ours);
+            let (t, rss) = run_once(&out, &ours, false);
             (t_ours, rss_ours) = (t_ours.min(t), rss_ours.max(rss));
-            let (t, rss) = run_once(&out, &[convert.as_os_str(), path.as_os_str()]);
+            let (t, rss) = run_once(&out, &[convert.as_os_str(), path.as_os_str()], false);
             (t_fr, rss_fr) = (t_fr.min(t), rss_fr.max(rss));
         }
         println!(
@@ -261,4 +262,54 @@ fn print_row(
         pyulog.map_or("no .venv".to_owned(), |s| format!("{s:.3}")),
         pyulog.map_or("-".to_owned(), |s| format!("{:.3}", t.as_secs_f64() / s)),
     );
+}
+
+/// Runs of each export in the third table: a process on a small log takes a few ms, where
+/// the machine's noise is as large as the differences looked for.
+const PREVIOUS_ROUNDS: usize = 9;
+
+/// The third table: the previous release's MCAP and Parquet exports against the current ones.
+fn against_previous_release() {
+    println!();
+    let Some((previous, commit)) = previous_release() else {
+        println!("The previous release is not built (benches/previous-release.sh): no comparison");
+        return;
+    };
+    println!(
+        "Beside the previous release ({commit}), as processes, best of {PREVIOUS_ROUNDS} taking turns:\n"
+    );
+    println!("| log | MB | export | current MB/s | previous MB/s | previous time / current |");
+    println!("|---|---:|---|---:|---:|---:|");
+    let current = PathBuf::from(env!("CARGO_BIN_EXE_ulog-recv"));
+    let out = std::env::temp_dir().join(format!("ulog-recv-bench-vs-prev-{}", std::process::id()));
+    for path in logs() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
+        for (export, flag) in [("MCAP", "-o"), ("Parquet tables", "--dataset")] {
+            let command = |bin: &PathBuf| -> Vec<std::ffi::OsString> {
+                vec![
+                    bin.clone().into(),
+                    "export".into(),
+                    path.clone().into(),
+                    flag.into(),
+                ]
+            };
+            let (mut t_now, mut t_before) = (Duration::MAX, Duration::MAX);
+            for _ in 0..PREVIOUS_ROUNDS {
+                let args = command(&current);
+                let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+                t_now = t_now.min(run_once(&out, &args, export == "MCAP").0);
+                let args = command(&previous);
+                let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+                t_before = t_before.min(run_once(&out, &args, export == "MCAP").0);
+            }
+            println!(
+                "| {name} | {mb:.2} | {export} | {:.0} | {:.0} | {:.2} |",
+                mb / t_now.as_secs_f64(),
+                mb / t_before.as_secs_f64(),
+                t_before.as_secs_f64() / t_now.as_secs_f64(),
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -210,6 +210,14 @@ fn main() {
             min_seconds: 10.0,
             ..Row::new(Some(100_000), 0)
         },
+        // The same with one part at a time: what the parts in flight cost the receiver and
+        // its memory.
+        Row {
+            upload_mb: 500,
+            min_seconds: 10.0,
+            store_args: &["--upload-parts-in-flight", "1"],
+            ..Row::new(Some(100_000), 0)
+        },
     ];
     let rows: Vec<usize> = match std::env::var("LOAD_ROWS") {
         // e.g. LOAD_ROWS=11,12 runs only those rows (0-based), to look at one thing.

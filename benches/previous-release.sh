@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the previous release of ulog-recv where `cargo bench --bench export` looks for it
+# (~/.cache/ulog-recv/previous-release/COMMIT/ulog-recv), from this repository's history, so
+# that the bench puts it beside the current code in the same run.
+#
+# usage: benches/previous-release.sh [COMMIT]   (default: PREVIOUS_RELEASE in benches/common/peers.rs)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+commit="${1:-$(sed -n 's/^pub const PREVIOUS_RELEASE: &str = "\(.*\)";/\1/p' "$here/benches/common/peers.rs")}"
+dest="${XDG_CACHE_HOME:-$HOME/.cache}/ulog-recv/previous-release/$commit"
+if [ -x "$dest/ulog-recv" ]; then
+    echo "built already: $dest/ulog-recv"
+    exit 0
+fi
+src="$(mktemp -d)"
+trap 'rm -rf "$src"' EXIT
+git -C "$here" archive "$commit" | tar -x -C "$src"
+CARGO_TARGET_DIR="$src/target" cargo build --release --locked --manifest-path "$src/Cargo.toml" --bin ulog-recv
+mkdir -p "$dest"
+cp "$src/target/release/ulog-recv" "$dest/ulog-recv"
+echo "built: $dest/ulog-recv ($(git -C "$here" log -1 --format='%h %ad %s' --date=short "$commit"))"
