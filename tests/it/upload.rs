@@ -273,6 +273,23 @@ fn the_tables_wait_until_no_session_has_a_split_or_manifest_to_upload() {
     }
 }
 
+/// The session's first split is in the bucket under `prefix` with its SHA-256 (as boto3
+/// reads it), and no multipart upload is left open there.
+fn assert_whole_split(garage: &Garage, py: &Path, prefix: &str, session: &Path) {
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let found = garage.objects(py, &format!("{prefix}/sys1/{name}/"));
+    assert_eq!(
+        found["objects"][&format!("{prefix}/sys1/{name}/split_0000.ulg")]["sha256"]
+            .as_str()
+            .unwrap(),
+        sha256_file(&session.join("split_0000.ulg"))
+    );
+    assert!(
+        found["open_multipart"].as_array().unwrap().is_empty(),
+        "{found}"
+    );
+}
+
 #[test]
 fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_holds() {
     let Some(py) = common::venv_python() else {
@@ -349,18 +366,7 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
         parts,
         "parts sent before and after the kill"
     );
-    let name = session.file_name().unwrap().to_string_lossy().into_owned();
-    let found = garage.objects(&py, &format!("kill/sys1/{name}/"));
-    assert_eq!(
-        found["objects"][&format!("kill/sys1/{name}/split_0000.ulg")]["sha256"]
-            .as_str()
-            .unwrap(),
-        sha256_file(&split)
-    );
-    assert!(
-        found["open_multipart"].as_array().unwrap().is_empty(),
-        "{found}"
-    );
+    assert_whole_split(&garage, &py, "kill", &session);
 
     // By hand, at 1 MiB/s: the whole upload takes what the cap says, within 10 %.
     let t0 = Instant::now();
@@ -653,16 +659,5 @@ fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_par
         parts,
         "each part sent once after the kill: {said}"
     );
-    let name = session.file_name().unwrap().to_string_lossy().into_owned();
-    let found = garage.objects(&py, &format!("slow/sys1/{name}/"));
-    assert_eq!(
-        found["objects"][&format!("slow/sys1/{name}/split_0000.ulg")]["sha256"]
-            .as_str()
-            .unwrap(),
-        sha256_file(&split)
-    );
-    assert!(
-        found["open_multipart"].as_array().unwrap().is_empty(),
-        "{found}"
-    );
+    assert_whole_split(&garage, &py, "slow", &session);
 }
