@@ -20,7 +20,8 @@
 //! code, both as processes (`ulog-recv export LOG -o F.mcap`, `--dataset DIR`), best of 9
 //! taking turns: a ratio below 1.0 is a regression, whatever the machine's noise between
 //! runs. The previous release is `$PREVIOUS_RELEASE_BIN`, else the one
-//! `benches/previous-release.sh` builds in `~/.cache/ulog-recv/previous-release/`.
+//! `benches/previous-release.sh` builds in `~/.cache/ulog-recv/previous-release/` (with the
+//! bench profile, as the current one).
 //! Run: `cargo bench --bench export`.
 
 use std::hint::black_box;

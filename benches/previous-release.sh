@@ -15,7 +15,8 @@ fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
 git -C "$here" archive "$commit" | tar -x -C "$src"
-CARGO_TARGET_DIR="$src/target" cargo build --release --locked --manifest-path "$src/Cargo.toml" --bin ulog-recv
+# The profile `cargo bench` builds the current binary with, so that both are built alike.
+CARGO_TARGET_DIR="$src/target" cargo build --profile bench --locked --manifest-path "$src/Cargo.toml" --bin ulog-recv
 mkdir -p "$dest"
 cp "$src/target/release/ulog-recv" "$dest/ulog-recv"
 echo "built: $dest/ulog-recv ($(git -C "$here" log -1 --format='%h %ad %s' --date=short "$commit"))"
