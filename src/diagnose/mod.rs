@@ -504,6 +504,19 @@ impl Detectors {
         self.reads[i] = name.is_some_and(|n| TOPICS_READ.contains(&n));
     }
 
+    /// The log's next message other than a sample, `log_time_us` the latest sample time: a
+    /// subscription added or removed, or a dropout, is taken in; the rest passes.
+    pub fn note(&mut self, message: &Message<'_>, log_time_us: u64) {
+        match *message {
+            Message::AddLogged { msg_id, name, .. } => self.subscribed(msg_id, Some(name)),
+            Message::RemoveLogged { msg_id } => self.subscribed(msg_id, None),
+            Message::Dropout { duration_ms } => {
+                self.dropout(log_time_us, u64::from(duration_ms) * 1000)
+            }
+            _ => {}
+        }
+    }
+
     /// Whether `msg_id`'s topic (as last subscribed) is one the analyzers read: the samples of
     /// the others can be left undecoded.
     #[inline]
@@ -646,14 +659,7 @@ impl Follower {
     #[inline]
     pub fn follow<'s, 'a: 's>(&'s mut self, message: &Message<'a>) -> Option<Sample<'s>> {
         if let Some(d) = &mut self.detectors {
-            match *message {
-                Message::AddLogged { msg_id, name, .. } => d.subscribed(msg_id, Some(name)),
-                Message::RemoveLogged { msg_id } => d.subscribed(msg_id, None),
-                Message::Dropout { duration_ms } => {
-                    d.dropout(self.decoder.last_timestamp(), u64::from(duration_ms) * 1000)
-                }
-                _ => {}
-            }
+            d.note(message, self.decoder.last_timestamp());
         }
         let sample = self.decoder.handle(message).ok().flatten()?;
         if let Some(d) = &mut self.detectors {

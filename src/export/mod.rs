@@ -377,14 +377,7 @@ pub fn walk(
         .then(|| Detectors::new(options.diagnostics));
     each_record(flight, |record| {
         if let Some(d) = &mut detectors {
-            match record.message {
-                Message::AddLogged { msg_id, name, .. } => d.subscribed(msg_id, Some(name)),
-                Message::RemoveLogged { msg_id } => d.subscribed(msg_id, None),
-                Message::Dropout { duration_ms } => {
-                    d.dropout(decoder.last_timestamp(), u64::from(duration_ms) * 1000)
-                }
-                _ => {}
-            }
+            d.note(&record.message, decoder.last_timestamp());
         }
         let logged = match &record.message {
             Message::Info(kv) => {

@@ -464,8 +464,8 @@ impl Bucket {
                 (id, Vec::new())
             }
         };
-        let count = parts(size, self.part_size).len();
-        sent.resize(count, None);
+        let plan = parts(size, self.part_size);
+        sent.resize(plan.len(), None);
         let mut record = ObjectRecord::Multipart {
             key: key.to_string(),
             sha256: sha256.to_string(),
@@ -489,18 +489,28 @@ impl Bucket {
             tracing::debug!(key, part = index + 1, bytes = len, "part sent");
             Ok(())
         };
-        for (index, (offset, len)) in parts(size, self.part_size).into_iter().enumerate() {
-            // Read into a buffer of its own, which the request takes: no copy.
-            let mut piece = vec![0u8; len as usize];
-            f.read_exact_at(&mut piece, offset).map_err(local)?;
-            hasher.update(&piece);
+        // Each part read in order and hashed; `into` is its buffer.
+        let mut read_part = |into: &mut Vec<u8>, offset: u64, len: u64| {
+            into.resize(len as usize, 0);
+            f.read_exact_at(into, offset).map_err(local)?;
+            hasher.update(&*into);
+            Ok::<_, UploadError>(())
+        };
+        // The parts sent before a restart are read again only to be hashed, into one buffer.
+        let mut sent_before = Vec::new();
+        for (index, (offset, len)) in plan.into_iter().enumerate() {
             if sent[index].is_some() {
+                read_part(&mut sent_before, offset, len)?;
                 continue;
             }
+            // A free slot first, so that at most `parts_in_flight` parts are held.
             while in_flight.len() >= self.parts_in_flight {
                 let done = in_flight.next().await.expect("parts in flight");
                 completed(done, &mut record)?;
             }
+            // Read into a buffer of its own, which the request takes: no copy.
+            let mut piece = Vec::new();
+            read_part(&mut piece, offset, len)?;
             let started = Instant::now();
             tracing::debug!(key, part = index + 1, bytes = len, "part begun");
             let (store, location, upload_id) =
