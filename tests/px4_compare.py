@@ -25,9 +25,11 @@ Prints one JSON object:
 - value_mismatches: matched samples whose values differ (a timestamp two samples of a topic
   share matches when each of ours is one of the SD log's), with mismatch_examples;
 - dropouts: ours, as [timestamp, duration_ms]; sd_gaps_ms: for each of ours, the gap in the
-  SD log's samples of the topics that went missing across it;
+  SD log across it: from the SD log's last sample before the samples ours lost there to its
+  first after them (of the topics ours has);
 - postflight: ours has the perf_counter_postflight info.
 """
+import bisect
 import json
 import math
 import sys
@@ -134,8 +136,11 @@ def main():
         for t in table:
             if t not in there and not inside(t, sd_dropouts):
                 invented += 1
-    # Per dropout of ours: the longest run without samples in the SD log's topics that are
-    # in ours, around it (the SD log has them: that is the gap the stream lost).
+    # Per dropout of ours: the SD log's gap across it, from the last sample before the
+    # samples ours lost there (of the topics ours has) to the first after them. PX4 may have
+    # logged nothing for part of that span (a starved process logs nothing, in its file as in
+    # its stream): the span between the samples around the loss is the gap, as ours says.
+    kept = sorted(t for key, table in theirs.items() if key in ours for t in table)
     sd_gaps = []
     for ts, ms in dropouts:
         lost = [
@@ -144,7 +149,14 @@ def main():
             for t in table
             if ts - SLACK_US <= t <= ts + ms * 1000 + SLACK_US and t not in ours.get(key, {})
         ]
-        sd_gaps.append((max(lost) - min(lost)) / 1000 if lost else 0)
+        if not lost:
+            sd_gaps.append(0)
+            continue
+        i = bisect.bisect_left(kept, min(lost))
+        j = bisect.bisect_right(kept, max(lost))
+        before = kept[i - 1] if i > 0 else min(lost)
+        after = kept[j] if j < len(kept) else max(lost)
+        sd_gaps.append((after - before) / 1000)
     print(
         json.dumps(
             {

@@ -47,8 +47,8 @@ fn check_against_px4(py: &Path, sd: &Path, sent: &Path, splits: &[PathBuf], what
     for (dropout, gap) in report["dropouts"].as_array().unwrap().iter().zip(gaps) {
         let ours = dropout[1].as_f64().unwrap();
         let theirs = gap.as_f64().unwrap();
-        // PX4's gap is measured by the samples missing around the dropout (the slowest
-        // topics' periods blur it): a quarter of a second, or 15 %.
+        // PX4's gap runs between the SD log's samples around those the stream lost (the
+        // slowest topics' periods blur it): a quarter of a second, or 15 %.
         let tolerance = (0.15 * theirs).max(250.0);
         if dropout[0].as_f64().unwrap() < first_sample {
             // A gap before the log's first sample runs from the header's time, and PX4's
