@@ -26,7 +26,8 @@ Prints one JSON object:
   share matches when each of ours is one of the SD log's), with mismatch_examples;
 - dropouts: ours, as [timestamp, duration_ms]; sd_gaps_ms: for each of ours, the gap in the
   SD log across it: from the SD log's last sample before the samples ours lost there to its
-  first after them (of the topics ours has);
+  first after them (of the topics ours has; at the head, before the window, the span of the
+  samples lost);
 - postflight: ours has the perf_counter_postflight info.
 """
 import bisect
@@ -140,6 +141,9 @@ def main():
     # samples ours lost there (of the topics ours has) to the first after them. PX4 may have
     # logged nothing for part of that span (a starved process logs nothing, in its file as in
     # its stream): the span between the samples around the loss is the gap, as ours says.
+    # Before the window's first sample (the stream's head) there is no sample before the
+    # loss, and PX4 logs next to nothing while it sends the header: the span of the samples
+    # lost.
     kept = sorted(t for key, table in theirs.items() if key in ours for t in table)
     sd_gaps = []
     for ts, ms in dropouts:
@@ -151,6 +155,9 @@ def main():
         ]
         if not lost:
             sd_gaps.append(0)
+            continue
+        if ts < first:
+            sd_gaps.append((max(lost) - min(lost)) / 1000)
             continue
         i = bisect.bisect_left(kept, min(lost))
         j = bisect.bisect_right(kept, max(lost))

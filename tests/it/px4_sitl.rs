@@ -227,6 +227,7 @@ fn the_daemon_holds_every_sample_px4_logged_in_its_window_but_inside_its_dropout
         &sd_logs[0],
         sd_log_bytes(&fill),
         &merged,
+        Some(&sent),
         "20 s of stream, filled",
     );
     let sd = report["sd_samples"].as_u64().unwrap();
@@ -351,6 +352,7 @@ fn a_daemon_killed_and_restarted_while_px4_streams_gets_a_new_log_whole() {
             &sd_logs[0],
             sd_log_bytes(&fills[k]),
             &merged,
+            Some(&sent),
             &format!("session {k}, filled"),
         );
     }
@@ -407,6 +409,7 @@ fn with_five_percent_of_px4s_datagrams_lost_the_dropouts_last_as_long_as_the_gap
         &sd_logs[0],
         sd_log_bytes(&fill),
         &merged,
+        Some(&sent),
         "5 % loss, filled",
     );
 }
@@ -452,13 +455,14 @@ fn a_tail_px4_streamed_while_the_link_was_cut_comes_back_from_its_sd_log_post_fl
     // Two seconds of PX4's log (~1,500 records a second) came back.
     assert!(fill["records"].as_u64().unwrap() > 2_000, "{fill}");
     let sd_logs = px4.stop();
-    relay.halt();
+    let (_, sent) = relay.finish(&py);
     let merged = export_session(&session, &dir.join("merged.ulg"));
     let report = check_whole(
         &py,
         &sd_logs[0],
         sd_log_bytes(&fill),
         &merged,
+        Some(&sent),
         "the link cut for the stream's end, filled",
     );
     assert_eq!(report["postflight"], true, "{report}");

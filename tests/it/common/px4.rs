@@ -8,9 +8,18 @@ use std::time::{Duration, Instant};
 
 /// A PX4 SITL instance in a root directory of its own (it writes its parameters and logs
 /// there); stopped with SIGTERM on drop.
+///
+/// The test runs alone while its PX4 runs ([`alone`](super::machine::alone)): PX4's SD log is
+/// what the tests hold the daemon's log against, and a PX4 starved of the CPU drops from its
+/// file and its stream at moments of its own (its file logger's buffer overflows, its
+/// stream's rate limiter leaves samples out without a sign), so that the two no longer tell
+/// the same flight. Beside three other PX4s and the rest of the suite on two cores, that
+/// happened.
 pub struct Px4 {
     rootfs: PathBuf,
     child: Child,
+    /// Dropped after the child is stopped.
+    _alone: super::machine::Alone,
     /// It sends to UDP 14550 on its own: no test listens there while it runs. Dropped after
     /// the child is stopped.
     _sending_to_14550: Option<std::sync::RwLockReadGuard<'static, ()>>,
@@ -32,6 +41,8 @@ impl Px4 {
         }
         let sitl = sitl.canonicalize().unwrap();
         let sending_to_14550 = super::machine::sending_to_14550();
+        // The port first, then the machine (the order `machine` sets).
+        let alone = super::machine::alone();
         let rootfs = super::procs::fresh_dir(&format!("px4-{name}"));
         let bin = rootfs.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
@@ -75,6 +86,7 @@ impl Px4 {
         let px4 = Px4 {
             rootfs,
             child,
+            _alone: alone,
             _sending_to_14550: sending_to_14550,
         };
         let t0 = Instant::now();

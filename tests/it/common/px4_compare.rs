@@ -51,15 +51,29 @@ pub fn export_session(session: &Path, out: &Path) -> PathBuf {
 /// invented, none twice, every value equal. (PX4 logs a slow topic's sample up to a second
 /// or two after its time, and the SITL's clock runs behind the wall's under load: a sample
 /// stamped before the stream's end may reach the card after the fill read it.)
-pub fn check_whole(py: &Path, sd: &Path, seen_len: usize, merged: &Path, what: &str) -> Json {
+///
+/// With `sent` (the stream PX4 put on the wire, [`Relay::finish`](super::px4::Relay::finish)),
+/// a sample PX4 never sent is not required: its stream's rate limiter drops samples without
+/// a sequence gap, so nothing tells the receiver, or its fill, that they are missing. Under
+/// load that is a handful in a flight; more fails.
+pub fn check_whole(
+    py: &Path,
+    sd: &Path,
+    seen_len: usize,
+    merged: &Path,
+    sent: Option<&Path>,
+    what: &str,
+) -> Json {
     let whole = std::fs::read(sd).unwrap();
     assert!(whole.len() >= seen_len, "{what}: PX4's log shrank");
     let seen = merged.with_extension("sd-seen.ulg");
     std::fs::write(&seen, &whole[..seen_len]).unwrap();
-    let report = px4_compare(
-        py,
-        &["--from-start".as_ref(), seen.as_ref(), merged.as_ref()],
-    );
+    let mut args: Vec<&std::ffi::OsStr> = Vec::new();
+    if let Some(sent) = sent {
+        args.extend(["--sent".as_ref(), sent.as_os_str()]);
+    }
+    args.extend(["--from-start".as_ref(), seen.as_os_str(), merged.as_os_str()]);
+    let report = px4_compare(py, &args);
     let shown = brief(&report);
     let sd_samples = report["sd_samples"].as_u64().unwrap();
     let matched = report["matched"].as_u64().unwrap();
@@ -69,8 +83,13 @@ pub fn check_whole(py: &Path, sd: &Path, seen_len: usize, merged: &Path, what: &
         100.0 * matched as f64 / sd_samples as f64
     );
     assert!(sd_samples > 5_000, "{what}: {shown}");
-    if report["postflight"] == true || matched == sd_samples {
-        assert_eq!(matched, sd_samples, "{what}: not whole: {shown}");
+    let not_sent = report["not_sent"].as_u64().unwrap();
+    assert!(
+        not_sent <= sd_samples / 1000,
+        "{what}: PX4 left out more than a handful: {shown}"
+    );
+    if report["postflight"] == true || matched + not_sent == sd_samples {
+        assert_eq!(matched + not_sent, sd_samples, "{what}: not whole: {shown}");
     } else {
         // No STOP: where the stream ended is not known, and the fill took the SD log's
         // records to its end as it was then; a slow topic's sample stamped before the
