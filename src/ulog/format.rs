@@ -77,13 +77,17 @@ pub enum FormatError {
 impl FormatDef {
     /// Parses the text of an 'F' message.
     pub fn parse(text: &str) -> Result<Self, FormatError> {
-        let (name, rest) = text.split_once(':').ok_or(FormatError::NoColon)?;
-        if name.is_empty() || name.contains(' ') {
+        let (name, mut rest) = split_at_byte(text, b':').ok_or(FormatError::NoColon)?;
+        if name.is_empty() || has_byte(name, b' ') {
             return Err(FormatError::BadName);
         }
         let mut fields = Vec::with_capacity(rest.bytes().filter(|&b| b == b';').count() + 1);
-        for field in rest.split(';').filter(|f| !f.is_empty()) {
-            fields.push(parse_field(field)?);
+        while !rest.is_empty() {
+            let (field, after) = split_at_byte(rest, b';').unwrap_or((rest, ""));
+            if !field.is_empty() {
+                fields.push(parse_field(field)?);
+            }
+            rest = after;
         }
         Ok(Self {
             name: name.to_owned(),
@@ -104,13 +108,24 @@ impl FormatDef {
     }
 }
 
+/// `text` split around the first `byte` (an ASCII one), which neither part holds. A loop over
+/// bytes: a format's pieces are a few bytes long, shorter than a `str` searcher's set-up.
+fn split_at_byte(text: &str, byte: u8) -> Option<(&str, &str)> {
+    let at = text.bytes().position(|b| b == byte)?;
+    Some((&text[..at], &text[at + 1..]))
+}
+
+fn has_byte(text: &str, byte: u8) -> bool {
+    text.bytes().any(|b| b == byte)
+}
+
 fn parse_field(field: &str) -> Result<FieldDef, FormatError> {
     let bad = || FormatError::BadField(field.to_owned());
-    let (ty, name) = field.split_once(' ').ok_or_else(bad)?;
-    if ty.is_empty() || name.is_empty() || name.contains(' ') {
+    let (ty, name) = split_at_byte(field, b' ').ok_or_else(bad)?;
+    if ty.is_empty() || name.is_empty() || has_byte(name, b' ') {
         return Err(bad());
     }
-    let (base, array_len) = match ty.split_once('[') {
+    let (base, array_len) = match split_at_byte(ty, b'[') {
         None => (ty, None),
         Some((base, len)) => {
             let len = len

@@ -103,6 +103,9 @@ pub struct Run {
     pub offset: u16,
     /// Number of fields; at least 1.
     pub len: u16,
+    /// Byte offset just past the last field (`offset + len * ty.size()`): the walk slices the
+    /// run's bytes without working it out per sample.
+    pub end: u16,
     pub ty: BasicType,
     /// The fields are padding (a run never mixes padding and data).
     pub padding: bool,
@@ -112,8 +115,7 @@ impl Run {
     /// The run's bytes within a sample's data.
     #[inline(always)]
     pub fn byte_range(&self) -> std::ops::Range<usize> {
-        let start = self.offset as usize;
-        start..start + self.len as usize * self.ty.size()
+        self.offset as usize..self.end as usize
     }
 }
 
@@ -128,7 +130,8 @@ fn runs_of(fields: &[Field]) -> Vec<Run> {
                     && r.byte_range().end == f.offset
                     && r.len < u16::MAX =>
             {
-                r.len += 1
+                r.len += 1;
+                r.end += f.ty.size() as u16;
             }
             // Compilation bounds a layout to MAX_LAYOUT_SIZE bytes, so its fields (at least
             // one byte each) and their offsets fit 16 bits.
@@ -137,6 +140,7 @@ fn runs_of(fields: &[Field]) -> Vec<Run> {
                 offset: f.offset as u16,
                 ty: f.ty,
                 len: 1,
+                end: (f.offset + f.ty.size()) as u16,
                 padding: f.padding,
             }),
         }

@@ -369,7 +369,7 @@ impl Reader {
                     // Look back a little: the magic may have begun inside the message
                     // read just before the broken header.
                     let from = self.pos.saturating_sub(SYNC_MAGIC.len());
-                    match find(&self.buf[from..self.pos + limit], &SYNC_MAGIC) {
+                    match find_sync(&self.buf[from..self.pos + limit]) {
                         Some(at) => {
                             let resume = from + at + SYNC_MAGIC.len();
                             self.skip(resume.saturating_sub(self.pos));
@@ -512,7 +512,7 @@ impl Reader {
                     // out: their ids are checked, and scanning them would slow framing.)
                     if ty != msg_type::DATA
                         && ty != msg_type::SYNC
-                        && let Some(i) = find(payload, &SYNC_MAGIC)
+                        && let Some(i) = find_sync(payload)
                     {
                         self.stats.resyncs += 1;
                         tracing::warn!(
@@ -713,8 +713,11 @@ impl Reader {
     }
 }
 
-/// The first `needle` in `hay` (SIMD search: payloads of text are full of the magic's first
-/// byte, `/`).
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(hay, needle)
+/// The first sync magic in `hay` (SIMD search: payloads of text are full of the magic's first
+/// byte, `/`), with a searcher built once: every message but a sample is searched, and most
+/// are a few dozen bytes, where building the searcher would cost more than the search.
+fn find_sync(hay: &[u8]) -> Option<usize> {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(&SYNC_MAGIC));
+    FINDER.find(hay)
 }
