@@ -12,6 +12,8 @@
 //! synced. The waits on the filesystem (folders made, files written and synced) are a
 //! [`Filer`]'s, on threads of its own, while the next table is encoded: a table of up to
 //! [`TABLE_IN_MEMORY_BYTES`] is handed over whole, a larger one is written as it is encoded.
+//! Once the walk is over, what is left to encode (each topic's last row group and footer, the
+//! tables beside the topics) is encoded on every core, a table per thread, largest first.
 //!
 //! - [`columns`]: a topic's schema (names, types, what is left out), made for the engines.
 //! - [`table`]: one topic's file, written a row group at a time.
@@ -257,20 +259,18 @@ pub fn write_dataset(
             flight_metadata.push(KeyValue::new(format!("ulog.info.{key}"), value));
         }
     }
-    let mut written = Vec::with_capacity(sink.tables.len());
     // Committed together at the end: none of the flight's tables appears before all are whole.
     let mut filer = sink.filer;
+    let mut jobs: Vec<Encode> = Vec::with_capacity(sink.tables.len() + 6);
     for open in sink.tables {
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.topic".into(), open.topic.clone()));
         kv.push(KeyValue::new("ulog.format".into(), open.format_texts));
-        let (out, rows, row_groups) = open.table.finish(kv)?;
-        out.hand_to(&mut filer)?;
-        written.push(TableWritten {
+        jobs.push(Encode::Topic {
             key: open.key,
             topic: open.topic,
-            rows,
-            row_groups,
+            table: Box::new(open.table),
+            metadata: kv,
         });
     }
     let identity = &sink.identity;
@@ -325,19 +325,124 @@ pub fn write_dataset(
             continue;
         }
         let key = table_key(name, identity);
-        let out = TableOutput::new(root.join(&key));
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.table".into(), name.to_owned()));
-        table::write_table(out, &batch, kv)?.hand_to(&mut filer)?;
-        written.push(TableWritten {
+        jobs.push(Encode::Beside {
+            out: TableOutput::new(root.join(&key)),
             key,
-            topic: name.to_owned(),
-            rows: batch.num_rows() as u64,
-            row_groups: 1,
+            name,
+            batch,
+            metadata: kv,
         });
     }
+    let written = encode_all(jobs, &mut filer)?;
     filer.commit()?;
     Ok(written)
+}
+
+/// A table left to encode once the walk is over: a topic's last row group and footer, or a
+/// table beside the topics whole.
+enum Encode {
+    Topic {
+        key: String,
+        topic: String,
+        /// Boxed: a table with its writer is far larger than a batch.
+        table: Box<TopicTable<TableOutput>>,
+        metadata: Vec<KeyValue>,
+    },
+    Beside {
+        key: String,
+        name: &'static str,
+        out: TableOutput,
+        batch: arrow_array::RecordBatch,
+        metadata: Vec<KeyValue>,
+    },
+}
+
+impl Encode {
+    /// Bytes to encode: the order that keeps the threads evenly busy.
+    fn weight(&self) -> usize {
+        match self {
+            Encode::Topic { table, .. } => table.buffered_bytes(),
+            Encode::Beside { batch, .. } => batch.get_array_memory_size(),
+        }
+    }
+
+    fn run(self) -> Result<(TableOutput, TableWritten), ExportError> {
+        Ok(match self {
+            Encode::Topic {
+                key,
+                topic,
+                table,
+                metadata,
+            } => {
+                let (out, rows, row_groups) = table.finish(metadata)?;
+                let written = TableWritten {
+                    key,
+                    topic,
+                    rows,
+                    row_groups,
+                };
+                (out, written)
+            }
+            Encode::Beside {
+                key,
+                name,
+                out,
+                batch,
+                metadata,
+            } => {
+                let out = table::write_table(out, &batch, metadata)?;
+                let written = TableWritten {
+                    key,
+                    topic: name.to_owned(),
+                    rows: batch.num_rows() as u64,
+                    row_groups: 1,
+                };
+                (out, written)
+            }
+        })
+    }
+}
+
+/// Encodes `jobs` on as many threads as the machine has cores (each table is encoded on its
+/// own: a flight's tables take the cores together, the largest first), handing each table to
+/// `filer` as it is done; returns what was written in the order of `jobs`. The first error
+/// ends the work.
+fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>, ExportError> {
+    let count = jobs.len();
+    let mut order: Vec<(usize, Encode)> = jobs.into_iter().enumerate().collect();
+    order.sort_by_key(|(_, job)| std::cmp::Reverse(job.weight()));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(count)
+        .max(1);
+    let queue = std::sync::Mutex::new(order.into_iter());
+    let (done, finished) = std::sync::mpsc::channel();
+    let mut written: Vec<Option<TableWritten>> = (0..count).map(|_| None).collect();
+    std::thread::scope(|scope| -> Result<(), ExportError> {
+        for _ in 0..threads {
+            let (queue, done) = (&queue, done.clone());
+            scope.spawn(move || {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                    let Some((index, job)) = next else { break };
+                    // The receiver is gone at the first error: stop.
+                    if done.send((index, job.run())).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done);
+        for (index, result) in finished {
+            let (out, table) = result?;
+            out.hand_to(filer)?;
+            written[index] = Some(table);
+        }
+        Ok(())
+    })?;
+    Ok(written.into_iter().flatten().collect())
 }
 
 /// Encoded bytes a table keeps in memory before they go to its file: a table this small is

@@ -72,7 +72,11 @@ pub fn check_whole(
     if let Some(sent) = sent {
         args.extend(["--sent".as_ref(), sent.as_os_str()]);
     }
-    args.extend(["--from-start".as_ref(), seen.as_os_str(), merged.as_os_str()]);
+    args.extend([
+        "--from-start".as_ref(),
+        seen.as_os_str(),
+        merged.as_os_str(),
+    ]);
     let report = px4_compare(py, &args);
     let shown = brief(&report);
     let sd_samples = report["sd_samples"].as_u64().unwrap();

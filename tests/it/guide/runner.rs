@@ -314,7 +314,8 @@ impl ChapterRun {
         let merged =
             common::px4_compare::export_session(&sessions[0], &self.dir.join(".check/flight.ulg"));
         let sd_len = std::fs::metadata(&sd_logs[0]).unwrap().len() as usize;
-        let report = common::px4_compare::check_whole(&py, &sd_logs[0], sd_len, &merged, None, place);
+        let report =
+            common::px4_compare::check_whole(&py, &sd_logs[0], sd_len, &merged, None, place);
         assert_eq!(
             report["postflight"], true,
             "{place}: no post-flight data: the STOP handshake was not answered"
