@@ -144,7 +144,7 @@ def main():
     # Before the window's first sample (the stream's head) there is no sample before the
     # loss, and PX4 logs next to nothing while it sends the header: the span of the samples
     # lost.
-    kept = sorted(t for key, table in theirs.items() if key in ours for t in table)
+    sd_stamps = sorted(t for key, table in theirs.items() if key in ours for t in table)
     sd_gaps = []
     for ts, ms in dropouts:
         lost = [
@@ -159,10 +159,10 @@ def main():
         if ts < first:
             sd_gaps.append((max(lost) - min(lost)) / 1000)
             continue
-        i = bisect.bisect_left(kept, min(lost))
-        j = bisect.bisect_right(kept, max(lost))
-        before = kept[i - 1] if i > 0 else min(lost)
-        after = kept[j] if j < len(kept) else max(lost)
+        i = bisect.bisect_left(sd_stamps, min(lost))
+        j = bisect.bisect_right(sd_stamps, max(lost))
+        before = sd_stamps[i - 1] if i > 0 else min(lost)
+        after = sd_stamps[j] if j < len(sd_stamps) else max(lost)
         sd_gaps.append((after - before) / 1000)
     print(
         json.dumps(
