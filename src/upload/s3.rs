@@ -475,7 +475,11 @@ impl Bucket {
             parts: sent.clone(),
         };
         checkpoint(&record)?;
-        let mut hasher = Sha256::new();
+        // The file and the hash of what was read so far go to a blocking thread for each
+        // part and come back with it: reading and hashing a part (milliseconds) never holds up
+        // the runtime, which meanwhile keeps the parts in flight moving.
+        let f = Arc::new(f);
+        let mut hasher = Some(Sha256::new());
         let mut in_flight = FuturesUnordered::new();
         // A part completed: recorded before anything else is.
         let mut completed = |done: Result<(usize, u64, PartId), UploadError>,
@@ -489,28 +493,36 @@ impl Bucket {
             tracing::debug!(key, part = index + 1, bytes = len, "part sent");
             Ok(())
         };
-        // Each part read in order and hashed; `into` is its buffer.
-        let mut read_part = |into: &mut Vec<u8>, offset: u64, len: u64| {
-            into.resize(len as usize, 0);
-            f.read_exact_at(into, offset).map_err(local)?;
-            hasher.update(&*into);
-            Ok::<_, UploadError>(())
-        };
-        // The parts sent before a restart are read again only to be hashed, into one buffer.
-        let mut sent_before = Vec::new();
         for (index, (offset, len)) in plan.into_iter().enumerate() {
-            if sent[index].is_some() {
-                read_part(&mut sent_before, offset, len)?;
-                continue;
-            }
+            let to_send = sent[index].is_none();
             // A free slot first, so that at most `parts_in_flight` parts are held.
-            while in_flight.len() >= self.parts_in_flight {
+            while to_send && in_flight.len() >= self.parts_in_flight {
                 let done = in_flight.next().await.expect("parts in flight");
                 completed(done, &mut record)?;
             }
-            // Read into a buffer of its own, which the request takes: no copy.
-            let mut piece = Vec::new();
-            read_part(&mut piece, offset, len)?;
+            // Read into a buffer of its own, which the request takes: no copy. (A part sent
+            // before a restart is read again only to be hashed.)
+            let (file, mut hash) = (f.clone(), hasher.take().expect("the hash is back"));
+            let reading = tokio::task::spawn_blocking(move || {
+                let mut piece = vec![0; len as usize];
+                file.read_exact_at(&mut piece, offset)?;
+                hash.update(&piece);
+                Ok::<_, std::io::Error>((piece, hash))
+            });
+            tokio::pin!(reading);
+            let read = loop {
+                tokio::select! {
+                    read = &mut reading => break read,
+                    Some(done) = in_flight.next() => completed(done, &mut record)?,
+                }
+            };
+            let (piece, hash) = read
+                .map_err(|e| local(std::io::Error::other(e)))?
+                .map_err(local)?;
+            hasher = Some(hash);
+            if !to_send {
+                continue;
+            }
             let started = Instant::now();
             tracing::debug!(key, part = index + 1, bytes = len, "part begun");
             let (store, location, upload_id) =
@@ -541,7 +553,7 @@ impl Bucket {
         let ObjectRecord::Multipart { parts: sent, .. } = record else {
             unreachable!("a multipart record");
         };
-        let got = hex(&hasher.finalize());
+        let got = hex(&hasher.expect("the hash is back").finalize());
         if got != sha256 {
             let _ = self.store.abort_multipart(&location, &upload_id).await;
             return Err(changed(got));
