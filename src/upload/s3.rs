@@ -5,13 +5,19 @@
 //! A multipart upload keeps [`S3Options::parts_in_flight`] parts on the wire at once, so that
 //! a link with a long round trip is not left idle between parts: each part is read from the
 //! file once into a buffer of its own, which its request sends and frees (memory: at most
-//! that many parts). Parts are read, hashed and begun in order, and each is recorded in the
-//! journal as it completes, whatever the order; a restart sends again only the parts not
+//! that many parts). Parts are read, hashed and begun in order, each read and hashed on a
+//! blocking thread while the runtime keeps the parts in flight moving, and each is recorded in
+//! the journal as it completes, whatever the order; a restart sends again only the parts not
 //! recorded.
 //!
-//! Every request carries the SHA-256 of its bytes (`x-amz-checksum-sha256`), which the server
-//! checks; the bytes sent are hashed as they are read, and a file whose hash is not the one
-//! its manifest recorded when the split was closed is not completed.
+//! Every request carries a checksum of its bytes, which the server checks before it stores
+//! them. Over TLS (AWS, and any `https://` endpoint) the channel already keeps the bytes from
+//! being changed on the way, so the payload goes unsigned with a CRC64-NVME checksum (as
+//! AWS's own SDKs send it): the only SHA-256 computed is ours, below. Over plain HTTP the
+//! request's signature covers the SHA-256 of its bytes (`x-amz-content-sha256`, and
+//! `x-amz-checksum-sha256`), so that no one on the way can change them unseen. Either way the
+//! bytes sent are hashed as they are read, and a file whose hash is not the one its manifest
+//! recorded when the split was closed is not completed.
 
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -112,6 +118,12 @@ pub enum UploadError {
     },
     #[error("the S3 server at {endpoint} cannot be reached (check --upload-endpoint): {detail}")]
     Unreachable { endpoint: String, detail: String },
+    #[error(
+        "the S3 server at {endpoint} has a TLS certificate this machine does not trust \
+         ({detail}); if a private CA signed it, add the CA to the system's trust store \
+         (update-ca-certificates) or name a file that holds it with SSL_CERT_FILE"
+    )]
+    Untrusted { endpoint: String, detail: String },
     #[error("the S3 server answered: {said}")]
     Transient { said: Box<ServerSaid> },
     #[error("cannot read {path}: {source}")]
@@ -235,7 +247,9 @@ impl UploadError {
     pub fn is_config(&self) -> bool {
         matches!(
             self,
-            UploadError::Credentials { .. } | UploadError::NoBucket { .. }
+            UploadError::Credentials { .. }
+                | UploadError::NoBucket { .. }
+                | UploadError::Untrusted { .. }
         )
     }
 }
@@ -322,9 +336,18 @@ impl Bucket {
             return Err(S3ConfigError::PartSize);
         }
         install_crypto_provider();
+        let tls = options
+            .endpoint
+            .as_deref()
+            .is_none_or(|e| !e.starts_with("http://"));
+        let (checksum, signed_payload) = match tls {
+            true => (Checksum::CRC64NVME, false),
+            false => (Checksum::SHA256, true),
+        };
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&bucket)
-            .with_checksum_algorithm(Checksum::SHA256)
+            .with_checksum_algorithm(checksum)
+            .with_unsigned_payload(!signed_payload)
             .with_virtual_hosted_style_request(!options.path_style)
             // Our own loop retries for hours; the client's own retries only smooth blips.
             .with_retry(RetryConfig {
@@ -638,6 +661,13 @@ impl Bucket {
                 | object_store::Error::Unauthenticated { .. },
                 _,
             ) => UploadError::Credentials { said },
+            // The server's certificate refused by our TLS client: no request was made.
+            _ if said.code.is_none() && text.contains("invalid peer certificate") => {
+                UploadError::Untrusted {
+                    endpoint: self.endpoint.clone(),
+                    detail: untrusted_detail(&text),
+                }
+            }
             // No answer at all (refused, no route, a name that does not resolve).
             _ if said.code.is_none() && is_connect_failure(&text) => UploadError::Unreachable {
                 endpoint: self.endpoint.clone(),
@@ -646,6 +676,13 @@ impl Bucket {
             _ => UploadError::Transient { said },
         }
     }
+}
+
+/// What the TLS client said of a certificate it refused (`invalid peer certificate:
+/// UnknownIssuer`), from the client's whole error text.
+fn untrusted_detail(text: &str) -> String {
+    let from = text.find("invalid peer certificate").unwrap_or(0);
+    text[from..].to_string()
 }
 
 /// Whether a client error is a failure to reach the server rather than its answer.

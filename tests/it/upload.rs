@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 
 use common::flight_review::FlightReviewServer;
 use common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port};
+use common::http_relay::{HttpRelay, RequestHead};
 use common::procs::{Proc, free_udp_port, fresh_dir, wait_for_line};
 use common::sha256_file;
+use common::tls::{PrivateCa, Terminator};
 use serde_json::Value as Json;
 
 fn skip_or_fail(what: &str) {
@@ -386,6 +388,112 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
     let rate = bytes as f64 / took;
     eprintln!("{bytes} bytes in {took:.2} s: {rate:.0} B/s against a cap of 1048576");
     assert!((rate / 1048576.0 - 1.0).abs() < 0.10, "rate {rate:.0} B/s");
+}
+
+/// `ulog-recv upload SESSION ARGS` with the environment `env`: whether it succeeded, and
+/// what it said on stderr.
+fn upload_by_hand(session: &Path, args: &[String], env: &[(&str, &Path)]) -> (bool, String) {
+    let mut up = Command::new(common::procs::BIN);
+    up.arg("upload").arg(session).args(args);
+    for (name, value) in env {
+        up.env(name, value);
+    }
+    let out = up.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The checksums every request carries, seen on the way by a relay in front of Garage that
+/// changes one byte of one part: over TLS (socat in front, with a private CA's certificate)
+/// the payload goes unsigned with a CRC64-NVME, over plain HTTP signed with its SHA-256, and
+/// either way the server refuses the changed part, the upload says so, and a second run
+/// sends it again whole. Without the CA, the certificate is refused with what to do.
+#[test]
+fn over_tls_parts_go_unsigned_with_a_crc64nvme_over_http_signed_and_a_byte_changed_on_the_way_is_refused()
+ {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(garage) = garage("checksums") else {
+        return;
+    };
+    let dir = fresh_dir("upload-checksums");
+    let creds = credentials(&dir, SECRET_KEY);
+    // One split of about 12 MB: three parts of 5 MiB.
+    let session = record(&dir, 1500, &[]);
+    // The second part's body gets one bit flipped on its way (once per relay).
+    let second_part = |r: &RequestHead| r.method == "PUT" && r.target.contains("partNumber=2");
+    let ca = PrivateCa::make(&dir);
+
+    for tls in [true, false] {
+        let relay = HttpRelay::start(garage.s3_addr(), second_part);
+        // Over TLS: a terminator in front of the relay, as an operator puts one in front of
+        // their server, with a certificate the system does not know (SSL_CERT_FILE names it).
+        let terminator = tls.then(|| Terminator::start(&ca, relay.port()));
+        let endpoint = match &terminator {
+            Some(t) => t.endpoint(),
+            None => format!("http://127.0.0.1:{}", relay.port()),
+        };
+        let prefix = if tls { "tls" } else { "plain" };
+        let mut args = garage.upload_args_at(&endpoint, prefix, &creds);
+        args.extend(["--upload-part-size", "5M"].map(String::from));
+        let env = [("SSL_CERT_FILE", ca.ca.as_path())];
+        let _ = std::fs::remove_file(session.join("upload.json"));
+        if tls {
+            // Without the CA, the certificate is refused, and the error says what to do.
+            let (done, said) = upload_by_hand(&session, &args, &[]);
+            assert!(!done, "{said}");
+            assert!(
+                said.contains("has a TLS certificate this machine does not trust")
+                    && said.contains("UnknownIssuer")
+                    && said.contains("SSL_CERT_FILE"),
+                "{said}"
+            );
+        }
+
+        // The changed part is refused by the server, and the upload says so...
+        let (done, said) = upload_by_hand(&session, &args, &env);
+        assert!(
+            !done,
+            "an upload with a changed byte in it succeeded: {said}"
+        );
+        eprintln!("tls {tls}: the first upload said: {said}");
+        // ... then goes on where it stopped, and the split is whole in the bucket.
+        let (done, said) = upload_by_hand(&session, &args, &env);
+        assert!(done, "{said}");
+        assert_whole_split(&garage, &py, prefix, &session);
+
+        let seen = relay.seen();
+        let puts: Vec<&RequestHead> = seen.iter().filter(|r| r.method == "PUT").collect();
+        let changed: Vec<_> = puts.iter().filter(|r| r.changed).collect();
+        assert_eq!(changed.len(), 1, "{seen:#?}");
+        let sent_again = puts
+            .iter()
+            .filter(|r| !r.changed && r.target == changed[0].target)
+            .count();
+        assert_eq!(sent_again, 1, "the changed part sent again once: {seen:#?}");
+        for put in &puts {
+            let payload = put.header("x-amz-content-sha256").unwrap_or("");
+            match tls {
+                // The channel guards the bytes: no SHA-256 of the body, a CRC64-NVME.
+                true => {
+                    assert_eq!(payload, "UNSIGNED-PAYLOAD", "{put:?}");
+                    assert!(put.header("x-amz-checksum-crc64nvme").is_some(), "{put:?}");
+                    assert!(put.header("x-amz-checksum-sha256").is_none(), "{put:?}");
+                }
+                // The signature covers the body's SHA-256.
+                false => {
+                    assert!(
+                        payload.len() == 64 && payload.bytes().all(|b| b.is_ascii_hexdigit()),
+                        "{put:?}"
+                    );
+                    assert!(put.header("x-amz-checksum-sha256").is_some(), "{put:?}");
+                }
+            }
+        }
+    }
 }
 
 #[test]

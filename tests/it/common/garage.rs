@@ -116,14 +116,26 @@ impl Garage {
         format!("http://{}:{}", self.s3_host, self.s3_port)
     }
 
+    /// Where its S3 API listens.
+    pub fn s3_addr(&self) -> std::net::SocketAddr {
+        format!("{}:{}", self.s3_host, self.s3_port)
+            .parse()
+            .unwrap()
+    }
+
     /// The daemon's options to upload here under `prefix`, with credentials in `creds`, as an
     /// operator gives them: the endpoint without a word on addressing (path style follows).
     pub fn upload_args(&self, prefix: &str, creds: &Path) -> Vec<String> {
+        self.upload_args_at(&self.endpoint(), prefix, creds)
+    }
+
+    /// The same, reaching this server at `endpoint` (through something in front of it).
+    pub fn upload_args_at(&self, endpoint: &str, prefix: &str, creds: &Path) -> Vec<String> {
         [
             "--upload-to",
             &format!("s3://{BUCKET}/{prefix}"),
             "--upload-endpoint",
-            &self.endpoint(),
+            endpoint,
             "--upload-region",
             "garage",
             "--upload-credentials",

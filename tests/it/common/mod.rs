@@ -4,12 +4,14 @@
 
 pub mod flight_review;
 pub mod garage;
+pub mod http_relay;
 pub mod machine;
 pub mod procs;
 pub mod px4;
 pub mod px4_compare;
 pub mod python_json;
 pub mod slow_link;
+pub mod tls;
 pub mod units;
 
 use std::collections::BTreeMap;
