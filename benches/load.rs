@@ -18,8 +18,10 @@
 //! The upload row receives while a 500 MB session waiting in the log directory goes to a local
 //! Garage at full speed; then `ulog-recv upload` (several parts in flight, and one at a time)
 //! and `rclone copy` send the same session to the same server, three rounds interleaved, for
-//! MB/s and CPU per MB side by side; and once each through a 20 Mbit/s link (a veth pair into a
-//! network namespace, `tbf`; needs root), for the share of the link's rate each used.
+//! MB/s and CPU per MB side by side; the same with TLS in front of Garage (`socat`, a private
+//! CA's certificate), as AWS and most services are reached; and once each through a 20 Mbit/s
+//! link (a veth pair into a network namespace, `tbf`; needs root), for the share of the link's
+//! rate each used.
 //!
 //! Run: `cargo bench --bench load` (optionally `-- SECONDS` per rate, default 3).
 
@@ -32,6 +34,8 @@ use std::time::Duration;
 mod garage;
 #[path = "../tests/it/common/slow_link.rs"]
 mod slow_link;
+#[path = "../tests/it/common/tls.rs"]
+mod tls;
 
 use ulog_recv::shell::simulator::SimOptions;
 use ulog_recv::shell::transport::{Link, LinkSpec};
@@ -356,31 +360,36 @@ fn compare_uploads(mb: u64) {
     let garage = garage::Garage::start(dir.join("garage")).expect("Garage for the upload rows");
     let creds = garage::credentials(&dir, garage::SECRET_KEY);
     let session = waiting_session(&dir.join("logs"), mb);
-    let best = upload_rounds(
-        &garage,
-        &creds,
-        &session,
-        UPLOAD_ROUNDS,
-        &|p: &std::ffi::OsStr| Command::new(p),
+    let plain = garage.endpoint();
+    print_upload_table(
+        "to Garage (loopback, plain HTTP)",
+        &upload_rounds(
+            &garage,
+            &plain,
+            None,
+            &creds,
+            &session,
+            UPLOAD_ROUNDS,
+            &|p: &std::ffi::OsStr| Command::new(p),
+        ),
+        session_bytes(&session) as f64 / 1e6,
     );
-    let mbytes = session_bytes(&session) as f64 / 1e6;
-    let (_, theirs_s, theirs_cpu) = *best.last().expect("rclone measured");
-    println!(
-        "\nUploading one {mbytes:.0} MB session to Garage (loopback), same run, best of {UPLOAD_ROUNDS} rounds:\n"
+    let ca = tls::PrivateCa::make(&dir);
+    let terminator = tls::Terminator::start(&ca, garage.s3_addr().port());
+    print_upload_table(
+        "to Garage behind TLS (loopback, socat)",
+        &upload_rounds(
+            &garage,
+            &terminator.endpoint(),
+            Some(&ca.ca),
+            &creds,
+            &session,
+            UPLOAD_ROUNDS,
+            &|p: &std::ffi::OsStr| Command::new(p),
+        ),
+        session_bytes(&session) as f64 / 1e6,
     );
-    println!(
-        "| client | seconds | MB/s | CPU ms per MB | MB/s / rclone's | CPU per MB / rclone's |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|");
-    for (who, s, cpu) in &best {
-        println!(
-            "| {who} | {s:.2} | {:.0} | {:.2} | {:.2} | {:.2} |",
-            mbytes / s,
-            cpu * 1000.0 / mbytes,
-            theirs_s / s,
-            cpu / theirs_cpu
-        );
-    }
+    drop(terminator);
     drop(garage);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -396,7 +405,8 @@ fn compare_uploads(mb: u64) {
     let creds = garage::credentials(&dir, garage::SECRET_KEY);
     let session = waiting_session(&dir.join("slow-logs"), SLOW_LINK_MB);
     let mbytes = session_bytes(&session) as f64 / 1e6;
-    let rows = upload_rounds(&garage, &creds, &session, 1, &|p: &std::ffi::OsStr| {
+    let endpoint = garage.endpoint();
+    let rows = upload_rounds(&garage, &endpoint, None, &creds, &session, 1, &|p| {
         link.command(p)
     });
     println!(
@@ -416,6 +426,28 @@ fn compare_uploads(mb: u64) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The loopback comparison's table: the fastest round of each client uploading `mbytes`,
+/// rclone last.
+fn print_upload_table(what: &str, best: &[(&str, f64, f64)], mbytes: f64) {
+    let (_, theirs_s, theirs_cpu) = *best.last().expect("rclone measured");
+    println!(
+        "\nUploading one {mbytes:.0} MB session {what}, same run, best of {UPLOAD_ROUNDS} rounds:\n"
+    );
+    println!(
+        "| client | seconds | MB/s | CPU ms per MB | MB/s / rclone's | CPU per MB / rclone's |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (who, s, cpu) in best {
+        println!(
+            "| {who} | {s:.2} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            mbytes / s,
+            cpu * 1000.0 / mbytes,
+            theirs_s / s,
+            cpu / theirs_cpu
+        );
+    }
+}
+
 /// The bytes of a session's files.
 fn session_bytes(session: &std::path::Path) -> u64 {
     std::fs::read_dir(session)
@@ -424,10 +456,13 @@ fn session_bytes(session: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// Each client uploads `session` to `garage` `rounds` times, interleaved, each program run
-/// as `command` makes it; the fastest round of each: (who, wall s, CPU s), rclone last.
+/// Each client uploads `session` to `garage`, reached at `endpoint` (whose certificate `ca`
+/// signed, if TLS), `rounds` times, interleaved, each program run as `command` makes it; the
+/// fastest round of each: (who, wall s, CPU s), rclone last.
 fn upload_rounds<'a>(
     garage: &garage::Garage,
+    endpoint: &str,
+    ca: Option<&std::path::Path>,
     creds: &std::path::Path,
     session: &std::path::Path,
     rounds: usize,
@@ -446,40 +481,51 @@ fn upload_rounds<'a>(
             ("ulog-recv upload (1 part at a time)", Some("1")),
             ("rclone copy (4 transfers)", None),
         ] {
-            let prefix = format!("r{round}-{}", in_flight.unwrap_or("rclone"));
+            // A prefix of its own for each round, client and endpoint: rclone skips what
+            // the bucket already holds.
+            let scheme = endpoint.split(':').next().unwrap_or("");
+            let prefix = format!("{scheme}-r{round}-{}", in_flight.unwrap_or("rclone"));
             let (s, cpu) = match in_flight {
                 Some(n) => {
                     // Each round uploads the whole session again: no journal yet.
                     let _ = std::fs::remove_file(session.join("upload.json"));
+                    let mut ours = command(env!("CARGO_BIN_EXE_ulog-recv").as_ref());
+                    ours.arg("upload")
+                        .arg(session)
+                        .args(garage.upload_args_at(endpoint, &prefix, creds))
+                        .args(["--upload-parts-in-flight", n]);
+                    if let Some(ca) = ca {
+                        ours.env("SSL_CERT_FILE", ca);
+                    }
+                    measured(&mut ours)
+                }
+                None => {
+                    let mut theirs = command(&rclone);
+                    if let Some(ca) = ca {
+                        theirs.arg("--ca-cert").arg(ca);
+                    }
                     measured(
-                        command(env!("CARGO_BIN_EXE_ulog-recv").as_ref())
-                            .arg("upload")
+                        theirs
+                            // rclone cannot use AWS's CA bundle variable with its own HTTP
+                            // transport; `--ca-cert` names the CA instead.
+                            .env_remove("AWS_CA_BUNDLE")
+                            .arg("copy")
                             .arg(session)
-                            .args(garage.upload_args(&prefix, creds))
-                            .args(["--upload-parts-in-flight", n]),
+                            .arg(format!(":s3:{}/{prefix}", garage::BUCKET))
+                            .args([
+                                "--s3-provider",
+                                "Other",
+                                "--s3-region",
+                                "garage",
+                                "--s3-force-path-style",
+                                // The bucket exists; Garage refuses to make it again.
+                                "--s3-no-check-bucket",
+                            ])
+                            .args(["--s3-endpoint", endpoint])
+                            .args(["--s3-access-key-id", garage::ACCESS_KEY])
+                            .args(["--s3-secret-access-key", garage::SECRET_KEY]),
                     )
                 }
-                None => measured(
-                    command(&rclone)
-                        // rclone cannot use a CA bundle with its own HTTP transport (and the
-                        // server is plain HTTP).
-                        .env_remove("AWS_CA_BUNDLE")
-                        .arg("copy")
-                        .arg(session)
-                        .arg(format!(":s3:{}/{prefix}", garage::BUCKET))
-                        .args([
-                            "--s3-provider",
-                            "Other",
-                            "--s3-region",
-                            "garage",
-                            "--s3-force-path-style",
-                            // The bucket exists; Garage refuses to make it again.
-                            "--s3-no-check-bucket",
-                        ])
-                        .args(["--s3-endpoint", &garage.endpoint()])
-                        .args(["--s3-access-key-id", garage::ACCESS_KEY])
-                        .args(["--s3-secret-access-key", garage::SECRET_KEY]),
-                ),
             };
             match best.iter_mut().find(|b| b.0 == who) {
                 Some(b) if b.1 <= s => {}
