@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Prints the last `cargo bench --bench ulog` run as a Markdown table: MB/s (10^6 bytes/s,
 from criterion's mean time and the log's size) for framing and decoding by ours, px4-ulog and
-yule_log, with the ratios ours / theirs."""
+yule_log, with the ratios ours / theirs. Reads `$CARGO_TARGET_DIR/criterion` when that is set,
+as cargo wrote it there."""
 import json
+import os
 import pathlib
 
 root = pathlib.Path(__file__).resolve().parent.parent
-crit = root / "target" / "criterion"
+crit = pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or root / "target") / "criterion"
 
 
 def mbps(group, bench):
