@@ -8,7 +8,8 @@
 //!
 //! The converter is `$FLIGHT_REVIEW_CONVERT`, else the one built in
 //! `../shared/vendor/flight-review-rs/bin/`, else `~/.cache/ulog-recv/flight-review-rs/`
-//! (`benches/flight-review-rs.sh`); without one the bench says so.
+//! (`benches/flight-review-rs.sh`); without one the bench says so. Ours is timed as shipped:
+//! a stripped copy (the bench profile keeps line tables for profilers, which slow its start).
 //! Run: `cargo bench --bench diagnostics`.
 
 use std::path::{Path, PathBuf};
@@ -105,9 +106,10 @@ fn main() {
         println!("Flight Review v2's converter is not built: no comparison");
         return;
     };
-    let ours = PathBuf::from(env!("CARGO_BIN_EXE_ulog-recv"));
     let dir = std::env::temp_dir().join(format!("ulog-recv-bench-diag-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    // The binary as shipped: the bench profile keeps line tables, which slow its start.
+    let ours = peers::as_shipped(std::path::Path::new(env!("CARGO_BIN_EXE_ulog-recv")), &dir);
     println!(
         "| log | MB | ours ms | Flight Review v2 ms | their time / ours | ours MB/s | findings (ours, theirs) |"
     );

@@ -22,6 +22,8 @@
 //! ratio below 1.0 is a regression, whatever the machine's noise between runs. The previous
 //! release is `$PREVIOUS_RELEASE_BIN`, else the one `benches/previous-release.sh` builds in
 //! `~/.cache/ulog-recv/previous-release/` (with the bench profile, as the current one).
+//! The processes of the second and third tables are the binaries as shipped: stripped copies
+//! (the bench profile keeps line tables for profilers, which slow a process's start).
 //! Run: `cargo bench --bench export` (`EXPORT_TABLES=2,3` for only those tables).
 
 use std::hint::black_box;
@@ -35,7 +37,7 @@ mod long_log;
 #[path = "common/peers.rs"]
 mod peers;
 use long_log::repeat_data;
-use peers::{flight_review_convert, previous_release};
+use peers::{as_shipped, flight_review_convert, previous_release};
 
 fn logs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -215,8 +217,9 @@ fn against_flight_review() {
         "| log | MB | ours MB/s | Flight Review v2 MB/s | their time / ours | ours peak RSS MB | theirs | their RSS / ours |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    let ours = PathBuf::from(env!("CARGO_BIN_EXE_ulog-recv"));
+    // The binary as shipped: the bench profile keeps line tables, which slow its start.
     let out = std::env::temp_dir().join(format!("ulog-recv-bench-vs-fr-{}", std::process::id()));
+    let ours = as_shipped(std::path::Path::new(env!("CARGO_BIN_EXE_ulog-recv")), &out);
     let mut logs = logs();
     // A long flight: sample.ulg's data section 60 times (241 MB), where memory tells.
     let long =
@@ -299,8 +302,10 @@ fn against_previous_release() {
         "| log | MB | export | current MB/s (best) | previous MB/s (best) | previous time / current (median) |"
     );
     println!("|---|---:|---|---:|---:|---:|");
-    let current = PathBuf::from(env!("CARGO_BIN_EXE_ulog-recv"));
+    // Both as shipped: the bench profile keeps line tables, which slow a start.
     let out = std::env::temp_dir().join(format!("ulog-recv-bench-vs-prev-{}", std::process::id()));
+    let current = as_shipped(std::path::Path::new(env!("CARGO_BIN_EXE_ulog-recv")), &out);
+    let previous = as_shipped(&previous, &out);
     for path in logs() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
