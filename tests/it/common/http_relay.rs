@@ -137,8 +137,8 @@ fn requests(
             .map_or(0, |l| l.parse().unwrap());
         let mut body = vec![0; length];
         client.read_exact(&mut body)?;
-        if length > 0 && !picked.load(Ordering::SeqCst) && pick(&request) {
-            picked.store(true, Ordering::SeqCst);
+        // Taken at once (`swap`): two connections' requests are never both changed.
+        if length > 0 && pick(&request) && !picked.swap(true, Ordering::SeqCst) {
             body[length / 2] ^= 0x01;
             request.changed = true;
         }
