@@ -11,7 +11,9 @@
 //! Two threads: the caller's decodes the log and lays each message's record out in the chunk
 //! under way (schemas and channels go in the chunk that first uses them); a writer thread
 //! compresses each full chunk in one zstd call and writes it with its message indexes. At most
-//! two chunks wait between them, so memory stays bounded on any log.
+//! two chunks wait between them, so memory stays bounded on any log. The writer hands each
+//! written chunk back to be filled again: its buffers keep their pages, which a fresh
+//! allocation would fault in anew on every chunk.
 //!
 //! Why not the `mcap` crate's writer: it hands every message to zstd's streaming compressor
 //! as seven small writes, and those calls cost as much as the compression itself; it cannot
@@ -72,14 +74,29 @@ pub fn write<W: Write + Send>(
     options: &ExportOptions,
     out: W,
 ) -> Result<ExportStats, ExportError> {
+    let chunk_limit = chunk_bytes(flight.len());
+    let compressors = compressors_for(flight.len(), chunk_limit);
+    write_chunked(flight, options, out, chunk_limit, compressors)
+}
+
+/// [`write`] with chunks of `chunk_limit` bytes compressed by `compressors` threads.
+fn write_chunked<W: Write + Send>(
+    flight: &(impl Flight + ?Sized),
+    options: &ExportOptions,
+    out: W,
+    chunk_limit: usize,
+    compressors: usize,
+) -> Result<ExportStats, ExportError> {
+    let (written, spares) = mpsc::channel();
     with_writer_thread(
         "mcap-writer",
-        move |received| write_file(out, received),
+        move |received| write_file(out, received, written, compressors),
         |chunks| {
             let mut sink = ChunkSink {
-                chunk_limit: chunk_bytes(flight.len()),
+                chunk_limit,
                 chunks,
-                chunk: Chunk::default(),
+                spares,
+                chunk: Chunk::with_room(chunk_limit),
                 summary: Summary::default(),
                 log_channel: None,
                 diagnostics_channel: None,
@@ -104,6 +121,23 @@ struct Chunk {
     /// By channel id: (log time, offset of the message record in `records`) of each of its
     /// messages in the chunk (channels without any: empty).
     indexes: Vec<Vec<(u64, u64)>>,
+}
+
+impl Chunk {
+    /// An empty chunk with room for `limit` bytes of records and the message that crosses it.
+    fn with_room(limit: usize) -> Self {
+        Chunk {
+            records: Vec::with_capacity(limit + (64 << 10)),
+            ..Chunk::default()
+        }
+    }
+
+    /// Empties a written chunk for filling again, keeping its buffers' capacity.
+    fn clear(&mut self) {
+        self.records.clear();
+        self.times = None;
+        self.indexes.iter_mut().for_each(Vec::clear);
+    }
 }
 
 /// What the summary section lists, gathered by the decoding side.
@@ -131,6 +165,8 @@ enum Step {
 struct ChunkSink {
     chunk_limit: usize,
     chunks: Steps<Step>,
+    /// Chunks the writer has written and emptied, to fill again.
+    spares: mpsc::Receiver<Chunk>,
     chunk: Chunk,
     summary: Summary,
     log_channel: Option<u16>,
@@ -147,8 +183,8 @@ impl ChunkSink {
         if self.chunk.records.is_empty() {
             return Ok(());
         }
-        let chunk = std::mem::take(&mut self.chunk);
-        self.chunk.records.reserve(self.chunk_limit + (64 << 10));
+        let next = (self.spares.try_recv()).unwrap_or_else(|_| Chunk::with_room(self.chunk_limit));
+        let chunk = std::mem::replace(&mut self.chunk, next);
         self.chunks.send(Step::Chunk(chunk))
     }
 
@@ -303,8 +339,15 @@ impl<W: Write> Output<W> {
     }
 }
 
-/// The writer thread: the file from its magic to its footer.
-fn write_file<W: Write>(out: W, steps: mpsc::Receiver<Step>) -> Result<(), ExportError> {
+/// The writer thread: the file from its magic to its footer, the chunks compressed by
+/// `compressors` threads (see [`Compression`]). Each chunk, once written, goes back emptied
+/// through `written`.
+fn write_file<W: Write>(
+    out: W,
+    steps: mpsc::Receiver<Step>,
+    written: mpsc::Sender<Chunk>,
+    compressors: usize,
+) -> Result<(), ExportError> {
     let mut out = Output {
         out,
         position: 0,
@@ -315,29 +358,204 @@ fn write_file<W: Write>(out: W, steps: mpsc::Receiver<Step>) -> Result<(), Expor
     header_record(&mut record);
     out.write(&record)?;
     let mut chunk_indexes = Vec::new();
-    let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
-    for step in steps {
-        match step {
-            Step::Chunk(chunk) => {
-                chunk_indexes.push(write_chunk(&mut out, &mut compressor, &chunk, &mut record)?)
-            }
-            Step::Finish { summary, metadata } => {
-                return finish(out, &summary, metadata, &chunk_indexes);
+    std::thread::scope(|scope| {
+        let mut compression = Compression::start(scope, compressors)?;
+        let mut write = |compression: &mut Compression, done: Compressed| {
+            let index = write_chunk(&mut out, &done, &mut record)?;
+            chunk_indexes.push(index);
+            let Compressed {
+                mut chunk, bytes, ..
+            } = done;
+            chunk.clear();
+            // The decoding side may be done with chunks: then this one is dropped.
+            let _ = written.send(chunk);
+            compression.recycle(bytes);
+            Ok::<_, ExportError>(())
+        };
+        for step in steps {
+            match step {
+                Step::Chunk(chunk) => {
+                    if let Some(done) = compression.push(chunk)? {
+                        write(&mut compression, done)?;
+                    }
+                }
+                Step::Finish { summary, metadata } => {
+                    while let Some(done) = compression.pop()? {
+                        write(&mut compression, done)?;
+                    }
+                    drop(write);
+                    return finish(out, &summary, metadata, &chunk_indexes);
+                }
             }
         }
-    }
-    // The decoding side stopped early (its error is the one reported).
-    Ok(())
+        // The decoding side stopped early (its error is the one reported).
+        Ok(())
+    })
 }
 
-/// Writes one chunk record and its message index records.
+/// Compressors wanted for a log of `ulog_len` bytes in chunks of `chunk_limit`: one per core,
+/// at most four (the decoding side feeds about two), and no more than the log has chunks.
+fn compressors_for(ulog_len: u64, chunk_limit: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunks = ulog_len.div_ceil(chunk_limit as u64).max(1);
+    cores
+        .min(4)
+        .min(usize::try_from(chunks).unwrap_or(usize::MAX))
+}
+
+/// A chunk with its records compressed (and their CRC, which the chunk record carries).
+struct Compressed {
+    chunk: Chunk,
+    bytes: Vec<u8>,
+    crc: u32,
+}
+
+/// Compresses `chunk` into `bytes` (emptied first).
+fn compress(
+    compressor: &mut zstd::bulk::Compressor<'_>,
+    chunk: Chunk,
+    mut bytes: Vec<u8>,
+) -> std::io::Result<Compressed> {
+    bytes.clear();
+    bytes.reserve(zstd::zstd_safe::compress_bound(chunk.records.len()));
+    compressor.compress_to_buffer(&chunk.records, &mut bytes)?;
+    let crc = crc32fast::hash(&chunk.records);
+    Ok(Compressed { chunk, bytes, crc })
+}
+
+/// A compressor's end as the writer thread holds it: chunks (each with a buffer for its
+/// compressed bytes) in, compressed chunks out.
+type Worker = (
+    mpsc::SyncSender<(Chunk, Vec<u8>)>,
+    mpsc::Receiver<std::io::Result<Compressed>>,
+);
+
+/// Where the writer's chunks are compressed, handing them back in the order they came: on
+/// the writer thread itself when one compressor is wanted, else on threads of their own
+/// ([`CompressThreads`]). Compressed buffers come back to be reused.
+enum Compression {
+    Here {
+        compressor: zstd::bulk::Compressor<'static>,
+        spare: Vec<u8>,
+    },
+    Threads(CompressThreads),
+}
+
+/// Compressor threads, each chunk going to the next thread in turn and each result taken
+/// from them in the same turn, so that they come back in order. Holds at most one chunk per
+/// thread.
+struct CompressThreads {
+    workers: Vec<Worker>,
+    /// Which worker has each chunk in flight, oldest first.
+    in_flight: std::collections::VecDeque<usize>,
+    next: usize,
+    spares: Vec<Vec<u8>>,
+}
+
+impl Compression {
+    /// `threads` compressors (one: on the caller's thread), their threads in `scope`.
+    fn start<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        threads: usize,
+    ) -> Result<Self, ExportError> {
+        if threads <= 1 {
+            return Ok(Compression::Here {
+                compressor: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+                spare: Vec::new(),
+            });
+        }
+        let mut workers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let (chunks, to_compress) = mpsc::sync_channel::<(Chunk, Vec<u8>)>(1);
+            let (done, compressed) = mpsc::sync_channel(1);
+            let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
+            std::thread::Builder::new()
+                .name("mcap-compress".into())
+                .spawn_scoped(scope, move || {
+                    for (chunk, bytes) in to_compress {
+                        // The writer is gone on an error: stop.
+                        if done.send(compress(&mut compressor, chunk, bytes)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(ExportError::Write)?;
+            workers.push((chunks, compressed));
+        }
+        Ok(Compression::Threads(CompressThreads {
+            workers,
+            in_flight: Default::default(),
+            next: 0,
+            spares: Vec::new(),
+        }))
+    }
+
+    /// Takes `chunk` in; returns the oldest chunk compressed if one had to be taken out to
+    /// make room (on the caller's thread: `chunk` itself).
+    fn push(&mut self, chunk: Chunk) -> Result<Option<Compressed>, ExportError> {
+        match self {
+            Compression::Here { compressor, spare } => {
+                Ok(Some(compress(compressor, chunk, std::mem::take(spare))?))
+            }
+            Compression::Threads(threads) => threads.push(chunk),
+        }
+    }
+
+    /// The oldest chunk in flight, compressed; `None` when none is.
+    fn pop(&mut self) -> Result<Option<Compressed>, ExportError> {
+        match self {
+            Compression::Here { .. } => Ok(None),
+            Compression::Threads(threads) => threads.pop(),
+        }
+    }
+
+    /// A compressed buffer written out, to compress into again.
+    fn recycle(&mut self, bytes: Vec<u8>) {
+        match self {
+            Compression::Here { spare, .. } => *spare = bytes,
+            Compression::Threads(threads) => threads.spares.push(bytes),
+        }
+    }
+}
+
+impl CompressThreads {
+    /// See [`Compression::push`].
+    fn push(&mut self, chunk: Chunk) -> Result<Option<Compressed>, ExportError> {
+        let oldest = match self.in_flight.len() == self.workers.len() {
+            true => self.pop()?,
+            false => None,
+        };
+        let bytes = self.spares.pop().unwrap_or_default();
+        let (to_worker, _) = &self.workers[self.next];
+        to_worker.send((chunk, bytes)).map_err(|_| stopped())?;
+        self.in_flight.push_back(self.next);
+        self.next = (self.next + 1) % self.workers.len();
+        Ok(oldest)
+    }
+
+    /// See [`Compression::pop`].
+    fn pop(&mut self) -> Result<Option<Compressed>, ExportError> {
+        let Some(worker) = self.in_flight.pop_front() else {
+            return Ok(None);
+        };
+        let (_, from_worker) = &self.workers[worker];
+        Ok(Some(from_worker.recv().map_err(|_| stopped())??))
+    }
+}
+
+/// The error of a compressor thread gone.
+fn stopped() -> ExportError {
+    ExportError::Write(std::io::Error::other("an MCAP compressor thread stopped"))
+}
+
+/// Writes one chunk record and its message index records; `record` is a buffer reused from
+/// chunk to chunk.
 fn write_chunk<W: Write>(
     out: &mut Output<W>,
-    compressor: &mut zstd::bulk::Compressor<'_>,
-    chunk: &Chunk,
+    compressed: &Compressed,
     record: &mut Vec<u8>,
 ) -> Result<ChunkIndex, ExportError> {
-    let compressed = compressor.compress(&chunk.records)?;
+    let Compressed { chunk, bytes, crc } = compressed;
     let times = chunk.times.unwrap_or((0, 0));
     let start = out.position;
     record.clear();
@@ -345,13 +563,13 @@ fn write_chunk<W: Write>(
     put_u64(record, times.0);
     put_u64(record, times.1);
     put_u64(record, chunk.records.len() as u64);
-    put_u32(record, crc32fast::hash(&chunk.records));
+    put_u32(record, *crc);
     put_str(record, "zstd");
-    put_u64(record, compressed.len() as u64);
-    let length = record.len() as u64 - 9 + compressed.len() as u64;
+    put_u64(record, bytes.len() as u64);
+    let length = record.len() as u64 - 9 + bytes.len() as u64;
     record[at..at + 8].copy_from_slice(&length.to_le_bytes());
     out.write(record)?;
-    out.write(&compressed)?;
+    out.write(bytes)?;
     let chunk_length = out.position - start;
     let mut message_indexes = Vec::with_capacity(chunk.indexes.len());
     let indexes_start = out.position;
@@ -376,7 +594,7 @@ fn write_chunk<W: Write>(
         length: chunk_length,
         message_indexes,
         message_indexes_length: out.position - indexes_start,
-        compressed: compressed.len() as u64,
+        compressed: bytes.len() as u64,
         uncompressed: chunk.records.len() as u64,
     })
 }
@@ -569,4 +787,78 @@ fn put_map<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a str, &'a st
     }
     let length = (out.len() - at - 4) as u32;
     out[at..at + 4].copy_from_slice(&length.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synthetic() -> Vec<u8> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/synthetic.ulg");
+        std::fs::read(path).expect("the project's synthetic log")
+    }
+
+    #[test]
+    fn chunks_compressed_on_several_threads_make_the_same_file_as_on_one() {
+        let flight = synthetic();
+        let options = ExportOptions::default();
+        let mut one = Vec::new();
+        let stats = write_chunked(&flight, &options, &mut one, 4 << 10, 1).unwrap();
+        assert!(stats.samples > 0);
+        // Small chunks: many of them, each thread given several in turn.
+        assert!(chunk_records(&one) > 10, "{} chunks", chunk_records(&one));
+        for threads in [2, 3] {
+            let mut several = Vec::new();
+            write_chunked(&flight, &options, &mut several, 4 << 10, threads).unwrap();
+            assert!(
+                one == several,
+                "{threads} compressor threads changed the file"
+            );
+        }
+    }
+
+    /// The chunk records of the data section, walked record by record from the magic.
+    fn chunk_records(file: &[u8]) -> usize {
+        let (mut at, mut chunks) = (MAGIC.len(), 0);
+        while at + 9 <= file.len() && file[at] != op::FOOTER {
+            let length = u64::from_le_bytes(file[at + 1..at + 9].try_into().unwrap());
+            chunks += usize::from(file[at] == op::CHUNK);
+            at += 9 + length as usize;
+        }
+        chunks
+    }
+
+    /// A writer that fails once `room` bytes are written.
+    struct FullDisk {
+        room: usize,
+    }
+
+    impl Write for FullDisk {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if bytes.len() > self.room {
+                return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+            }
+            self.room -= bytes.len();
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_write_failing_with_chunks_in_flight_ends_the_export_with_its_error() {
+        let flight = synthetic();
+        for threads in [1, 3] {
+            let out = FullDisk { room: 8 << 10 };
+            let result = write_chunked(&flight, &ExportOptions::default(), out, 4 << 10, threads);
+            match result {
+                Err(ExportError::Write(e)) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{threads}: {e}")
+                }
+                other => panic!("{threads} threads: {:?}", other.map(|s| s.samples)),
+            }
+        }
+    }
 }

@@ -87,6 +87,60 @@ impl OutputFile {
     }
 }
 
+/// A writer to a new file, written from its start (an [`OutputFile`]'s), that starts the
+/// disk's writeback of every [`WriteAhead::STEP`] bytes once written: the commit's fsync
+/// then waits for the last of them only, where it would wait for the whole file (a 2 MB MCAP
+/// export: 4 ms of its 22, on ext4 over virtio). A seek back to patch what was written is
+/// fine: those bytes are left to the fsync. See [`crate::sys::os::start_writeback`].
+#[derive(Debug)]
+pub struct WriteAhead<'a> {
+    file: &'a File,
+    position: u64,
+    /// The end of what has been written.
+    written: u64,
+    /// Bytes from the start whose writeback has been started.
+    started: u64,
+}
+
+impl<'a> WriteAhead<'a> {
+    /// Bytes written between two starts of writeback.
+    pub const STEP: u64 = 512 << 10;
+
+    /// Writes to `file` from its start.
+    pub fn new(file: &'a File) -> Self {
+        Self {
+            file,
+            position: 0,
+            written: 0,
+            started: 0,
+        }
+    }
+}
+
+impl Write for WriteAhead<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(bytes)?;
+        self.position += n as u64;
+        self.written = self.written.max(self.position);
+        if self.written - self.started >= Self::STEP {
+            crate::sys::os::start_writeback(self.file, self.started, self.written - self.started);
+            self.started = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl io::Seek for WriteAhead<'_> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        self.position = self.file.seek(to)?;
+        Ok(self.position)
+    }
+}
+
 /// Output files made, filled and synced off the caller's thread, then committed together (as
 /// [`OutputFile::commit_all`] does) by [`Filer::commit`]. A thread makes folders and writes
 /// files; [`Filer::SYNCERS`] threads sync them, so that the syncs of many small files wait
@@ -305,6 +359,36 @@ impl Drop for OutputFile {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn written_ahead_a_file_holds_what_was_written_and_patched_in_place() {
+        use std::io::{Seek, SeekFrom};
+        let dir = std::env::temp_dir().join(format!("ulog-recv-ahead-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("flight.bag");
+        let out = OutputFile::create(&path).unwrap();
+        let mut expected = std::io::Cursor::new(Vec::new());
+        let mut ahead = WriteAhead::new(out.file());
+        let piece: Vec<u8> = (0..=250u8).cycle().take(100_003).collect();
+        // Past several steps in uneven writes, a header patched, then on at the end.
+        for _ in 0..(3 * WriteAhead::STEP as usize / piece.len() + 1) {
+            ahead.write_all(&piece).unwrap();
+            expected.write_all(&piece).unwrap();
+        }
+        for w in [&mut ahead as &mut dyn SeekWrite, &mut expected] {
+            assert_eq!(w.seek(SeekFrom::Start(13)).unwrap(), 13);
+            w.write_all(b"patched").unwrap();
+            w.seek(SeekFrom::End(0)).unwrap();
+            w.write_all(b"the end").unwrap();
+        }
+        ahead.flush().unwrap();
+        out.commit().unwrap();
+        assert!(std::fs::read(&path).unwrap() == expected.into_inner());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    trait SeekWrite: std::io::Write + std::io::Seek {}
+    impl<T: std::io::Write + std::io::Seek> SeekWrite for T {}
 
     #[test]
     fn the_final_name_appears_only_once_the_file_is_whole() {

@@ -1,6 +1,7 @@
 //! The few operating-system calls the daemon makes beyond std and tokio, in one place, through
 //! `rustix` (no `unsafe`): lowering a thread's priority, the free space of a filesystem,
-//! forcing a socket's receive buffer past the kernel's cap, and capping a send buffer.
+//! starting a file's writeback early, forcing a socket's receive buffer past the kernel's cap,
+//! and capping a send buffer.
 
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -19,6 +20,19 @@ pub fn lower_thread_priority(niceness: i32) {
 pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
     let st = rustix::fs::statvfs(path)?;
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Starts the writeback of `len` bytes of `file` from `offset` without waiting for it, so that
+/// a later fsync finds them already on their way to the disk. Linux's `POSIX_FADV_DONTNEED`
+/// starts the writeback of the range's dirty pages and drops from the cache only those
+/// already clean: called on bytes just written, it leaves them cached (as PostgreSQL's
+/// `pg_flush_data` uses it where `sync_file_range`, which rustix does not offer, is missing).
+/// Failure only leaves the whole writeback to the fsync.
+pub fn start_writeback(file: impl AsFd, offset: u64, len: u64) {
+    let advice = rustix::fs::Advice::DontNeed;
+    if let Err(e) = rustix::fs::fadvise(file, offset, std::num::NonZeroU64::new(len), advice) {
+        tracing::debug!(error = %e, "cannot start a file's writeback");
+    }
 }
 
 /// `SO_RCVBUFFORCE`: a receive buffer of `bytes` past `net.core.rmem_max`, for a process with

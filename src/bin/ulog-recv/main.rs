@@ -25,7 +25,7 @@ use ulog_recv::live::ndjson::client::{self, TailOptions};
 use ulog_recv::sim::VehicleConfig;
 use ulog_recv::store::SplitPolicy;
 use ulog_recv::store::input::{LogInput, log_input};
-use ulog_recv::store::output::OutputFile;
+use ulog_recv::store::output::{OutputFile, WriteAhead};
 
 use crate::args::{Cli, Command};
 use crate::config_file::{options_in_force, with_config};
@@ -533,7 +533,7 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
         .unwrap_or(ulog_recv::export::tide::Compression::Gzip);
     let bag_version = format.bag_version.as_str();
     let stats = write_output(output, |file| {
-        let writer = std::io::BufWriter::new(file);
+        let writer = std::io::BufWriter::new(WriteAhead::new(file));
         match (extension, bag_version) {
             ("mcap", _) => ulog_recv::export::mcap::write(flight, &options, writer),
             ("tide" | "tid", _) => {
