@@ -396,8 +396,12 @@ fn write_file<W: Write>(
 /// Compressors wanted for a log of `ulog_len` bytes in chunks of `chunk_limit`: one per core,
 /// at most four (the decoding side feeds about two), and no more than the log has chunks.
 fn compressors_for(ulog_len: u64, chunk_limit: usize) -> usize {
+    let chunks = ulog_len.div_ceil(chunk_limit as u64);
+    if chunks <= 1 {
+        // Not worth asking the cgroup files how many cores there are.
+        return 1;
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunks = ulog_len.div_ceil(chunk_limit as u64).max(1);
     cores
         .min(4)
         .min(usize::try_from(chunks).unwrap_or(usize::MAX))
