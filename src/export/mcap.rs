@@ -32,7 +32,7 @@ use std::sync::mpsc;
 use crate::diagnose::Finding;
 use crate::export::{
     ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
-    walk, with_writer_thread,
+    WriterAt, walk, with_writer_thread,
 };
 use crate::ros::diagnostics::{
     DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, encode_finding,
@@ -76,20 +76,23 @@ pub fn write<W: Write + Send>(
 ) -> Result<ExportStats, ExportError> {
     let chunk_limit = chunk_bytes(flight.len());
     let compressors = compressors_for(flight.len(), chunk_limit);
-    write_chunked(flight, options, out, chunk_limit, compressors)
+    let at = WriterAt::for_chunks(flight.len(), chunk_limit);
+    write_chunked(flight, options, out, chunk_limit, (at, compressors))
 }
 
-/// [`write`] with chunks of `chunk_limit` bytes compressed by `compressors` threads.
+/// [`write`] with chunks of `chunk_limit` bytes, written `at`, compressed by `compressors`
+/// threads.
 fn write_chunked<W: Write + Send>(
     flight: &(impl Flight + ?Sized),
     options: &ExportOptions,
     out: W,
     chunk_limit: usize,
-    compressors: usize,
+    (at, compressors): (WriterAt, usize),
 ) -> Result<ExportStats, ExportError> {
     let (written, spares) = mpsc::channel();
     with_writer_thread(
         "mcap-writer",
+        at,
         move |received| write_file(out, received, written, compressors),
         |chunks| {
             let mut sink = ChunkSink {
@@ -803,21 +806,23 @@ mod tests {
     }
 
     #[test]
-    fn chunks_compressed_on_several_threads_make_the_same_file_as_on_one() {
+    fn chunks_compressed_on_several_threads_or_after_decoding_make_the_same_file() {
         let flight = synthetic();
         let options = ExportOptions::default();
         let mut one = Vec::new();
-        let stats = write_chunked(&flight, &options, &mut one, 4 << 10, 1).unwrap();
+        let one_thread = (WriterAt::Thread, 1);
+        let stats = write_chunked(&flight, &options, &mut one, 4 << 10, one_thread).unwrap();
         assert!(stats.samples > 0);
         // Small chunks: many of them, each thread given several in turn.
         assert!(chunk_records(&one) > 10, "{} chunks", chunk_records(&one));
-        for threads in [2, 3] {
-            let mut several = Vec::new();
-            write_chunked(&flight, &options, &mut several, 4 << 10, threads).unwrap();
-            assert!(
-                one == several,
-                "{threads} compressor threads changed the file"
-            );
+        for how in [
+            (WriterAt::Thread, 2),
+            (WriterAt::Thread, 3),
+            (WriterAt::After, 1),
+        ] {
+            let mut other = Vec::new();
+            write_chunked(&flight, &options, &mut other, 4 << 10, how).unwrap();
+            assert!(one == other, "{how:?} changed the file");
         }
     }
 
@@ -854,14 +859,18 @@ mod tests {
     #[test]
     fn a_write_failing_with_chunks_in_flight_ends_the_export_with_its_error() {
         let flight = synthetic();
-        for threads in [1, 3] {
+        for how in [
+            (WriterAt::Thread, 1),
+            (WriterAt::Thread, 3),
+            (WriterAt::After, 1),
+        ] {
             let out = FullDisk { room: 8 << 10 };
-            let result = write_chunked(&flight, &ExportOptions::default(), out, 4 << 10, threads);
+            let result = write_chunked(&flight, &ExportOptions::default(), out, 4 << 10, how);
             match result {
                 Err(ExportError::Write(e)) => {
-                    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{threads}: {e}")
+                    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{how:?}: {e}")
                 }
-                other => panic!("{threads} threads: {:?}", other.map(|s| s.samples)),
+                other => panic!("{how:?}: {:?}", other.map(|s| s.samples)),
             }
         }
     }

@@ -275,16 +275,50 @@ impl Flight for SessionColumnFlight {
 
 /// The decoding side's end of a writer thread ([`with_writer_thread`]).
 pub(crate) struct Steps<S> {
-    sender: std::sync::mpsc::SyncSender<S>,
+    sender: StepSender<S>,
+}
+
+/// Bounded to a writer thread; unbounded to a writer that runs once decoding is done.
+enum StepSender<S> {
+    ToThread(std::sync::mpsc::SyncSender<S>),
+    ToLater(std::sync::mpsc::Sender<S>),
 }
 
 impl<S> Steps<S> {
-    /// Hands `step` to the writer thread. Fails when that thread has stopped on an error,
+    /// Hands `step` to the writer. Fails when the writer thread has stopped on an error,
     /// which [`with_writer_thread`] reports instead of this one.
     pub(crate) fn send(&self, step: S) -> Result<(), ExportError> {
-        self.sender.send(step).map_err(|_| {
-            ExportError::Write(std::io::Error::other("the export's writer thread stopped"))
-        })
+        let sent = match &self.sender {
+            StepSender::ToThread(sender) => sender.send(step).is_ok(),
+            StepSender::ToLater(sender) => sender.send(step).is_ok(),
+        };
+        match sent {
+            true => Ok(()),
+            false => Err(ExportError::Write(std::io::Error::other(
+                "the export's writer thread stopped",
+            ))),
+        }
+    }
+}
+
+/// Where [`with_writer_thread`] runs the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriterAt {
+    /// On a thread of its own, while the next steps are decoded.
+    Thread,
+    /// On the caller's thread once decoding is done, every step waiting in memory: for a
+    /// log of a step or two, which a thread's start would cost more than it saves.
+    After,
+}
+
+impl WriterAt {
+    /// For a log of `ulog_len` bytes in chunks of about `chunk_limit` bytes: after, when the
+    /// log makes a chunk or so (its chunks in memory are then about the log's size).
+    pub(crate) fn for_chunks(ulog_len: u64, chunk_limit: usize) -> Self {
+        match ulog_len <= chunk_limit as u64 {
+            true => WriterAt::After,
+            false => WriterAt::Thread,
+        }
     }
 }
 
@@ -292,12 +326,21 @@ impl<S> Steps<S> {
 /// compresses and writes while the next steps are decoded); `decode` hands it steps through
 /// [`Steps`], at most two waiting, so memory stays bounded by a step's size. Returns what
 /// `decode` returns, unless the writer failed: its error comes first, as it says why a send
-/// failed.
+/// failed. With [`WriterAt::After`], `write` runs on the caller's thread after `decode`.
 pub(crate) fn with_writer_thread<S: Send, T>(
     name: &str,
+    at: WriterAt,
     write: impl FnOnce(std::sync::mpsc::Receiver<S>) -> Result<(), ExportError> + Send,
     decode: impl FnOnce(Steps<S>) -> Result<T, ExportError>,
 ) -> Result<T, ExportError> {
+    if at == WriterAt::After {
+        let (sender, received) = std::sync::mpsc::channel::<S>();
+        let decoded = decode(Steps {
+            sender: StepSender::ToLater(sender),
+        });
+        // A failed decoding's steps are not written: its error is the one reported.
+        return decoded.and_then(|decoded| write(received).map(|()| decoded));
+    }
     let (sender, received) = std::sync::mpsc::sync_channel::<S>(2);
     std::thread::scope(|scope| {
         let writer = std::thread::Builder::new()
@@ -305,7 +348,9 @@ pub(crate) fn with_writer_thread<S: Send, T>(
             .spawn_scoped(scope, move || write(received))
             .map_err(ExportError::Write)?;
         // `decode` owns the sender: when it returns, early or not, the writer's steps end.
-        let decoded = decode(Steps { sender });
+        let decoded = decode(Steps {
+            sender: StepSender::ToThread(sender),
+        });
         let written = writer
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

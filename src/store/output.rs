@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn written_ahead_a_file_holds_what_was_written_and_patched_in_place() {
-        use std::io::{Seek, SeekFrom};
+        use std::io::SeekFrom;
         let dir = std::env::temp_dir().join(format!("ulog-recv-ahead-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("flight.bag");
