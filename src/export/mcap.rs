@@ -386,7 +386,6 @@ fn write_file<W: Write>(
                     while let Some(done) = compression.pop()? {
                         write(&mut compression, done)?;
                     }
-                    drop(write);
                     return finish(out, &summary, metadata, &chunk_indexes);
                 }
             }
