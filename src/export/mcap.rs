@@ -11,14 +11,14 @@
 //! The caller's thread decodes the log and lays each message's record out in the chunk under
 //! way (schemas and channels go in the chunk that first uses them); a writer thread writes
 //! each full chunk, compressed in one zstd call, with its message indexes. The compression
-//! runs on one thread per core, at most four ([`Compression`]), each chunk going to the next
+//! runs on one thread per core, at most four (`Compression`), each chunk going to the next
 //! in turn, so that zstd, two thirds of the work, is not left to one core; the file is byte
 //! for byte the one a single compressor writes. Memory stays bounded on any log: at most two
 //! chunks wait for the writer and one per compressor is in its hands (a 241 MB log: 21.5 MB
 //! peak RSS on 2 cores). The writer hands each written chunk back to be filled again: its
 //! buffers keep their pages, which a fresh allocation would fault in anew on every chunk. A
 //! log of about one chunk is written on the caller's thread once decoded
-//! ([`WriterAt::After`]): a thread's start would cost more than it saves.
+//! (`WriterAt::After`): a thread's start would cost more than it saves.
 //!
 //! Why not the `mcap` crate's writer: it hands every message to zstd's streaming compressor
 //! as seven small writes, and those calls cost as much as the compression itself; it cannot
