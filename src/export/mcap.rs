@@ -82,7 +82,7 @@ pub fn write<W: Write + Send>(
     let chunk_limit = chunk_bytes(flight.len());
     let compressors = compressors_for(flight.len(), chunk_limit);
     let at = WriterAt::for_chunks(flight.len(), chunk_limit);
-    write_chunked(flight, options, out, chunk_limit, (at, compressors))
+    write_chunked(flight, options, out, chunk_limit, at, compressors)
 }
 
 /// [`write`] with chunks of `chunk_limit` bytes, written `at`, compressed by `compressors`
@@ -92,7 +92,8 @@ fn write_chunked<W: Write + Send>(
     options: &ExportOptions,
     out: W,
     chunk_limit: usize,
-    (at, compressors): (WriterAt, usize),
+    at: WriterAt,
+    compressors: usize,
 ) -> Result<ExportStats, ExportError> {
     let (written, spares) = mpsc::channel();
     with_writer_thread(
@@ -814,8 +815,8 @@ mod tests {
         let flight = synthetic();
         let options = ExportOptions::default();
         let mut one = Vec::new();
-        let one_thread = (WriterAt::Thread, 1);
-        let stats = write_chunked(&flight, &options, &mut one, 4 << 10, one_thread).unwrap();
+        let stats = write_chunked(&flight, &options, &mut one, 4 << 10, WriterAt::Thread, 1);
+        let stats = stats.unwrap();
         assert!(stats.samples > 0);
         // Small chunks: many of them, each thread given several in turn.
         assert!(chunk_records(&one) > 10, "{} chunks", chunk_records(&one));
@@ -825,7 +826,8 @@ mod tests {
             (WriterAt::After, 1),
         ] {
             let mut other = Vec::new();
-            write_chunked(&flight, &options, &mut other, 4 << 10, how).unwrap();
+            let (at, threads) = how;
+            write_chunked(&flight, &options, &mut other, 4 << 10, at, threads).unwrap();
             assert!(one == other, "{how:?} changed the file");
         }
     }
@@ -869,7 +871,9 @@ mod tests {
             (WriterAt::After, 1),
         ] {
             let out = FullDisk { room: 8 << 10 };
-            let result = write_chunked(&flight, &ExportOptions::default(), out, 4 << 10, how);
+            let (at, threads) = how;
+            let options = ExportOptions::default();
+            let result = write_chunked(&flight, &options, out, 4 << 10, at, threads);
             match result {
                 Err(ExportError::Write(e)) => {
                     assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{how:?}: {e}")
