@@ -37,7 +37,7 @@ use std::sync::mpsc;
 use crate::diagnose::Finding;
 use crate::export::{
     ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
-    WriterAt, walk, with_writer_thread,
+    WriterAt, walk, with_writer,
 };
 use crate::ros::diagnostics::{
     DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, encode_finding,
@@ -96,7 +96,7 @@ fn write_chunked<W: Write + Send>(
     compressors: usize,
 ) -> Result<ExportStats, ExportError> {
     let (written, spares) = mpsc::channel();
-    with_writer_thread(
+    with_writer(
         "mcap-writer",
         at,
         move |received| write_file(out, received, written, compressors),

@@ -273,7 +273,7 @@ impl Flight for SessionColumnFlight {
     }
 }
 
-/// The decoding side's end of a writer thread ([`with_writer_thread`]).
+/// The decoding side's end of an export's writer ([`with_writer`]).
 pub(crate) struct Steps<S> {
     sender: StepSender<S>,
 }
@@ -286,7 +286,7 @@ enum StepSender<S> {
 
 impl<S> Steps<S> {
     /// Hands `step` to the writer. Fails when the writer thread has stopped on an error,
-    /// which [`with_writer_thread`] reports instead of this one.
+    /// which [`with_writer`] reports instead of this one.
     pub(crate) fn send(&self, step: S) -> Result<(), ExportError> {
         let sent = match &self.sender {
             StepSender::ToThread(sender) => sender.send(step).is_ok(),
@@ -301,7 +301,7 @@ impl<S> Steps<S> {
     }
 }
 
-/// Where [`with_writer_thread`] runs the writer.
+/// Where [`with_writer`] runs the writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WriterAt {
     /// On a thread of its own, while the next steps are decoded.
@@ -327,7 +327,7 @@ impl WriterAt {
 /// [`Steps`], at most two waiting, so memory stays bounded by a step's size. Returns what
 /// `decode` returns, unless the writer failed: its error comes first, as it says why a send
 /// failed. With [`WriterAt::After`], `write` runs on the caller's thread after `decode`.
-pub(crate) fn with_writer_thread<S: Send, T>(
+pub(crate) fn with_writer<S: Send, T>(
     name: &str,
     at: WriterAt,
     write: impl FnOnce(std::sync::mpsc::Receiver<S>) -> Result<(), ExportError> + Send,

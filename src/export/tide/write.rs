@@ -15,7 +15,7 @@ use bytes::BufMut;
 use super::{CHUNK_FIXED, Compression, MAJOR, MINOR, SYNTAX, tag, type_hash};
 use crate::export::{
     ExportError, ExportOptions, ExportStats, Flight, FlightMetadata, Sink, Steps, TopicSource,
-    WriterAt, release_text, utc_offset_us, walk, with_writer_thread,
+    WriterAt, release_text, utc_offset_us, walk, with_writer,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log, schema_definitions};
 
@@ -42,7 +42,7 @@ pub fn write<W: Write + Send>(
 ) -> Result<ExportStats, ExportError> {
     let utc_offset_us = utc_offset_us(flight)?;
     let chunk_limit = chunk_bytes(flight.len());
-    with_writer_thread(
+    with_writer(
         "tide-writer",
         WriterAt::for_chunks(flight.len(), chunk_limit),
         move |received| write_file(out, compression, received),
