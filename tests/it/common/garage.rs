@@ -11,11 +11,16 @@ pub const SECRET_KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef01
 pub const BUCKET: &str = "flights";
 
 pub fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let [port] = free_tcp_ports();
+    port
+}
+
+/// `N` free ports, all different: each one's listener is held until all are picked (picked
+/// and released one by one, two could be the same port).
+pub fn free_tcp_ports<const N: usize>() -> [u16; N] {
+    let listeners: [std::net::TcpListener; N] =
+        std::array::from_fn(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    listeners.map(|l| l.local_addr().unwrap().port())
 }
 
 /// Garage's binary: `$GARAGE`, else where `.ci/run` installs it.
@@ -54,7 +59,7 @@ impl Garage {
         }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let (s3_port, admin_port, rpc_port) = (free_tcp_port(), free_tcp_port(), free_tcp_port());
+        let [s3_port, admin_port, rpc_port] = free_tcp_ports();
         std::fs::write(
             dir.join("garage.toml"),
             format!(
