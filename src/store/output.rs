@@ -157,6 +157,47 @@ pub struct Filer {
     synced: Arc<Mutex<Vec<OutputFile>>>,
 }
 
+/// Hands a [`Filer`] files from another thread, as its [`Filer::write`] and [`Filer::sync`]
+/// do. When the filer has stopped at an error, a handover fails with [`FilerStopped`];
+/// [`Filer::stopped`] says why.
+#[derive(Debug, Clone)]
+pub struct FilerHandle {
+    jobs: Option<SyncSender<FilerJob>>,
+}
+
+/// What a handover to a [`Filer`] that has stopped fails with (inside an [`io::Error`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the filer has stopped")]
+pub struct FilerStopped;
+
+impl FilerStopped {
+    /// Whether `error` is a handover's to a stopped filer.
+    pub fn is(error: &io::Error) -> bool {
+        error
+            .get_ref()
+            .is_some_and(|inner| inner.is::<FilerStopped>())
+    }
+}
+
+impl FilerHandle {
+    /// Writes `bytes` as the output file `path` (its folders made if need be) and syncs it.
+    pub fn write(&self, path: PathBuf, bytes: Vec<u8>) -> io::Result<()> {
+        self.hand_over(FilerJob::Bytes(path, bytes))
+    }
+
+    /// Syncs `out`, written by the caller, to be committed with the rest.
+    pub fn sync(&self, out: OutputFile) -> io::Result<()> {
+        self.hand_over(FilerJob::Sync(out))
+    }
+
+    fn hand_over(&self, job: FilerJob) -> io::Result<()> {
+        match &self.jobs {
+            Some(jobs) if jobs.send(job).is_ok() => Ok(()),
+            _ => Err(io::Error::other(FilerStopped)),
+        }
+    }
+}
+
 /// A handover to the [`Filer`]'s thread.
 #[derive(Debug)]
 enum FilerJob {
@@ -213,6 +254,24 @@ impl Filer {
         self.hand_over(FilerJob::Sync(out))
     }
 
+    /// A handle that hands this filer files from another thread (an encoder's, which need
+    /// not wait for the owner's thread to be scheduled). Every handle must be dropped before
+    /// [`Filer::commit`], which waits for the end of the queue.
+    pub fn handle(&self) -> FilerHandle {
+        FilerHandle {
+            jobs: self.jobs.clone(),
+        }
+    }
+
+    /// The error the filer stopped at, once a [`FilerHandle`] found it stopped: waits for its
+    /// threads.
+    pub fn stopped(&mut self) -> io::Error {
+        match self.join() {
+            Err(cause) => cause,
+            Ok(()) => io::Error::other(FilerStopped),
+        }
+    }
+
     /// Waits for every handover, then renames all the files to their final names and syncs
     /// their folders: none appears before all are whole.
     pub fn commit(mut self) -> io::Result<()> {
@@ -229,9 +288,7 @@ impl Filer {
         match sent {
             true => Ok(()),
             // The threads stopped at an error: that error.
-            false => self
-                .join()
-                .and(Err(io::Error::other("the filer has stopped"))),
+            false => Err(self.stopped()),
         }
     }
 
@@ -239,7 +296,7 @@ impl Filer {
     fn join(&mut self) -> io::Result<()> {
         drop(self.jobs.take());
         let Some(writer) = self.writer.take() else {
-            return Err(io::Error::other("the filer has stopped"));
+            return Err(io::Error::other(FilerStopped));
         };
         // The writer first: its end ends the syncers' queue.
         let mut result = joined(writer);
@@ -470,6 +527,35 @@ mod tests {
                 .expect_err("a file cannot be made under a file");
         }
         assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_handle_finds_a_stopped_filer_and_the_filer_says_why() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-handle-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("file"), b"").unwrap();
+        let mut filer = Filer::spawn().unwrap();
+        let handle = filer.handle();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                handle.write(dir.join("one"), b"one".to_vec()).unwrap();
+                // A folder where a file is: the filer stops; a later handover finds it so.
+                handle.write(dir.join("file/two"), b"two".to_vec()).unwrap();
+                let stopped = (0..4 * Filer::QUEUE)
+                    .find_map(|k| handle.write(dir.join(format!("more{k}")), Vec::new()).err())
+                    .expect("a stopped filer takes no more");
+                assert!(FilerStopped::is(&stopped), "{stopped}");
+            });
+        });
+        drop(handle);
+        let why = filer.stopped();
+        assert!(!FilerStopped::is(&why), "the cause, not the stop: {why}");
+        // Its folder cannot be made: a file has the name.
+        assert_eq!(why.kind(), io::ErrorKind::AlreadyExists, "{why}");
+        drop(filer);
+        assert_eq!(files_under(&dir), ["file"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -4,7 +4,8 @@
 //! first and last rows and column sums, names, types and metadata as documented; the logged
 //! strings and parameters beside them; the `flights` row and the dropouts, every column
 //! computed from pyulog's data (`tests/dataset_flights.py`); the layout's keys; an export run twice writes the same
-//! files, not twice as many; a window and topics cut.
+//! files, not twice as many; a window and topics cut; a full disk (a real tmpfs) fails the
+//! export with its own error and leaves nothing behind.
 
 use crate::common;
 use crate::common::project;
@@ -233,6 +234,50 @@ print(len(ts), min(ts), max(ts))";
         assert!(v[0] > 0, "{topic}: no rows");
         assert!(v[1] >= 21_000_000 && v[2] <= 22_000_000, "{topic}: {text}");
     }
+}
+
+/// A real full disk (a small tmpfs): the export fails with the disk's own error, whichever of
+/// its threads (the walk's, an encoder's, the filer's) meets it first, and leaves neither a
+/// table under its final name nor a temporary; with room again, the same export succeeds.
+#[test]
+fn an_export_to_a_full_disk_fails_with_its_error_and_leaves_nothing() {
+    let Some(disk) = common::tmpfs::Tmpfs::mount("dataset-full", "1M") else {
+        return;
+    };
+    let log = project().join("testdata/synthetic.ulg");
+    // Room for some of the tables, not for all.
+    let filler = disk.0.join("filler");
+    std::fs::write(&filler, vec![0u8; 960 << 10]).unwrap();
+    let root = disk.0.join("dataset");
+    let out = Command::new(common::procs::BIN)
+        .args(["export", log.to_str().unwrap(), "--dataset"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(
+        !stderr.contains("filer"),
+        "the cause, not a thread's stop: {stderr}"
+    );
+    let left = if root.exists() {
+        files_under(&root)
+    } else {
+        Vec::new()
+    };
+    assert_eq!(left, Vec::<String>::new(), "nothing whole, nothing left");
+
+    std::fs::remove_file(&filler).unwrap();
+    export_dataset(&log, &root, &[]);
+    let tables = files_under(&root);
+    let again = fresh_dir("dataset-full-reference");
+    export_dataset(&log, &again, &[]);
+    assert_eq!(
+        tables,
+        files_under(&again),
+        "the same tables as on a disk with room"
+    );
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! mounted by the test (it needs root; under CI its absence is a failure).
 
 use crate::common;
+use crate::common::tmpfs::Tmpfs;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -144,38 +145,11 @@ fn with_uploads_on_the_budget_deletes_uploaded_sessions_first_and_the_others_las
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A tmpfs of `size` mounted at a fresh directory, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Self> {
-        let dir = fresh_dir("tmpfs");
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(Self(dir));
-        }
-        if std::env::var_os("CI").is_some() {
-            panic!("cannot mount a tmpfs (not root?): CI must test a full disk");
-        }
-        eprintln!("\n!!! SKIPPED the full-disk test: cannot mount a tmpfs (run as root) !!!\n");
-        None
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_back() {
-    let Some(fs) = Tmpfs::mount("1M") else { return };
+    let Some(fs) = Tmpfs::mount("tmpfs", "1M") else {
+        return;
+    };
     // Space taken by something else, freed later.
     let filler = fs.0.join("filler");
     std::fs::write(&filler, vec![0u8; 700 << 10]).unwrap();

@@ -45,7 +45,7 @@ use crate::diagnose::Finding;
 use crate::export::{ExportError, ExportOptions, Flight, Sink, TopicSource, release_text, walk};
 use crate::ros::ros2::Ros2Type;
 use crate::store::manifest::read_manifest;
-use crate::store::output::{Filer, OutputFile};
+use crate::store::output::{Filer, FilerHandle, FilerStopped, OutputFile};
 use crate::ulog::{Message, Reader};
 use columns::TopicColumns;
 pub use flights::FlightFacts;
@@ -406,9 +406,10 @@ impl Encode {
 }
 
 /// Encodes `jobs` on as many threads as the machine has cores (each table is encoded on its
-/// own: a flight's tables take the cores together, the largest first), handing each table to
-/// `filer` as it is done; returns what was written in the order of `jobs`. The first error
-/// ends the work.
+/// own: a flight's tables take the cores together, the largest first), each thread handing
+/// the table it encoded to `filer` itself (the caller's thread may wait for a core while
+/// the encoders hold them all); returns what was written in the order of `jobs`. The first
+/// error ends the work.
 fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>, ExportError> {
     let count = jobs.len();
     let mut order: Vec<(usize, Encode)> = jobs.into_iter().enumerate().collect();
@@ -420,15 +421,20 @@ fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>,
     let queue = std::sync::Mutex::new(order.into_iter());
     let (done, finished) = std::sync::mpsc::channel();
     let mut written: Vec<Option<TableWritten>> = (0..count).map(|_| None).collect();
-    std::thread::scope(|scope| -> Result<(), ExportError> {
+    let mut failed = None;
+    std::thread::scope(|scope| {
         for _ in 0..threads {
-            let (queue, done) = (&queue, done.clone());
+            let (queue, done, filer) = (&queue, done.clone(), filer.handle());
             scope.spawn(move || {
                 loop {
                     let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
                     let Some((index, job)) = next else { break };
+                    let result = job.run().and_then(|(out, table)| {
+                        out.hand_to(&filer).map_err(ExportError::Write)?;
+                        Ok(table)
+                    });
                     // The receiver is gone at the first error: stop.
-                    if done.send((index, job.run())).is_err() {
+                    if done.send((index, result)).is_err() {
                         break;
                     }
                 }
@@ -436,13 +442,23 @@ fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>,
         }
         drop(done);
         for (index, result) in finished {
-            let (out, table) = result?;
-            out.hand_to(filer)?;
-            written[index] = Some(table);
+            match result {
+                Ok(table) => written[index] = Some(table),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
-        Ok(())
-    })?;
-    Ok(written.into_iter().flatten().collect())
+    });
+    match failed {
+        // A handover found the filer stopped: why it stopped (a full disk) is the error.
+        Some(ExportError::Write(e)) if FilerStopped::is(&e) => {
+            Err(ExportError::Write(filer.stopped()))
+        }
+        Some(e) => Err(e),
+        None => Ok(written.into_iter().flatten().collect()),
+    }
 }
 
 /// Encoded bytes a table keeps in memory before they go to its file: a table this small is
@@ -472,7 +488,7 @@ impl TableOutput {
     }
 
     /// The whole table to `filer`, to be synced and committed with the flight's others.
-    fn hand_to(self, filer: &mut Filer) -> std::io::Result<()> {
+    fn hand_to(self, filer: &FilerHandle) -> std::io::Result<()> {
         match self.state {
             TableBytes::Memory(bytes) => filer.write(self.path, bytes),
             TableBytes::File(file) => filer.sync(file),

@@ -12,6 +12,7 @@ pub mod px4_compare;
 pub mod python_json;
 pub mod slow_link;
 pub mod tls;
+pub mod tmpfs;
 pub mod units;
 
 use std::collections::BTreeMap;
