@@ -405,12 +405,13 @@ impl Encode {
     }
 }
 
-/// Encodes `jobs` on as many threads as the machine has cores (each table is encoded on its
-/// own: a flight's tables take the cores together, the largest first), each thread handing
-/// the table it encoded to `filer` itself (the caller's thread may wait for a core while
-/// the encoders hold them all); returns what was written in the order of `jobs`. The first
-/// error ends the work.
+/// Encodes `jobs` on as many threads as the machine has cores, the caller's among them (each
+/// table is encoded on its own: a flight's tables take the cores together, the largest
+/// first), each thread handing the table it encoded to `filer` itself; returns what was
+/// written in the order of `jobs`. The first error ends the work. On one core, the caller
+/// encodes them all and starts no thread.
 fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>, ExportError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
     let count = jobs.len();
     let mut order: Vec<(usize, Encode)> = jobs.into_iter().enumerate().collect();
     order.sort_by_key(|(_, job)| std::cmp::Reverse(job.weight()));
@@ -419,46 +420,41 @@ fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>,
         .min(count)
         .max(1);
     let queue = std::sync::Mutex::new(order.into_iter());
+    let stop = AtomicBool::new(false);
     let (done, finished) = std::sync::mpsc::channel();
-    let mut written: Vec<Option<TableWritten>> = (0..count).map(|_| None).collect();
-    let mut failed = None;
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            let (queue, done, filer) = (&queue, done.clone(), filer.handle());
-            scope.spawn(move || {
-                loop {
-                    let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-                    let Some((index, job)) = next else { break };
-                    let result = job.run().and_then(|(out, table)| {
-                        out.hand_to(&filer).map_err(ExportError::Write)?;
-                        Ok(table)
-                    });
-                    // The receiver is gone at the first error: stop.
-                    if done.send((index, result)).is_err() {
-                        break;
-                    }
-                }
+    // Takes jobs until none is left or one has failed, handing each table to the filer.
+    let work = |done: std::sync::mpsc::Sender<_>, filer: FilerHandle| {
+        while !stop.load(Ordering::Relaxed) {
+            let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+            let Some((index, job)) = next else { break };
+            let result = job.run().and_then(|(out, table)| {
+                out.hand_to(&filer).map_err(ExportError::Write)?;
+                Ok(table)
             });
+            stop.fetch_or(result.is_err(), Ordering::Relaxed);
+            // Unbounded: the caller reads the results once its own work is done.
+            let _ = done.send((index, result));
         }
-        drop(done);
-        for (index, result) in finished {
-            match result {
-                Ok(table) => written[index] = Some(table),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            let (done, filer) = (done.clone(), filer.handle());
+            scope.spawn(move || work(done, filer));
         }
+        work(done, filer.handle());
     });
-    match failed {
-        // A handover found the filer stopped: why it stopped (a full disk) is the error.
-        Some(ExportError::Write(e)) if FilerStopped::is(&e) => {
-            Err(ExportError::Write(filer.stopped()))
+    let mut written: Vec<Option<TableWritten>> = (0..count).map(|_| None).collect();
+    for (index, result) in finished.try_iter() {
+        match result {
+            Ok(table) => written[index] = Some(table),
+            // A handover found the filer stopped: why it stopped (a full disk) is the error.
+            Err(ExportError::Write(e)) if FilerStopped::is(&e) => {
+                return Err(ExportError::Write(filer.stopped()));
+            }
+            Err(e) => return Err(e),
         }
-        Some(e) => Err(e),
-        None => Ok(written.into_iter().flatten().collect()),
     }
+    Ok(written.into_iter().flatten().collect())
 }
 
 /// Encoded bytes a table keeps in memory before they go to its file: a table this small is
