@@ -157,9 +157,8 @@ pub struct Filer {
     synced: Arc<Mutex<Vec<OutputFile>>>,
 }
 
-/// Hands a [`Filer`] files from another thread, as its [`Filer::write`] and [`Filer::sync`]
-/// do. When the filer has stopped at an error, a handover fails with [`FilerStopped`];
-/// [`Filer::stopped`] says why.
+/// Hands a [`Filer`] files, from any thread ([`Filer::handle`]). When the filer has stopped at
+/// an error, a handover fails with [`FilerStopped`]; [`Filer::stopped`] says why.
 #[derive(Debug, Clone)]
 pub struct FilerHandle {
     jobs: Option<SyncSender<FilerJob>>,
@@ -239,24 +238,14 @@ impl Filer {
         Ok(filer)
     }
 
-    /// Makes `dir` and its parents (soon: a later [`Filer::write`] under it finds it made).
+    /// Makes `dir` and its parents (soon: a later [`FilerHandle::write`] under it finds it made).
     pub fn make_folder(&mut self, dir: PathBuf) -> io::Result<()> {
         self.hand_over(FilerJob::Folder(dir))
     }
 
-    /// Writes `bytes` as the output file `path` (its folders made if need be) and syncs it.
-    pub fn write(&mut self, path: PathBuf, bytes: Vec<u8>) -> io::Result<()> {
-        self.hand_over(FilerJob::Bytes(path, bytes))
-    }
-
-    /// Syncs `out`, written by the caller, to be committed with the rest.
-    pub fn sync(&mut self, out: OutputFile) -> io::Result<()> {
-        self.hand_over(FilerJob::Sync(out))
-    }
-
-    /// A handle that hands this filer files from another thread (an encoder's, which need
-    /// not wait for the owner's thread to be scheduled). Every handle must be dropped before
-    /// [`Filer::commit`], which waits for the end of the queue.
+    /// A handle that hands this filer files, from this thread or another (an encoder's,
+    /// which need not wait for the owner's thread to be scheduled). Every handle must be
+    /// dropped before [`Filer::commit`], which waits for the end of the queue.
     pub fn handle(&self) -> FilerHandle {
         FilerHandle {
             jobs: self.jobs.clone(),
@@ -489,14 +478,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ulog-recv-filer-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut filer = Filer::spawn().unwrap();
+        let handle = filer.handle();
         filer.make_folder(dir.join("a/b")).unwrap();
-        filer.write(dir.join("a/b/one"), b"one".to_vec()).unwrap();
+        handle.write(dir.join("a/b/one"), b"one".to_vec()).unwrap();
         // Its folder made by the write itself.
-        filer.write(dir.join("c/two"), b"two".to_vec()).unwrap();
+        handle.write(dir.join("c/two"), b"two".to_vec()).unwrap();
         std::fs::create_dir_all(&dir).unwrap();
         let three = OutputFile::create(&dir.join("three")).unwrap();
         three.file().write_all(b"three").unwrap();
-        filer.sync(three).unwrap();
+        handle.sync(three).unwrap();
+        drop(handle);
         filer.commit().unwrap();
         assert_eq!(std::fs::read(dir.join("a/b/one")).unwrap(), b"one");
         assert_eq!(std::fs::read(dir.join("c/two")).unwrap(), b"two");
@@ -504,28 +495,32 @@ mod tests {
         assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
 
         // Dropped uncommitted: nothing under a final name, no temporary left.
-        let mut filer = Filer::spawn().unwrap();
-        filer.write(dir.join("four"), b"four".to_vec()).unwrap();
+        let filer = Filer::spawn().unwrap();
+        filer
+            .handle()
+            .write(dir.join("four"), b"four".to_vec())
+            .unwrap();
         drop(filer);
         assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
 
-        // A failure (a folder where a file must go) is the next call's error, and what was
-        // written before it is not committed.
+        // A failure (a folder where a file must go) stops the filer, and what was written
+        // before it is not committed.
         let mut filer = Filer::spawn().unwrap();
-        filer.write(dir.join("five"), b"five".to_vec()).unwrap();
-        filer.write(dir.join("three/six"), b"six".to_vec()).unwrap();
-        let mut failed = None;
-        for k in 0..2 * Filer::QUEUE {
-            if let Err(e) = filer.write(dir.join(format!("more{k}")), Vec::new()) {
-                failed = Some(e);
-                break;
-            }
-        }
-        if failed.is_none() {
-            filer
+        let handle = filer.handle();
+        handle.write(dir.join("five"), b"five".to_vec()).unwrap();
+        handle
+            .write(dir.join("three/six"), b"six".to_vec())
+            .unwrap();
+        let stopped = (0..2 * Filer::QUEUE)
+            .find_map(|k| handle.write(dir.join(format!("more{k}")), Vec::new()).err());
+        drop(handle);
+        let why = match stopped {
+            Some(_) => filer.stopped(),
+            None => filer
                 .commit()
-                .expect_err("a file cannot be made under a file");
-        }
+                .expect_err("a file cannot be made under a file"),
+        };
+        assert!(!FilerStopped::is(&why), "the cause: {why}");
         assert_eq!(files_under(&dir), ["a/b/one", "c/two", "three"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
