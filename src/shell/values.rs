@@ -93,6 +93,11 @@ pub const FSYNC_INTERVAL: SecondsRange = SecondsRange {
     min: 0.01,
     max: 3600.0,
 };
+/// How long an upload's request may go without moving: 1 s to an hour.
+pub const UPLOAD_STALL: SecondsRange = SecondsRange {
+    min: 1.0,
+    max: 3600.0,
+};
 
 /// A size with its unit: `B`, `K`/`KB`/`KiB`, `M`/`MB`/`MiB`, `G`/`GB`/`GiB`, `T`/`TB`/`TiB`
 /// (case-insensitive, powers of 1024), inside `range`.

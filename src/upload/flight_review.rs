@@ -7,6 +7,9 @@
 
 use std::time::Duration;
 
+use http_body_util::BodyExt;
+
+use crate::upload::http;
 use crate::upload::s3::install_crypto_provider;
 
 /// Bodies over this need `?expected_size=` (the server's streaming limit).
@@ -23,6 +26,9 @@ pub struct FlightReviewOptions {
     pub email: String,
     /// An API key for servers that need one, sent as `Authorization: Bearer`.
     pub key: Option<String>,
+    /// How long the upload may go without moving before it is given up ([`http::send`]):
+    /// a flight takes as long as the link needs.
+    pub stall: Duration,
 }
 
 /// Why an upload to Flight Review failed.
@@ -48,7 +54,6 @@ impl FlightReview {
         install_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(600))
             .build()
             .map_err(|e| FlightReviewError::Transient(e.to_string()))?;
         Ok(Self { client, options })
@@ -86,12 +91,17 @@ impl FlightReview {
         if let Some(key) = &self.options.key {
             request = request.bearer_auth(key);
         }
-        let response = request
-            .send()
+        let failed = |e: http::SendError| FlightReviewError::Transient(format!("{url}: {e}"));
+        let request = request.build().map_err(|e| failed(e.into()))?;
+        let answer = http::send(&self.client, request, self.options.stall)
             .await
-            .map_err(|e| FlightReviewError::Transient(format!("{url}: {e}")))?;
-        let status = response.status();
-        let body = response.text().await.unwrap_or_default();
+            .map_err(failed)?;
+        let status = answer.status();
+        let body = match answer.into_body().collect().await {
+            Ok(body) => String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+            Err(e) if status.is_success() => return Err(failed(e)),
+            Err(_) => String::new(),
+        };
         if status.is_success() {
             let page = serde_json::from_str::<serde_json::Value>(&body)
                 .ok()

@@ -7,6 +7,8 @@
 //! - [`pace`] (sans-IO): the byte-rate cap and the back-off between failed tries.
 //! - [`s3`]: the bucket, on the `object_store` crate: checked by the server with SHA-256,
 //!   multipart and resumable for large files.
+//! - [`http`]: the client under the bucket's requests, which gives a request up once it stops
+//!   moving rather than after a fixed time (a part takes what a slow link needs).
 //! - [`flight_review`]: the upload to a Flight Review server.
 //! - [`tables`]: the flight as the fleet's Parquet tables, built in the session and
 //!   uploaded last.
@@ -18,6 +20,7 @@
 //! and [`crate::sys`].
 
 pub mod flight_review;
+pub mod http;
 pub mod pace;
 pub mod plan;
 pub mod s3;

@@ -31,11 +31,12 @@ use object_store::ObjectStoreExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientOptions, PutPayload, RetryConfig};
+use object_store::{PutPayload, RetryConfig};
 use sha2::{Digest, Sha256};
 
 use crate::store::files::hex;
 use crate::sys::secret::{SecretFileError, read_secret_file};
+use crate::upload::http::{StallGuardConnector, Stalled};
 use crate::upload::plan::{ObjectRecord, parts};
 
 /// S3's smallest part (but the last): 5 MiB.
@@ -62,6 +63,9 @@ pub struct S3Options {
     /// Parts of a multipart upload on the wire at once (at least 1): the upload holds this
     /// many parts in memory.
     pub parts_in_flight: usize,
+    /// How long a request may go without moving before it is given up and tried again
+    /// ([`http`](super::http)); never a limit on a request that keeps moving.
+    pub stall: Duration,
 }
 
 impl S3Options {
@@ -124,6 +128,14 @@ pub enum UploadError {
          (update-ca-certificates) or name a file that holds it with SSL_CERT_FILE"
     )]
     Untrusted { endpoint: String, detail: String },
+    #[error(
+        "the S3 server at {endpoint} stopped taking a request: {stalled} (--upload-stall-timeout); \
+         it is sent again"
+    )]
+    Stalled {
+        endpoint: String,
+        stalled: crate::upload::http::Stalled,
+    },
     #[error("the S3 server answered: {said}")]
     Transient { said: Box<ServerSaid> },
     #[error("cannot read {path}: {source}")]
@@ -355,11 +367,10 @@ impl Bucket {
                 retry_timeout: Duration::from_secs(30),
                 ..Default::default()
             })
-            .with_client_options(
-                ClientOptions::new()
-                    .with_connect_timeout(Duration::from_secs(10))
-                    .with_timeout(Duration::from_secs(120)),
-            );
+            .with_http_connector(StallGuardConnector {
+                stall: options.stall,
+                allow_http: !tls,
+            });
         if let Some(endpoint) = &options.endpoint {
             let endpoint = if options.path_style {
                 endpoint.clone()
@@ -639,7 +650,9 @@ impl Bucket {
     fn classify(&self, e: object_store::Error) -> UploadError {
         let mut text = e.to_string();
         let mut source = std::error::Error::source(&e);
+        let mut stalled = None;
         while let Some(s) = source {
+            stalled = stalled.or_else(|| s.downcast_ref::<Stalled>().cloned());
             let more = s.to_string();
             if !text.contains(&more) {
                 text.push_str(": ");
@@ -649,6 +662,12 @@ impl Bucket {
         }
         let said = Box::new(ServerSaid::from_client_error(&text));
         let code = said.code.as_deref().unwrap_or("");
+        if let Some(stalled) = stalled {
+            return UploadError::Stalled {
+                endpoint: self.endpoint.clone(),
+                stalled,
+            };
+        }
         match (&e, code) {
             (_, "NoSuchBucket") => UploadError::NoBucket {
                 bucket: self.bucket.clone(),

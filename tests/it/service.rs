@@ -280,6 +280,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-credentials" => "\"/etc/ulog-recv/upload-credentials\"",
         "upload-part-size" => "\"16M\"",
         "upload-parts-in-flight" => "2",
+        "upload-stall-timeout" => "120",
         "upload-rate" => "\"1M\"",
         "upload-when" => "\"always\"",
         "upload-tables" => "true",

@@ -601,6 +601,7 @@ fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_s
             public: false,
             email: String::new(),
             key: None,
+            stall: Duration::from_secs(60),
         },
     )
     .unwrap();
@@ -766,6 +767,136 @@ fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_par
         done + sent_after,
         parts,
         "each part sent once after the kill: {said}"
+    );
+    assert_whole_split(&garage, &py, "slow", &session);
+}
+
+/// The session [`record`] makes of about 12 MB, through a 20 Mbit/s link with parts of 5 MiB,
+/// 3 at once, and a stall time of 2 s: `ulog-recv upload`'s arguments and the link, or why
+/// there is none.
+fn slow_upload(
+    dir: &std::path::Path,
+) -> Option<(common::slow_link::SlowLink, Garage, Vec<String>)> {
+    let link = match common::slow_link::SlowLink::new(20) {
+        Ok(link) => link,
+        Err(why) => {
+            skip_or_fail(&format!("a slow link (network namespace): {why}"));
+            return None;
+        }
+    };
+    let Ok(garage) = Garage::start_at(dir.join("garage"), link.host_ip()) else {
+        skip_or_fail("Garage");
+        return None;
+    };
+    let creds = credentials(dir, SECRET_KEY);
+    let mut args = garage.upload_args("slow", &creds);
+    args.extend(
+        [
+            "--upload-part-size",
+            "5M",
+            "--upload-parts-in-flight",
+            "3",
+            "--upload-stall-timeout",
+            "2",
+            "--log-level",
+            "ulog_recv=debug",
+        ]
+        .map(String::from),
+    );
+    Some((link, garage, args))
+}
+
+#[test]
+fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("upload-slower-than-the-stall-time");
+    let Some((link, garage, args)) = slow_upload(&dir) else {
+        return;
+    };
+    let session = record(&dir, 1500, &[]);
+    let started = Instant::now();
+    let out = link
+        .command(common::procs::BIN)
+        .arg("upload")
+        .arg(&session)
+        .args(&args)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    // Two parts of 5 MiB share 2.5 MB/s: each request lasts twice the stall time or more.
+    assert!(
+        took > Duration::from_secs(4),
+        "{took:?}: the link was not slow"
+    );
+    assert_eq!(
+        said.matches("part sent").count(),
+        3,
+        "each part once: {said}"
+    );
+    assert_whole_split(&garage, &py, "slow", &session);
+}
+
+#[test]
+fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_again() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("upload-hung-server");
+    let Some((link, garage, args)) = slow_upload(&dir) else {
+        return;
+    };
+    let session = record(&dir, 1500, &[]);
+    let mut upload = link.command(common::procs::BIN);
+    upload
+        .arg("upload")
+        .arg(&session)
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = upload.spawn().unwrap();
+    let lines = common::procs::watch_lines(child.stderr.take().unwrap(), "");
+    while !lines
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a part begins within a minute")
+        .contains("part begun")
+    {}
+    garage.freeze();
+    let frozen = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            frozen.elapsed() < Duration::from_secs(30),
+            "the upload still waits on a server that has hung"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said: Vec<String> = lines.iter().collect();
+    garage.resume();
+    assert!(!status.success(), "{said:?}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("stopped taking a request: no progress for 2 s")),
+        "{said:?}"
+    );
+
+    // Once the server is back, the same command completes the split.
+    let out = link
+        .command(common::procs::BIN)
+        .arg("upload")
+        .arg(&session)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     assert_whole_split(&garage, &py, "slow", &session);
 }

@@ -121,6 +121,19 @@ impl Garage {
         format!("http://{}:{}", self.s3_host, self.s3_port)
     }
 
+    /// Stops the server as a hung one is (`SIGSTOP`): its connections stay open, it reads
+    /// and answers nothing until [`Garage::resume`].
+    pub fn freeze(&self) {
+        let child = self.child.as_ref().expect("a running server");
+        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+    }
+
+    /// Lets a [frozen](Garage::freeze) server go on (`SIGCONT`).
+    pub fn resume(&self) {
+        let child = self.child.as_ref().expect("a running server");
+        unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    }
+
     /// Where its S3 API listens.
     pub fn s3_addr(&self) -> std::net::SocketAddr {
         format!("{}:{}", self.s3_host, self.s3_port)

@@ -236,6 +236,11 @@ pub(crate) struct BucketArgs {
     #[arg(long, default_value = "4", value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(crate) upload_parts_in_flight: u16,
+    /// Seconds a request of an upload (to the bucket, or Flight Review) may go without moving
+    /// (the server takes none of it and sends no answer) before it is given up and tried
+    /// again (1 to 3600); a request that keeps moving, however slowly, is never cut.
+    #[arg(long, value_parser = upload_stall, default_value = "300", value_name = "SECONDS")]
+    pub(crate) upload_stall_timeout: Duration,
 }
 
 impl BucketArgs {
@@ -255,6 +260,7 @@ impl BucketArgs {
             }),
             part_size: self.upload_part_size,
             parts_in_flight: usize::from(self.upload_parts_in_flight),
+            stall: self.upload_stall_timeout,
         }
     }
 }
@@ -335,6 +341,7 @@ impl UploadArgs {
             public: self.flight_review_public,
             email: self.flight_review_email.clone(),
             key,
+            stall: self.bucket.upload_stall_timeout,
         });
         Ok(UploadConfig {
             s3,
@@ -620,6 +627,10 @@ fn vehicle_wait(s: &str) -> Result<Duration, ValueError> {
 
 fn split_duration(s: &str) -> Result<Duration, ValueError> {
     values::parse_seconds(s, values::SPLIT_DURATION)
+}
+
+fn upload_stall(s: &str) -> Result<Duration, ValueError> {
+    values::parse_seconds(s, values::UPLOAD_STALL)
 }
 
 fn fsync_interval(s: &str) -> Result<Duration, ValueError> {
