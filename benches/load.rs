@@ -414,7 +414,7 @@ fn compare_uploads(mb: u64) {
     );
     println!("| client | seconds | MB/s | share of the link's rate |");
     println!("|---|---:|---:|---:|");
-    for (who, s, _) in &rows {
+    for (who, s, _, _) in &rows {
         println!(
             "| {who} | {s:.2} | {:.2} | {:.2} |",
             mbytes / s,
@@ -428,22 +428,23 @@ fn compare_uploads(mb: u64) {
 
 /// The loopback comparison's table: the fastest round of each client uploading `mbytes`,
 /// rclone last.
-fn print_upload_table(what: &str, best: &[(&str, f64, f64)], mbytes: f64) {
-    let (_, theirs_s, theirs_cpu) = *best.last().expect("rclone measured");
+fn print_upload_table(what: &str, best: &[Upload], mbytes: f64) {
+    let (_, theirs_s, theirs_cpu, _) = *best.last().expect("rclone measured");
     println!(
         "\nUploading one {mbytes:.0} MB session {what}, same run, best of {UPLOAD_ROUNDS} rounds:\n"
     );
     println!(
-        "| client | seconds | MB/s | CPU ms per MB | MB/s / rclone's | CPU per MB / rclone's |"
+        "| client | seconds | MB/s | CPU ms per MB | MB/s / rclone's | CPU per MB / rclone's | Garage's CPU ms per MB |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
-    for (who, s, cpu) in best {
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (who, s, cpu, server_cpu) in best {
         println!(
-            "| {who} | {s:.2} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {who} | {s:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
             mbytes / s,
             cpu * 1000.0 / mbytes,
             theirs_s / s,
-            cpu / theirs_cpu
+            cpu / theirs_cpu,
+            server_cpu * 1000.0 / mbytes
         );
     }
 }
@@ -458,7 +459,7 @@ fn session_bytes(session: &std::path::Path) -> u64 {
 
 /// Each client uploads `session` to `garage`, reached at `endpoint` (whose certificate `ca`
 /// signed, if TLS), `rounds` times, interleaved, each program run as `command` makes it; the
-/// fastest round of each: (who, wall s, CPU s), rclone last.
+/// fastest round of each, rclone last.
 fn upload_rounds<'a>(
     garage: &garage::Garage,
     endpoint: &str,
@@ -467,14 +468,14 @@ fn upload_rounds<'a>(
     session: &std::path::Path,
     rounds: usize,
     command: &dyn Fn(&std::ffi::OsStr) -> Command,
-) -> Vec<(&'a str, f64, f64)> {
+) -> Vec<Upload<'a>> {
     let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/rclone");
     let rclone =
         std::env::var_os("RCLONE").unwrap_or_else(|| match std::path::Path::new(venv).exists() {
             true => venv.into(),
             false => "rclone".into(),
         });
-    let mut best: Vec<(&str, f64, f64)> = Vec::new();
+    let mut best: Vec<Upload> = Vec::new();
     for round in 0..rounds {
         for (who, in_flight) in [
             ("ulog-recv upload (4 parts in flight)", Some("4")),
@@ -485,6 +486,7 @@ fn upload_rounds<'a>(
             // the bucket already holds.
             let scheme = endpoint.split(':').next().unwrap_or("");
             let prefix = format!("{scheme}-r{round}-{}", in_flight.unwrap_or("rclone"));
+            let server_before = garage.cpu_seconds();
             let (s, cpu) = match in_flight {
                 Some(n) => {
                     // Each round uploads the whole session again: no journal yet.
@@ -527,15 +529,19 @@ fn upload_rounds<'a>(
                     )
                 }
             };
+            let server_cpu = garage.cpu_seconds() - server_before;
             match best.iter_mut().find(|b| b.0 == who) {
                 Some(b) if b.1 <= s => {}
-                Some(b) => *b = (who, s, cpu),
-                None => best.push((who, s, cpu)),
+                Some(b) => *b = (who, s, cpu, server_cpu),
+                None => best.push((who, s, cpu, server_cpu)),
             }
         }
     }
     best
 }
+
+/// One client's upload: who, wall seconds, its CPU seconds, the server's CPU seconds meanwhile.
+type Upload<'a> = (&'a str, f64, f64, f64);
 
 /// Rounds of the upload comparison on loopback.
 const UPLOAD_ROUNDS: usize = 3;

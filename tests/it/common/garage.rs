@@ -134,6 +134,29 @@ impl Garage {
         unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
     }
 
+    /// The CPU time (user and system, all threads) the server has used so far, from
+    /// `/proc`; 0 when it is not running.
+    pub fn cpu_seconds(&self) -> f64 {
+        let Some(child) = &self.child else { return 0.0 };
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        // The fields after the command's closing parenthesis; utime and stime are the 14th
+        // and 15th of the whole line, in clock ticks.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        (ticks(11) + ticks(12)) as f64 / hz
+    }
+
     /// Where its S3 API listens.
     pub fn s3_addr(&self) -> std::net::SocketAddr {
         format!("{}:{}", self.s3_host, self.s3_port)
