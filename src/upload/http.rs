@@ -397,47 +397,41 @@ mod tests {
         });
     }
 
+    /// PUTs `bytes` to a server that treats it as `how` says, with a stall time of 0.5 s;
+    /// it must fail as stalled, within 10 s and no sooner than the stall time.
+    async fn stalled_put(how: Server, bytes: usize) {
+        let url = serve(how).await;
+        let stall = Duration::from_millis(500);
+        let started = Instant::now();
+        let error = tokio::time::timeout(Duration::from_secs(10), put(&url, bytes, stall))
+            .await
+            .expect("given up within 10 s")
+            .expect_err("a stall");
+        assert!(started.elapsed() >= stall);
+        assert_eq!(error.kind(), HttpErrorKind::Timeout, "{error}");
+        let said = std::error::Error::source(&error).unwrap().to_string();
+        assert!(said.starts_with("no progress for 0.5 s"), "{said}");
+    }
+
     #[test]
     fn a_server_that_stops_reading_is_left_after_the_stall_time() {
-        runtime().block_on(async {
-            let url = serve(Server {
-                read: 1 << 20,
-                step: 64 << 10,
-                pause: Duration::ZERO,
-                answer: true,
-            })
-            .await;
-            let stall = Duration::from_millis(500);
-            let started = Instant::now();
-            let error = tokio::time::timeout(Duration::from_secs(10), put(&url, 64 << 20, stall))
-                .await
-                .expect("given up within 10 s")
-                .expect_err("a stall");
-            assert_eq!(error.kind(), HttpErrorKind::Timeout, "{error}");
-            let said = std::error::Error::source(&error).unwrap().to_string();
-            assert!(said.starts_with("no progress for 0.5 s"), "{said}");
-            assert!(started.elapsed() >= stall);
-        });
+        let how = Server {
+            read: 1 << 20,
+            step: 64 << 10,
+            pause: Duration::ZERO,
+            answer: true,
+        };
+        runtime().block_on(stalled_put(how, 64 << 20));
     }
 
     #[test]
     fn a_server_that_reads_all_and_never_answers_is_left_after_the_stall_time() {
-        runtime().block_on(async {
-            let url = serve(Server {
-                read: usize::MAX,
-                step: 64 << 10,
-                pause: Duration::ZERO,
-                answer: false,
-            })
-            .await;
-            let stall = Duration::from_millis(500);
-            let started = Instant::now();
-            let error = tokio::time::timeout(Duration::from_secs(10), put(&url, 4 << 20, stall))
-                .await
-                .expect("given up within 10 s")
-                .expect_err("a stall");
-            assert_eq!(error.kind(), HttpErrorKind::Timeout, "{error}");
-            assert!(started.elapsed() >= stall);
-        });
+        let how = Server {
+            read: usize::MAX,
+            step: 64 << 10,
+            pause: Duration::ZERO,
+            answer: false,
+        };
+        runtime().block_on(stalled_put(how, 4 << 20));
     }
 }

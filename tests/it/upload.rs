@@ -806,6 +806,26 @@ fn slow_upload(
     Some((link, garage, args))
 }
 
+/// `ulog-recv upload SESSION ARGS` run through `link` to its end: whether it succeeded, and
+/// what it said.
+fn upload_through(
+    link: &common::slow_link::SlowLink,
+    session: &Path,
+    args: &[String],
+) -> (bool, String) {
+    let out = link
+        .command(common::procs::BIN)
+        .arg("upload")
+        .arg(session)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole() {
     let Some(py) = common::venv_python() else {
@@ -817,16 +837,9 @@ fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole()
     };
     let session = record(&dir, 1500, &[]);
     let started = Instant::now();
-    let out = link
-        .command(common::procs::BIN)
-        .arg("upload")
-        .arg(&session)
-        .args(&args)
-        .output()
-        .unwrap();
+    let (ok, said) = upload_through(&link, &session, &args);
     let took = started.elapsed();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+    assert!(ok, "{said}");
     // Two parts of 5 MiB share 2.5 MB/s: each request lasts twice the stall time or more.
     assert!(
         took > Duration::from_secs(4),
@@ -857,25 +870,15 @@ fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_a
         .args(&args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    let mut child = upload.spawn().unwrap();
-    let lines = common::procs::watch_lines(child.stderr.take().unwrap(), "");
+    let mut child = Proc(upload.spawn().unwrap(), "the upload to a server that hangs");
+    let lines = common::procs::watch_lines(child.0.stderr.take().unwrap(), "");
     while !lines
         .recv_timeout(Duration::from_secs(60))
         .expect("a part begins within a minute")
         .contains("part begun")
     {}
     garage.freeze();
-    let frozen = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            frozen.elapsed() < Duration::from_secs(30),
-            "the upload still waits on a server that has hung"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = child.wait(Duration::from_secs(30));
     let said: Vec<String> = lines.iter().collect();
     garage.resume();
     assert!(!status.success(), "{said:?}");
@@ -886,17 +889,7 @@ fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_a
     );
 
     // Once the server is back, the same command completes the split.
-    let out = link
-        .command(common::procs::BIN)
-        .arg("upload")
-        .arg(&session)
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, said) = upload_through(&link, &session, &args);
+    assert!(ok, "{said}");
     assert_whole_split(&garage, &py, "slow", &session);
 }
