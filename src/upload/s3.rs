@@ -132,10 +132,7 @@ pub enum UploadError {
         "the S3 server at {endpoint} stopped taking a request: {stalled} (--upload-stall-timeout); \
          it is sent again"
     )]
-    Stalled {
-        endpoint: String,
-        stalled: crate::upload::http::Stalled,
-    },
+    Stalled { endpoint: String, stalled: Stalled },
     #[error("the S3 server answered: {said}")]
     Transient { said: Box<ServerSaid> },
     #[error("cannot read {path}: {source}")]
@@ -660,14 +657,14 @@ impl Bucket {
             }
             source = s.source();
         }
-        let said = Box::new(ServerSaid::from_client_error(&text));
-        let code = said.code.as_deref().unwrap_or("");
         if let Some(stalled) = stalled {
             return UploadError::Stalled {
                 endpoint: self.endpoint.clone(),
                 stalled,
             };
         }
+        let said = Box::new(ServerSaid::from_client_error(&text));
+        let code = said.code.as_deref().unwrap_or("");
         match (&e, code) {
             (_, "NoSuchBucket") => UploadError::NoBucket {
                 bucket: self.bucket.clone(),
