@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 
-use crate::upload::http;
-use crate::upload::s3::install_crypto_provider;
+use crate::upload::http::{self, install_crypto_provider};
 
 /// Bodies over this need `?expected_size=` (the server's streaming limit).
 const LARGE_BODY: usize = 100 * 1000 * 1000;

@@ -50,7 +50,7 @@ pub struct StallGuardConnector {
 
 impl HttpConnector for StallGuardConnector {
     fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        super::s3::install_crypto_provider();
+        install_crypto_provider();
         let client = reqwest::Client::builder()
             .user_agent(concat!("ulog-recv/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(CONNECT_TIMEOUT)
@@ -65,6 +65,11 @@ impl HttpConnector for StallGuardConnector {
             stall: self.stall,
         }))
     }
+}
+
+/// The TLS stack's cryptography (ring), installed once for every HTTPS client in the process.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// A request that made no progress for the stall time.

@@ -36,7 +36,7 @@ use sha2::{Digest, Sha256};
 
 use crate::store::files::hex;
 use crate::sys::secret::{SecretFileError, read_secret_file};
-use crate::upload::http::{StallGuardConnector, Stalled};
+use crate::upload::http::{StallGuardConnector, Stalled, install_crypto_provider};
 use crate::upload::plan::{ObjectRecord, parts};
 
 /// S3's smallest part (but the last): 5 MiB.
@@ -713,11 +713,6 @@ fn is_connect_failure(text: &str) -> bool {
     ]
     .iter()
     .any(|needle| text.contains(needle))
-}
-
-/// The TLS stack's cryptography (ring), installed once for every HTTPS client in the process.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 #[cfg(test)]
