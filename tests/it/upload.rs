@@ -771,73 +771,87 @@ fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_par
     assert_whole_split(&garage, &py, "slow", &session);
 }
 
-/// The session [`record`] makes of about 12 MB, through a 20 Mbit/s link with parts of 5 MiB,
-/// 3 at once, and a stall time of 2 s: `ulog-recv upload`'s arguments and the link, or why
-/// there is none.
-fn slow_upload(
-    dir: &std::path::Path,
-) -> Option<(common::slow_link::SlowLink, Garage, Vec<String>)> {
-    let link = match common::slow_link::SlowLink::new(20) {
-        Ok(link) => link,
-        Err(why) => {
-            skip_or_fail(&format!("a slow link (network namespace): {why}"));
-            return None;
-        }
-    };
-    let Ok(garage) = Garage::start_at(dir.join("garage"), link.host_ip()) else {
-        skip_or_fail("Garage");
-        return None;
-    };
-    let creds = credentials(dir, SECRET_KEY);
-    let mut args = garage.upload_args("slow", &creds);
-    args.extend(
-        [
-            "--upload-part-size",
-            "5M",
-            "--upload-parts-in-flight",
-            "3",
-            "--upload-stall-timeout",
-            "2",
-            "--log-level",
-            "ulog_recv=debug",
-        ]
-        .map(String::from),
-    );
-    Some((link, garage, args))
+/// A session of about 12 MB ([`record`]) and a Garage behind a 20 Mbit/s link, with
+/// `ulog-recv upload`'s arguments for parts of 5 MiB, 3 at once, and a stall time of 2 s.
+struct SlowUpload {
+    py: PathBuf,
+    link: common::slow_link::SlowLink,
+    garage: Garage,
+    args: Vec<String>,
+    session: PathBuf,
 }
 
-/// `ulog-recv upload SESSION ARGS` run through `link` to its end: whether it succeeded, and
-/// what it said.
-fn upload_through(
-    link: &common::slow_link::SlowLink,
-    session: &Path,
-    args: &[String],
-) -> (bool, String) {
-    let out = link
-        .command(common::procs::BIN)
-        .arg("upload")
-        .arg(session)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+impl SlowUpload {
+    /// Made in the test folder `name`; `None` (said) when a part is missing.
+    #[track_caller]
+    fn new(name: &str) -> Option<Self> {
+        let py = common::venv_python()?;
+        let dir = fresh_dir(name);
+        let link = match common::slow_link::SlowLink::new(20) {
+            Ok(link) => link,
+            Err(why) => {
+                skip_or_fail(&format!("a slow link (network namespace): {why}"));
+                return None;
+            }
+        };
+        let Ok(garage) = Garage::start_at(dir.join("garage"), link.host_ip()) else {
+            skip_or_fail("Garage");
+            return None;
+        };
+        let creds = credentials(&dir, SECRET_KEY);
+        let mut args = garage.upload_args("slow", &creds);
+        args.extend(
+            [
+                "--upload-part-size",
+                "5M",
+                "--upload-parts-in-flight",
+                "3",
+                "--upload-stall-timeout",
+                "2",
+                "--log-level",
+                "ulog_recv=debug",
+            ]
+            .map(String::from),
+        );
+        let session = record(&dir, 1500, &[]);
+        Some(Self {
+            py,
+            link,
+            garage,
+            args,
+            session,
+        })
+    }
+
+    /// `ulog-recv upload SESSION ARGS`, to be run through the link.
+    fn command(&self) -> Command {
+        let mut upload = self.link.command(common::procs::BIN);
+        upload.arg("upload").arg(&self.session).args(&self.args);
+        upload
+    }
+
+    /// The upload run to its end: whether it succeeded, and what it said.
+    fn run(&self) -> (bool, String) {
+        let out = self.command().output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The split is in the bucket, whole.
+    fn assert_whole(&self) {
+        assert_whole_split(&self.garage, &self.py, "slow", &self.session);
+    }
 }
 
 #[test]
 fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole() {
-    let Some(py) = common::venv_python() else {
+    let Some(up) = SlowUpload::new("upload-slower-than-the-stall-time") else {
         return;
     };
-    let dir = fresh_dir("upload-slower-than-the-stall-time");
-    let Some((link, garage, args)) = slow_upload(&dir) else {
-        return;
-    };
-    let session = record(&dir, 1500, &[]);
     let started = Instant::now();
-    let (ok, said) = upload_through(&link, &session, &args);
+    let (ok, said) = up.run();
     let took = started.elapsed();
     assert!(ok, "{said}");
     // Two parts of 5 MiB share 2.5 MB/s: each request lasts twice the stall time or more.
@@ -850,24 +864,16 @@ fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole()
         3,
         "each part once: {said}"
     );
-    assert_whole_split(&garage, &py, "slow", &session);
+    up.assert_whole();
 }
 
 #[test]
 fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_again() {
-    let Some(py) = common::venv_python() else {
+    let Some(up) = SlowUpload::new("upload-hung-server") else {
         return;
     };
-    let dir = fresh_dir("upload-hung-server");
-    let Some((link, garage, args)) = slow_upload(&dir) else {
-        return;
-    };
-    let session = record(&dir, 1500, &[]);
-    let mut upload = link.command(common::procs::BIN);
+    let mut upload = up.command();
     upload
-        .arg("upload")
-        .arg(&session)
-        .args(&args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = Proc(upload.spawn().unwrap(), "the upload to a server that hangs");
@@ -877,10 +883,10 @@ fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_a
         .expect("a part begins within a minute")
         .contains("part begun")
     {}
-    garage.freeze();
+    up.garage.freeze();
     let status = child.wait(Duration::from_secs(30));
     let said: Vec<String> = lines.iter().collect();
-    garage.resume();
+    up.garage.resume();
     assert!(!status.success(), "{said:?}");
     assert!(
         said.iter()
@@ -889,7 +895,7 @@ fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_a
     );
 
     // Once the server is back, the same command completes the split.
-    let (ok, said) = upload_through(&link, &session, &args);
+    let (ok, said) = up.run();
     assert!(ok, "{said}");
-    assert_whole_split(&garage, &py, "slow", &session);
+    up.assert_whole();
 }
