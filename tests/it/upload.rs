@@ -690,42 +690,17 @@ fn columns_and_an_event_buffer_reach_the_bucket_main_column_first() {
 
 #[test]
 fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_part_once() {
-    let Some(py) = common::venv_python() else {
+    let Some(up) = SlowUpload::new("upload-slow-link") else {
         return;
     };
-    let link = match common::slow_link::SlowLink::new(20) {
-        Ok(link) => link,
-        Err(why) => return skip_or_fail(&format!("a slow link (network namespace): {why}")),
-    };
-    let dir = fresh_dir("upload-slow-link");
-    let Ok(garage) = Garage::start_at(dir.join("garage"), link.host_ip()) else {
-        return skip_or_fail("Garage");
-    };
-    let creds = credentials(&dir, SECRET_KEY);
     // One split of about 12 MB: parts of 5 MiB, 5 MiB and the rest, all three on the link at
     // once at 2.5 MB/s: the short one completes first, the others are under way.
-    let session = record(&dir, 1500, &[]);
-    let split = session.join("split_0000.ulg");
+    let split = up.session.join("split_0000.ulg");
     let size = std::fs::metadata(&split).unwrap().len();
     let parts = size.div_ceil(5 << 20);
     assert_eq!(parts, 3, "{size} bytes");
-    let mut args = garage.upload_args("slow", &creds);
-    args.extend(
-        [
-            "--upload-part-size",
-            "5M",
-            "--upload-parts-in-flight",
-            "3",
-            "--log-level",
-            "ulog_recv=debug",
-        ]
-        .map(String::from),
-    );
-    let mut upload = link.command(common::procs::BIN);
+    let mut upload = up.command();
     upload
-        .arg("upload")
-        .arg(&session)
-        .args(&args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = upload.spawn().unwrap();
@@ -742,7 +717,7 @@ fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_par
     let _ = child.wait();
     assert_eq!(begun, parts, "every part was on the link at once");
     let journal: Json =
-        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(up.session.join("upload.json")).unwrap()).unwrap();
     let record = &journal["objects"]["split_0000.ulg"];
     let recorded = record["parts"].as_array().unwrap();
     let done = recorded.iter().filter(|p| p.is_string()).count() as u64;
@@ -751,12 +726,17 @@ fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_par
         "parts in flight at the kill: {record}"
     );
 
-    // Again, at the machine's speed: only the parts not recorded go.
-    args.truncate(args.len() - 4);
-    args.extend(["--log-level", "ulog_recv=debug"].map(String::from));
+    // Again, at the machine's speed and the default parts in flight: only the parts not
+    // recorded go.
+    let mut args = up.args.clone();
+    let in_flight = args
+        .iter()
+        .position(|a| a == "--upload-parts-in-flight")
+        .unwrap();
+    args.drain(in_flight..in_flight + 2);
     let out = Command::new(common::procs::BIN)
         .arg("upload")
-        .arg(&session)
+        .arg(&up.session)
         .args(&args)
         .output()
         .unwrap();
@@ -768,11 +748,11 @@ fn through_a_slow_link_parts_go_together_and_a_kill_9_among_them_leaves_each_par
         parts,
         "each part sent once after the kill: {said}"
     );
-    assert_whole_split(&garage, &py, "slow", &session);
+    up.assert_whole();
 }
 
 /// A session of about 12 MB ([`record`]) and a Garage behind a 20 Mbit/s link, with
-/// `ulog-recv upload`'s arguments for parts of 5 MiB, 3 at once, and a stall time of 2 s.
+/// `ulog-recv upload`'s arguments for parts of 5 MiB, 3 at once.
 struct SlowUpload {
     py: PathBuf,
     link: common::slow_link::SlowLink,
@@ -806,8 +786,6 @@ impl SlowUpload {
                 "5M",
                 "--upload-parts-in-flight",
                 "3",
-                "--upload-stall-timeout",
-                "2",
                 "--log-level",
                 "ulog_recv=debug",
             ]
@@ -843,11 +821,20 @@ impl SlowUpload {
     fn assert_whole(&self) {
         assert_whole_split(&self.garage, &self.py, "slow", &self.session);
     }
+
+    /// The same with a stall time of 2 s.
+    #[track_caller]
+    fn with_short_stall(name: &str) -> Option<Self> {
+        let mut up = Self::new(name)?;
+        up.args
+            .extend(["--upload-stall-timeout", "2"].map(String::from));
+        Some(up)
+    }
 }
 
 #[test]
 fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole() {
-    let Some(up) = SlowUpload::new("upload-slower-than-the-stall-time") else {
+    let Some(up) = SlowUpload::with_short_stall("upload-slower-than-the-stall-time") else {
         return;
     };
     let started = Instant::now();
@@ -869,7 +856,7 @@ fn a_part_that_takes_longer_than_the_stall_time_but_keeps_moving_arrives_whole()
 
 #[test]
 fn a_server_that_hangs_mid_part_is_left_after_the_stall_time_and_the_part_sent_again() {
-    let Some(up) = SlowUpload::new("upload-hung-server") else {
+    let Some(up) = SlowUpload::with_short_stall("upload-hung-server") else {
         return;
     };
     let mut upload = up.command();
