@@ -25,7 +25,6 @@ fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
 git -C "$here" archive "$commit" | tar -x -C "$src"
-# The profile `cargo bench` builds the current binary with, so that both are built alike.
 CARGO_TARGET_DIR="$src/target" CARGO_PROFILE_BENCH_LTO="$lto" \
     CARGO_PROFILE_BENCH_CODEGEN_UNITS="$codegen_units" \
     cargo build --profile bench --locked --manifest-path "$src/Cargo.toml" --bin ulog-recv
