@@ -12,7 +12,10 @@
 //! Then a second table: the Parquet export as users run it, `ulog-recv export LOG --dataset
 //! DIR`, beside Flight Review v2's converter (`ulog-convert LOG DIR`, from PX4/flight-review-rs,
 //! which writes a Parquet file per topic too), both as processes writing to the temporary
-//! directory: best of 5 wall times, and the peak RSS (`/usr/bin/time -f %M`). The converter is
+//! directory: best of 5 wall times, and the peak RSS (`/usr/bin/time -f %M`). Ours syncs every
+//! table and its folder before it ends, theirs nothing: a column also times theirs followed by
+//! the syncs that would make its files as safe against a power cut (every file and folder it
+//! wrote, 16 at a time). The converter is
 //! `$FLIGHT_REVIEW_CONVERT`, else `~/.cache/ulog-recv/flight-review-rs/target/release/ulog-convert`
 //! (`benches/flight-review-rs.sh` builds it there); without it the table says so.
 //!
@@ -174,20 +177,28 @@ fn in_memory() {
     }
 }
 
-/// `command` followed by a new output under `outs` (a folder, or an `.mcap` file), run to its end: its wall time and
-/// peak RSS (KB), measured by `/usr/bin/time`. The folders are left for the caller to remove
-/// once the whole table is measured: ext4 without a journal (as on these machines) passes
-/// over the inodes freed in the last 30 s when it allocates one, so removing a run's hundreds
-/// of folders just before the next run would time that search rather than the export.
-fn run_once(outs: &Path, command: &[&std::ffi::OsStr], mcap: bool) -> (Duration, u64) {
+/// One process's run: its wall time, its peak RSS (KB) and where it wrote.
+struct Run {
+    took: Duration,
+    peak_rss_kb: u64,
+    output: PathBuf,
+}
+
+/// `command` followed by a new output under `outs` (a folder, or an `.mcap` file), run to its
+/// end, its wall time and peak RSS measured by `/usr/bin/time`. The folders are left for the
+/// caller to remove once the whole table is measured: ext4 without a journal (as on these
+/// machines) passes over the inodes freed in the last 30 s when it allocates one, so
+/// removing a run's hundreds of folders just before the next run would time that search
+/// rather than the export.
+fn run_once(outs: &Path, command: &[&std::ffi::OsStr], mcap: bool) -> Run {
     std::fs::create_dir_all(outs).unwrap();
     let extension = if mcap { ".mcap" } else { "" };
-    let out = outs.join(format!("run-{}{extension}", fastrand::u64(..)));
+    let output = outs.join(format!("run-{}{extension}", fastrand::u64(..)));
     let t0 = Instant::now();
     let result = std::process::Command::new("/usr/bin/time")
         .args(["-f", "%M"])
         .args(command)
-        .arg(&out)
+        .arg(&output)
         .output()
         .expect("/usr/bin/time runs");
     let took = t0.elapsed();
@@ -201,7 +212,45 @@ fn run_once(outs: &Path, command: &[&std::ffi::OsStr], mcap: bool) -> (Duration,
         .lines()
         .last()
         .and_then(|l| l.trim().parse::<u64>().ok());
-    (took, kb.expect("/usr/bin/time's %M"))
+    Run {
+        took,
+        peak_rss_kb: kb.expect("/usr/bin/time's %M"),
+        output,
+    }
+}
+
+/// Threads syncing a peer's output at once ([`sync_everything_under`]).
+const SYNC_THREADS: usize = 16;
+
+/// How long syncing every file and folder under `output` takes, [`SYNC_THREADS`] at a time
+/// (so that their waits on the storage overlap, the cheapest way a writer has to make them
+/// all durable without syncing the whole filesystem): what a peer that writes without
+/// syncing would add to be as safe against a power cut as our export, which syncs each table
+/// and its folder before it ends.
+fn sync_everything_under(output: &Path) -> Duration {
+    let mut paths = vec![output.to_owned()];
+    let mut k = 0;
+    while k < paths.len() {
+        if paths[k].is_dir() {
+            let entries = std::fs::read_dir(&paths[k]).unwrap();
+            paths.extend(entries.map(|e| e.unwrap().path()));
+        }
+        k += 1;
+    }
+    let t0 = Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..SYNC_THREADS.min(paths.len()) {
+            scope.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(path) = paths.get(k) else { break };
+                    std::fs::File::open(path).unwrap().sync_all().unwrap();
+                }
+            });
+        }
+    });
+    t0.elapsed()
 }
 
 /// The second table: `ulog-recv export --dataset` against Flight Review v2's converter.
@@ -214,9 +263,9 @@ fn against_flight_review() {
         return;
     };
     println!(
-        "| log | MB | ours MB/s | Flight Review v2 MB/s | their time / ours | ours peak RSS MB | theirs | their RSS / ours |"
+        "| log | MB | ours MB/s | Flight Review v2 MB/s | their time / ours | theirs synced / ours | ours peak RSS MB | theirs | their RSS / ours |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     // The binary as shipped: the bench profile keeps line tables, which slow its start.
     let out = std::env::temp_dir().join(format!("ulog-recv-bench-vs-fr-{}", std::process::id()));
     let ours = as_shipped(std::path::Path::new(env!("CARGO_BIN_EXE_ulog-recv")), &out);
@@ -232,9 +281,10 @@ fn against_flight_review() {
     for path in logs {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
-        // Best of 5 each, taking turns (the machine's load drifts), with the largest RSS.
+        // Best of 5 each, taking turns (the machine's load drifts), with the largest RSS; theirs
+        // also with its files synced once it has ended (ours syncs before it ends).
         let (mut t_ours, mut rss_ours) = (Duration::MAX, 0);
-        let (mut t_fr, mut rss_fr) = (Duration::MAX, 0);
+        let (mut t_fr, mut t_fr_synced, mut rss_fr) = (Duration::MAX, Duration::MAX, 0);
         for _ in 0..5 {
             let ours = [
                 ours.as_os_str(),
@@ -242,16 +292,19 @@ fn against_flight_review() {
                 path.as_os_str(),
                 "--dataset".as_ref(),
             ];
-            let (t, rss) = run_once(&out, &ours, false);
-            (t_ours, rss_ours) = (t_ours.min(t), rss_ours.max(rss));
-            let (t, rss) = run_once(&out, &[convert.as_os_str(), path.as_os_str()], false);
-            (t_fr, rss_fr) = (t_fr.min(t), rss_fr.max(rss));
+            let run = run_once(&out, &ours, false);
+            (t_ours, rss_ours) = (t_ours.min(run.took), rss_ours.max(run.peak_rss_kb));
+            let run = run_once(&out, &[convert.as_os_str(), path.as_os_str()], false);
+            let synced = run.took + sync_everything_under(&run.output);
+            (t_fr, rss_fr) = (t_fr.min(run.took), rss_fr.max(run.peak_rss_kb));
+            t_fr_synced = t_fr_synced.min(synced);
         }
         println!(
-            "| {name} | {mb:.2} | {:.0} | {:.0} | {:.2} | {:.1} | {:.1} | {:.2} |",
+            "| {name} | {mb:.2} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} | {:.2} |",
             mb / t_ours.as_secs_f64(),
             mb / t_fr.as_secs_f64(),
             t_fr.as_secs_f64() / t_ours.as_secs_f64(),
+            t_fr_synced.as_secs_f64() / t_ours.as_secs_f64(),
             rss_ours as f64 / 1e3,
             rss_fr as f64 / 1e3,
             rss_fr as f64 / rss_ours as f64,
@@ -323,7 +376,7 @@ fn against_previous_release() {
             let time = |bin: &PathBuf| {
                 let args = command(bin);
                 let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-                run_once(&out, &args, export == "MCAP").0
+                run_once(&out, &args, export == "MCAP").took
             };
             for round in 0..PREVIOUS_ROUNDS {
                 // Each goes first every other round: the second of two runs may find the
