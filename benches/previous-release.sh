@@ -8,14 +8,14 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 commit="${1:-$(sed -n 's/^pub const PREVIOUS_RELEASE: &str = "\(.*\)";/\1/p' "$here/benches/common/peers.rs")}"
 dest="${XDG_CACHE_HOME:-$HOME/.cache}/ulog-recv/previous-release/$commit"
-# Built as the current binary is: the bench profile, which inherits the current Cargo.toml's
-# release profile (LTO, codegen units), whatever the previous release's own Cargo.toml said.
-# A build with other settings is built again.
+# Built as the current binary is: the bench profile, given the current Cargo.toml's `dist`
+# settings (LTO, codegen units: what ships), whatever the previous release's own Cargo.toml
+# said. A build with other settings is built again.
 build=$(python3 -c '
 import sys, tomllib
-release = tomllib.load(open(sys.argv[1], "rb")).get("profile", {}).get("release", {})
-lto = release.get("lto", False)
-print(str(lto).lower() if isinstance(lto, bool) else lto, release.get("codegen-units", 16))
+dist = tomllib.load(open(sys.argv[1], "rb"))["profile"]["dist"]
+lto = dist.get("lto", False)
+print(str(lto).lower() if isinstance(lto, bool) else lto, dist.get("codegen-units", 16))
 ' "$here/Cargo.toml")
 read -r lto codegen_units <<< "$build"
 if [ -x "$dest/ulog-recv" ] && [ "$(cat "$dest/build" 2>/dev/null)" = "$build" ]; then

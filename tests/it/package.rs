@@ -440,6 +440,39 @@ fn locked_direct_dependencies() -> Vec<(String, String)> {
         .collect()
 }
 
+/// What ships is built with `dist` (fat LTO, one codegen unit, stripped); the benches time
+/// the same optimisation (their built-in profile cannot inherit a custom one, so it repeats
+/// `dist`'s two settings), and `release` stays as cargo makes it, so that the README's first
+/// command (`cargo run --release -- demo`) builds in minutes.
+#[test]
+fn the_benches_build_as_dist_ships_and_release_is_cargos_own() {
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(project().join("Cargo.toml")).unwrap()).unwrap();
+    let profiles = manifest["profile"]
+        .as_table()
+        .expect("[profile.*] in Cargo.toml");
+    let dist = profiles["dist"].as_table().expect("[profile.dist]");
+    assert_eq!(dist["inherits"].as_str(), Some("release"));
+    assert_eq!(dist["lto"].as_str(), Some("fat"));
+    assert_eq!(dist["codegen-units"].as_integer(), Some(1));
+    assert_eq!(dist["strip"].as_bool(), Some(true));
+    let bench = profiles["bench"].as_table().expect("[profile.bench]");
+    for key in ["lto", "codegen-units"] {
+        assert_eq!(
+            bench.get(key),
+            dist.get(key),
+            "[profile.bench] {key} is not [profile.dist]'s: the benches would time another build"
+        );
+    }
+    assert!(
+        !profiles.contains_key("release"),
+        "[profile.release] is set: `cargo run --release` should build as cargo makes it"
+    );
+    let package = std::fs::read_to_string(project().join(".ci/package")).unwrap();
+    assert!(package.contains("cargo build --profile dist --locked"));
+    assert!(package.contains("deb_options=(--profile dist "));
+}
+
 #[test]
 fn the_packaged_units_pass_systemd_analyze_verify_and_security() {
     let Some(packages) = packages() else { return };
