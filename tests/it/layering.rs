@@ -1,7 +1,8 @@
 //! The crate's layout holds: every file of `src/` (the binary aside) imports only the parts
 //! its own part may use, as the table in `src/lib.rs` lists them (the one place they are
 //! listed); no two files import each other, directly or around a circle; the sans-IO parts
-//! touch no socket, file, thread or clock; every file and folder says what it is (`//!`).
+//! touch no socket, file, thread or clock; every file and folder says what it is (`//!`); no
+//! file is over 800 lines, its tests included.
 //!
 //! Imports are read from the source text: `use` trees (braces and `self` expanded) and
 //! inline `crate::` / `super::` paths, outside comments and outside the `#[cfg(test)] mod
@@ -423,6 +424,39 @@ fn every_file_imports_only_the_parts_its_part_may_use_and_no_file_imports_in_a_c
         problems.is_empty(),
         "the layout is broken:\n{}",
         problems.join("\n")
+    );
+}
+
+/// The most lines a file of `src/` holds, its tests included: past that a reader no longer
+/// takes it in whole, and it is split by what it owns, as a folder whose `mod.rs` says what
+/// each file holds.
+const MAX_FILE_LINES: usize = 800;
+
+#[test]
+fn no_file_of_src_is_over_800_lines_tests_included() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = 0;
+    let mut too_long = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files += 1;
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > MAX_FILE_LINES {
+                    too_long.push(format!("{}: {lines} lines", path.display()));
+                }
+            }
+        }
+    }
+    assert!(files > 100, "only {files} files of src/ were read");
+    assert!(
+        too_long.is_empty(),
+        "over {MAX_FILE_LINES} lines (split each by what it owns):\n{}",
+        too_long.join("\n")
     );
 }
 
