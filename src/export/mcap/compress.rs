@@ -45,7 +45,7 @@ pub(super) fn compress(
 
 /// A compressor's end as the writer thread holds it: chunks (each with a buffer for its
 /// compressed bytes) in, compressed chunks out.
-pub(super) type Worker = (
+type Worker = (
     mpsc::SyncSender<(Chunk, Vec<u8>)>,
     mpsc::Receiver<std::io::Result<Compressed>>,
 );

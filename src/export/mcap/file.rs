@@ -14,7 +14,7 @@ use super::{Chunk, ChunkIndex, MAGIC, Step, Summary, op};
 use crate::export::{ExportError, FlightMetadata};
 
 /// Bytes written so far, their CRC (the data section's) and where they go.
-pub(super) struct Output<W> {
+struct Output<W> {
     out: W,
     position: u64,
     crc: crc32fast::Hasher,
@@ -84,7 +84,7 @@ pub(super) fn write_file<W: Write>(
 
 /// Writes one chunk record and its message index records; `record` is a buffer reused from
 /// chunk to chunk.
-pub(super) fn write_chunk<W: Write>(
+fn write_chunk<W: Write>(
     out: &mut Output<W>,
     compressed: &Compressed,
     record: &mut Vec<u8>,
@@ -134,7 +134,7 @@ pub(super) fn write_chunk<W: Write>(
 }
 
 /// Metadata, data end, the summary section, its offsets and the footer.
-pub(super) fn finish<W: Write>(
+fn finish<W: Write>(
     mut out: Output<W>,
     summary: &Summary,
     metadata: FlightMetadata,

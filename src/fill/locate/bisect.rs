@@ -79,7 +79,7 @@ impl Locator {
 
     /// Starts the scan once the bisection's range is small enough (or goes on with the
     /// scan that left off for it).
-    pub(super) fn bisected(&mut self) {
+    fn bisected(&mut self) {
         if let Stage::Bisect { lo, hi, .. } = self.stage
             && hi - lo <= BISECT_STOP
         {

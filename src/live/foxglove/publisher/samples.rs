@@ -36,7 +36,7 @@ impl FoxglovePublisher {
         }
     }
 
-    pub(super) fn message(&mut self, bytes: &[u8], arrived: Instant) {
+    fn message(&mut self, bytes: &[u8], arrived: Instant) {
         let Some(message) = Message::parse_framed(bytes) else {
             return;
         };
@@ -170,14 +170,7 @@ impl FoxglovePublisher {
         );
     }
 
-    pub(super) fn log_string(
-        &mut self,
-        timestamp: u64,
-        level: u8,
-        name: &str,
-        text: &[u8],
-        arrived: Instant,
-    ) {
+    fn log_string(&mut self, timestamp: u64, level: u8, name: &str, text: &[u8], arrived: Instant) {
         let channel = &self.channels[&self.log_channel];
         if channel.subscribers.is_empty() {
             return;
