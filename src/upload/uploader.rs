@@ -434,7 +434,9 @@ impl Worker {
                 // A session with no closed split has no flight to make tables of.
                 let no_flight = manifest.all_splits().all(|s| !s.closed);
                 let tabled = !self.tables || no_flight || journal.tables_complete(&manifest);
-                if manifest.closed && stored && reviewed && tabled {
+                // A fill to come adds amendments: the session is not whole in the bucket
+                // before it has run (or said why not).
+                if manifest.closed && stored && reviewed && tabled && !fill_pending {
                     if !session.join(UPLOADED_MARK).exists() {
                         write_file_durably(session, UPLOADED_MARK, b"").map_err(io)?;
                         tracing::info!(session = %session.display(), "session uploaded");
