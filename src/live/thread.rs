@@ -297,6 +297,8 @@ async fn serve(
     };
     // Lines dropped from the queues of clients that have left.
     let mut lagged_departed = 0u64;
+    // The clients by protocol last set in the metrics.
+    let mut clients_told = None;
     loop {
         tokio::select! {
             f = feed.recv() => match f {
@@ -392,6 +394,13 @@ async fn serve(
             }
         }
         let foxglove_clients = fox.as_ref().map_or(0, FoxgloveClients::client_count);
+        let clients = (publisher.client_count(), foxglove_clients);
+        if clients_told != Some(clients) {
+            clients_told = Some(clients);
+            let live = crate::monitor::catalogue::LIVE_CLIENTS.name;
+            metrics::gauge!(live, "protocol" => "ndjson").set(clients.0 as f64);
+            metrics::gauge!(live, "protocol" => "foxglove").set(clients.1 as f64);
+        }
         client_count.store(
             publisher.client_count() + foxglove_clients,
             Ordering::Relaxed,

@@ -400,6 +400,23 @@ async fn find_sd_log<'a>(
     Err(FillError::NoSdLog { checked })
 }
 
+/// A fill's outcome in the metrics (a fill the daemon's stop cut is not one).
+fn count_fill(result: &Result<FillReport, FillError>) {
+    use crate::monitor::catalogue::{
+        FILL_FETCHED_BYTES, FILL_MISSING_DROPOUTS, FILL_RECOVERED_BYTES, FILL_RUNS,
+    };
+    match result {
+        Ok(r) => {
+            metrics::counter!(FILL_RUNS.name, "outcome" => "done").increment(1);
+            metrics::counter!(FILL_FETCHED_BYTES.name).increment(r.fetched_bytes);
+            metrics::counter!(FILL_RECOVERED_BYTES.name).increment(r.record_bytes);
+            metrics::gauge!(FILL_MISSING_DROPOUTS.name).set(r.unfilled.len() as f64);
+        }
+        Err(FillError::Files(FilesError::Stopped)) => {}
+        Err(_) => metrics::counter!(FILL_RUNS.name, "outcome" => "failed").increment(1),
+    }
+}
+
 /// `--fill auto`: fills each session the daemon closes, on its own thread (reading splits
 /// and writing amendments never holds up the network loop), through the daemon's session
 /// (the loop runs the FTP operations it asks for, beside the stream), once the vehicle is
@@ -451,6 +468,7 @@ impl AutoFill {
                             other => break other,
                         }
                     };
+                    count_fill(&result);
                     match result {
                         Ok(r) if r.dropouts == 0 => {}
                         Ok(r) => tracing::info!(

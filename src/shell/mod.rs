@@ -11,12 +11,16 @@
 //! - [`service`]: sd_notify and the status line; [`config`]: the config file, as
 //!   command-line arguments; [`values`]: option values (sizes, durations) checked where they
 //!   enter; [`keyfile`]: the signing key file and the signing clock's reservation on disk.
+//! - [`monitoring`]: the daemon's counters into its Prometheus metrics and its health check;
+//!   [`metrics_server`]: `--metrics`, the HTTP listener of `/metrics` and `/healthz`.
 //!
 //! The top of the crate: it may use every other part, and none uses it.
 
 pub mod config;
 pub mod fill;
 pub mod keyfile;
+pub mod metrics_server;
+pub mod monitoring;
 pub mod receiver;
 pub mod service;
 pub mod simulator;

@@ -20,6 +20,7 @@ use crate::diagnose::{Finding, FindingFilter, Severity};
 use crate::link::ftp::{FtpError, FtpReply, FtpStats};
 use crate::link::{Event, Session, SessionConfig, SessionStats};
 use crate::live::thread::PublishFeed;
+use crate::monitor::catalogue;
 use crate::shell::keyfile::Reservation;
 use crate::shell::transport::{Link, LinkStats, Received};
 use crate::shell::vehicle_files::FtpRequest;
@@ -130,6 +131,8 @@ pub async fn run(
         ..ReservationKeeper::default()
     };
     let mut stopping = false;
+    // The exposition's histogram (nothing without one installed).
+    let ack_latency = metrics::histogram!(catalogue::ACK_LATENCY.name);
     let mut ftp = options.ftp;
     let mut event_requests = options.event_requests;
     let mut ftp_pending: Option<FtpAnswer> = None;
@@ -159,7 +162,9 @@ pub async fn run(
                     receive(&mut session, &mut link, &buf, read, arrived);
                     if session.acks_sent() > acks_before {
                         transmit(&mut session, &mut link).await;
-                        status.ack_latency.record(arrived.elapsed());
+                        let latency = arrived.elapsed();
+                        status.ack_latency.record(latency);
+                        ack_latency.record(latency);
                     }
                     if more == 0 {
                         break;
@@ -445,6 +450,16 @@ fn report(
         StoreReport::Closed(dir) => notify(Notice::SessionClosed(&dir)),
         StoreReport::WriteError { bytes } => status.write_errors += bytes,
         StoreReport::Event(outcome) => {
+            if let EventOutcome::Recorded(record) = &outcome
+                && let Some(finding) = &record.finding
+            {
+                metrics::counter!(
+                    catalogue::FINDINGS.name,
+                    "analyzer" => finding.id.as_str(),
+                    "severity" => finding.severity.as_str()
+                )
+                .increment(1);
+            }
             if let Some(p) = publish {
                 p.event_outcome(outcome);
             }

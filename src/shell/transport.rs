@@ -15,6 +15,8 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -87,6 +89,9 @@ pub struct LinkStats {
     pub peer_changes: u64,
     /// Frames [`Link::send`] could not hand to the OS (no route, no buffer space).
     pub send_failures: u64,
+    /// The link is open: a UDP socket always (it binds or the daemon does not start); a TCP
+    /// connection or a serial port while connected.
+    pub open: bool,
 }
 
 /// Where a listening UDP link sends, sans-IO; see the module docs.
@@ -196,6 +201,8 @@ enum Inner {
     Stream {
         rx: mpsc::Receiver<Vec<u8>>,
         tx: mpsc::Sender<Vec<u8>>,
+        /// Set by the connection's task while it is connected.
+        connected: Arc<AtomicBool>,
     },
 }
 
@@ -225,8 +232,14 @@ impl Link {
             LinkSpec::Tcp(_) | LinkSpec::Serial { .. } => {
                 let (to_main, rx) = mpsc::channel(1024);
                 let (tx, from_main) = mpsc::channel(256);
-                tokio::spawn(run_stream(spec.clone(), to_main, from_main));
-                Inner::Stream { rx, tx }
+                let connected = Arc::new(AtomicBool::new(false));
+                tokio::spawn(run_stream(
+                    spec.clone(),
+                    to_main,
+                    from_main,
+                    connected.clone(),
+                ));
+                Inner::Stream { rx, tx, connected }
             }
         };
         Ok(Self {
@@ -243,8 +256,14 @@ impl Link {
     /// The link's counters.
     pub fn stats(&self) -> LinkStats {
         let mut stats = match &self.inner {
-            Inner::Udp { tracker, .. } => tracker.stats(),
-            Inner::Stream { .. } => LinkStats::default(),
+            Inner::Udp { tracker, .. } => LinkStats {
+                open: true,
+                ..tracker.stats()
+            },
+            Inner::Stream { connected, .. } => LinkStats {
+                open: connected.load(Ordering::Relaxed),
+                ..LinkStats::default()
+            },
         };
         stats.send_failures = self.send_failures;
         stats
@@ -426,6 +445,7 @@ async fn run_stream(
     spec: LinkSpec,
     to_main: mpsc::Sender<Vec<u8>>,
     mut from_main: mpsc::Receiver<Vec<u8>>,
+    is_connected: Arc<AtomicBool>,
 ) {
     let mut failures = 0u32;
     loop {
@@ -446,6 +466,7 @@ async fn run_stream(
         let mut conn = match connected {
             Ok(c) => {
                 tracing::info!(link = %spec, "connected");
+                is_connected.store(true, Ordering::Relaxed);
                 failures = 0;
                 c
             }
@@ -476,6 +497,7 @@ async fn run_stream(
                     Ok(0) | Err(_) => {
                         let why = match r { Err(e) => e.to_string(), _ => "closed".into() };
                         tracing::warn!(link = %spec, why, "link lost; reconnecting");
+                        is_connected.store(false, Ordering::Relaxed);
                         break;
                     }
                     Ok(n) => if to_main.send(buf[..n].to_vec()).await.is_err() { return },
@@ -483,6 +505,7 @@ async fn run_stream(
                 f = from_main.recv() => match f {
                     Some(frame) => if let Err(e) = conn.write_all(&frame).await {
                         tracing::warn!(link = %spec, error = %e, "write failed; reconnecting");
+                        is_connected.store(false, Ordering::Relaxed);
                         break;
                     },
                     None => return,

@@ -82,6 +82,8 @@ pub struct StorageStats {
     pub stalled_ms: Option<u64>,
     /// Start-up recovery is running.
     pub recovering: bool,
+    /// Writing is paused by a failure (the disk is full) until there is room.
+    pub paused: bool,
 }
 
 /// Shared between the threads: what the store thread is doing.
@@ -92,6 +94,7 @@ struct Health {
     busy_since: AtomicU64,
     queued: AtomicUsize,
     recovering: AtomicBool,
+    paused: AtomicBool,
 }
 
 impl Health {
@@ -132,6 +135,7 @@ impl StoreThread {
             busy_since: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             recovering: AtomicBool::new(true),
+            paused: AtomicBool::new(false),
         });
         let shared = health.clone();
         let handle = std::thread::Builder::new()
@@ -161,6 +165,7 @@ impl StoreThread {
                     if let Err(e) = store.tick(Instant::now()) {
                         tracing::error!(error = %e, "cannot sync the log");
                     }
+                    shared.paused.store(store.is_paused(), Ordering::Relaxed);
                     shared.idle();
                 }
                 shared.busy();
@@ -285,6 +290,7 @@ impl StoreThread {
             drop_runs: self.drop_runs,
             stalled_ms,
             recovering: self.health.recovering.load(Ordering::Relaxed),
+            paused: self.health.paused.load(Ordering::Relaxed),
         }
     }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::monitor::catalogue;
 use crate::store::Manifest;
 use crate::store::files::{
     MANIFEST, UPLOADED_MARK, list_sessions, read_manifest, write_file_durably,
@@ -228,6 +229,17 @@ pub enum UploadRunError {
 }
 
 impl UploadRunError {
+    /// The failure's kind in a word, for the metrics' `reason` label (a fixed set).
+    fn reason(&self) -> &'static str {
+        match self {
+            UploadRunError::Upload(e) => e.reason(),
+            UploadRunError::Start(_) => "credentials",
+            UploadRunError::FlightReview(_) => "flight_review",
+            UploadRunError::Tables(_) => "tables",
+            UploadRunError::Session { .. } => "local",
+        }
+    }
+
     fn is_config(&self) -> bool {
         matches!(self, UploadRunError::Upload(e) if e.is_config())
     }
@@ -249,6 +261,8 @@ struct Worker {
     backoff: Backoff,
     /// The user-fixable failure last said, and when.
     config_error_said: Option<(String, Instant)>,
+    /// When the newest wholly uploaded session was marked so (Unix seconds).
+    last_complete: f64,
 }
 
 impl Worker {
@@ -281,6 +295,7 @@ impl Worker {
                 std::process::id() as u64,
             ),
             config_error_said: None,
+            last_complete: 0.0,
         })
     }
 
@@ -294,6 +309,7 @@ impl Worker {
             {
                 let mut s = self.status.lock().expect("status lock");
                 s.pending_sessions = pending.len();
+                metrics::gauge!(catalogue::UPLOAD_PENDING_SESSIONS.name).set(pending.len() as f64);
                 s.waiting_for_disarm = waiting && !pending.is_empty();
             }
             let mut worked = false;
@@ -357,6 +373,19 @@ impl Worker {
             .collect()
     }
 
+    /// A session is wholly uploaded (now or before a restart): when its mark was made moves
+    /// the metrics' time of the last complete upload forward (never back).
+    fn note_complete(&mut self, session: &Path) {
+        let made = std::fs::metadata(session.join(UPLOADED_MARK)).and_then(|m| m.modified());
+        if let Ok(at) = made
+            && let Ok(since_epoch) = at.duration_since(std::time::UNIX_EPOCH)
+            && since_epoch.as_secs_f64() > self.last_complete
+        {
+            self.last_complete = since_epoch.as_secs_f64();
+            metrics::gauge!(catalogue::UPLOAD_LAST_COMPLETE.name).set(self.last_complete);
+        }
+    }
+
     /// Notes a failure: in the journal and the log (a user-fixable one once a minute), and
     /// returns how long to wait.
     fn failed(&mut self, session: &Path, e: &UploadRunError) -> Duration {
@@ -377,6 +406,7 @@ impl Worker {
             tracing::warn!(session = %session.display(), retry_in = ?wait, "upload failed: {message}");
             wait
         };
+        metrics::counter!(catalogue::UPLOAD_FAILURES.name, "reason" => e.reason()).increment(1);
         self.status.lock().expect("status lock").failing = Some(message.clone());
         if let Ok(Some(mut journal)) = load_journal(session)
             && journal.failing.as_deref() != Some(&message)
@@ -442,6 +472,7 @@ impl Worker {
                         tracing::info!(session = %session.display(), "session uploaded");
                     }
                     self.complete.insert(session.to_owned());
+                    self.note_complete(session);
                 }
                 return Ok(None);
             }
@@ -470,7 +501,10 @@ impl Worker {
                 // final if the file says the session is closed.
                 let final_one =
                     serde_json::from_slice::<Manifest>(&bytes).is_ok_and(|m| m.closed) && last;
+                let len = bytes.len() as u64;
                 bucket.put_bytes(&key, bytes, pace).await?;
+                metrics::counter!(catalogue::UPLOAD_OBJECTS.name).increment(1);
+                metrics::counter!(catalogue::UPLOAD_BYTES.name).increment(len);
                 journal.manifest_splits = closed_splits;
                 journal.manifest_final = final_one;
                 journal.manifest_amendments = amendments;
@@ -495,6 +529,7 @@ impl Worker {
                 pace(len, started).await;
                 match result {
                     Ok(url) => {
+                        metrics::counter!(catalogue::FLIGHT_REVIEW_UPLOADS.name).increment(1);
                         tracing::info!(session = %session.display(), url, "flight uploaded to Flight Review");
                         journal.flight_review = Some(FlightReviewRecord::Done { url: url.clone() });
                         format!("Flight Review: {url}")
@@ -607,6 +642,8 @@ where
         .await?;
     let size = record.size();
     status.lock().expect("status lock").bytes += size;
+    metrics::counter!(catalogue::UPLOAD_OBJECTS.name).increment(1);
+    metrics::counter!(catalogue::UPLOAD_BYTES.name).increment(size);
     journal.objects.insert(file.clone(), record);
     tracing::info!(key, bytes = size, "uploaded");
     Ok(format!("{file} → {key}"))

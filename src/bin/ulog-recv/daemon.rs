@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 
 use ulog_recv::link::{Event, SigningSetup};
 use ulog_recv::live::thread::PublishServer;
+use ulog_recv::monitor::Exposition;
 use ulog_recv::shell::keyfile::Reservation;
+use ulog_recv::shell::metrics_server::{MetricsConfig, MetricsServer};
+use ulog_recv::shell::monitoring::{StatusMetrics, link_kind};
 use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
 use ulog_recv::shell::service::{Notifier, StatusText};
 use ulog_recv::shell::transport::{Link, LinkSpec};
@@ -57,6 +60,14 @@ pub(crate) async fn receive(
     levels: LogLevels,
 ) -> anyhow::Result<()> {
     let log_dir = args.log_dir();
+    // The exposition before anything counts (without --metrics, nothing is recorded).
+    let mut status_metrics = match args.metrics {
+        Some(_) => {
+            Exposition::install()?;
+            Some(StatusMetrics::new(link_kind(&spec), Instant::now()))
+        }
+        None => None,
+    };
     // The key first: a bad one must stop the start before anything listens.
     let (signing, signing_reservation) = match args.signing_key_file() {
         Some(path) => {
@@ -83,6 +94,16 @@ pub(crate) async fn receive(
         None
     };
     let link = Link::open(&spec).await?;
+    let metrics_server = match (args.metrics, &status_metrics) {
+        (Some(addr), Some(fed)) => Some(MetricsServer::start(MetricsConfig {
+            addr,
+            exposition: Exposition::install()?,
+            health: fed.health(),
+            log_dir: log_dir.clone(),
+            budget: args.store.max_total,
+        })?),
+        _ => None,
+    };
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel();
     let (feed, server) = args.publish.start(event_tx)?.unzip();
     // The handlers before the start line: a SIGHUP or SIGTERM from then on is taken as meant.
@@ -94,6 +115,9 @@ pub(crate) async fn receive(
         log_dir.display(),
         publishing_note(server.as_ref())
     );
+    if let Some(m) = &metrics_server {
+        tracing::info!("metrics on http://{}/metrics, health on /healthz", m.addr());
+    }
     let systemd = Notifier::from_env();
     tracing::debug!(
         watchdog = ?systemd.watchdog(),
@@ -146,6 +170,9 @@ pub(crate) async fn receive(
     };
     let status = ulog_recv::shell::receiver::run(link, options, shutdown, controls, |n| match n {
         Notice::Event(e) => {
+            if let Some(m) = status_metrics.as_mut() {
+                m.event(e);
+            }
             if let (Some(f), Event::Armed(armed)) = (&auto_fill, e) {
                 f.set_armed(*armed);
             }
@@ -169,6 +196,9 @@ pub(crate) async fn receive(
             }
         }
         Notice::Status(s) => {
+            if let Some(m) = status_metrics.as_mut() {
+                m.status(s, Instant::now());
+            }
             let clients = clients
                 .as_ref()
                 .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
@@ -202,6 +232,7 @@ pub(crate) async fn receive(
     if let Some(f) = auto_fill {
         f.stop();
     }
+    drop(metrics_server);
     let status = status?;
     tracing::info!("stopped");
     print_status(&status);
@@ -256,6 +287,7 @@ pub(crate) fn reloader(
                 "publishing",
                 format!("{:?}", new.publish) != format!("{:?}", running.publish),
             ),
+            ("metrics", new.metrics != running.metrics),
             (
                 "uploads",
                 format!("{:?}", new.upload) != format!("{:?}", running.upload),

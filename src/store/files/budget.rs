@@ -112,7 +112,7 @@ pub fn list_sessions(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// Bytes of all files under `dir`.
-fn dir_size(dir: &Path) -> io::Result<u64> {
+pub fn dir_size(dir: &Path) -> io::Result<u64> {
     let mut total = 0;
     for e in std::fs::read_dir(dir)? {
         let e = e?;

@@ -27,7 +27,7 @@ mod open_session;
 mod recovery;
 mod sink;
 
-pub use self::budget::list_sessions;
+pub use self::budget::{dir_size, list_sessions};
 use self::open_session::{ColumnWriter, OpenSession};
 use self::recovery::repair_split;
 pub use self::recovery::{
@@ -184,7 +184,12 @@ impl LogStore {
     /// Repairs what a crash left in the log directory (see [`recover`]); never fails: a
     /// session it cannot repair is set aside and reported.
     pub fn recover(&mut self) {
-        recover(&self.options.dir);
+        let repaired = recover(&self.options.dir)
+            .iter()
+            .filter(|r| matches!(r, Recovered::Repaired(_)))
+            .count();
+        metrics::counter!(crate::monitor::catalogue::SESSIONS_REPAIRED.name)
+            .increment(repaired as u64);
     }
     /// The open session's directory.
     pub fn session_dir(&self) -> Option<&Path> {
@@ -378,8 +383,12 @@ impl LogStore {
             self.unsynced.round = false;
             return self.enforce_budget();
         }
+        let began = Instant::now();
         match self.sync_step() {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                metrics::histogram!(crate::monitor::catalogue::FSYNC.name).record(began.elapsed());
+                Ok(())
+            }
             Ok(false) => {
                 self.unsynced.round = false;
                 self.enforce_budget()

@@ -92,9 +92,13 @@ impl SplitSink for FileSink {
     fn write(&mut self, bytes: &[u8]) {
         if let Some((index, w, hash)) = &mut self.file {
             hash.update(bytes);
-            if let Err(e) = w.write_all(bytes) {
-                self.failed = Some(*index);
-                self.fail(e);
+            match w.write_all(bytes) {
+                Ok(()) => metrics::counter!(crate::monitor::catalogue::STORE_WRITTEN_BYTES.name)
+                    .increment(bytes.len() as u64),
+                Err(e) => {
+                    self.failed = Some(*index);
+                    self.fail(e);
+                }
             }
         }
     }
@@ -110,6 +114,7 @@ impl SplitSink for FileSink {
             match w.into_inner().map_err(|e| e.into_error()) {
                 Ok(f) => {
                     self.closed.push(f);
+                    metrics::counter!(crate::monitor::catalogue::SPLITS_CLOSED.name).increment(1);
                     if let Err(e) = make_closed(&path) {
                         self.fail(e);
                     }

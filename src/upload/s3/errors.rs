@@ -184,6 +184,20 @@ impl UploadError {
     /// A failure only the user can fix (credentials, bucket): said once a minute at most,
     /// tried again slowly. An unreachable server is not one: a vehicle's network comes and
     /// goes.
+    /// The failure's kind in a word, for the metrics' `reason` label (a fixed set).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            UploadError::Credentials { .. } => "credentials",
+            UploadError::NoBucket { .. } => "no_bucket",
+            UploadError::Unreachable { .. } => "unreachable",
+            UploadError::Untrusted { .. } => "untrusted",
+            UploadError::Stalled { .. } => "stalled",
+            UploadError::Transient { .. } => "server",
+            UploadError::Local { .. } => "local",
+            UploadError::Changed { .. } => "changed",
+        }
+    }
+
     pub fn is_config(&self) -> bool {
         matches!(
             self,

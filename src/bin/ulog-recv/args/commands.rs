@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use ulog_recv::live::ndjson::client::Endpoint;
 use ulog_recv::sim::Impairment;
 
-use super::{BucketArgs, LinkArgs, UploadArgs, VehicleLinkArgs, event_window, parse_foxglove};
+use super::{BucketArgs, LinkArgs, UploadArgs, VehicleLinkArgs, event_window, parse_tcp_listen};
 
 /// The simulated link's impairment, seeded.
 #[derive(Args, Debug, Clone)]
@@ -361,7 +361,7 @@ pub(crate) enum Command {
         clean: bool,
         /// The Foxglove WebSocket server's port (127.0.0.1 unless ADDR is given; another
         /// free port if this one is taken).
-        #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_foxglove, default_value = "8765")]
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_tcp_listen, default_value = "8765")]
         foxglove: SocketAddr,
     },
 }

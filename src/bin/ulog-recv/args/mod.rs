@@ -202,6 +202,12 @@ pub(crate) struct ReceiveArgs {
     /// link is shared with telemetry) [default: as fast as the vehicle sends].
     #[arg(long, value_name = "BYTES", value_parser = ftp_rate, help_heading = "Fill")]
     pub(crate) ftp_rate: Option<u64>,
+    /// Serve Prometheus metrics (GET /metrics) and a health check (GET /healthz) over HTTP
+    /// on this port, on 127.0.0.1 unless ADDR is given (e.g. 0.0.0.0:9477 for the fleet's
+    /// Prometheus): counters and states only, no flight data.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_tcp_listen,
+          help_heading = "Monitoring")]
+    pub(crate) metrics: Option<SocketAddr>,
 }
 
 /// How to reach a bucket: the daemon's uploads, and `export --dataset s3://…`.
@@ -374,7 +380,7 @@ pub(crate) struct PublishArgs {
     /// Serve Foxglove, Lichtblick and PlotJuggler live on this WebSocket port (ws://), on
     /// 127.0.0.1 unless ADDR is given (e.g. 0.0.0.0:8765 for the whole network): every topic
     /// as ROS 2 messages (ros2msg, CDR).
-    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_foxglove)]
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_tcp_listen)]
     pub(crate) foxglove: Option<SocketAddr>,
     /// Bytes a client may fall behind before its oldest lines are dropped (64K to 4G).
     #[arg(long, value_parser = queue_size, default_value = "4M", value_name = "SIZE")]
@@ -558,9 +564,9 @@ pub(crate) fn parse_udp_listen(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("not a UDP port or ADDR:PORT: {s}"))
 }
 
-/// `--foxglove`: a port alone binds loopback only (the vehicle's data is not offered to the
+/// `--foxglove`, `--metrics`: a port alone binds loopback only (nothing is offered to the
 /// network unless the user names an address).
-pub(crate) fn parse_foxglove(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_tcp_listen(s: &str) -> Result<SocketAddr, String> {
     let s = s.trim();
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
