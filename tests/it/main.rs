@@ -31,6 +31,7 @@ mod hostile;
 mod layering;
 mod licence;
 mod live;
+mod metrics;
 mod package;
 mod publish;
 mod px4_sitl;
