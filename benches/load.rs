@@ -65,6 +65,9 @@ struct Row {
     /// A closed session of this many MB waits in the log directory, and the daemon uploads
     /// it to a Garage server (at full speed) while it receives.
     upload_mb: u64,
+    /// The daemon serves `--metrics` and a scraper reads `/metrics` every second, as
+    /// Prometheus would at its most eager.
+    scraped: bool,
 }
 
 impl Row {
@@ -79,6 +82,7 @@ impl Row {
             min_seconds: 0.0,
             signed: false,
             upload_mb: 0,
+            scraped: false,
         }
     }
 }
@@ -126,6 +130,8 @@ struct Run {
     ack_max_us: u64,
     /// MB of the waiting session uploaded while the row ran.
     uploaded_mb: f64,
+    /// Scrapes of `/metrics` while the row ran (none: not scraped).
+    scrapes: u64,
 }
 
 fn main() {
@@ -223,6 +229,26 @@ fn main() {
             ..Row::new(Some(100_000), 0)
         },
     ];
+    // Prometheus scraping every second, against the same row unscraped, taking turns (three
+    // rounds): at a busy PX4's rate (100 KB/s of log, where a scrape's fixed cost weighs
+    // most) and at full speed.
+    let metrics_pairs = [(Some(402), 0, 20.0), (Some(200_000), 1472, 10.0)];
+    let plan: Vec<Row> = plan
+        .into_iter()
+        .chain(
+            metrics_pairs
+                .iter()
+                .flat_map(|&(rate, max_write, min_seconds)| {
+                    (0..3).flat_map(move |_| {
+                        [false, true].map(|scraped| Row {
+                            scraped,
+                            min_seconds,
+                            ..Row::new(rate, max_write)
+                        })
+                    })
+                }),
+        )
+        .collect();
     let rows: Vec<usize> = match std::env::var("LOAD_ROWS") {
         // e.g. LOAD_ROWS=11,12 runs only those rows (0-based), to look at one thing.
         Ok(list) => list
@@ -238,6 +264,7 @@ fn main() {
         runs.push(run(plan[*i], seconds.max(plan[*i].min_seconds)));
         upload_mb = upload_mb.max(plan[*i].upload_mb);
     }
+    let metrics_cost = metrics_table(&runs);
     println!(
         "\n| target chunks/s | frames per datagram | achieved chunks/s | chunks | sender drops | lost bytes | dropouts | CPU ms per MB | peak RSS MB | ack RTT p50 µs | p99 µs | max µs | daemon: arrival → ack sent | storage | live clients | data lines per client | lagged lines | skipped (busy) | Foxglove clients | Foxglove messages per client | Foxglove dropped | publish latency p50 / p99 µs | signed | uploaded MB meanwhile |"
     );
@@ -290,9 +317,83 @@ fn main() {
             r.uploaded_mb
         );
     }
+    println!("{metrics_cost}");
     if upload_mb > 0 {
         compare_uploads(upload_mb);
     }
+}
+
+/// GETs `/metrics` on `port` every second while `on`; the scrapes that answered 200.
+fn scrape_every_second(port: u16, on: &std::sync::atomic::AtomicBool) -> u64 {
+    use std::io::{Read, Write};
+    let mut scrapes = 0;
+    while on.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+            let mut answer = Vec::new();
+            if s.read_to_end(&mut answer).is_ok()
+                && answer.starts_with(b"HTTP/1.")
+                && answer.get(9..12) == Some(b"200".as_slice())
+            {
+                scrapes += 1;
+            }
+        }
+        for _ in 0..10 {
+            if !on.load(std::sync::atomic::Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    scrapes
+}
+
+/// The scraped rows against the unscraped ones at the same rate: the daemon's CPU per MB,
+/// median of the rounds, and the ratio.
+fn metrics_table(runs: &[Run]) -> String {
+    let plain = |r: &&Run| r.store.is_empty() && r.clients.clients == 0 && r.clients.foxglove == 0;
+    let mut out = String::from(
+        "\n| target chunks/s | frames per datagram | CPU ms per MB, not scraped (median) | scraped every second | ratio | scrapes | peak RSS MB not scraped / scraped |\n|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut keys: Vec<(Option<u64>, usize)> = (runs.iter().filter(|r| r.scrapes > 0))
+        .map(|r| (r.rate, r.max_write))
+        .collect();
+    keys.dedup();
+    for (rate, max_write) in keys {
+        let median = |scraped: bool| {
+            let mut v: Vec<(f64, f64, u64)> = (runs.iter().filter(plain))
+                .filter(|r| {
+                    (r.rate, r.max_write) == (rate, max_write) && (r.scrapes > 0) == scraped
+                })
+                .map(|r| {
+                    (
+                        r.cpu_s * 1000.0 / r.mb,
+                        r.max_rss_kb as f64 / 1024.0,
+                        r.scrapes,
+                    )
+                })
+                .collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            v.get(v.len() / 2).copied().unwrap_or_default()
+        };
+        let (off, on) = (median(false), median(true));
+        out.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {:.3} | {} | {:.1} / {:.1} |\n",
+            rate.map_or("unlimited".to_owned(), |r| r.to_string()),
+            if max_write == 0 {
+                "1".to_owned()
+            } else {
+                format!("≤{max_write} B")
+            },
+            off.0,
+            on.0,
+            on.0 / off.0,
+            on.2,
+            off.1,
+            on.1
+        ));
+    }
+    out
 }
 
 /// A closed session of about `mb` MB (a synthetic flight, 64 MB splits) in `log_dir`, started
@@ -677,6 +778,7 @@ fn run(row: Row, seconds: f64) -> Run {
         foxglove,
         signed,
         upload_mb,
+        scraped,
         ..
     } = row;
     // A flight long enough for `seconds` at this rate (the synthetic log is ~7.6 KB/s).
@@ -718,6 +820,11 @@ fn run(row: Row, seconds: f64) -> Run {
         .unwrap()
         .port();
     let foxglove_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
@@ -767,6 +874,12 @@ fn run(row: Row, seconds: f64) -> Run {
                 .flatten(),
         )
         .args(uploading.iter().flat_map(|(_, _, args)| args.iter()))
+        .args(
+            scraped
+                .then(|| ["--metrics".to_owned(), metrics_port.to_string()])
+                .into_iter()
+                .flatten(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -780,6 +893,11 @@ fn run(row: Row, seconds: f64) -> Run {
     let foxgloves: Vec<_> = (0..foxglove)
         .map(|_| foxglove_client(foxglove_port))
         .collect();
+    let scraping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(scraped));
+    let scraper = {
+        let scraping = scraping.clone();
+        std::thread::spawn(move || scrape_every_second(metrics_port, &scraping))
+    };
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -836,6 +954,8 @@ fn run(row: Row, seconds: f64) -> Run {
         (report, stopper.await.unwrap())
     });
 
+    scraping.store(false, std::sync::atomic::Ordering::Relaxed);
+    let scrapes = scraper.join().unwrap();
     let elapsed = report.streamed_in.expect("streamed").as_secs_f64();
     let trips = report.ack_round_trips;
     assert_eq!(report.stats.ack_timeouts, 0);
@@ -945,6 +1065,7 @@ fn run(row: Row, seconds: f64) -> Run {
         ack_p99_us: q(0.99),
         ack_max_us: sorted.last().map_or(0, |d| d.as_micros() as u64),
         uploaded_mb,
+        scrapes,
     };
     println!(
         "rate {:>9}: {} chunks in {:.2} s, file {} of {} bytes, {} dropouts, {} acks",

@@ -363,6 +363,31 @@ fn a_real_prometheus_scraping_the_daemon_agrees_with_info_uploads_and_the_bucket
         "the vehicle is off"
     );
     assert!(v("ulog_recv_store_fsync_seconds_count") > 0.0);
+    // The flight diagnostics' findings, each an event of its session, by analyzer and
+    // severity.
+    let mut findings = std::collections::BTreeMap::<(String, String), f64>::new();
+    for event in infos.iter().flat_map(|i| i["events"].as_array().unwrap()) {
+        if let Some(f) = event["finding"].as_object() {
+            let key = (
+                f["id"].as_str().unwrap().into(),
+                f["severity"].as_str().unwrap().into(),
+            );
+            *findings.entry(key).or_default() += 1.0;
+        }
+    }
+    assert!(
+        !findings.is_empty(),
+        "{FLIGHT} holds GPS interference: {infos:?}"
+    );
+    assert_eq!(
+        v("sum(ulog_recv_findings_total)"),
+        findings.values().sum::<f64>()
+    );
+    for ((analyzer, severity), n) in &findings {
+        let q =
+            format!("ulog_recv_findings_total{{analyzer=\"{analyzer}\",severity=\"{severity}\"}}");
+        assert_eq!(v(&q), *n, "{q}");
+    }
     // The fill of the first session: whole, what it recovered in the session's record.
     let first = &infos[0];
     assert!(first["records_recovered"].as_u64().unwrap() > 0, "{first}");

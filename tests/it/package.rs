@@ -184,6 +184,8 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
             "/usr/share/doc/ulog-recv/copyright",
             "/usr/share/doc/ulog-recv/changelog.Debian.gz",
             "/usr/share/doc/ulog-recv/third-party-licenses.md",
+            "/usr/share/doc/ulog-recv/monitoring/ulog-recv.rules.yml",
+            "/usr/share/doc/ulog-recv/monitoring/grafana-dashboard.json",
         ];
         let commands = ["info", "export", "fill", "tail", "demo"];
         let pages: Vec<String> = commands

@@ -448,11 +448,13 @@ impl LogStore {
     /// nothing written (a power cut, at most what the next sync would have made durable).
     pub fn flush(&mut self) -> io::Result<()> {
         let result = match &mut self.session {
-            Some(s) => s
-                .columns
-                .iter_mut()
-                .filter_map(|c| c.sink.file.as_mut())
-                .try_for_each(|(_, w, _)| w.flush()),
+            Some(s) => {
+                s.columns.iter_mut().for_each(|c| c.sink.report_written());
+                s.columns
+                    .iter_mut()
+                    .filter_map(|c| c.sink.file.as_mut())
+                    .try_for_each(|(_, w, _)| w.flush())
+            }
             None => Ok(()),
         };
         if result.is_err() {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::monitor::catalogue::{SPLITS_CLOSED, STORE_WRITTEN_BYTES};
 use crate::store::manifest::hex;
 use crate::store::splitter::{SplitSink, SplitSummary};
 
@@ -32,6 +33,11 @@ pub(super) struct FileSink {
     pub(super) paused: bool,
     /// A split closed early by a write failure: its later `end` is not news.
     pub(super) abandoned: Option<u32>,
+    /// Bytes written since the metrics were last told ([`FileSink::report_written`]: a
+    /// message is too small a thing to count in a shared counter each).
+    unreported_bytes: u64,
+    written_bytes: metrics::Counter,
+    splits_closed: metrics::Counter,
 }
 
 impl FileSink {
@@ -47,7 +53,16 @@ impl FileSink {
             failed: None,
             paused: false,
             abandoned: None,
+            unreported_bytes: 0,
+            written_bytes: metrics::counter!(STORE_WRITTEN_BYTES.name),
+            splits_closed: metrics::counter!(SPLITS_CLOSED.name),
         }
+    }
+
+    /// Tells the metrics the bytes written since the last call.
+    pub(super) fn report_written(&mut self) {
+        self.written_bytes
+            .increment(std::mem::take(&mut self.unreported_bytes));
     }
 
     fn split_path(&self, index: u32) -> PathBuf {
@@ -93,8 +108,7 @@ impl SplitSink for FileSink {
         if let Some((index, w, hash)) = &mut self.file {
             hash.update(bytes);
             match w.write_all(bytes) {
-                Ok(()) => metrics::counter!(crate::monitor::catalogue::STORE_WRITTEN_BYTES.name)
-                    .increment(bytes.len() as u64),
+                Ok(()) => self.unreported_bytes += bytes.len() as u64,
                 Err(e) => {
                     self.failed = Some(*index);
                     self.fail(e);
@@ -104,6 +118,7 @@ impl SplitSink for FileSink {
     }
 
     fn end(&mut self, summary: &SplitSummary) {
+        self.report_written();
         if self.paused || self.abandoned == Some(summary.index) {
             return;
         }
@@ -114,7 +129,7 @@ impl SplitSink for FileSink {
             match w.into_inner().map_err(|e| e.into_error()) {
                 Ok(f) => {
                     self.closed.push(f);
-                    metrics::counter!(crate::monitor::catalogue::SPLITS_CLOSED.name).increment(1);
+                    self.splits_closed.increment(1);
                     if let Err(e) = make_closed(&path) {
                         self.fail(e);
                     }
