@@ -286,6 +286,7 @@ fn sample_value(key: &str) -> &'static str {
         "upload-tables" => "true",
         "fill" => "\"auto\"",
         "ftp-rate" => "\"20K\"",
+        "metrics" => "\"127.0.0.1:9477\"",
         "flight-review" => "\"https://logs.px4.io\"",
         "flight-review-public" => "true",
         "flight-review-email" => "\"ops@example.com\"",
