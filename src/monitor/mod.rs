@@ -3,7 +3,7 @@
 //! format ([`Exposition`]), and the rules of its health check ([`health`]).
 //!
 //! Code that counts something names it from the catalogue and records it through the
-//! [`metrics`] facade (`metrics::counter!(catalogue::CHUNKS_RECEIVED.name)`); without an
+//! [`metrics`] facade (`metrics::counter!(catalogue::UPLOAD_OBJECTS.name)`); without an
 //! installed exposition (the daemon without `--metrics`, the tests, the other commands) the
 //! facade does nothing. Counters that a part already keeps (the session's, the store's) are
 //! not counted twice: the shell copies them into their metrics once per status report

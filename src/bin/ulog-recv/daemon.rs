@@ -61,13 +61,9 @@ pub(crate) async fn receive(
 ) -> anyhow::Result<()> {
     let log_dir = args.log_dir();
     // The exposition before anything counts (without --metrics, nothing is recorded).
-    let mut status_metrics = match args.metrics {
-        Some(_) => {
-            Exposition::install()?;
-            Some(StatusMetrics::new(link_kind(&spec), Instant::now()))
-        }
-        None => None,
-    };
+    let exposition = args.metrics.map(|_| Exposition::install()).transpose()?;
+    let mut status_metrics =
+        (exposition.as_ref()).map(|_| StatusMetrics::new(link_kind(&spec), Instant::now()));
     // The key first: a bad one must stop the start before anything listens.
     let (signing, signing_reservation) = match args.signing_key_file() {
         Some(path) => {
@@ -94,10 +90,10 @@ pub(crate) async fn receive(
         None
     };
     let link = Link::open(&spec).await?;
-    let metrics_server = match (args.metrics, &status_metrics) {
-        (Some(addr), Some(fed)) => Some(MetricsServer::start(MetricsConfig {
+    let metrics_server = match (args.metrics, exposition, &status_metrics) {
+        (Some(addr), Some(exposition), Some(fed)) => Some(MetricsServer::start(MetricsConfig {
             addr,
-            exposition: Exposition::install()?,
+            exposition,
             health: fed.health(),
             log_dir: log_dir.clone(),
             budget: args.store.max_total,
