@@ -5,6 +5,7 @@
 pub mod flight_review;
 pub mod garage;
 pub mod http_relay;
+pub mod lazyfs;
 pub mod machine;
 pub mod procs;
 pub mod px4;

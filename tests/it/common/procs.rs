@@ -15,17 +15,24 @@ impl Proc {
     /// gives one), so its default live socket never meets another test's.
     #[track_caller]
     pub fn spawn(what: &'static str, args: &[String]) -> Self {
-        Self::spawn_with(what, args, Stdio::null(), Stdio::inherit())
+        Self::spawn_with(what, args, &[], Stdio::null(), Stdio::inherit())
     }
 
     #[track_caller]
-    fn spawn_with(what: &'static str, args: &[String], stdout: Stdio, stderr: Stdio) -> Self {
+    fn spawn_with(
+        what: &'static str,
+        args: &[String],
+        env: &[(&str, &str)],
+        stdout: Stdio,
+        stderr: Stdio,
+    ) -> Self {
         static SPAWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let runtime_dir = fresh_dir(&format!("run{n}"));
         let child = Command::new(BIN)
             .args(args)
             .env("RUNTIME_DIRECTORY", &runtime_dir)
+            .envs(env.iter().copied())
             .stdout(stdout)
             .stderr(stderr)
             .spawn()
@@ -40,7 +47,17 @@ impl Proc {
         what: &'static str,
         args: &[String],
     ) -> (Self, std::sync::mpsc::Receiver<String>) {
-        let mut p = Self::spawn_with(what, args, Stdio::piped(), Stdio::piped());
+        Self::spawn_watched_with_env(what, args, &[])
+    }
+
+    /// Like [`spawn_watched`](Self::spawn_watched), with `env` set for it.
+    #[track_caller]
+    pub fn spawn_watched_with_env(
+        what: &'static str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> (Self, std::sync::mpsc::Receiver<String>) {
+        let mut p = Self::spawn_with(what, args, env, Stdio::piped(), Stdio::piped());
         let rx = watch_lines(p.0.stderr.take().unwrap(), "");
         (p, rx)
     }

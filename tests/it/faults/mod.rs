@@ -14,7 +14,10 @@
 //! - nonsense values for every size, duration and interval option, at start and on SIGHUP,
 //!   and `--socket` at a regular file, a directory, a live socket (`settings`).
 
+mod fill_cut;
+mod power;
 mod settings;
+mod torn;
 
 use crate::common;
 
