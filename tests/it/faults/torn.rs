@@ -159,10 +159,11 @@ fn a_torn_signing_reservation_neither_stops_a_signed_start_nor_takes_its_clock_b
     let Some(mut fs) = LazyFs::mount("torn-reservation", &[]) else {
         return;
     };
-    // The second start's reservation: half of it on the disk, then the power gone.
+    // The second start's reservation: half of its number on the disk, then the power gone
+    // (each start writes the number, then the line's end).
     fs.remount(&[Injection::TornOp {
         file: reservation_tmp(&fs.root),
-        occurrence: 2,
+        occurrence: 3,
         parts: 2,
         persist: vec![1],
     }]);
