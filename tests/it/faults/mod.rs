@@ -19,6 +19,7 @@ mod fill_cut;
 mod power;
 mod settings;
 mod torn;
+mod upload_cut;
 
 use crate::common;
 
