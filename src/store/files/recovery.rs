@@ -209,6 +209,8 @@ fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> 
         return Ok(Some(Recovered::Removed(session.to_owned())));
     }
     write_manifest(session, &manifest)?;
+    // The session's own entry, which its crashed writer may not have synced yet.
+    sync_dir(dir)?;
     tracing::warn!(session = %session.display(), "repaired a session left open by a crash");
     Ok(Some(Recovered::Repaired(session.to_owned())))
 }
@@ -286,12 +288,16 @@ pub(super) fn repair_split(
     if keep <= FILE_HEADER_LEN as u64 {
         return Ok(None);
     }
+    let f = OpenOptions::new().write(true).open(path)?;
     if keep < meta.len() {
         tracing::warn!(file = %path.display(), cut = meta.len() - keep, "cutting a torn end");
-        let f = OpenOptions::new().write(true).open(path)?;
         f.set_len(keep)?;
-        f.sync_all()?;
     }
+    // Durable before a manifest says the split is closed: a writer killed before its sync
+    // leaves its writes in the page cache (a kill is no power cut), and the next power cut
+    // would empty the split under a manifest that still gives its size and SHA-256.
+    f.sync_all()?;
+    drop(f);
     // The summary and the hash of what stays.
     let mut splitter = Splitter::new(SplitPolicy::unlimited());
     let mut last = LastSummary(None);
