@@ -13,6 +13,8 @@ use super::procs::fresh_dir;
 pub struct FlightReviewServer {
     port: u16,
     child: Child,
+    /// Its storage: the logs and their database.
+    data: std::path::PathBuf,
 }
 
 impl FlightReviewServer {
@@ -71,7 +73,11 @@ impl FlightReviewServer {
             .stderr(log)
             .spawn()
             .unwrap();
-        let server = Self { port, child };
+        let server = Self {
+            port,
+            child,
+            data: dir.join("data"),
+        };
         let t0 = Instant::now();
         while !http_ok(port, "/upload") {
             assert!(
@@ -86,6 +92,27 @@ impl FlightReviewServer {
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The description of every log the server holds, read from its database.
+    pub fn descriptions(&self) -> Vec<String> {
+        let db = self.data.join("logs.sqlite");
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3,sys,json;print(json.dumps([r[0] for r in \
+                 sqlite3.connect(sys.argv[1]).execute('select Description from Logs')]))",
+            ])
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            db.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
     }
 
     pub fn download(&self, id: &str) -> Vec<u8> {

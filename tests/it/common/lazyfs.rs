@@ -93,6 +93,8 @@ pub struct LazyFs {
     /// LazyFS's answers (opened before any command, kept open).
     answers: Option<BufReader<File>>,
     mounts: u32,
+    /// [`root`](Self::root) is a tmpfs of the test's.
+    tmpfs: bool,
 }
 
 impl LazyFs {
@@ -101,7 +103,23 @@ impl LazyFs {
     /// loudly) where it cannot run outside CI.
     #[track_caller]
     pub fn mount(name: &str, injections: &[Injection]) -> Option<Self> {
+        Self::mount_with(name, injections, None)
+    }
+
+    /// Like [`mount`](Self::mount), its data on a tmpfs of `size` (`mount`'s syntax: `64M`),
+    /// a disk that can be filled.
+    #[track_caller]
+    pub fn mount_on_tmpfs(name: &str, size: &str) -> Option<Self> {
+        Self::mount_with(name, &[], Some(size))
+    }
+
+    #[track_caller]
+    fn mount_with(name: &str, injections: &[Injection], tmpfs: Option<&str>) -> Option<Self> {
         let dir = super::procs::fresh_dir(name);
+        let _ = Command::new("umount")
+            .arg(dir.join("root"))
+            .stderr(Stdio::null())
+            .status();
         // A mount an earlier run left (it died with its test) goes first.
         let _ = Command::new("fusermount3")
             .args(["-u", "-z"])
@@ -133,9 +151,19 @@ impl LazyFs {
             process: None,
             answers: None,
             mounts: 0,
+            tmpfs: false,
         };
         std::fs::create_dir_all(&fs.mount).unwrap();
         std::fs::create_dir_all(&fs.root).unwrap();
+        if let Some(size) = tmpfs {
+            let ok = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(&fs.root)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "cannot mount a tmpfs under LazyFS (root is needed)");
+            fs.tmpfs = true;
+        }
         fs.start(injections);
         Some(fs)
     }
@@ -265,6 +293,28 @@ impl LazyFs {
         }
     }
 
+    /// Writes everything in LazyFS's cache to the disk (`lazyfs::cache-checkpoint`), as a
+    /// clean shutdown would, and waits until it has.
+    pub fn checkpoint(&mut self) {
+        let done = |fs: &Self| {
+            std::fs::read_to_string(fs.dir.join(format!("lazyfs{}.log", fs.mounts)))
+                .map_or(0, |t| t.matches("checkpoint is done").count())
+        };
+        let before = done(self);
+        self.send("lazyfs::cache-checkpoint");
+        let t0 = Instant::now();
+        while done(self) == before {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no checkpoint");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Unmounts LazyFS, leaving [`root`](Self::root) as the disk holds it; [`remount`]
+    /// (Self::remount) mounts it again.
+    pub fn unmount(&mut self) {
+        self.stop();
+    }
+
     /// Waits up to `limit` for LazyFS to die of an armed fault; true if it did.
     pub fn wait_crashed(&mut self, limit: Duration) -> bool {
         let t0 = Instant::now();
@@ -303,6 +353,9 @@ impl LazyFs {
 impl Drop for LazyFs {
     fn drop(&mut self) {
         self.stop();
+        if self.tmpfs {
+            let _ = Command::new("umount").arg(&self.root).status();
+        }
     }
 }
 

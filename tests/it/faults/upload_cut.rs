@@ -98,7 +98,10 @@ fn an_upload_cut_by_the_power_goes_on_from_its_journal_each_part_once() {
     assert!(copied.success());
 
     for (k, &(before, op, regex)) in STEPS.iter().enumerate() {
-        let step = format!("{} {op} of {regex}", if before { "before" } else { "after" });
+        let step = format!(
+            "{} {op} of {regex}",
+            if before { "before" } else { "after" }
+        );
         std::fs::remove_dir_all(&on_disk).unwrap();
         let copied = Command::new("cp")
             .arg("-a")
