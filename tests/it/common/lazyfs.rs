@@ -270,18 +270,29 @@ impl LazyFs {
     /// rename to NAME: LazyFS fires a rename's fault at any rename unless it is given the
     /// target's pattern too.
     pub fn crash_at(&mut self, before: bool, op: &str, regex: &str) {
-        let timing = if before { "before" } else { "after" };
-        let target = if op == "rename" {
+        if op == "rename" {
             let to = regex
                 .strip_suffix(r"\.tmp")
                 .unwrap_or_else(|| panic!("a rename's fault names a NAME\\.tmp: {regex}"));
-            format!("::to_rgx={to}")
-        } else {
-            String::new()
-        };
+            return self.crash_at_rename(before, regex, to);
+        }
+        let timing = if before { "before" } else { "after" };
         self.send(&format!(
-            "lazyfs::crash::timing={timing}::op={op}::from_rgx={regex}{target}"
+            "lazyfs::crash::timing={timing}::op={op}::from_rgx={regex}"
         ));
+        self.wait_armed(regex);
+    }
+
+    /// [`crash_at`](Self::crash_at) a rename of a path `from` matches to one `to` matches.
+    pub fn crash_at_rename(&mut self, before: bool, from: &str, to: &str) {
+        let timing = if before { "before" } else { "after" };
+        self.send(&format!(
+            "lazyfs::crash::timing={timing}::op=rename::from_rgx={from}::to_rgx={to}"
+        ));
+        self.wait_armed(from);
+    }
+
+    fn wait_armed(&self, regex: &str) {
         // Armed once LazyFS has read it (it says so in its log).
         let t0 = Instant::now();
         while !self.log_says(&format!("from regex path = {regex}")) {

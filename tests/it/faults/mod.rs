@@ -9,13 +9,14 @@
 //!   records the next flight whole;
 //! - kill -9 every 2 s through a 60 s flight: every file parses in pyulog, and each kill
 //!   loses at most the last second (a kill: the kernel keeps what was written; real power
-//!   cuts and torn writes, on LazyFS, are `power`, `torn`, `fill_cut`, `upload_cut` and
-//!   `soak`);
+//!   cuts and torn writes, on LazyFS, are `power`, `torn`, `fill_cut`, `upload_cut`,
+//!   `dataset_cut` and `soak`);
 //! - a daemon held up (SIGSTOP for 60 ms, ten times) while the vehicle streams: the backlog
 //!   in its socket is read whole;
 //! - nonsense values for every size, duration and interval option, at start and on SIGHUP,
 //!   and `--socket` at a regular file, a directory, a live socket (`settings`).
 
+mod dataset_cut;
 mod fill_cut;
 mod power;
 mod settings;
