@@ -17,7 +17,7 @@ use serde_json::Value as Json;
 use crate::common::flight_review::FlightReviewServer;
 use crate::common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port};
 use crate::common::lazyfs::LazyFs;
-use crate::common::procs::{Proc, free_udp_port, run_ok, session_dirs};
+use crate::common::procs::{Proc, free_udp_port, run_ok, session_dirs, wait_for_line};
 use crate::common::{sha256_file, venv_python};
 
 const FLIGHTS: usize = 12;
@@ -30,6 +30,8 @@ struct Daemon {
     direct: PathBuf,
     on_lazyfs: bool,
     proc: Option<Proc>,
+    /// Its stderr's lines (kept, so that they are still shown).
+    lines: Option<std::sync::mpsc::Receiver<String>>,
 }
 
 impl Daemon {
@@ -41,7 +43,11 @@ impl Daemon {
             &self.direct
         };
         args.extend(["--log-dir".into(), dir.display().to_string()]);
-        self.proc = Some(Proc::spawn("the daemon", &args));
+        let (proc, lines) = Proc::spawn_watched("the daemon", &args);
+        // Its signals are handled from this line on: a SIGTERM before it would kill it.
+        wait_for_line(&lines, "logs into", Duration::from_secs(20));
+        self.proc = Some(proc);
+        self.lines = Some(lines);
     }
 
     /// Stopped cleanly (SIGTERM: everything synced) and started again on the log directory
@@ -76,21 +82,27 @@ impl Daemon {
     }
 }
 
-/// Fills the tmpfs under `root` up to all but a few KB; the ballast's path.
+/// Fills the tmpfs under `root` up to all but a few KB (the daemon writing meanwhile, a
+/// little less each try until it fits); the ballast's path.
 fn fill_disk(root: &Path) -> PathBuf {
     let ballast = root.join("ballast");
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let path = std::ffi::CString::new(root.as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
-    let free = st.f_bavail as u64 * st.f_frsize as u64;
-    let ok = Command::new("fallocate")
-        .args(["-l", &(free - (16 << 10)).to_string()])
-        .arg(&ballast)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "fallocate");
-    ballast
+    for margin in [16u64 << 10, 256 << 10, 1 << 20, 4 << 20] {
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+        let free = st.f_bavail as u64 * st.f_frsize as u64;
+        let ok = Command::new("fallocate")
+            .args(["-l", &free.saturating_sub(margin).max(1).to_string()])
+            .arg(&ballast)
+            .status()
+            .unwrap()
+            .success();
+        if ok {
+            return ballast;
+        }
+        let _ = std::fs::remove_file(&ballast);
+    }
+    panic!("cannot fill {}", root.display());
 }
 
 #[test]
@@ -139,6 +151,7 @@ fn a_dozen_flights_through_kills_power_cuts_a_lost_server_link_and_disk_reach_th
         direct: fs.root.join("logs"),
         on_lazyfs: true,
         proc: None,
+        lines: None,
     };
     daemon.start();
     let mut faults = BTreeMap::<&str, usize>::new();
