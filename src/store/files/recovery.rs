@@ -288,16 +288,16 @@ pub(super) fn repair_split(
     if keep <= FILE_HEADER_LEN as u64 {
         return Ok(None);
     }
-    let f = OpenOptions::new().write(true).open(path)?;
     if keep < meta.len() {
         tracing::warn!(file = %path.display(), cut = meta.len() - keep, "cutting a torn end");
-        f.set_len(keep)?;
+        OpenOptions::new().write(true).open(path)?.set_len(keep)?;
     }
     // Durable before a manifest says the split is closed: a writer killed before its sync
     // leaves its writes in the page cache (a kill is no power cut), and the next power cut
-    // would empty the split under a manifest that still gives its size and SHA-256.
-    f.sync_all()?;
-    drop(f);
+    // would empty the split under a manifest that still gives its size and SHA-256. Synced
+    // through a read-only descriptor: a split its writer already made read-only is whole
+    // and stays as it is.
+    File::open(path)?.sync_all()?;
     // The summary and the hash of what stays.
     let mut splitter = Splitter::new(SplitPolicy::unlimited());
     let mut last = LastSummary(None);
