@@ -394,3 +394,27 @@ pub fn frozen_clock_env(utc: &str) -> Option<Vec<(&'static str, String)>> {
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
     ])
 }
+
+/// The seed of a test's random faults: `POWER_CUT_SEED` if set (a failure's replay), else a
+/// new one; said on stderr, so that a failure shows it.
+pub fn fault_seed(what: &str) -> u64 {
+    let seed = std::env::var("POWER_CUT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("{what}: seed {seed} (POWER_CUT_SEED={seed} replays its schedule)");
+    seed
+}
+
+/// Copies the directory `from` to `to` as it is (`cp -a`): a session kept aside, put back
+/// before each cut.
+pub fn copy_dir(from: &Path, to: &Path) {
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {} {}", from.display(), to.display());
+}

@@ -4,13 +4,12 @@
 //! holds the original's samples exactly (pyulog, per topic instance), none twice, and the
 //! splits are untouched.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use crate::common::lazyfs::LazyFs;
+use crate::common::lazyfs::{LazyFs, copy_dir};
 use crate::common::procs::{BIN, Proc, free_udp_port, session_dirs, wait_for_line};
 use crate::common::{self, json_output, sha256_file, venv_python};
 
@@ -25,17 +24,6 @@ const STEPS: &[(bool, &str, &str)] = &[
     (true, "rename", r"manifest\.json\.tmp"),
     (false, "rename", r"manifest\.json\.tmp"),
 ];
-
-fn copy_dir(from: &Path, to: &Path) {
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "cp -a {} {}", from.display(), to.display());
-}
 
 #[test]
 fn a_fill_cut_by_the_power_at_each_step_goes_on_and_fills_each_record_once() {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use ulog_recv::store::files::{complete_prefix, hex, read_manifest};
 
-use crate::common::lazyfs::LazyFs;
+use crate::common::lazyfs::{LazyFs, fault_seed};
 use crate::common::procs::{Proc, free_udp_port, run_ok};
 use crate::common::{self, check_with_pyulog};
 
@@ -106,15 +106,11 @@ pub(super) struct CutSession {
 
 #[test]
 fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
-    let seed: u64 = std::env::var("POWER_CUT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
+    let seed = fault_seed("power cuts");
     let cuts: usize = std::env::var("POWER_CUTS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(100);
-    eprintln!("power cuts: seed {seed} (POWER_CUT_SEED={seed} replays this schedule)");
     let Some(mut fs) = LazyFs::mount("power-cuts", &[]) else {
         return;
     };

@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 
 use crate::common::flight_review::FlightReviewServer;
 use crate::common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port};
-use crate::common::lazyfs::LazyFs;
+use crate::common::lazyfs::{LazyFs, fault_seed};
 use crate::common::procs::{Proc, free_udp_port, run_ok, session_dirs, wait_for_line};
 use crate::common::{sha256_file, venv_python};
 
@@ -107,11 +107,7 @@ fn fill_disk(root: &Path) -> PathBuf {
 
 #[test]
 fn a_dozen_flights_through_kills_power_cuts_a_lost_server_link_and_disk_reach_the_bucket_once() {
-    let seed: u64 = std::env::var("POWER_CUT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("soak: seed {seed} (POWER_CUT_SEED={seed} replays its schedule)");
+    let seed = fault_seed("soak");
     let mut rng = fastrand::Rng::with_seed(seed);
     let Some(py) = venv_python() else {
         return;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::power::{
     Cut, CutSession, check_repaired, newest_session, real_vehicle, snapshot, wait_session_opened,
 };
-use crate::common::lazyfs::{Injection, LazyFs, frozen_clock_env};
+use crate::common::lazyfs::{Injection, LazyFs, fault_seed, frozen_clock_env};
 use crate::common::procs::{Proc, free_udp_port};
 
 /// The daemon's frozen wall clock, and so its session's name.
@@ -92,11 +92,7 @@ fn cases(root: &Path, rng: &mut fastrand::Rng) -> Vec<(&'static str, Injection)>
 
 #[test]
 fn torn_writes_then_a_crash_leave_every_session_repaired_whole() {
-    let seed: u64 = std::env::var("POWER_CUT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("torn writes: seed {seed} (POWER_CUT_SEED={seed} replays them)");
+    let seed = fault_seed("torn writes");
     let Some(frozen) = frozen_clock_env(FROZEN_AT) else {
         return;
     };

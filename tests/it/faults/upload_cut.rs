@@ -5,13 +5,12 @@
 //! journal lacks (none it has), the split is in the bucket once and byte for byte, the
 //! manifest beside it, and no multipart upload is left open.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
 use crate::common::garage::{Garage, SECRET_KEY, credentials};
-use crate::common::lazyfs::LazyFs;
+use crate::common::lazyfs::{LazyFs, copy_dir, fault_seed};
 use crate::common::procs::{Proc, free_udp_port, session_dirs};
 use crate::common::{self, sha256_file, venv_python};
 
@@ -26,11 +25,7 @@ const STEPS: &[(bool, &str, &str)] = &[
 
 #[test]
 fn an_upload_cut_by_the_power_goes_on_from_its_journal_each_part_once() {
-    let seed: u64 = std::env::var("POWER_CUT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::u64(..));
-    eprintln!("upload cuts: seed {seed} (POWER_CUT_SEED={seed} replays them)");
+    let seed = fault_seed("upload cuts");
     let mut rng = fastrand::Rng::with_seed(seed);
     let Some(py) = venv_python() else {
         return;
@@ -89,13 +84,7 @@ fn an_upload_cut_by_the_power_goes_on_from_its_journal_each_part_once() {
     assert!(parts >= 3, "{size} bytes");
     let pristine = fs.mount.parent().unwrap().join("pristine");
     let _ = std::fs::remove_dir_all(&pristine);
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(&on_disk)
-        .arg(&pristine)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    copy_dir(&on_disk, &pristine);
 
     for (k, &(before, op, regex)) in STEPS.iter().enumerate() {
         let step = format!(
@@ -103,13 +92,7 @@ fn an_upload_cut_by_the_power_goes_on_from_its_journal_each_part_once() {
             if before { "before" } else { "after" }
         );
         std::fs::remove_dir_all(&on_disk).unwrap();
-        let copied = Command::new("cp")
-            .arg("-a")
-            .arg(&pristine)
-            .arg(&on_disk)
-            .status()
-            .unwrap();
-        assert!(copied.success());
+        copy_dir(&pristine, &on_disk);
         fs.remount(&[]);
         let prefix = format!("cut{k}");
         let mut upload = garage.upload_args(&prefix, &creds);
