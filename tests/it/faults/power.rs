@@ -121,15 +121,7 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
     let Some((mut vehicle, _vehicle_lines)) = real_vehicle(port, seed, &[]) else {
         return;
     };
-    let daemon_args: Vec<String> = vec![
-        "--udp".into(),
-        port.to_string(),
-        "--no-socket".into(),
-        "--log-dir".into(),
-        logs.display().to_string(),
-        "--split-size".into(),
-        "1M".into(),
-    ];
+    let daemon_args = daemon_args(port, &logs, &["--split-size", "1M"]);
     let context = |k: usize, cut: Cut| format!("seed {seed}, cut {k} ({cut:?})");
     let mut pending: Option<CutSession> = None;
     let mut worst_lost = 0u64;
@@ -204,6 +196,20 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
          by a cut ({:.2} s of the stream)",
         worst_lost as f64 / LOG_BYTES_PER_S as f64
     );
+}
+
+/// The daemon's arguments: the vehicle on UDP `port`, logs into `logs`, no live socket,
+/// and `extra`.
+pub(super) fn daemon_args(port: u16, logs: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--udp".into(),
+        port.to_string(),
+        "--no-socket".into(),
+        "--log-dir".into(),
+        logs.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
 }
 
 /// The simulated vehicle streaming `sample.ulg` (a real PX4 log, 4 MB) to `port` at
@@ -395,13 +401,7 @@ fn a_session_repaired_after_a_kill_keeps_what_its_manifest_says_through_the_next
         return;
     };
     let logs = fs.mount.join("logs");
-    let args: Vec<String> = vec![
-        "--udp".into(),
-        port.to_string(),
-        "--no-socket".into(),
-        "--log-dir".into(),
-        logs.display().to_string(),
-    ];
+    let args = daemon_args(port, &logs, &[]);
     let (mut killed, lines) = Proc::spawn_watched("the daemon", &args);
     wait_session_opened(&lines, &fs, &args, 0);
     let session = newest_session(&logs);

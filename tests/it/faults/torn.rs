@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::power::{
-    Cut, CutSession, check_repaired, newest_session, real_vehicle, snapshot, wait_session_opened,
+    Cut, CutSession, check_repaired, daemon_args, newest_session, real_vehicle, snapshot,
+    wait_session_opened,
 };
 use crate::common::lazyfs::{Injection, LazyFs, fault_seed, frozen_clock_env};
 use crate::common::procs::{Proc, free_udp_port};
@@ -110,13 +111,7 @@ fn torn_writes_then_a_crash_leave_every_session_repaired_whole() {
         let Some((mut vehicle, _)) = real_vehicle(port, seed, &[]) else {
             return;
         };
-        let args: Vec<String> = vec![
-            "--udp".into(),
-            port.to_string(),
-            "--no-socket".into(),
-            "--log-dir".into(),
-            logs.display().to_string(),
-        ];
+        let args = daemon_args(port, &logs, &[]);
         let (mut daemon, lines) = Proc::spawn_watched_with_env("the daemon", &args, &frozen);
         wait_session_opened(&lines, &fs, &args, 0);
         let session = newest_session(&logs);
@@ -172,14 +167,8 @@ fn a_torn_signing_reservation_neither_stops_a_signed_start_nor_takes_its_clock_b
         return;
     };
     let logs = fs.mount.join("logs");
-    let mut args: Vec<String> = vec![
-        "--udp".into(),
-        port.to_string(),
-        "--no-socket".into(),
-        "--log-dir".into(),
-        logs.display().to_string(),
-    ];
-    args.extend(signing);
+    let key = key.display().to_string();
+    let args = daemon_args(port, &logs, &["--signing-key", &key]);
     let (mut first, lines) = Proc::spawn_watched("the daemon", &args);
     wait_session_opened(&lines, &fs, &args, 0);
     let _ = first.0.kill();
