@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use ulog_recv::sim::faults::{FAULT_AFTER_US, Fault, FaultFlight, START_US, fault_flight};
 
 use crate::common::procs::{BIN, Proc, finish_recording, free_udp_port, fresh_dir, wait_for_line};
-use crate::common::{json_output, shared_logs, text_output};
+use crate::common::{json_output, router, shared_logs, text_output};
 
 /// Flight Review v2's converter. Without it a test says so loudly and returns `None`; under
 /// CI its absence is a failure.
@@ -421,40 +421,8 @@ fn through_loss_and_an_outage_the_fill_makes_the_findings_the_files() {
     }
 }
 
-/// mavlink-router (`../shared/vendor/mavlink-router`). Without it a test says so loudly and
-/// returns `None`; under CI its absence is a failure.
-fn mavlink_router() -> Option<PathBuf> {
-    let bin = crate::common::project().join("../shared/vendor/mavlink-router/bin/mavlink-routerd");
-    if bin.is_file() {
-        return Some(bin);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{} missing: CI must route through it", bin.display());
-    }
-    eprintln!(
-        "\n!!! SKIPPED the ground station check: no {} !!!\n",
-        bin.display()
-    );
-    None
-}
-
-/// A child that is not ours (the router, the ground station), killed if the test fails.
-struct Other(std::process::Child);
-
-impl Drop for Other {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_motor_failure_reaches_the_ground_station_through_mavlink_router_as_a_statustext() {
-    let Some(router) = mavlink_router() else {
-        return;
-    };
     let Some(py) = crate::common::venv_python() else {
         return;
     };
@@ -464,25 +432,10 @@ fn a_motor_failure_reaches_the_ground_station_through_mavlink_router_as_a_status
     // The vehicle's link (the simulator sends there), the ground station's endpoint and ours,
     // as on a companion computer.
     let (autopilot, gcs_port, ours) = (free_udp_port(), free_udp_port(), free_udp_port());
-    let _router = Other(
-        Command::new(router)
-            .args(["-t", "0", "-e"])
-            .arg(format!("127.0.0.1:{gcs_port}"))
-            .arg("-e")
-            .arg(format!("127.0.0.1:{ours}"))
-            .arg(format!("127.0.0.1:{autopilot}"))
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("mavlink-routerd runs"),
-    );
-    let mut gcs = Command::new(py)
-        .arg(crate::common::project().join("tests/gcs_statustext.py"))
-        .arg(gcs_port.to_string())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("the ground station runs");
-    let heard = crate::common::procs::watch_lines(gcs.stdout.take().unwrap(), "gcs: ");
-    let gcs = Other(gcs);
+    let Some(_router) = router::start(autopilot, &[gcs_port, ours]) else {
+        return;
+    };
+    let (gcs, heard) = router::ground_station(&py, gcs_port);
     wait_for_line(&heard, "ready", Duration::from_secs(20));
     let logs = dir.join("logs");
     let (mut daemon, daemon_log) = Proc::spawn_watched(

@@ -11,6 +11,7 @@ pub mod procs;
 pub mod px4;
 pub mod px4_compare;
 pub mod python_json;
+pub mod router;
 pub mod slow_link;
 pub mod tls;
 pub mod tmpfs;
@@ -25,6 +26,15 @@ pub use machine::alone;
 use serde_json::{Value as Json, json};
 use ulog_recv::ulog::summary::{OwnedValue, summarize};
 use ulog_recv::ulog::{Decoder, Reader, Value};
+
+/// A count a test takes from the environment variable `name` (to run longer or shorter than
+/// CI does), or `default`.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |n| {
+        n.parse()
+            .unwrap_or_else(|_| panic!("{name}={n} is not a number"))
+    })
+}
 
 /// The project's checkout (where Cargo.toml is).
 pub fn project() -> PathBuf {

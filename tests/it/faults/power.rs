@@ -107,10 +107,7 @@ pub(super) struct CutSession {
 #[test]
 fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
     let seed = fault_seed("power cuts");
-    let cuts: usize = std::env::var("POWER_CUTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let cuts = common::env_number("POWER_CUTS", 100) as usize;
     let Some(mut fs) = LazyFs::mount("power-cuts", &[]) else {
         return;
     };
