@@ -324,9 +324,16 @@ impl Locator {
                 && raw[2] == msg_type::DATA
             {
                 let id = u16::from_le_bytes([raw[3], raw[4]]);
+                // The log's clock jumped: PX4's logger was held up (the card, the CPU)
+                // and resumes with a pass over its topics, as after the stop, old samples
+                // among the new: read through it again.
+                let held_up = t > s.clock + CHUNK_LAG_US;
                 s.clock = s.clock.max(t);
                 if let Some(pace) = self.paces.get_mut(&id) {
                     pace.logged(t, s.clock);
+                }
+                if past_stop && held_up && matches!(s.resume, Resume::Over(_)) {
+                    s.resume = Resume::Pass(HashSet::from([id]), id);
                 }
                 if past_stop {
                     match s.resume {
@@ -447,8 +454,10 @@ impl Locator {
             to,
             "the tail reads on where a slow topic is due"
         );
+        // From the first byte not yet scanned: the message the last piece cut in two (the
+        // carry, dropped by the restart) may be the slow topic's sample itself.
         let bisect = Stage::Bisect {
-            lo: s.at,
+            lo: s.carry_at,
             hi: self.sd_len,
             probe: PROBE,
         };
