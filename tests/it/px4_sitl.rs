@@ -468,3 +468,54 @@ fn a_tail_px4_streamed_while_the_link_was_cut_comes_back_from_its_sd_log_post_fl
     assert_eq!(report["postflight"], true, "{report}");
     assert_eq!(common::postflight_sets(&py, &merged), 1);
 }
+
+#[test]
+fn behind_mavlink_router_beside_a_ground_station_every_filled_flight_is_whole() {
+    // As the guide's mavlink-router page sets it up: PX4's onboard link into the router, a
+    // ground station and the daemon each on an endpoint of their own; ten seconds of
+    // streaming, a STOP, then `fill` through the same endpoint. Each flight in a new boot of
+    // PX4, so that each holds its own head, tail and slow topics' timing.
+    // (`ROUTER_FLIGHTS`: how many, 3 by default; `ROUTER_FLIGHT_SECONDS`: how long each
+    // streams, 10 s by default.)
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let instance = 7;
+    for flight in 0..common::env_number("ROUTER_FLIGHTS", 3) {
+        let what = format!("behind mavlink-router, flight {flight}");
+        let Some(px4) = Px4::start(&format!("router-{flight}"), instance) else {
+            return;
+        };
+        let (gcs_port, ours) = (
+            common::procs::free_udp_port(),
+            common::procs::free_udp_port(),
+        );
+        let Some(_router) = common::router::start(Px4::onboard_port(instance), &[gcs_port, ours])
+        else {
+            return;
+        };
+        let (_gcs, heard) = common::router::ground_station(&py, gcs_port);
+        let dir = fresh_dir(&format!("px4-router-ours-{flight}"));
+        let mut d = daemon(&dir, ours);
+        std::thread::sleep(Duration::from_secs(common::env_number(
+            "ROUTER_FLIGHT_SECONDS",
+            10,
+        )));
+        assert!(d.terminate().success(), "{what}: the daemon's exit");
+        assert!(
+            heard.try_iter().any(|line| line == "ready"),
+            "{what}: the ground station never ran"
+        );
+        let session = session_dirs(&dir).pop().expect("a session");
+        let fill = fill_from_px4(&session, ours);
+        assert_eq!(fill["unfilled"], serde_json::json!([]), "{what}: {fill}");
+        let sd_logs = px4.stop();
+        assert_eq!(sd_logs.len(), 1, "{what}: PX4's file logs {sd_logs:?}");
+        let merged = export_session(&session, &dir.join("merged.ulg"));
+        // Against PX4's whole SD log, as the guide's check holds it: nothing stamped in the
+        // stream's window is left out, whenever PX4 wrote it.
+        let sd_len = std::fs::metadata(&sd_logs[0]).unwrap().len() as usize;
+        let report = check_whole(&py, &sd_logs[0], sd_len, &merged, None, &what);
+        assert_eq!(report["postflight"], true, "{what}: {report}");
+    }
+}
