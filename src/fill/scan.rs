@@ -169,8 +169,9 @@ pub struct Pace {
     n_writes: usize,
 }
 
-/// How long after its time a sample is logged late ([`Pace::late_writes`]), µs: longer
-/// than a logger loop or two and the partial chunk's spread.
+/// How long after its time a sample is logged late ([`Pace::late_writes`]), µs, and how
+/// far the log's clock jumps when PX4's logger was held up: longer than a logger loop or
+/// two and the partial chunk's spread.
 pub const LATE_US: u64 = 100_000;
 /// How many late writes tell a topic PX4 logs once an interval.
 pub const LATE_WRITES: u32 = 2;
@@ -225,10 +226,13 @@ impl Pace {
 
     /// [`logged`](Self::logged), and how late it was: a sample of the stream itself (the
     /// tail's records past the stop are logged without: PX4's logger is held up there).
-    pub fn logged_late(&mut self, t: u64, clock: u64) {
+    /// `held_up`: written in the pass PX4's logger makes over its topics when it resumes
+    /// after it was held up (the log's clock jumped just before), late for that, not for
+    /// waiting on its interval.
+    pub fn logged_late(&mut self, t: u64, clock: u64, held_up: bool) {
         self.logged(t, clock);
         self.lag_us = self.lag_us.max(clock - t);
-        self.late_writes += u32::from(clock - t > LATE_US);
+        self.late_writes += u32::from(!held_up && clock - t > LATE_US);
     }
 
     /// Every topic's pace of `from` merged into `into`'s (another column's).
@@ -266,7 +270,15 @@ impl Pace {
     }
 
     /// The latest the log's clock can be when a sample of it stamped at or before `t` (and
-    /// after its newest) is written, µs; `None` when none can come. The later of:
+    /// after its newest) is written, µs; `None` when none can come.
+    ///
+    /// None can once it was written with the log's clock past `t`: the clock is the newest
+    /// time of the records written before it, so PX4's logger copied it no earlier, and it
+    /// copies a topic's newest sample: one stamped between its newest and `t` would have
+    /// been written then instead. (This settles every topic PX4's logger writes in its pass
+    /// over them when it resumes after a STOP.) A write more than [`MAX_LAG_US`] past `t`
+    /// settles nothing: a topic stamped on a clock of its own (seconds or minutes ahead of
+    /// the others, in some logs) drags the log's clock along. Else the later of:
     /// - **Its next write**, when its samples were seen waiting for it ([`LATE_WRITES`]
     ///   of them logged late). PX4's logger takes a rate-limited topic's newest sample
     ///   once an interval: one published right after a write waits for the next, an
@@ -275,27 +287,19 @@ impl Pace {
     ///   bounds it). The interval is the shortest time between two of its last [`WRITES`]
     ///   writes (longer ones are writes the stream lost, or intervals without a new
     ///   sample); with its first write only (when it was subscribed), [`MAX_LAG_US`]
-    ///   after it. None once it was written with the log's clock past `t`: the clock is
-    ///   the newest time of the records written before it, so PX4's logger copied it no
-    ///   earlier, and it copies a topic's newest sample: one stamped between its newest
-    ///   and `t` would have been written then instead (this settles every topic PX4's
-    ///   logger writes in its pass over them when it resumes after a STOP). A write more
-    ///   than [`MAX_LAG_US`] past `t` settles nothing: a topic stamped on a clock of its
-    ///   own (seconds or minutes ahead of the others, in some logs) drags the log's clock
-    ///   along.
+    ///   after it.
     /// - **Its lag**, while its period says a sample may have been taken (the newest is a
     ///   period or more before `t`) and it is still publishing (its newest sample less
     ///   than a period and [`LAG_US`] old: a topic quiet for longer stopped, or is
     ///   published on a change, and PX4 logs such a sample with the first records after
-    ///   it): `t` and the latest it was seen written after its time. (A write since does
-    ///   not settle this one: the logger, held up a moment, writes late what it published
-    ///   on a change, whatever it wrote just before.)
+    ///   it): `t` and the latest it was seen written after its time.
     pub fn due_by(&self, t: u64) -> Option<u64> {
         let writes = &self.writes[..self.n_writes];
         let last_write = writes[writes.len() - 1];
-        let written_since = (t + 1..=t + MAX_LAG_US).contains(&last_write);
+        if (t + 1..=t + MAX_LAG_US).contains(&last_write) {
+            return None;
+        }
         let next_write = match writes.windows(2).map(|w| w[1].saturating_sub(w[0])).min() {
-            _ if written_since => None,
             Some(interval) => (self.late_writes >= LATE_WRITES).then_some(last_write + interval),
             None => Some(writes[0] + MAX_LAG_US),
         };
@@ -360,6 +364,8 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
     let mut last_ts: HashMap<u16, u64> = HashMap::new();
     // The log's clock: its newest sample so far.
     let mut clock = 0u64;
+    // The log's clock when it last jumped by more than [`LATE_US`].
+    let mut resumed_at = 0u64;
     let mut repeats: HashSet<u16> = HashSet::new();
     // No anchor yet in the whole flight: the head's messages are kept from the first
     // record (or dropout) on.
@@ -496,10 +502,16 @@ pub fn scan<'a>(splits: impl IntoIterator<Item = (&'a str, &'a [u8], usize)>) ->
             };
             let msg_id = || u16::from_le_bytes([raw[3], raw[4]]);
             if let Some(t) = timestamp.filter(|t| *t > 0) {
+                // The log's clock jumped (the stream's first records, or PX4's logger held
+                // up a moment): its pass over its topics follows.
+                if t > clock + LATE_US {
+                    resumed_at = t;
+                }
                 clock = clock.max(t);
+                let held_up = clock <= resumed_at + LATE_US;
                 scan.paces
                     .entry(msg_id())
-                    .and_modify(|pace| pace.logged_late(t, clock))
+                    .and_modify(|pace| pace.logged_late(t, clock, held_up))
                     .or_insert_with(|| Pace::first(t, clock));
             }
             let anchor = timestamp.filter(|t| *t > 0).is_some_and(|ts| {
@@ -720,7 +732,7 @@ mod tests {
         let (t, clock) = samples[0];
         let mut p = Pace::first(t, clock);
         for (t, clock) in &samples[1..] {
-            p.logged_late(*t, *clock);
+            p.logged_late(*t, *clock, false);
         }
         p
     }
@@ -754,6 +766,11 @@ mod tests {
         let mut q = p;
         q.sample(450_000);
         assert_eq!(q, p);
+        // Late in the pass PX4's logger makes when it resumes: late for that, not for its
+        // interval.
+        let mut h = p;
+        h.logged_late(600_000, 1_000_000, true);
+        assert_eq!(h.late_writes, p.late_writes);
     }
 
     #[test]
