@@ -38,7 +38,8 @@ use px4::{CUT_DOWN, CUT_UP, Px4, Relay};
 enum Goal {
     /// Fetched bytes within 4 % of the SD log or 3x the recovered bytes, whichever is larger
     /// (the tail reads on to where each slow topic's last sample is written: up to a second
-    /// of log past the stop, and PX4's SITL logs 250 KB a second).
+    /// of log past the stop, and PX4's SITL logs 250 KB a second; measured 0.53 to 0.58 %,
+    /// and up to 166 KB of a 28 s flight's).
     Clean,
     /// Fetched bytes within this many times the recovered ones, and the fill at most this
     /// share of the whole download's time.
