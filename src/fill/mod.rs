@@ -31,6 +31,7 @@ pub mod cache;
 pub mod column;
 pub mod filler;
 pub mod locate;
+pub mod pace;
 pub mod scan;
 pub mod walk;
 

@@ -1011,7 +1011,7 @@ fn wherever_a_stream_stops_its_tail_gets_back_every_sample_stamped_before_it() {
                 continue;
             };
             let end = site.last_before_us;
-            if end < start_us + ulog_recv::fill::scan::MAX_LAG_US {
+            if end < start_us + ulog_recv::fill::pace::MAX_LAG_US {
                 continue;
             }
             let (filled, bytes, _) = fill(&stopped, &sd);

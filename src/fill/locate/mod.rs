@@ -91,7 +91,8 @@ use std::collections::HashSet;
 use self::bisect::{by_clock, median_time};
 use self::stretch::Scan;
 use crate::fill::column::ColumnFilter;
-use crate::fill::scan::{DropoutSite, Edge, FlightScan, Pace};
+use crate::fill::pace::Pace;
+use crate::fill::scan::{DropoutSite, Edge, FlightScan};
 use crate::ulog::Decoder;
 
 /// Bytes read per bisection step, two FTP packets (doubled up to [`MAX_PROBE`] while no
@@ -135,7 +136,7 @@ pub const EDGE_PIECE: u64 = 2048;
 pub const TAIL_PIECE: u64 = 256 * 1024;
 /// How far past a stopped stream's end its tail looks for samples stamped before it, at
 /// most: the latest PX4 logs a sample after its time.
-pub const TAIL_LAG_US: u64 = crate::fill::scan::MAX_LAG_US;
+pub const TAIL_LAG_US: u64 = crate::fill::pace::MAX_LAG_US;
 /// How much newer than the stream's last records those of its last chunk (the one a STOP
 /// discards) can be: they were written within a loop or two of PX4's logger.
 pub const CHUNK_LAG_US: u64 = 100_000;
@@ -148,7 +149,7 @@ pub const BLOCK_RUN: usize = 3;
 /// post-flight records) and made a pass over its topics, and [`FRESH_RECORDS`] records
 /// more. From there only a slow topic's sample stamped before the stop may still come: its
 /// pace ([`Pace`]) says whether one may, until the log's clock is past the time it is due
-/// by ([`Pace::due_by`]) and [`CADENCE_JITTER_US`](crate::fill::scan::CADENCE_JITTER_US).
+/// by ([`Pace::due_by`]) and [`CADENCE_JITTER_US`](crate::fill::pace::CADENCE_JITTER_US).
 pub const FRESH_RECORDS: u32 = 16;
 /// When every slow topic still to come writes at a steady cadence
 /// ([`Pace::next_write_from`]) and the first of them is due this much later than the

@@ -13,7 +13,8 @@ use super::{
     LOST_AT_STOP, Locator, MAX_STEP_BACKS, Outcome, PAST_MARGIN_US, PAST_RECORDS, PROBE,
     SCAN_PIECE, STEP_BACK, STRETCH_PIECE, Stage, TAIL_LAG_US, TAIL_PIECE, Unfilled,
 };
-use crate::fill::scan::{CADENCE_JITTER_US, Edge, Pace};
+use crate::fill::pace::{CADENCE_JITTER_US, Pace};
+use crate::fill::scan::Edge;
 use crate::fill::walk::timestamp;
 use crate::ulog::message::{framed, msg_type};
 
