@@ -878,16 +878,11 @@ fn a_column_whose_last_records_a_dropout_took_still_gets_back_what_the_stop_disc
         let (ours, sd) = receive(&file, 0.0, 21);
         let (starts, _) = message_starts(&ours);
         // Which data messages go to the imu column: the names of the 'A' messages.
-        let mut imu_ids = std::collections::HashSet::new();
-        for m in framed(&ours[FILE_HEADER_LEN..]) {
-            if m[2] == msg_type::ADD_LOGGED {
-                let id = u16::from_le_bytes([m[4], m[5]]);
-                let topic = String::from_utf8_lossy(&m[6..]).into_owned();
-                if topic.starts_with("sensor_") || topic.starts_with("vehicle_") {
-                    imu_ids.insert(id);
-                }
-            }
-        }
+        let imu_ids: std::collections::HashSet<u16> = topic_names(&ours)
+            .into_iter()
+            .filter(|(_, topic)| topic.starts_with("sensor_") || topic.starts_with("vehicle_"))
+            .map(|(id, _)| id)
+            .collect();
         let kind = |i: usize| {
             let m = &ours[starts[i]..];
             match m[2] {

@@ -97,22 +97,16 @@ impl FlightReviewServer {
     /// The description of every log the server holds, read from its database.
     pub fn descriptions(&self) -> Vec<String> {
         let db = self.data.join("logs.sqlite");
-        let out = Command::new("python3")
-            .args([
-                "-c",
-                "import sqlite3,sys,json;print(json.dumps([r[0] for r in \
-                 sqlite3.connect(sys.argv[1]).execute('select Description from Logs')]))",
-            ])
-            .arg(&db)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            db.display(),
-            String::from_utf8_lossy(&out.stderr)
+        let read = super::json_output(
+            Command::new("python3")
+                .args([
+                    "-c",
+                    "import sqlite3,sys,json;print(json.dumps([r[0] for r in \
+                     sqlite3.connect(sys.argv[1]).execute('select Description from Logs')]))",
+                ])
+                .arg(&db),
         );
-        serde_json::from_slice(&out.stdout).unwrap()
+        serde_json::from_value(read).unwrap()
     }
 
     pub fn download(&self, id: &str) -> Vec<u8> {
