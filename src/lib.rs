@@ -26,6 +26,7 @@
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill`, `diagnose`, `monitor` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and as Parquet tables in the fleet's layout | `ulog`, `ros`, `store`, `diagnose` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys`, `monitor` |
+//! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `fill`, `store`, `export`, `upload`, `diagnose` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `diagnose`, `ros`, `link`, `store`, `upload`, `sys`, `monitor` |
 //! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
 //! <!-- /parts -->
@@ -138,6 +139,7 @@ pub mod fill;
 pub mod link;
 pub mod live;
 pub mod monitor;
+pub mod report;
 pub mod ros;
 pub mod shell;
 pub mod sim;

@@ -88,6 +88,9 @@ pub struct SplitSummary {
     /// Latched samples replayed in the preamble.
     pub latched_samples: u64,
     pub dropouts: u64,
+    /// The dropouts' durations added up, ms (what the log says it lost there).
+    #[serde(default)]
+    pub dropout_ms: u64,
     pub first_timestamp: Option<u64>,
     pub last_timestamp: Option<u64>,
     pub time_index: Vec<IndexEntry>,
@@ -232,7 +235,12 @@ impl Splitter {
                     }
                 }
             }
-            msg_type::DROPOUT => split.dropouts += 1,
+            msg_type::DROPOUT => {
+                split.dropouts += 1;
+                if let Some(Message::Dropout { duration_ms }) = parsed {
+                    split.dropout_ms += u64::from(duration_ms);
+                }
+            }
             _ => {}
         }
     }

@@ -5,7 +5,6 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
-use ulog_recv::fill::Edge;
 use ulog_recv::store::events::EventSource;
 
 /// `println!` for a command whose output may be cut short (`ulog-recv info FILE | head`): a
@@ -72,116 +71,36 @@ fn print_summary(summary: Summary, json: bool) -> anyhow::Result<()> {
 /// A session directory: its splits, what fills recovered and what is still missing, then the
 /// flight (splits joined, amendments merged) summarised as a file is.
 fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
-    let secs = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / 1e6;
-    let manifest = ulog_recv::store::files::read_manifest(dir)
-        .with_context(|| format!("{} is not a log session", dir.display()))?;
-    let flight = ulog_recv::export::flight::load(dir, &Default::default())
-        .with_context(|| format!("cannot read {}", dir.display()))?;
-    let mut builder = SummaryBuilder::default();
-    builder
-        .push(&flight)
-        .with_context(|| format!("{} cannot be read", dir.display()))?;
-    let summary = builder.finish();
-    let received: u64 = manifest.splits.iter().map(|s| s.summary.dropouts).sum();
-    let fills: Vec<_> = manifest.amendments.iter().flat_map(|a| &a.fills).collect();
-    let recovered: u64 = fills.iter().map(|f| f.records).sum();
-    let partial = fills.iter().filter(|f| !f.complete).count();
-    // What the flight's two ends brought back (before the stream's first record, after its
-    // last), and the bytes finding them fetched.
-    let at_edge = |edge: Edge| -> (u64, u64) {
-        fills
-            .iter()
-            .filter(|f| f.edge == Some(edge))
-            .fold((0, 0), |(records, fetched), f| {
-                (records + f.records, fetched + f.fetched)
-            })
-    };
-    let ((head_records, head_fetched), (tail_records, tail_fetched)) =
-        (at_edge(Edge::Head), at_edge(Edge::Tail));
-    // Each column: its topics, splits and bytes (the main column's topics are the rest).
-    let columns: Vec<serde_json::Value> = manifest
-        .column_names()
-        .enumerate()
-        .map(|(k, name)| {
-            let splits = manifest.column_splits(k);
-            let patterns = match k {
-                0 => Vec::new(),
-                k => manifest.columns[k - 1].patterns.clone(),
-            };
-            let mut column = serde_json::json!({
-                "name": name,
-                "patterns": patterns,
-                "splits": splits.len(),
-                "bytes": splits.iter().map(|s| s.summary.bytes).sum::<u64>(),
-            });
-            if let Some(b) = k
-                .checked_sub(1)
-                .and_then(|k| manifest.columns[k].event_buffer.as_ref())
-            {
-                column["event_buffer"] = serde_json::json!(b);
-            }
-            column
-        })
-        .collect();
+    let secs = |us: u64| us as f64 / 1e6;
+    let report = ulog_recv::report::session::SessionReport::read(dir)?;
     if json {
-        let session = serde_json::json!({
-            "splits": manifest.splits.len(),
-            "closed": manifest.closed,
-            "dropouts_received": received,
-            "gaps_filled": fills.len(),
-            "gaps_filled_partly": partial,
-            "records_recovered": recovered,
-            "records_recovered_head": head_records,
-            "records_recovered_tail": tail_records,
-            "fetched_bytes_head": head_fetched,
-            "fetched_bytes_tail": tail_fetched,
-            "amendments": manifest.amendments.iter().map(|a| &a.file).collect::<Vec<_>>(),
-            "unfilled": manifest.unfilled,
-            "dropouts_remaining": summary.dropouts.len(),
-            "columns": columns,
-            "events": manifest.events,
-        });
-        say!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"session": session, "flight": summary})
-            )?
-        );
+        say!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    let s = &report.session;
     say!(
         "Session {}: {} split(s){}, {} dropout(s) as received",
         dir.display(),
-        manifest.splits.len(),
-        if manifest.closed {
-            ""
-        } else {
-            " (still recording)"
-        },
-        received
+        s.splits,
+        if s.closed { "" } else { " (still recording)" },
+        s.dropouts_received
     );
-    if !manifest.columns.is_empty() {
-        for c in &columns {
+    if s.columns.len() > 1 {
+        for c in &s.columns {
             say!(
                 "  column {}: {} split(s), {} bytes{}",
-                c["name"].as_str().unwrap_or_default(),
-                c["splits"],
-                c["bytes"],
-                match c["patterns"].as_array() {
-                    Some(p) if !p.is_empty() => format!(
-                        " ({})",
-                        p.iter()
-                            .filter_map(|v| v.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    _ => " (every other topic)".to_owned(),
+                c.name,
+                c.splits,
+                c.bytes,
+                if c.patterns.is_empty() {
+                    " (every other topic)".to_owned()
+                } else {
+                    format!(" ({})", c.patterns.join(", "))
                 }
             );
-            if let Some(windows) = c["event_buffer"]["windows"].as_array() {
-                let shown: Vec<String> = windows
-                    .iter()
-                    .map(|w| format!("{:.3}-{:.3} s", secs(&w[0]), secs(&w[1])))
+            if let Some(buffer) = &c.event_buffer {
+                let shown: Vec<String> = (buffer.windows.iter())
+                    .map(|[from, to]| format!("{:.3}-{:.3} s", secs(*from), secs(*to)))
                     .collect();
                 say!(
                     "    event buffer: written only around events: {}",
@@ -194,7 +113,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             }
         }
     }
-    for e in &manifest.events {
+    for e in &s.events {
         say!(
             "  event {} at {:.3} s ({}){}",
             e.name,
@@ -215,34 +134,29 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             }
         );
     }
-    if !manifest.amendments.is_empty() {
+    if !s.amendments.is_empty() {
         say!(
             "Filled from the vehicle's SD log: {} gap(s) ({} partly: the SD log lost records \
              there too), {} record(s) recovered (the head, before the stream's first record: {} \
              for {} bytes fetched; the tail, after its last: {} for {} bytes fetched), in {}",
-            fills.len(),
-            partial,
-            recovered,
-            head_records,
-            head_fetched,
-            tail_records,
-            tail_fetched,
-            manifest
-                .amendments
-                .iter()
-                .map(|a| a.file.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            s.gaps_filled,
+            s.gaps_filled_partly,
+            s.records_recovered,
+            s.records_recovered_head,
+            s.fetched_bytes_head,
+            s.records_recovered_tail,
+            s.fetched_bytes_tail,
+            s.amendments.join(", ")
         );
     }
-    for u in &manifest.unfilled {
+    for u in &s.unfilled {
         say!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
     }
     say!(
         "Still missing: {} dropout(s) in the flight as it reads now\n",
-        summary.dropouts.len()
+        s.dropouts_remaining
     );
-    print_text(&summary);
+    print_text(&report.flight);
     Ok(())
 }
 

@@ -5,9 +5,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use ulog_recv::store::files::{UPLOADED_MARK, list_sessions, read_manifest};
-use ulog_recv::upload::plan::{FlightReviewRecord, Journal, ObjectRecord};
-use ulog_recv::upload::uploader::{load_journal, upload_session};
+use ulog_recv::report::uploads::UploadReport;
+use ulog_recv::store::files::{list_sessions, read_manifest};
+use ulog_recv::upload::plan::FlightReviewRecord;
+use ulog_recv::upload::uploader::upload_session;
 
 use crate::args::UploadArgs;
 
@@ -34,96 +35,15 @@ pub(crate) async fn upload(session: &Path, args: &UploadArgs) -> anyhow::Result<
     Ok(())
 }
 
-/// One session's upload state, as `uploads` reports it.
-#[derive(Debug, serde::Serialize)]
-struct Report {
-    session: String,
-    closed: bool,
-    splits_closed: usize,
-    splits_uploaded: usize,
-    bytes_uploaded: u64,
-    /// A multipart upload under way: the file and the parts sent.
-    in_progress: Option<String>,
-    manifest_uploaded: bool,
-    flight_review: Option<String>,
-    /// The flight's Parquet tables (`--upload-tables`): built, uploaded, or why not.
-    tables: Option<String>,
-    failing: Option<String>,
-    complete: bool,
-}
-
-fn report(session: &Path) -> anyhow::Result<Report> {
-    let manifest = read_manifest(session)?;
-    let journal = load_journal(session)?.unwrap_or_else(|| Journal::new(String::new()));
-    let mut splits_uploaded = 0;
-    let mut bytes_uploaded = 0;
-    let mut in_progress = None;
-    for split in manifest.all_splits().filter(|s| s.closed) {
-        match journal.objects.get(&split.file) {
-            Some(ObjectRecord::Done { sha256, size, .. })
-                if Some(sha256) == split.sha256.as_ref() =>
-            {
-                splits_uploaded += 1;
-                bytes_uploaded += size;
-            }
-            Some(ObjectRecord::Multipart {
-                parts,
-                size,
-                part_size,
-                ..
-            }) => {
-                in_progress = Some(format!(
-                    "{}: {} of {} parts",
-                    split.file,
-                    parts.len(),
-                    size.div_ceil(*part_size)
-                ));
-            }
-            _ => {}
-        }
-    }
-    Ok(Report {
-        session: session
-            .file_name()
-            .map_or(String::new(), |n| n.to_string_lossy().into_owned()),
-        closed: manifest.closed,
-        splits_closed: manifest.all_splits().filter(|s| s.closed).count(),
-        splits_uploaded,
-        bytes_uploaded,
-        in_progress,
-        manifest_uploaded: journal.manifest_splits > 0 || journal.manifest_final,
-        flight_review: journal.flight_review.as_ref().map(|r| match r {
-            FlightReviewRecord::Done { url } => url.clone(),
-            FlightReviewRecord::Refused { status, message } => {
-                format!("refused (HTTP {status}): {message}")
-            }
-        }),
-        tables: journal.tables.as_ref().map(|t| match &t.failed {
-            Some(why) => format!("not built: {why}"),
-            None => {
-                let up = (t.files.iter())
-                    .filter(|f| {
-                        matches!(journal.objects.get(&f.file),
-                            Some(ObjectRecord::Done { sha256, .. }) if *sha256 == f.sha256)
-                    })
-                    .count();
-                format!("{up}/{}", t.files.len())
-            }
-        }),
-        failing: journal.failing.clone(),
-        complete: session.join(UPLOADED_MARK).exists(),
-    })
-}
-
 /// `ulog-recv uploads`.
 pub(crate) fn uploads(log_dir: &Path, json: bool) -> anyhow::Result<()> {
     let sessions =
         list_sessions(log_dir).map_err(|e| anyhow::anyhow!("{}: {e}", log_dir.display()))?;
     for session in sessions {
-        let r = match report(&session) {
+        let r = match UploadReport::read(&session) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("{}: {e}", session.display());
+                eprintln!("{e}");
                 continue;
             }
         };
@@ -131,15 +51,7 @@ pub(crate) fn uploads(log_dir: &Path, json: bool) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(&r)?);
             continue;
         }
-        let state = if r.complete {
-            "uploaded".to_string()
-        } else if let Some(why) = &r.failing {
-            format!("FAILING: {why}")
-        } else if !r.closed {
-            "recording".to_string()
-        } else {
-            "pending".to_string()
-        };
+        let state = r.state();
         println!(
             "{}  {state}  splits {}/{} ({:.1} MB){}{}{}{}",
             r.session,
