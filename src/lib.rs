@@ -28,7 +28,8 @@
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys`, `monitor` |
 //! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `fill`, `store`, `export`, `upload`, `diagnose` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `diagnose`, `ros`, `link`, `store`, `upload`, `sys`, `monitor` |
-//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
+//! | [`web`] | no | the companion's web page and its JSON API: the live status, the flights' list, downloads, actions, credentials; its listener's thread | `ulog`, `diagnose`, `link`, `store`, `export`, `upload`, `report`, `sys` |
+//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `web`, `report`, `sys`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
 //! <!-- /parts -->
 //!
 //! The binary (`src/bin/ulog-recv/`) parses the command line and runs the shell; it is the
@@ -147,3 +148,4 @@ pub mod store;
 pub mod sys;
 pub mod ulog;
 pub mod upload;
+pub mod web;

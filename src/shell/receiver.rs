@@ -24,7 +24,7 @@ use crate::monitor::catalogue;
 use crate::shell::keyfile::Reservation;
 use crate::shell::transport::{Link, LinkStats, Received};
 use crate::shell::vehicle_files::FtpRequest;
-use crate::store::events::{EventOutcome, EventRequest};
+use crate::store::events::{EventOutcome, EventRecord, EventRequest};
 use crate::store::thread::{Batch, StorageStats, StoreReport, StoreThread};
 use crate::store::{LogStore, StoreError, StoreOptions};
 use crate::sys::latency::LatencyHistogram;
@@ -76,6 +76,9 @@ pub enum Notice<'a> {
     /// A log session was completed and synced to disk.
     SessionClosed(&'a Path),
     Status(&'a Status),
+    /// An event was entered in the open session's manifest (a trigger, a request, a finding
+    /// of the flight diagnostics).
+    Recorded(&'a EventRecord),
 }
 
 /// Counters of the whole run.
@@ -450,6 +453,9 @@ fn report(
         StoreReport::Closed(dir) => notify(Notice::SessionClosed(&dir)),
         StoreReport::WriteError { bytes } => status.write_errors += bytes,
         StoreReport::Event(outcome) => {
+            if let EventOutcome::Recorded(record) = &outcome {
+                notify(Notice::Recorded(record));
+            }
             if let EventOutcome::Recorded(record) = &outcome
                 && let Some(finding) = &record.finding
             {

@@ -47,3 +47,4 @@ mod snippet;
 mod store;
 mod tide;
 mod upload;
+mod web;

@@ -9,6 +9,7 @@ use ulog_recv::live::thread::PublishServer;
 use ulog_recv::monitor::Exposition;
 use ulog_recv::shell::keyfile::Reservation;
 use ulog_recv::shell::metrics_server::{MetricsConfig, MetricsServer};
+use ulog_recv::web::server::{WebConfig, WebServer};
 use ulog_recv::shell::monitoring::{StatusMetrics, link_kind};
 use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
 use ulog_recv::shell::service::{Notifier, StatusText};
@@ -100,6 +101,22 @@ pub(crate) async fn receive(
         })?),
         _ => None,
     };
+    let web_feed = args.http.map(|_| {
+        ulog_recv::web::live::WebFeed::new(ulog_recv::web::live::LiveState::new(
+            link_kind(&spec),
+            spec.to_string(),
+        ))
+    });
+    let web_server = match (args.http, &web_feed) {
+        (Some(addr), Some(feed)) => Some(WebServer::start(WebConfig {
+            addr,
+            password_file: args.http_password_file.clone(),
+            feed: feed.clone(),
+            log_dir: log_dir.clone(),
+            budget: args.store.max_total,
+        })?),
+        _ => None,
+    };
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel();
     let (feed, server) = args.publish.start(event_tx)?.unzip();
     // The handlers before the start line: a SIGHUP or SIGTERM from then on is taken as meant.
@@ -113,6 +130,9 @@ pub(crate) async fn receive(
     );
     if let Some(m) = &metrics_server {
         tracing::info!("metrics on http://{}/metrics, health on /healthz", m.addr());
+    }
+    if let Some(w) = &web_server {
+        tracing::info!("the web page on http://{}/", w.addr());
     }
     let systemd = Notifier::from_env();
     tracing::debug!(
@@ -169,6 +189,9 @@ pub(crate) async fn receive(
             if let Some(m) = status_metrics.as_mut() {
                 m.event(e);
             }
+            if let Some(w) = &web_feed {
+                w.event(e);
+            }
             if let (Some(f), Event::Armed(armed)) = (&auto_fill, e) {
                 f.set_armed(*armed);
             }
@@ -183,7 +206,20 @@ pub(crate) async fn receive(
             }
             text.event(e)
         }
+        Notice::SessionOpened(dir) => {
+            if let Some(w) = &web_feed {
+                w.session(dir, true);
+            }
+        }
+        Notice::Recorded(record) => {
+            if let Some(w) = &web_feed {
+                w.recorded(record);
+            }
+        }
         Notice::SessionClosed(dir) => {
+            if let Some(w) = &web_feed {
+                w.session(dir, false);
+            }
             if let Some(f) = &auto_fill {
                 f.session_closed(dir);
             }
@@ -199,8 +235,12 @@ pub(crate) async fn receive(
                 .as_ref()
                 .map(|c| c.load(std::sync::atomic::Ordering::Relaxed));
             let mut line = text.line(&s.session, &s.storage, clients, &waiting_on, Instant::now());
-            if let Some(u) = &uploader {
-                line.push_str(&format!("; {}", u.status()));
+            let upload_status = uploader.as_ref().map(|u| u.status().to_string());
+            if let Some(u) = &upload_status {
+                line.push_str(&format!("; {u}"));
+            }
+            if let Some(w) = &web_feed {
+                w.status(&s.session, &s.storage, s.write_errors, s.link.open, upload_status);
             }
             systemd.alive(&line);
             reports += 1;
@@ -212,7 +252,6 @@ pub(crate) async fn receive(
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
-        _ => {}
     })
     .await
     .map_err(|e| match e {
@@ -229,6 +268,7 @@ pub(crate) async fn receive(
         f.stop();
     }
     drop(metrics_server);
+    drop(web_server);
     let status = status?;
     tracing::info!("stopped");
     print_status(&status);
@@ -284,6 +324,10 @@ pub(crate) fn reloader(
                 format!("{:?}", new.publish) != format!("{:?}", running.publish),
             ),
             ("metrics", new.metrics != running.metrics),
+            (
+                "the web page",
+                (&new.http, &new.http_password_file) != (&running.http, &running.http_password_file),
+            ),
             (
                 "uploads",
                 format!("{:?}", new.upload) != format!("{:?}", running.upload),

@@ -186,6 +186,7 @@ pub(crate) async fn demo(
             Notice::Event(e) => println!("  {e}"),
             Notice::SessionOpened(p) => println!("  writing {}", p.display()),
             Notice::SessionClosed(p) => println!("  closed {}", p.display()),
+            Notice::Recorded(_) => {}
             Notice::Status(s) => println!(
                 "  {:>8} bytes logged, {:>5} chunks, {} lost, {} duplicates, {} late ones put back, {} acks",
                 s.session.log_bytes,

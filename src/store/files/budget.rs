@@ -127,7 +127,7 @@ pub fn dir_size(dir: &Path) -> io::Result<u64> {
 }
 
 /// Deletes a session directory, crash-safe: renamed to `NAME.deleting`, then removed.
-fn delete_session(session: &Path) -> io::Result<()> {
+pub fn delete_session(session: &Path) -> io::Result<()> {
     let parent = session.parent().unwrap_or(Path::new("."));
     let mut doomed = session.as_os_str().to_owned();
     doomed.push(DELETING_SUFFIX);

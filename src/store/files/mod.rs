@@ -27,7 +27,7 @@ mod open_session;
 mod recovery;
 mod sink;
 
-pub use self::budget::{dir_size, list_sessions};
+pub use self::budget::{delete_session, dir_size, list_sessions};
 use self::open_session::{ColumnWriter, OpenSession};
 use self::recovery::repair_split;
 pub use self::recovery::{

@@ -208,6 +208,16 @@ pub(crate) struct ReceiveArgs {
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_tcp_listen,
           help_heading = "Monitoring")]
     pub(crate) metrics: Option<SocketAddr>,
+    /// Serve the web page (every flight, how whole it is, its uploads and findings, live)
+    /// and its JSON API over HTTP on this port, on 127.0.0.1 unless ADDR is given; beyond
+    /// loopback it asks for the password of --http-password-file.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_tcp_listen,
+          help_heading = "Web page")]
+    pub(crate) http: Option<SocketAddr>,
+    /// The web page's password: FILE holds it on its first line and must not be readable by
+    /// others; required when --http names an address beyond loopback.
+    #[arg(long, value_name = "FILE", help_heading = "Web page")]
+    pub(crate) http_password_file: Option<PathBuf>,
 }
 
 /// How to reach a bucket: the daemon's uploads, and `export --dataset s3://…`.
@@ -564,7 +574,7 @@ pub(crate) fn parse_udp_listen(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("not a UDP port or ADDR:PORT: {s}"))
 }
 
-/// `--foxglove`, `--metrics`: a port alone binds loopback only (nothing is offered to the
+/// `--foxglove`, `--metrics`, `--http`: a port alone binds loopback only (nothing is offered to the
 /// network unless the user names an address).
 pub(crate) fn parse_tcp_listen(s: &str) -> Result<SocketAddr, String> {
     let s = s.trim();

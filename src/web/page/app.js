@@ -1,0 +1,265 @@
+// The page: the status bar, the flights (newest first) and a flight's own view, kept live by
+// the daemon's Server-Sent Events (GET /api/events). Every value from the daemon is set as
+// text, never as HTML.
+"use strict";
+
+const flights = new Map();
+let csrf = "";
+let shown = null;
+let disk = {};
+let lastStatus = null;
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, props = {}, ...children) => {
+  const e = document.createElement(tag);
+  Object.assign(e, props);
+  for (const c of children) e.append(c);
+  return e;
+};
+
+function bytes(n) {
+  if (n == null) return "—";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let u = 0;
+  while (n >= 1000 && u < units.length - 1) { n /= 1000; u++; }
+  return (u ? n.toFixed(1) : n) + " " + units[u];
+}
+
+function seconds(s) {
+  if (s < 60) return s.toFixed(1) + " s";
+  const m = Math.floor(s / 60);
+  return m + " min " + Math.round(s - 60 * m) + " s";
+}
+
+function started(utc) {
+  // "2026-11-29T07:00:00Z": UTC, and the browser's local time.
+  const d = new Date(utc);
+  if (isNaN(d)) return utc;
+  return d.toISOString().replace("T", " ").slice(0, 19) + " UTC (" + d.toLocaleString() + ")";
+}
+
+function setCard(id, big, detail, level) {
+  $(id).textContent = big;
+  $(id + "-detail").textContent = detail;
+  const card = $("card-" + id);
+  card.classList.remove("bad", "warn");
+  if (level) card.classList.add(level);
+}
+
+function renderStatus(s) {
+  const v = s.vehicle;
+  if (v) {
+    const armed = v.armed == null ? "armed state unknown" : v.armed ? "ARMED" : "disarmed";
+    setCard("vehicle", "sysid " + v.system_id + ", " + armed,
+      "component " + v.component_id + ", heard " + v.last_heard_s_ago.toFixed(0) + " s ago",
+      v.last_heard_s_ago > 5 ? "warn" : null);
+  } else {
+    setCard("vehicle", "not heard", "waiting on " + s.link.address, "warn");
+  }
+  const l = s.link;
+  setCard("link", l.kind + (l.open ? "" : " (closed)"),
+    bytes(l.log_bytes_per_s) + "/s, " + l.loss_percent.toFixed(1) + " % lost" +
+      (l.problem ? " — " + l.problem : ""),
+    l.problem || !l.open ? "bad" : l.loss_percent > 5 ? "warn" : null);
+  const g = s.logging;
+  setCard("logging", g.streaming ? "streaming" : "idle",
+    (g.open_session ? g.open_session + ", " + bytes(g.open_log_bytes) + "; " : "") +
+      g.dropouts + " dropouts since the start", null);
+  const d = s.disk || disk;
+  const storeBad = s.store.paused || s.store.failed_bytes > 0;
+  setCard("disk", bytes(d.logs_bytes) + (d.budget_bytes ? " of " + bytes(d.budget_bytes) : ""),
+    bytes(d.free_bytes) + " free" + (s.store.paused ? " — DISK FULL, writing paused" : "") +
+      (s.store.failed_bytes ? " — " + bytes(s.store.failed_bytes) + " not written" : ""),
+    storeBad ? "bad" : null);
+  if (s.uploads == null) {
+    setCard("uploads", "off", "no bucket or Flight Review configured", null);
+  } else {
+    const failing = /fail/i.test(s.uploads);
+    setCard("uploads", failing ? "failing" : "on", s.uploads, failing ? "bad" : null);
+  }
+}
+
+function streamCell(f) {
+  if (!f.closed && f.dropouts_received === 0) return el("span", { className: "ok", textContent: "recording, whole so far" });
+  if (f.dropouts_received === 0) return el("span", { className: "ok", textContent: "whole" });
+  return el("span", { className: "warn",
+    textContent: f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost" });
+}
+
+function fillCell(f) {
+  const x = f.fill;
+  const text = {
+    whole: "not needed", filled: "filled (" + x.records_recovered + " records)",
+    partly: x.gaps_unfilled + " gaps left" + (x.reason ? ": " + x.reason : ""),
+    failed: "failed: " + (x.reason || ""), not_filled: "not filled yet", recording: "—",
+  }[x.state] || x.state;
+  const cls = { whole: "ok", filled: "ok", partly: "warn", failed: "bad", not_filled: "warn" }[x.state] || "muted";
+  return el("span", { className: cls, textContent: text });
+}
+
+function findingsCell(f) {
+  if (!f.findings.length) return el("span", { className: "muted", textContent: "none" });
+  const span = el("span");
+  for (const sev of ["critical", "warning", "info"]) {
+    const n = f.findings.filter((x) => x.severity === sev).length;
+    if (n) span.append(el("span", { className: "sev " + sev, textContent: n, title: sev }));
+  }
+  span.append(" " + f.findings.map((x) => x.analyzer).filter((a, i, all) => all.indexOf(a) === i).join(", "));
+  return span;
+}
+
+function bucketCell(f) {
+  const u = f.uploads;
+  if (u.complete) return el("span", { className: "ok", textContent: "uploaded" });
+  if (u.failing) return el("span", { className: "bad", textContent: "failing: " + u.failing });
+  if (!u.closed) return el("span", { className: "muted", textContent: "recording" });
+  if (u.splits_uploaded || u.manifest_uploaded) return el("span", { className: "info",
+    textContent: u.splits_uploaded + "/" + u.splits_closed + " splits" + (u.in_progress ? ", " + u.in_progress : "") });
+  return el("span", { className: "muted", textContent: "pending" });
+}
+
+function reviewCell(f) {
+  const r = f.uploads.flight_review;
+  if (!r) return el("span", { className: "muted", textContent: "—" });
+  if (/^https?:\/\//.test(r)) return el("a", { href: r, textContent: "open", target: "_blank", rel: "noopener" });
+  return el("span", { className: "bad", textContent: r });
+}
+
+function downloads(f) {
+  const base = "/api/flights/" + encodeURIComponent(f.id) + "/download?format=";
+  return el("span", {},
+    el("a", { href: base + "ulg", textContent: ".ulg", className: "dl-ulg" }), " ",
+    el("a", { href: base + "mcap", textContent: ".mcap", className: "dl-mcap" }));
+}
+
+function renderFlights() {
+  const body = document.querySelector("#flights tbody");
+  const rows = [...flights.values()].sort((a, b) => (a.id < b.id ? 1 : -1));
+  body.replaceChildren(...rows.map((f) => {
+    const tr = el("tr", {},
+      el("td", { className: "start", textContent: started(f.started_utc) }),
+      el("td", { textContent: "sysid " + f.system_id }),
+      el("td", { textContent: seconds(f.duration_s) }),
+      el("td", { textContent: bytes(f.size_bytes) }),
+      el("td", { className: "stream" }, streamCell(f)),
+      el("td", { className: "fill" }, fillCell(f)),
+      el("td", { className: "findings" }, findingsCell(f)),
+      el("td", { className: "bucket" }, bucketCell(f)),
+      el("td", { className: "review" }, reviewCell(f)),
+      el("td", { className: "downloads" }, downloads(f)));
+    tr.dataset.id = f.id;
+    tr.dataset.closed = f.closed;
+    tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") showFlight(f.id); });
+    return tr;
+  }));
+  $("no-flights").hidden = rows.length > 0;
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { credentials: "same-origin", ...options });
+  if (response.status === 401) { location.href = "/login"; throw new Error("not logged in"); }
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+async function showFlight(id) {
+  shown = id;
+  const { flight: f, report } = await api("/api/flights/" + encodeURIComponent(id));
+  if (shown !== id) return;
+  $("flight").hidden = false;
+  $("flight").dataset.id = id;
+  $("flight-title").textContent = started(f.started_utc);
+  const s = report.session, log = report.flight;
+  const from = log.start_timestamp, to = Math.max(log.last_timestamp, from + 1);
+  const at = (us) => Math.min(100, Math.max(0, (100 * (us - from)) / (to - from)));
+  const marks = log.dropouts.map((d) => el("div", {
+    className: "mark dropout", title: "dropout, " + d.duration_ms + " ms",
+    style: "left:" + at(d.timestamp) + "%;width:" + Math.max(0.2, at(d.timestamp + d.duration_ms * 1000) - at(d.timestamp)) + "%" }));
+  for (const x of f.findings) {
+    marks.push(el("div", { className: "mark finding", title: x.severity + ": " + x.summary, style: "left:" + at(x.at_us) + "%" }));
+  }
+  $("timeline").replaceChildren(...marks);
+  const facts = [
+    ["Vehicle", "sysid " + f.system_id + ", component " + f.component_id],
+    ["Duration", seconds(f.duration_s)],
+    ["Size", bytes(f.size_bytes) + " in " + s.splits + " splits" + (s.closed ? "" : " (still recording)")],
+    ["As received", s.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost"],
+    ["Filled from the SD log", s.gaps_filled + " gaps, " + s.records_recovered + " records"],
+    ["Still missing", s.dropouts_remaining + " dropouts"],
+    ["Bucket", bucketCell(f).textContent],
+    ["Flight Review", f.uploads.flight_review || "—"],
+  ];
+  $("flight-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: v })]));
+  $("flight-findings").replaceChildren(...(f.findings.length ? f.findings.map((x) => el("li", {},
+    el("span", { className: "sev " + x.severity, textContent: x.severity }),
+    " " + (x.at_us / 1e6).toFixed(1) + " s  " + x.analyzer + ": " + x.summary)) : [el("li", { className: "muted", textContent: "none" })]));
+  $("flight-files").replaceChildren(...f.splits.map((sp) => el("li", {},
+    el("a", { href: "/api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
+    " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));
+  $("flight-delete").disabled = !f.closed;
+}
+
+async function deleteShown() {
+  const id = shown;
+  if (!id || !confirm("Delete every local file of the flight " + id + "? This cannot be undone.")) return;
+  try {
+    await api("/api/flights/" + encodeURIComponent(id) + "/delete", { method: "POST", headers: { "X-CSRF-Token": csrf } });
+    flights.delete(id);
+    renderFlights();
+    $("flight").hidden = true;
+    shown = null;
+  } catch (e) {
+    alert("Not deleted: " + e.message);
+  }
+}
+
+async function reload() {
+  const list = await api("/api/flights");
+  flights.clear();
+  for (const f of list) flights.set(f.id, f);
+  renderFlights();
+}
+
+function follow() {
+  const events = new EventSource("/api/events");
+  const pill = $("connection");
+  events.onopen = () => { pill.textContent = "live"; pill.className = "pill live"; reload(); };
+  events.onerror = () => { pill.textContent = "reconnecting…"; pill.className = "pill down"; };
+  events.addEventListener("status", (e) => { lastStatus = JSON.parse(e.data); renderStatus(lastStatus); });
+  events.addEventListener("disk", (e) => { disk = JSON.parse(e.data); if (lastStatus) renderStatus(lastStatus); });
+  events.addEventListener("flight", (e) => {
+    const f = JSON.parse(e.data);
+    flights.set(f.id, f);
+    renderFlights();
+    if (shown === f.id) showFlight(f.id);
+  });
+  events.addEventListener("flight_removed", (e) => {
+    const { id } = JSON.parse(e.data);
+    flights.delete(id);
+    renderFlights();
+  });
+  events.addEventListener("dropout", (e) => {
+    const d = JSON.parse(e.data);
+    const f = d.session && flights.get(d.session);
+    if (f) {
+      f.dropouts_received += 1;
+      f.dropout_ms_received += d.duration_ms || 0;
+      renderFlights();
+    }
+  });
+  events.addEventListener("finding", (e) => {
+    const x = JSON.parse(e.data);
+    const f = flights.get(x.session);
+    if (f) { f.findings.push(x); renderFlights(); }
+  });
+  events.addEventListener("resync", reload);
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  $("flight-close").addEventListener("click", () => { $("flight").hidden = true; shown = null; });
+  $("flight-delete").addEventListener("click", deleteShown);
+  csrf = (await api("/api/session")).csrf_token;
+  await reload();
+  follow();
+});

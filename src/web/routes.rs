@@ -1,0 +1,444 @@
+//! The web page's routes: the page and its assets, the JSON API, the event stream, the
+//! downloads and the actions, behind the guards every request passes (a body only where one
+//! belongs, credentials beyond loopback, the CSRF token on every action, headers that keep
+//! the page from being framed or its types guessed).
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Form, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::{Stream, StreamExt};
+
+use crate::report::session::SessionReport;
+use crate::web::auth::{Access, COOKIE, CSRF_HEADER, Verdict};
+use crate::web::download::{Download, stream_blocking};
+use crate::web::flights::{FlightsCache, listed_file, plain_files};
+use crate::web::live::{Change, StatusView, WebFeed};
+use crate::web::page;
+
+/// An action's body (the login form) is at most this long.
+pub const MAX_BODY_BYTES: usize = 4096;
+/// The log directory's size is walked at most this often (and the `disk` event pushed).
+pub const DISK_REFRESH: Duration = Duration::from_secs(10);
+/// A wrong password waits this long before its answer.
+const WRONG_PASSWORD_DELAY: Duration = Duration::from_secs(1);
+
+/// What every handler shares.
+pub struct Served {
+    pub access: Access,
+    pub feed: WebFeed,
+    pub flights: FlightsCache,
+    pub log_dir: PathBuf,
+    pub budget: Option<u64>,
+    /// The log directory's size, and when it was walked.
+    pub disk: Mutex<Option<(u64, Instant)>>,
+}
+
+type Shared = Arc<Served>;
+
+impl Served {
+    /// Looks at the log directory again and pushes what changed.
+    pub async fn refresh_flights(self: &Arc<Self>) {
+        let served = self.clone();
+        if let Ok(changes) = tokio::task::spawn_blocking(move || served.flights.refresh()).await {
+            for change in changes {
+                self.feed.push(Some(change));
+            }
+        }
+    }
+
+    /// The directory of flight `id` (the listing looked at again if it does not hold it yet).
+    async fn dir_of(self: &Arc<Self>, id: &str) -> Option<PathBuf> {
+        if let Some(dir) = self.flights.dir_of(id) {
+            return Some(dir);
+        }
+        self.refresh_flights().await;
+        self.flights.dir_of(id)
+    }
+}
+
+/// The router, every guard on.
+pub fn router(served: Shared) -> Router {
+    let guarded = Router::new()
+        .route("/", get(index))
+        .route("/api/session", get(session))
+        .route("/api/status", get(status))
+        .route("/api/flights", get(flights))
+        .route("/api/flights/{id}", get(flight))
+        .route("/api/flights/{id}/download", get(download))
+        .route("/api/flights/{id}/files/{*file}", get(file))
+        .route("/api/flights/{id}/delete", post(delete))
+        .route("/api/events", get(events))
+        .route("/logout", post(logout))
+        .layer(from_fn_with_state(served.clone(), guard));
+    Router::new()
+        .merge(guarded)
+        .route("/login", get(login_page).post(login))
+        .route("/assets/{name}", get(asset))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(from_fn(limits))
+        .with_state(served)
+}
+
+/// A body only on a POST, and headers that keep the page from being framed, sniffed or
+/// cached.
+async fn limits(request: Request, next: Next) -> Response {
+    let has_body = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.as_bytes() != b"0")
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    let mut response = if has_body && request.method() != Method::POST {
+        text(StatusCode::PAYLOAD_TOO_LARGE, "this request takes no body\n")
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+        ),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Credentials (beyond loopback) on every request, the CSRF token on every POST.
+async fn guard(State(served): State<Shared>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let verdict = served.access.check(
+        header_str(headers, header::AUTHORIZATION.as_str()),
+        header_str(headers, header::COOKIE.as_str()),
+        Instant::now(),
+    );
+    if verdict == Verdict::Unauthorised {
+        if request.uri().path() == "/" {
+            // A browser's first visit: the login form, still a 401.
+            return html(StatusCode::UNAUTHORIZED, page::LOGIN_HTML);
+        }
+        return json_error(StatusCode::UNAUTHORIZED, "log in first (a session cookie, or HTTP Basic)");
+    }
+    if request.method() == Method::POST
+        && !served.access.csrf_ok(header_str(headers, CSRF_HEADER))
+    {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "an action needs the X-CSRF-Token header GET /api/session gives",
+        );
+    }
+    next.run(request).await
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn index() -> Response {
+    html(StatusCode::OK, page::INDEX_HTML)
+}
+
+async fn login_page() -> Response {
+    html(StatusCode::OK, page::LOGIN_HTML)
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    match page::asset(&name) {
+        Some((content_type, body)) => (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CACHE_CONTROL, "max-age=300"),
+            ],
+            body,
+        )
+            .into_response(),
+        None => json_error(StatusCode::NOT_FOUND, "no such asset"),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct LoginForm {
+    password: String,
+}
+
+async fn login(State(served): State<Shared>, Form(form): Form<LoginForm>) -> Response {
+    if !served.access.needs_login() {
+        return redirect_home(None);
+    }
+    match served.access.login(&form.password, Instant::now()) {
+        Some(token) => redirect_home(Some(format!(
+            "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
+        ))),
+        None => {
+            tokio::time::sleep(WRONG_PASSWORD_DELAY).await;
+            html(StatusCode::UNAUTHORIZED, page::LOGIN_HTML)
+        }
+    }
+}
+
+async fn logout(State(served): State<Shared>, headers: HeaderMap) -> Response {
+    served
+        .access
+        .logout(header_str(&headers, header::COOKIE.as_str()));
+    let mut response = json(&serde_json::json!({"logged_out": true}));
+    let expired = format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    if let Ok(v) = HeaderValue::from_str(&expired) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+fn redirect_home(cookie: Option<String>) -> Response {
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    if let Some(v) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `GET /api/session`: whether a login is asked for, and the token actions carry.
+async fn session(State(served): State<Shared>) -> Response {
+    json(&serde_json::json!({
+        "needs_login": served.access.needs_login(),
+        "csrf_token": served.access.csrf_token(),
+    }))
+}
+
+/// The disk's figures (also the `disk` event). Field names say their units.
+#[derive(serde::Serialize)]
+pub struct DiskView {
+    /// The log directory's size (walked at most every 10 s).
+    pub logs_bytes: Option<u64>,
+    pub budget_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+}
+
+#[derive(serde::Serialize)]
+struct StatusReply {
+    #[serde(flatten)]
+    live: StatusView,
+    disk: DiskView,
+}
+
+/// `GET /api/status`.
+async fn status(State(served): State<Shared>) -> Response {
+    let disk = served.disk_view().await;
+    json(&StatusReply {
+        live: served.feed.view(),
+        disk,
+    })
+}
+
+impl Served {
+    /// The disk's figures now (the log directory walked at most every [`DISK_REFRESH`]).
+    pub async fn disk_view(self: &Arc<Self>) -> DiskView {
+        let walker = self.clone();
+        let budget_bytes = self.budget;
+        tokio::task::spawn_blocking(move || {
+            let free_bytes = crate::sys::os::free_bytes(&walker.log_dir).ok();
+            let mut disk = walker.disk.lock().expect("disk lock");
+            if disk.is_none_or(|(_, at)| at.elapsed() >= DISK_REFRESH)
+                && let Ok(size) = crate::store::files::dir_size(&walker.log_dir)
+            {
+                *disk = Some((size, Instant::now()));
+            }
+            DiskView {
+                logs_bytes: disk.map(|(size, _)| size),
+                budget_bytes,
+                free_bytes,
+            }
+        })
+        .await
+        .unwrap_or(DiskView {
+            logs_bytes: None,
+            budget_bytes,
+            free_bytes: None,
+        })
+    }
+}
+
+/// `GET /api/flights`: every flight's line, newest first.
+async fn flights(State(served): State<Shared>) -> Response {
+    json(&served.flights.rows())
+}
+
+/// `GET /api/flights/{id}`: its line and its whole report (what `info` says of it).
+async fn flight(State(served): State<Shared>, Path(id): Path<String>) -> Response {
+    let Some(dir) = served.dir_of(&id).await else {
+        return no_flight();
+    };
+    let report = tokio::task::spawn_blocking(move || SessionReport::read(&dir)).await;
+    match (report, served.flights.row(&id)) {
+        (Ok(Ok(report)), Some(row)) => json(&serde_json::json!({"flight": row, "report": report})),
+        (Ok(Err(e)), _) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        _ => no_flight(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct DownloadQuery {
+    format: Option<String>,
+}
+
+/// `GET /api/flights/{id}/download?format=ulg|mcap`: the flight as one file, as `export`
+/// writes it.
+async fn download(
+    State(served): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<DownloadQuery>,
+) -> Response {
+    let what = match query.format.as_deref().unwrap_or("ulg") {
+        "ulg" => Download::Ulg,
+        "mcap" => Download::Mcap,
+        _ => return json_error(StatusCode::BAD_REQUEST, "format is ulg or mcap"),
+    };
+    let Some(dir) = served.dir_of(&id).await else {
+        return no_flight();
+    };
+    let checked = dir.clone();
+    if !tokio::task::spawn_blocking(move || plain_files(&checked))
+        .await
+        .unwrap_or(false)
+    {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "a file of the flight is missing or is a link: it is not served",
+        );
+    }
+    let name = format!("{}.{}", attachment_name(&id), what.extension());
+    stream_blocking(what, dir, name).await
+}
+
+/// `GET /api/flights/{id}/files/{file}`: a split or an amendment the manifest lists.
+async fn file(
+    State(served): State<Shared>,
+    Path((id, file)): Path<(String, String)>,
+) -> Response {
+    let Some(dir) = served.dir_of(&id).await else {
+        return no_flight();
+    };
+    let Some(path) = tokio::task::spawn_blocking(move || listed_file(&dir, &file))
+        .await
+        .ok()
+        .flatten()
+    else {
+        return json_error(StatusCode::NOT_FOUND, "the flight lists no such file");
+    };
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| attachment_name(&n.to_string_lossy()));
+    stream_blocking(Download::File, path, format!("{}_{name}", attachment_name(&id))).await
+}
+
+/// `POST /api/flights/{id}/delete`: a closed flight's local files; never the open session.
+async fn delete(State(served): State<Shared>, Path(id): Path<String>) -> Response {
+    let Some(dir) = served.dir_of(&id).await else {
+        return no_flight();
+    };
+    let open = served.feed.open_session().as_deref() == Some(id.as_str());
+    if open || served.flights.row(&id).is_none_or(|row| !row.closed) {
+        return json_error(
+            StatusCode::CONFLICT,
+            "the flight is still recording: only a closed flight is deleted",
+        );
+    }
+    match tokio::task::spawn_blocking(move || crate::store::files::delete_session(&dir)).await {
+        Ok(Ok(())) => {
+            tracing::info!(flight = %id, "flight deleted from the web page");
+            served.refresh_flights().await;
+            json(&serde_json::json!({"deleted": id}))
+        }
+        Ok(Err(e)) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("cannot delete {id}: {e}"),
+        ),
+        Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "the delete did not finish"),
+    }
+}
+
+/// `GET /api/events`: the status now, then every change as it happens.
+async fn events(
+    State(served): State<Shared>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let first = [
+        Change::new("status", &served.feed.view()),
+        Change::new("disk", &served.disk_view().await),
+    ];
+    let changes = futures_util::stream::unfold(served.feed.subscribe(), |mut rx| async move {
+        use tokio::sync::broadcast::error::RecvError;
+        match rx.recv().await {
+            Ok(change) => Some((change, rx)),
+            // Fallen behind: the page reads everything again.
+            Err(RecvError::Lagged(_)) => Some((Change::new("resync", &()), rx)),
+            Err(RecvError::Closed) => None,
+        }
+    });
+    let stream = futures_util::stream::iter(first)
+        .chain(changes)
+        .map(|c| Ok(SseEvent::default().event(c.kind).data(&*c.json)));
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// A name for a download's `Content-Disposition`: letters, digits, `-`, `_`, `.` kept, the
+/// rest `_`.
+fn attachment_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn json(value: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+pub(crate) fn json_error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": message }).to_string();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn no_flight() -> Response {
+    json_error(StatusCode::NOT_FOUND, "no such flight")
+}
+
+fn html(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        Body::from(body),
+    )
+        .into_response()
+}

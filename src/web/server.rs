@@ -1,0 +1,202 @@
+//! The web page's listener (`--http`): hyper's HTTP/1 connections under the limits that keep a
+//! client from holding the daemon (a request's head at most [`MAX_HEAD_BYTES`] and sent
+//! within [`HEAD_TIMEOUT`], at most [`MAX_CONNECTIONS`] at once), axum's router as their
+//! service, on a thread of its own at a lower priority with its own current-thread runtime,
+//! as the metrics' listener: nothing it does runs on the network loop or delays an ack.
+//!
+//! The same thread follows the log directory (every [`WATCH_INTERVAL`], a `stat` per
+//! session), keeps each session's line of the flights' list, and pushes a change for each
+//! session that appeared, changed (a fill, an upload) or went.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+
+use crate::sys::secret::SecretFileError;
+use crate::web::auth::Access;
+use crate::web::flights::FlightsCache;
+use crate::web::live::{Change, WebFeed};
+use crate::web::routes::{Served, router};
+
+/// Below the network loop, as the other helper threads.
+const HTTP_NICENESS: i32 = 10;
+/// A request's head (its line and headers) larger than this is refused (431).
+pub const MAX_HEAD_BYTES: usize = 4096;
+/// A request's head must be in within this long of its first byte, or of the connection.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more are closed as they come.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The log directory is looked at this often for sessions that came, changed or went.
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// What the listener serves.
+pub struct WebConfig {
+    pub addr: SocketAddr,
+    /// The password file (`--http-password-file`); required beyond loopback.
+    pub password_file: Option<PathBuf>,
+    pub feed: WebFeed,
+    pub log_dir: PathBuf,
+    /// The log directory's budget (`max-total`), if any.
+    pub budget: Option<u64>,
+}
+
+/// Why the listener did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    #[error(
+        "the web page would be open to the network on {addr} without a password: give \
+         --http-password-file FILE (a file only the daemon's user reads), or a loopback address"
+    )]
+    NoPassword { addr: SocketAddr },
+    #[error(transparent)]
+    PasswordFile(#[from] SecretFileError),
+    #[error("the web page's password file {} is empty", .0.display())]
+    EmptyPassword(PathBuf),
+    #[error("cannot listen for the web page on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start the web page's thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// The running listener; dropping it stops it.
+pub struct WebServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WebServer {
+    /// Reads the password file, binds the address (a failure of either stops the start,
+    /// before anything listens) and serves it on its own thread.
+    pub fn start(config: WebConfig) -> Result<Self, WebError> {
+        let addr = config.addr;
+        let access = match &config.password_file {
+            Some(path) => {
+                let bytes = crate::sys::secret::read_secret_file(path, "the web page's password file")?;
+                let text = String::from_utf8_lossy(&bytes);
+                let password = text.trim_end_matches(['\r', '\n']);
+                if password.is_empty() {
+                    return Err(WebError::EmptyPassword(path.clone()));
+                }
+                Access::with_password(password)
+            }
+            None if addr.ip().is_loopback() => Access::open(),
+            None => return Err(WebError::NoPassword { addr }),
+        };
+        let bind = |source| WebError::Bind { addr, source };
+        let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
+        let addr = listener.local_addr().map_err(bind)?;
+        let served = Arc::new(Served {
+            access,
+            feed: config.feed,
+            flights: FlightsCache::new(config.log_dir.clone()),
+            log_dir: config.log_dir,
+            budget: config.budget,
+            disk: Default::default(),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("ulog-recv-web".into())
+            .spawn(move || {
+                crate::sys::os::lower_thread_priority(HTTP_NICENESS);
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => return tracing::error!(error = %e, "the web page cannot be served"),
+                };
+                runtime.block_on(serve(listener, served, stopped));
+            })
+            .map_err(WebError::Thread)?;
+        Ok(Self {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address bound (port 0 resolved).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for WebServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    served: Arc<Served>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => return tracing::error!(error = %e, "the web page cannot be served"),
+    };
+    let watcher = served.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(WATCH_INTERVAL);
+        loop {
+            tick.tick().await;
+            watcher.refresh_flights().await;
+        }
+    });
+    let disk = served.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::web::routes::DISK_REFRESH);
+        loop {
+            tick.tick().await;
+            let view = disk.disk_view().await;
+            disk.feed.push(Some(Change::new("disk", &view)));
+        }
+    });
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let app = router(served);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stopped => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, most likely: wait rather than spin.
+                tracing::warn!(error = %e, "the web page cannot take a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES)
+                .max_headers(64)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+}

@@ -1,0 +1,106 @@
+//! The API against the CLI on the same session: `GET /api/flights/{id}` holds what `info
+//! --json` prints and what `uploads --json` prints of it, the flights' list agrees with the
+//! manifest, the downloads are byte for byte what `export` writes and the split on disk, and
+//! the delete asks for the CSRF token and takes only that flight.
+
+use std::process::Command;
+use std::time::Duration;
+
+use super::{closed_flights, daemon, free_http_port, get, request, session, stream};
+use crate::common::procs::{BIN, fresh_dir, wait_for_line};
+use crate::common::{json_output, text_output};
+use crate::diagnostics::write_fault_flight;
+
+#[test]
+fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
+    let dir = fresh_dir("web-api");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flight = write_fault_flight(&dir, "motor");
+    let logs = dir.join("logs");
+    let (mut daemon, port, addr) = daemon(&logs, &free_http_port(), &[]);
+    assert!(addr.starts_with("127.0.0.1:"), "a port alone binds loopback: {addr}");
+    // Two flights: one whole, one through 4 % loss (dropouts to count).
+    for impairment in [&[][..], &["--loss", "0.04", "--seed", "11"][..]] {
+        let (mut sim, sim_lines) = stream(&flight, port, impairment);
+        wait_for_line(&sim_lines, "the whole log was sent", Duration::from_secs(120));
+        assert!(sim.wait(Duration::from_secs(30)).success());
+    }
+    let flights = closed_flights(&addr, &[], 2);
+    // Newest first.
+    assert!(flights[0]["id"].as_str() > flights[1]["id"].as_str(), "{flights:?}");
+    let uploads: Vec<serde_json::Value> = text_output(
+        Command::new(BIN)
+            .args(["uploads", "--json", "--log-dir"])
+            .arg(&logs),
+    )
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect();
+    for row in &flights {
+        let id = row["id"].as_str().unwrap();
+        let dir = session(&logs, id);
+        let reply = get(&addr, &format!("/api/flights/{id}"), &[]);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let api = reply.json();
+        let info = json_output(Command::new(BIN).arg("info").arg(&dir).arg("--json"));
+        assert_eq!(api["report"], info, "{id}: the API's report is info's");
+        let theirs = uploads.iter().find(|u| u["session"] == id).expect("in uploads");
+        assert_eq!(&api["flight"]["uploads"], theirs, "{id}: uploads");
+        assert_eq!(api["flight"], *row, "{id}: the line is the list's");
+        // The line's figures, from what info read of the flight.
+        let session = &info["session"];
+        assert_eq!(row["dropouts_received"], session["dropouts_received"]);
+        assert_eq!(row["splits"].as_array().unwrap().len(), session["splits"].as_u64().unwrap() as usize);
+        let findings: Vec<&str> = row["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["analyzer"].as_str().unwrap())
+            .collect();
+        assert_eq!(findings, ["motor_failure"], "{id}");
+        assert_eq!(row["worst_severity"], "critical");
+        // Downloads: the flight as export writes it, and the split as it is on disk.
+        for format in ["ulg", "mcap"] {
+            let out = dir.with_extension(format);
+            text_output(Command::new(BIN).arg("export").arg(&dir).arg("-o").arg(&out));
+            let reply = get(&addr, &format!("/api/flights/{id}/download?format={format}"), &[]);
+            assert_eq!(reply.status, 200, "{format}: {}", reply.text());
+            let disposition = reply.header("content-disposition").unwrap_or_default();
+            assert!(disposition.contains(&format!("{id}.{format}")), "{disposition}");
+            assert!(
+                reply.body == std::fs::read(&out).unwrap(),
+                "{id}: the {format} download is not what export writes ({} bytes against {})",
+                reply.body.len(),
+                std::fs::metadata(&out).unwrap().len()
+            );
+        }
+        let reply = get(&addr, &format!("/api/flights/{id}/files/split_0000.ulg"), &[]);
+        assert_eq!(reply.status, 200);
+        assert!(reply.body == std::fs::read(dir.join("split_0000.ulg")).unwrap());
+    }
+    let whole = flights.iter().find(|f| f["dropouts_received"] == 0).expect("a whole flight");
+    let lossy = flights.iter().find(|f| f["dropouts_received"] != 0).expect("a lossy flight");
+    assert_eq!(whole["fill"]["state"], "whole");
+    assert_eq!(lossy["fill"]["state"], "not_filled");
+    assert!(lossy["dropout_ms_received"].as_u64().unwrap() > 0, "{lossy}");
+
+    // The delete: refused without the token, then the lossy flight only.
+    let id = lossy["id"].as_str().unwrap();
+    let path = format!("/api/flights/{id}/delete");
+    let refused = request(&addr, "POST", &path, &[], b"");
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(session(&logs, id).exists());
+    let token = get(&addr, "/api/session", &[]).json()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = request(&addr, "POST", &path, &[format!("X-CSRF-Token: {token}")], b"");
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(!session(&logs, id).exists());
+    let kept = whole["id"].as_str().unwrap();
+    assert!(session(&logs, kept).join("split_0000.ulg").exists());
+    let left = get(&addr, "/api/flights", &[]).json();
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    assert_eq!(left[0]["id"], kept);
+    assert!(daemon.terminate().success());
+}

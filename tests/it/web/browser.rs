@@ -1,0 +1,248 @@
+//! The page in a real browser: Debian's chromium, headless, driven over WebDriver by
+//! chromedriver, against the daemon receiving the simulated vehicle's flight with a motor
+//! failure through 3 % loss, filling it from the vehicle's SD log and uploading it to a real
+//! Garage and a real Flight Review. The page shows the flight appear while it streams, its
+//! dropouts, its finding, the fill moving it to whole, the upload and the Flight Review link;
+//! the `.ulg` downloaded from the page is byte for byte what `export` writes; the delete asks
+//! first and removes only that flight. A phone's screen shows the page without sideways
+//! scrolling. Screenshots of each step go to `target/artifacts/web/`.
+//!
+//! Without chromium and chromedriver, Garage or Flight Review the test says SKIPPED, and
+//! fails under CI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+use super::{daemon, free_http_port, stream_again};
+use crate::common::flight_review::FlightReviewServer;
+use crate::common::garage::{Garage, SECRET_KEY, credentials, free_tcp_port};
+use crate::common::procs::{BIN, Proc, fresh_dir};
+use crate::common::text_output;
+use crate::diagnostics::write_fault_flight;
+
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// How long a step of the page may take to show.
+const STEP: Duration = Duration::from_secs(120);
+
+fn skip_or_fail(what: &str) {
+    eprintln!("SKIPPED: {what}");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the browser test: {what}"
+    );
+}
+
+/// Where the screenshots go: CI keeps `target/artifacts/`.
+fn artifacts() -> PathBuf {
+    let dir = crate::common::project().join("target/artifacts/web");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// chromedriver on a free port, and a headless chromium session through it that downloads
+/// into `downloads`.
+async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
+    if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
+        skip_or_fail("no chromium and chromium-driver (Debian's packages)");
+        return None;
+    }
+    let port = free_tcp_port();
+    let driver = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    let driver = Proc(driver, "chromedriver");
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": CHROMIUM,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,900"],
+            "prefs": {
+                "download.default_directory": downloads.display().to_string(),
+                "download.prompt_for_download": false,
+            },
+        }),
+    );
+    let t0 = Instant::now();
+    let client = loop {
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        match ClientBuilder::new(connector)
+            .capabilities(capabilities.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => break c,
+            Err(e) if t0.elapsed() < Duration::from_secs(30) => {
+                eprintln!("chromedriver not ready: {e}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("no browser session: {e}"),
+        }
+    };
+    Some((driver, client))
+}
+
+/// Runs `script` in the page until it returns something other than `null` or `false`.
+async fn until(client: &Client, what: &str, script: &str) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        let v = client.execute(script, vec![]).await.expect(what);
+        if !v.is_null() && v != json!(false) {
+            return v;
+        }
+        assert!(t0.elapsed() < STEP, "the page never showed {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("screenshot");
+    std::fs::write(artifacts().join(name), png).unwrap();
+}
+
+/// The text of cell `class` in flight `id`'s row.
+fn cell(id: &str, class: &str) -> String {
+    format!(
+        "const r = document.querySelector('tr[data-id=\"{id}\"]'); \
+         return r && r.querySelector('.{class}').textContent;"
+    )
+}
+
+#[test]
+fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
+    let garage = match Garage::start(fresh_dir("garage-web")) {
+        Ok(g) => g,
+        Err(e) => return skip_or_fail(&e),
+    };
+    let Some(review) = FlightReviewServer::start("web", free_tcp_port()) else {
+        return;
+    };
+    let dir = fresh_dir("web-browser");
+    std::fs::create_dir_all(&dir).unwrap();
+    let downloads = dir.join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let flight = write_fault_flight(&dir, "motor");
+    let logs = dir.join("logs");
+    let creds = credentials(&dir, SECRET_KEY);
+    let mut extra: Vec<String> = vec!["--fill".into(), "auto".into()];
+    extra.extend(garage.upload_args("fleet", &creds));
+    extra.extend(["--flight-review".into(), review.url()]);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let (mut daemon, udp, addr) = daemon(&logs, &free_http_port(), &extra);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let Some((_driver, client)) = browser(&downloads).await else {
+            return;
+        };
+        client.goto(&format!("http://{addr}/")).await.unwrap();
+        until(&client, "the live pill", "return document.getElementById('connection').textContent === 'live';").await;
+        // The vehicle streams at 40 KB/s (the log takes about 8 s) through 3 % loss, again and
+        // again, serving its SD log for the fill in between.
+        let (mut sim, _sim_lines) = stream_again(
+            &flight,
+            udp,
+            &["--loss", "0.03", "--seed", "3", "--link-rate", "40000"],
+        );
+        sim_keeps_streaming(&mut sim);
+        let id = until(
+            &client,
+            "a flight while it streams",
+            "const r = document.querySelector('tr[data-closed=\"false\"]'); return r && r.dataset.id;",
+        )
+        .await;
+        let id = id.as_str().unwrap().to_owned();
+        until(&client, "its dropouts as they happen", &format!("const t = (function(){{{}}})(); return t && t.includes('dropouts');", cell(&id, "stream"))).await;
+        until(&client, "the vehicle in the status bar", "return document.getElementById('vehicle').textContent.startsWith('sysid 1');").await;
+        until(&client, "the disk in the status bar", "return document.getElementById('disk').textContent.endsWith('B');").await;
+        until(&client, "streaming in the status bar", "return document.getElementById('logging').textContent === 'streaming';").await;
+        screenshot(&client, "01-streaming.png").await;
+        // Closed, filled, its finding named, uploaded, with its Flight Review link.
+        let finding = until(&client, "the motor failure", &format!("const t = (function(){{{}}})(); return t && t.includes('motor_failure') && t;", cell(&id, "findings"))).await;
+        assert!(finding.as_str().unwrap().contains('1'), "{finding}");
+        until(&client, "the fill", &format!("const t = (function(){{{}}})(); return t && t.startsWith('filled') && t;", cell(&id, "fill"))).await;
+        until(&client, "the upload", &format!("const t = (function(){{{}}})(); return t === 'uploaded';", cell(&id, "bucket"))).await;
+        let link = until(&client, "the Flight Review link", &format!("const a = document.querySelector('tr[data-id=\"{id}\"] .review a'); return a && a.href;")).await;
+        let link = link.as_str().unwrap().to_owned();
+        assert!(link.starts_with(&review.url()), "{link}");
+        screenshot(&client, "02-filled-and-uploaded.png").await;
+        drop(sim);
+
+        // What the page says is what the CLI says of the session on disk.
+        let session = logs.join(&id);
+        let info: serde_json::Value = serde_json::from_str(&text_output(Command::new(BIN).arg("info").arg(&session).arg("--json"))).unwrap();
+        assert_eq!(info["session"]["dropouts_remaining"], 0, "{}", info["session"]);
+        let uploads = text_output(Command::new(BIN).args(["uploads", "--log-dir"]).arg(&logs));
+        let line = uploads.lines().find(|l| l.starts_with(&id)).expect("the session in uploads");
+        assert!(line.contains("  uploaded  ") && line.contains(&link), "{line}");
+
+        // The flight's own view: its facts, its timeline, its finding.
+        client.find(Locator::Css(&format!("tr[data-id=\"{id}\"] td.start"))).await.unwrap().click().await.unwrap();
+        let facts = until(&client, "the flight's view", "const f = document.getElementById('flight'); return !f.hidden && document.getElementById('flight-facts').textContent;").await;
+        let facts = facts.as_str().unwrap().to_owned();
+        let remaining = format!("{} dropouts", info["session"]["dropouts_remaining"]);
+        assert!(facts.contains(&remaining), "{facts}");
+        let received = format!("{} dropouts", info["session"]["dropouts_received"]);
+        assert!(facts.contains(&received), "{facts}");
+        let marks = until(&client, "the finding on the timeline", "return document.querySelectorAll('#timeline .finding').length;").await;
+        assert_eq!(marks, 1);
+        screenshot(&client, "03-flight.png").await;
+
+        // The download from the page is what export writes.
+        client.find(Locator::Css(&format!("tr[data-id=\"{id}\"] a.dl-ulg"))).await.unwrap().click().await.unwrap();
+        let downloaded = downloads.join(format!("{id}.ulg"));
+        let t0 = Instant::now();
+        while !downloaded.exists() {
+            assert!(t0.elapsed() < STEP, "no download in {}", downloads.display());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let exported = dir.join("exported.ulg");
+        text_output(Command::new(BIN).arg("export").arg(&session).arg("-o").arg(&exported));
+        assert!(std::fs::read(&downloaded).unwrap() == std::fs::read(&exported).unwrap(), "the download is not export's file");
+
+        // The delete asks first: dismissed, nothing goes; accepted, that flight only.
+        let others: Vec<PathBuf> = crate::common::procs::session_dirs(&logs).into_iter().filter(|d| *d != session).collect();
+        client.find(Locator::Id("flight-delete")).await.unwrap().click().await.unwrap();
+        let asked = client.get_alert_text().await.expect("a confirmation");
+        assert!(asked.contains("Delete") && asked.contains(&id), "{asked}");
+        client.dismiss_alert().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(session.exists(), "deleted without a yes");
+        client.find(Locator::Id("flight-delete")).await.unwrap().click().await.unwrap();
+        client.accept_alert().await.unwrap();
+        until(&client, "the row gone", &format!("return !document.querySelector('tr[data-id=\"{id}\"]');")).await;
+        assert!(!session.exists(), "the flight's directory is still there");
+        for other in &others {
+            assert!(other.join("manifest.json").exists(), "{} went too", other.display());
+        }
+        screenshot(&client, "04-deleted.png").await;
+
+        // On a phone's screen: no sideways scrolling of the page itself.
+        client.set_window_size(390, 844).await.unwrap();
+        client.refresh().await.unwrap();
+        until(&client, "the page on a phone", "return document.querySelectorAll('#flights tbody tr').length > 0;").await;
+        let wide = client.execute("return document.documentElement.scrollWidth <= window.innerWidth + 1;", vec![]).await.unwrap();
+        assert_eq!(wide, json!(true), "the page scrolls sideways on a phone");
+        screenshot(&client, "05-phone.png").await;
+        client.close().await.unwrap();
+    });
+    assert!(daemon.terminate().success());
+}
+
+/// The simulator must still run (serving the SD log) when the page gets to the fill.
+fn sim_keeps_streaming(sim: &mut Proc) {
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(sim.0.try_wait().unwrap().is_none(), "the simulator stopped");
+}
