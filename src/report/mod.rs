@@ -15,22 +15,22 @@ pub mod uploads;
 /// Why a session could not be reported.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("{} is not a log session: {source}", dir.display())]
+    #[error("{} is not a log session", dir.display())]
     NotASession {
         dir: std::path::PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: cannot read its upload journal: {source}", dir.display())]
+    #[error("{}: cannot read its upload journal", dir.display())]
     Journal {
         dir: std::path::PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot read {}: {source}", dir.display())]
+    #[error("cannot read {}", dir.display())]
     Flight {
         dir: std::path::PathBuf,
         source: crate::export::ExportError,
     },
-    #[error("{} cannot be read: {source}", dir.display())]
+    #[error("{} cannot be read", dir.display())]
     NotULog {
         dir: std::path::PathBuf,
         source: crate::ulog::ReadError,

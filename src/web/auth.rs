@@ -27,8 +27,7 @@ pub fn random_token() -> String {
     let mut bytes = [0u8; 32];
     let mut filled = 0;
     while filled < bytes.len() {
-        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
-        {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
             Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
             // getrandom(2) fails only on a kernel before 3.17, which this daemon does not run on.
@@ -85,7 +84,12 @@ impl Access {
     }
 
     /// A request's verdict, from its `Authorization` and `Cookie` headers, at `now`.
-    pub fn check(&self, authorization: Option<&str>, cookie: Option<&str>, now: Instant) -> Verdict {
+    pub fn check(
+        &self,
+        authorization: Option<&str>,
+        cookie: Option<&str>,
+        now: Instant,
+    ) -> Verdict {
         if self.password.is_none() {
             return Verdict::Allowed;
         }
@@ -121,7 +125,10 @@ impl Access {
         let mut sessions = self.sessions.lock().expect("sessions lock");
         sessions.retain(|_, used| now.saturating_duration_since(*used) < SESSION_IDLE);
         while sessions.len() >= MAX_SESSIONS {
-            let oldest = sessions.iter().min_by_key(|(_, used)| **used).map(|(t, _)| t.clone());
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, used)| **used)
+                .map(|(t, _)| t.clone());
             match oldest {
                 Some(t) => sessions.remove(&t),
                 None => break,
@@ -189,7 +196,7 @@ mod tests {
         assert_eq!(access.check(None, None, now), Verdict::Allowed);
         assert!(!access.csrf_ok(None));
         assert!(!access.csrf_ok(Some("guess")));
-        assert!(access.csrf_ok(Some(&access.csrf_token().to_owned())));
+        assert!(access.csrf_ok(Some(access.csrf_token())));
     }
 
     #[test]
@@ -201,20 +208,32 @@ mod tests {
         let wrong = basic("anyone:battery staple");
         assert_eq!(access.check(Some(&right), None, now), Verdict::Allowed);
         assert_eq!(access.check(Some(&wrong), None, now), Verdict::Unauthorised);
-        assert_eq!(access.check(Some("Bearer x"), None, now), Verdict::Unauthorised);
+        assert_eq!(
+            access.check(Some("Bearer x"), None, now),
+            Verdict::Unauthorised
+        );
         assert!(access.login("wrong", now).is_none());
         let token = access.login("correct horse", now).expect("logged in");
         let cookie = format!("theme=dark; {COOKIE}={token}");
         assert_eq!(access.check(None, Some(&cookie), now), Verdict::Allowed);
         let forged = format!("{COOKIE}={}", random_token());
-        assert_eq!(access.check(None, Some(&forged), now), Verdict::Unauthorised);
+        assert_eq!(
+            access.check(None, Some(&forged), now),
+            Verdict::Unauthorised
+        );
         // Idle too long, then logged out.
         let later = now + SESSION_IDLE;
-        assert_eq!(access.check(None, Some(&cookie), later), Verdict::Unauthorised);
+        assert_eq!(
+            access.check(None, Some(&cookie), later),
+            Verdict::Unauthorised
+        );
         let token = access.login("correct horse", now).expect("logged in");
         let cookie = format!("{COOKIE}={token}");
         access.logout(Some(&cookie));
-        assert_eq!(access.check(None, Some(&cookie), now), Verdict::Unauthorised);
+        assert_eq!(
+            access.check(None, Some(&cookie), now),
+            Verdict::Unauthorised
+        );
     }
 
     #[test]
@@ -223,11 +242,16 @@ mod tests {
         let start = Instant::now();
         let first = access.login("pw", start).expect("login");
         for k in 1..=MAX_SESSIONS as u64 {
-            access.login("pw", start + Duration::from_secs(k)).expect("login");
+            access
+                .login("pw", start + Duration::from_secs(k))
+                .expect("login");
         }
         let cookie = format!("{COOKIE}={first}");
         let now = start + Duration::from_secs(MAX_SESSIONS as u64 + 1);
-        assert_eq!(access.check(None, Some(&cookie), now), Verdict::Unauthorised);
+        assert_eq!(
+            access.check(None, Some(&cookie), now),
+            Verdict::Unauthorised
+        );
         assert_eq!(access.sessions.lock().unwrap().len(), MAX_SESSIONS);
     }
 }

@@ -10,7 +10,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::web::routes::json_error;
+use crate::web::reply::json_error;
 
 /// Bytes per chunk sent to the body.
 pub const CHUNK_BYTES: usize = 64 << 10;
@@ -58,7 +58,10 @@ impl ChannelWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES)));
+        let chunk = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(CHUNK_BYTES),
+        ));
         self.tx
             .blocking_send(Ok(chunk))
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client left"))
@@ -100,12 +103,20 @@ pub async fn stream_blocking(what: Download, path: PathBuf, name: String) -> Res
     let length = match opened_rx.await {
         Ok(Ok(length)) => length,
         Ok(Err(message)) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, &message),
-        Err(_) => return json_error(StatusCode::INTERNAL_SERVER_ERROR, "the download did not start"),
+        Err(_) => {
+            return json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the download did not start",
+            );
+        }
     };
     let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
     let mut response = body.into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(what.content_type()));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(what.content_type()),
+    );
     if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
         headers.insert(header::CONTENT_DISPOSITION, v);
     }

@@ -280,6 +280,8 @@ pub fn session_id(dir: &Path) -> String {
 pub struct WebFeed {
     state: Arc<Mutex<LiveState>>,
     changes: tokio::sync::broadcast::Sender<Change>,
+    /// Wakes the web thread's look at the log directory (a session opened or closed).
+    sessions_changed: Arc<tokio::sync::Notify>,
 }
 
 impl WebFeed {
@@ -287,6 +289,7 @@ impl WebFeed {
         Self {
             state: Arc::new(Mutex::new(state)),
             changes: tokio::sync::broadcast::channel(CHANGES_BUFFERED).0,
+            sessions_changed: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -303,6 +306,12 @@ impl WebFeed {
     pub fn session(&self, dir: &Path, open: bool) {
         let change = self.lock().session(dir, open, Instant::now());
         self.push(Some(change));
+        self.sessions_changed.notify_one();
+    }
+
+    /// Completes when a session opened or closed since the last call.
+    pub async fn sessions_changed(&self) {
+        self.sessions_changed.notified().await;
     }
 
     /// An event entered in the open session's manifest.
@@ -410,7 +419,11 @@ mod tests {
             )
             .expect("a dropout is pushed");
         assert_eq!(dropout.kind, "dropout");
-        assert!(dropout.json.contains("\"duration_ms\":120"), "{}", dropout.json);
+        assert!(
+            dropout.json.contains("\"duration_ms\":120"),
+            "{}",
+            dropout.json
+        );
         live.event(&Event::VehicleLost, t1);
         assert!(!live.view(t1).logging.streaming);
     }

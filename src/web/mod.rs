@@ -9,6 +9,7 @@
 //! - [`auth`]: who may use it (loopback open, a password beyond), the CSRF token;
 //! - [`routes`]: the page, the API, the event stream, downloads and actions;
 //! - [`download`]: a file or an export streamed to the client in bounded chunks;
+//! - [`reply`]: the plain answers (JSON, HTML, text);
 //! - [`page`]: the page's HTML, CSS and JavaScript, compiled into the binary;
 //! - [`server`]: the listener on its own thread, under its connection limits.
 //!
@@ -20,5 +21,6 @@ pub mod download;
 pub mod flights;
 pub mod live;
 pub mod page;
+pub mod reply;
 pub mod routes;
 pub mod server;

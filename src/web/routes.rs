@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Form, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{Next, from_fn, from_fn_with_state};
@@ -24,6 +23,7 @@ use crate::web::download::{Download, stream_blocking};
 use crate::web::flights::{FlightsCache, listed_file, plain_files};
 use crate::web::live::{Change, StatusView, WebFeed};
 use crate::web::page;
+use crate::web::reply::{html, json, json_error, text};
 
 /// An action's body (the login form) is at most this long.
 pub const MAX_BODY_BYTES: usize = 4096;
@@ -98,7 +98,10 @@ async fn limits(request: Request, next: Next) -> Response {
         .is_some_and(|v| v.as_bytes() != b"0")
         || request.headers().contains_key(header::TRANSFER_ENCODING);
     let mut response = if has_body && request.method() != Method::POST {
-        text(StatusCode::PAYLOAD_TOO_LARGE, "this request takes no body\n")
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "this request takes no body\n",
+        )
     } else {
         next.run(request).await
     };
@@ -133,10 +136,12 @@ async fn guard(State(served): State<Shared>, request: Request, next: Next) -> Re
             // A browser's first visit: the login form, still a 401.
             return html(StatusCode::UNAUTHORIZED, page::LOGIN_HTML);
         }
-        return json_error(StatusCode::UNAUTHORIZED, "log in first (a session cookie, or HTTP Basic)");
+        return json_error(
+            StatusCode::UNAUTHORIZED,
+            "log in first (a session cookie, or HTTP Basic)",
+        );
     }
-    if request.method() == Method::POST
-        && !served.access.csrf_ok(header_str(headers, CSRF_HEADER))
+    if request.method() == Method::POST && !served.access.csrf_ok(header_str(headers, CSRF_HEADER))
     {
         return json_error(
             StatusCode::FORBIDDEN,
@@ -205,7 +210,8 @@ async fn logout(State(served): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 fn redirect_home(cookie: Option<String>) -> Response {
-    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    // Relative: behind a proxy's prefix, the page is where the form was.
+    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "./")]).into_response();
     if let Some(v) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
         response.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -326,10 +332,7 @@ async fn download(
 }
 
 /// `GET /api/flights/{id}/files/{file}`: a split or an amendment the manifest lists.
-async fn file(
-    State(served): State<Shared>,
-    Path((id, file)): Path<(String, String)>,
-) -> Response {
+async fn file(State(served): State<Shared>, Path((id, file)): Path<(String, String)>) -> Response {
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
@@ -343,7 +346,12 @@ async fn file(
     let name = path
         .file_name()
         .map_or_else(String::new, |n| attachment_name(&n.to_string_lossy()));
-    stream_blocking(Download::File, path, format!("{}_{name}", attachment_name(&id))).await
+    stream_blocking(
+        Download::File,
+        path,
+        format!("{}_{name}", attachment_name(&id)),
+    )
+    .await
 }
 
 /// `POST /api/flights/{id}/delete`: a closed flight's local files; never the open session.
@@ -368,7 +376,10 @@ async fn delete(State(served): State<Shared>, Path(id): Path<String>) -> Respons
             StatusCode::INTERNAL_SERVER_ERROR,
             &format!("cannot delete {id}: {e}"),
         ),
-        Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "the delete did not finish"),
+        Err(_) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the delete did not finish",
+        ),
     }
 }
 
@@ -409,36 +420,6 @@ fn attachment_name(name: &str) -> String {
         .collect()
 }
 
-pub(crate) fn json(value: &impl serde::Serialize) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-    }
-}
-
-pub(crate) fn json_error(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({ "error": message }).to_string();
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
 fn no_flight() -> Response {
     json_error(StatusCode::NOT_FOUND, "no such flight")
-}
-
-fn html(status: StatusCode, body: &'static str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        body,
-    )
-        .into_response()
-}
-
-fn text(status: StatusCode, body: &'static str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        Body::from(body),
-    )
-        .into_response()
 }

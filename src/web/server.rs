@@ -4,8 +4,8 @@
 //! service, on a thread of its own at a lower priority with its own current-thread runtime,
 //! as the metrics' listener: nothing it does runs on the network loop or delays an ack.
 //!
-//! The same thread follows the log directory (every [`WATCH_INTERVAL`], a `stat` per
-//! session), keeps each session's line of the flights' list, and pushes a change for each
+//! The same thread follows the log directory (every [`WATCH_INTERVAL`] and whenever a
+//! session opens or closes, a `stat` per session), keeps each session's line of the flights' list, and pushes a change for each
 //! session that appeared, changed (a fill, an upload) or went.
 
 use std::net::SocketAddr;
@@ -79,7 +79,8 @@ impl WebServer {
         let addr = config.addr;
         let access = match &config.password_file {
             Some(path) => {
-                let bytes = crate::sys::secret::read_secret_file(path, "the web page's password file")?;
+                let bytes =
+                    crate::sys::secret::read_secret_file(path, "the web page's password file")?;
                 let text = String::from_utf8_lossy(&bytes);
                 let password = text.trim_end_matches(['\r', '\n']);
                 if password.is_empty() {
@@ -154,7 +155,11 @@ async fn serve(
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(WATCH_INTERVAL);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                // A session opened or closed: its line at once, not at the next look.
+                _ = watcher.feed.sessions_changed() => {}
+            }
             watcher.refresh_flights().await;
         }
     });

@@ -287,6 +287,8 @@ fn sample_value(key: &str) -> &'static str {
         "fill" => "\"auto\"",
         "ftp-rate" => "\"20K\"",
         "metrics" => "\"127.0.0.1:9477\"",
+        "http" => "\"127.0.0.1:9478\"",
+        "http-password-file" => "\"/etc/ulog-recv/http-password\"",
         "flight-review" => "\"https://logs.px4.io\"",
         "flight-review-public" => "true",
         "flight-review-email" => "\"ops@example.com\"",

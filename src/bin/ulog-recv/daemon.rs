@@ -9,11 +9,11 @@ use ulog_recv::live::thread::PublishServer;
 use ulog_recv::monitor::Exposition;
 use ulog_recv::shell::keyfile::Reservation;
 use ulog_recv::shell::metrics_server::{MetricsConfig, MetricsServer};
-use ulog_recv::web::server::{WebConfig, WebServer};
 use ulog_recv::shell::monitoring::{StatusMetrics, link_kind};
 use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
 use ulog_recv::shell::service::{Notifier, StatusText};
 use ulog_recv::shell::transport::{Link, LinkSpec};
+use ulog_recv::web::server::{WebConfig, WebServer};
 
 use crate::args::{FillArg, ReceiveArgs};
 use crate::config_file::with_config;
@@ -240,7 +240,13 @@ pub(crate) async fn receive(
                 line.push_str(&format!("; {u}"));
             }
             if let Some(w) = &web_feed {
-                w.status(&s.session, &s.storage, s.write_errors, s.link.open, upload_status);
+                w.status(
+                    &s.session,
+                    &s.storage,
+                    s.write_errors,
+                    s.link.open,
+                    upload_status,
+                );
             }
             systemd.alive(&line);
             reports += 1;
@@ -326,7 +332,8 @@ pub(crate) fn reloader(
             ("metrics", new.metrics != running.metrics),
             (
                 "the web page",
-                (&new.http, &new.http_password_file) != (&running.http, &running.http_password_file),
+                (&new.http, &new.http_password_file)
+                    != (&running.http, &running.http_password_file),
             ),
             (
                 "uploads",

@@ -38,6 +38,13 @@ function started(utc) {
   return d.toISOString().replace("T", " ").slice(0, 19) + " UTC (" + d.toLocaleString() + ")";
 }
 
+function startCell(utc) {
+  const d = new Date(utc);
+  if (isNaN(d)) return el("span", { textContent: utc });
+  return el("span", {}, d.toISOString().replace("T", " ").slice(0, 16) + " UTC",
+    el("br"), el("small", { className: "muted", textContent: d.toLocaleString() + " local" }));
+}
+
 function setCard(id, big, detail, level) {
   $(id).textContent = big;
   $(id + "-detail").textContent = detail;
@@ -126,7 +133,7 @@ function reviewCell(f) {
 }
 
 function downloads(f) {
-  const base = "/api/flights/" + encodeURIComponent(f.id) + "/download?format=";
+  const base = "api/flights/" + encodeURIComponent(f.id) + "/download?format=";
   return el("span", {},
     el("a", { href: base + "ulg", textContent: ".ulg", className: "dl-ulg" }), " ",
     el("a", { href: base + "mcap", textContent: ".mcap", className: "dl-mcap" }));
@@ -136,17 +143,23 @@ function renderFlights() {
   const body = document.querySelector("#flights tbody");
   const rows = [...flights.values()].sort((a, b) => (a.id < b.id ? 1 : -1));
   body.replaceChildren(...rows.map((f) => {
+    // Each cell says what it is: a phone shows the rows as cards, labelled.
+    const td = (className, label, content) => {
+      const cell = el("td", { className }, content);
+      cell.dataset.label = label;
+      return cell;
+    };
     const tr = el("tr", {},
-      el("td", { className: "start", textContent: started(f.started_utc) }),
-      el("td", { textContent: "sysid " + f.system_id }),
-      el("td", { textContent: seconds(f.duration_s) }),
-      el("td", { textContent: bytes(f.size_bytes) }),
-      el("td", { className: "stream" }, streamCell(f)),
-      el("td", { className: "fill" }, fillCell(f)),
-      el("td", { className: "findings" }, findingsCell(f)),
-      el("td", { className: "bucket" }, bucketCell(f)),
-      el("td", { className: "review" }, reviewCell(f)),
-      el("td", { className: "downloads" }, downloads(f)));
+      td("start", "Start", startCell(f.started_utc)),
+      td("vehicle", "Vehicle", "sysid " + f.system_id),
+      td("duration", "Duration", seconds(f.duration_s)),
+      td("size", "Size", bytes(f.size_bytes)),
+      td("stream", "Stream", streamCell(f)),
+      td("fill", "Fill", fillCell(f)),
+      td("findings", "Findings", findingsCell(f)),
+      td("bucket", "Bucket", bucketCell(f)),
+      td("review", "Flight Review", reviewCell(f)),
+      td("downloads", "Download", downloads(f)));
     tr.dataset.id = f.id;
     tr.dataset.closed = f.closed;
     tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") showFlight(f.id); });
@@ -157,7 +170,7 @@ function renderFlights() {
 
 async function api(path, options = {}) {
   const response = await fetch(path, { credentials: "same-origin", ...options });
-  if (response.status === 401) { location.href = "/login"; throw new Error("not logged in"); }
+  if (response.status === 401) { location.href = "login"; throw new Error("not logged in"); }
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
@@ -165,7 +178,7 @@ async function api(path, options = {}) {
 
 async function showFlight(id) {
   shown = id;
-  const { flight: f, report } = await api("/api/flights/" + encodeURIComponent(id));
+  const { flight: f, report } = await api("api/flights/" + encodeURIComponent(id));
   if (shown !== id) return;
   $("flight").hidden = false;
   $("flight").dataset.id = id;
@@ -195,7 +208,7 @@ async function showFlight(id) {
     el("span", { className: "sev " + x.severity, textContent: x.severity }),
     " " + (x.at_us / 1e6).toFixed(1) + " s  " + x.analyzer + ": " + x.summary)) : [el("li", { className: "muted", textContent: "none" })]));
   $("flight-files").replaceChildren(...f.splits.map((sp) => el("li", {},
-    el("a", { href: "/api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
+    el("a", { href: "api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
     " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));
   $("flight-delete").disabled = !f.closed;
 }
@@ -204,7 +217,7 @@ async function deleteShown() {
   const id = shown;
   if (!id || !confirm("Delete every local file of the flight " + id + "? This cannot be undone.")) return;
   try {
-    await api("/api/flights/" + encodeURIComponent(id) + "/delete", { method: "POST", headers: { "X-CSRF-Token": csrf } });
+    await api("api/flights/" + encodeURIComponent(id) + "/delete", { method: "POST", headers: { "X-CSRF-Token": csrf } });
     flights.delete(id);
     renderFlights();
     $("flight").hidden = true;
@@ -215,14 +228,14 @@ async function deleteShown() {
 }
 
 async function reload() {
-  const list = await api("/api/flights");
+  const list = await api("api/flights");
   flights.clear();
   for (const f of list) flights.set(f.id, f);
   renderFlights();
 }
 
 function follow() {
-  const events = new EventSource("/api/events");
+  const events = new EventSource("api/events");
   const pill = $("connection");
   events.onopen = () => { pill.textContent = "live"; pill.className = "pill live"; reload(); };
   events.onerror = () => { pill.textContent = "reconnecting…"; pill.className = "pill down"; };
@@ -259,7 +272,7 @@ function follow() {
 document.addEventListener("DOMContentLoaded", async () => {
   $("flight-close").addEventListener("click", () => { $("flight").hidden = true; shown = null; });
   $("flight-delete").addEventListener("click", deleteShown);
-  csrf = (await api("/api/session")).csrf_token;
+  csrf = (await api("api/session")).csrf_token;
   await reload();
   follow();
 });

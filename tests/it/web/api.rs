@@ -18,16 +18,26 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
     let flight = write_fault_flight(&dir, "motor");
     let logs = dir.join("logs");
     let (mut daemon, port, addr) = daemon(&logs, &free_http_port(), &[]);
-    assert!(addr.starts_with("127.0.0.1:"), "a port alone binds loopback: {addr}");
+    assert!(
+        addr.starts_with("127.0.0.1:"),
+        "a port alone binds loopback: {addr}"
+    );
     // Two flights: one whole, one through 4 % loss (dropouts to count).
     for impairment in [&[][..], &["--loss", "0.04", "--seed", "11"][..]] {
         let (mut sim, sim_lines) = stream(&flight, port, impairment);
-        wait_for_line(&sim_lines, "the whole log was sent", Duration::from_secs(120));
+        wait_for_line(
+            &sim_lines,
+            "the whole log was sent",
+            Duration::from_secs(120),
+        );
         assert!(sim.wait(Duration::from_secs(30)).success());
     }
     let flights = closed_flights(&addr, &[], 2);
     // Newest first.
-    assert!(flights[0]["id"].as_str() > flights[1]["id"].as_str(), "{flights:?}");
+    assert!(
+        flights[0]["id"].as_str() > flights[1]["id"].as_str(),
+        "{flights:?}"
+    );
     let uploads: Vec<serde_json::Value> = text_output(
         Command::new(BIN)
             .args(["uploads", "--json", "--log-dir"])
@@ -44,13 +54,19 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
         let api = reply.json();
         let info = json_output(Command::new(BIN).arg("info").arg(&dir).arg("--json"));
         assert_eq!(api["report"], info, "{id}: the API's report is info's");
-        let theirs = uploads.iter().find(|u| u["session"] == id).expect("in uploads");
+        let theirs = uploads
+            .iter()
+            .find(|u| u["session"] == id)
+            .expect("in uploads");
         assert_eq!(&api["flight"]["uploads"], theirs, "{id}: uploads");
         assert_eq!(api["flight"], *row, "{id}: the line is the list's");
         // The line's figures, from what info read of the flight.
         let session = &info["session"];
         assert_eq!(row["dropouts_received"], session["dropouts_received"]);
-        assert_eq!(row["splits"].as_array().unwrap().len(), session["splits"].as_u64().unwrap() as usize);
+        assert_eq!(
+            row["splits"].as_array().unwrap().len(),
+            session["splits"].as_u64().unwrap() as usize
+        );
         let findings: Vec<&str> = row["findings"]
             .as_array()
             .unwrap()
@@ -62,11 +78,24 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
         // Downloads: the flight as export writes it, and the split as it is on disk.
         for format in ["ulg", "mcap"] {
             let out = dir.with_extension(format);
-            text_output(Command::new(BIN).arg("export").arg(&dir).arg("-o").arg(&out));
-            let reply = get(&addr, &format!("/api/flights/{id}/download?format={format}"), &[]);
+            text_output(
+                Command::new(BIN)
+                    .arg("export")
+                    .arg(&dir)
+                    .arg("-o")
+                    .arg(&out),
+            );
+            let reply = get(
+                &addr,
+                &format!("/api/flights/{id}/download?format={format}"),
+                &[],
+            );
             assert_eq!(reply.status, 200, "{format}: {}", reply.text());
             let disposition = reply.header("content-disposition").unwrap_or_default();
-            assert!(disposition.contains(&format!("{id}.{format}")), "{disposition}");
+            assert!(
+                disposition.contains(&format!("{id}.{format}")),
+                "{disposition}"
+            );
             assert!(
                 reply.body == std::fs::read(&out).unwrap(),
                 "{id}: the {format} download is not what export writes ({} bytes against {})",
@@ -74,15 +103,28 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
                 std::fs::metadata(&out).unwrap().len()
             );
         }
-        let reply = get(&addr, &format!("/api/flights/{id}/files/split_0000.ulg"), &[]);
+        let reply = get(
+            &addr,
+            &format!("/api/flights/{id}/files/split_0000.ulg"),
+            &[],
+        );
         assert_eq!(reply.status, 200);
         assert!(reply.body == std::fs::read(dir.join("split_0000.ulg")).unwrap());
     }
-    let whole = flights.iter().find(|f| f["dropouts_received"] == 0).expect("a whole flight");
-    let lossy = flights.iter().find(|f| f["dropouts_received"] != 0).expect("a lossy flight");
+    let whole = flights
+        .iter()
+        .find(|f| f["dropouts_received"] == 0)
+        .expect("a whole flight");
+    let lossy = flights
+        .iter()
+        .find(|f| f["dropouts_received"] != 0)
+        .expect("a lossy flight");
     assert_eq!(whole["fill"]["state"], "whole");
     assert_eq!(lossy["fill"]["state"], "not_filled");
-    assert!(lossy["dropout_ms_received"].as_u64().unwrap() > 0, "{lossy}");
+    assert!(
+        lossy["dropout_ms_received"].as_u64().unwrap() > 0,
+        "{lossy}"
+    );
 
     // The delete: refused without the token, then the lossy flight only.
     let id = lossy["id"].as_str().unwrap();
@@ -94,7 +136,13 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
         .as_str()
         .unwrap()
         .to_owned();
-    let done = request(&addr, "POST", &path, &[format!("X-CSRF-Token: {token}")], b"");
+    let done = request(
+        &addr,
+        "POST",
+        &path,
+        &[format!("X-CSRF-Token: {token}")],
+        b"",
+    );
     assert_eq!(done.status, 200, "{}", done.text());
     assert!(!session(&logs, id).exists());
     let kept = whole["id"].as_str().unwrap();

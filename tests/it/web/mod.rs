@@ -23,9 +23,8 @@ pub(crate) struct Reply {
 
 impl Reply {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body))
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
     pub fn text(&self) -> String {
@@ -36,7 +35,9 @@ impl Reply {
     pub fn header(&self, name: &str) -> Option<String> {
         self.head.lines().find_map(|l| {
             let (n, v) = l.split_once(':')?;
-            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            n.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
         })
     }
 }

@@ -52,13 +52,26 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
     let port = free_http_port();
     let everywhere = format!("0.0.0.0:{port}");
     // No password file: no start.
-    let said = refused_start(&["--udp", "127.0.0.1:0", "--log-dir", &logs.to_string_lossy(), "--http", &everywhere]);
+    let said = refused_start(&[
+        "--udp",
+        "127.0.0.1:0",
+        "--log-dir",
+        &logs.to_string_lossy(),
+        "--http",
+        &everywhere,
+    ]);
     assert!(said.contains("without a password"), "{said}");
     // One others may read: no start either.
     let open = password_file(&dir, 0o644);
     let said = refused_start(&[
-        "--udp", "127.0.0.1:0", "--log-dir", &logs.to_string_lossy(), "--http", &everywhere,
-        "--http-password-file", &open.to_string_lossy(),
+        "--udp",
+        "127.0.0.1:0",
+        "--log-dir",
+        &logs.to_string_lossy(),
+        "--http",
+        &everywhere,
+        "--http-password-file",
+        &open.to_string_lossy(),
     ]);
     assert!(said.contains("password file"), "{said}");
 
@@ -88,22 +101,50 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
         ("POST", "/logout".to_owned()),
     ];
     for (method, path) in &routes {
-        for headers in [vec![], vec![basic("guess")], vec![format!("Cookie: ulog_recv_session={}", "0".repeat(64))]] {
+        for headers in [
+            vec![],
+            vec![basic("guess")],
+            vec![format!("Cookie: ulog_recv_session={}", "0".repeat(64))],
+        ] {
             let reply = request(&addr, method, path, &headers, b"");
-            assert_eq!(reply.status, 401, "{method} {path} {headers:?}: {}", reply.text());
-            assert!(!reply.text().contains(&id), "{method} {path}: {}", reply.text());
+            assert_eq!(
+                reply.status,
+                401,
+                "{method} {path} {headers:?}: {}",
+                reply.text()
+            );
+            assert!(
+                !reply.text().contains(&id),
+                "{method} {path}: {}",
+                reply.text()
+            );
         }
     }
     // HTTP Basic gets in; so does the login form's cookie.
     assert_eq!(get(&addr, "/api/status", &authorised).status, 200);
-    let wrong = request(&addr, "POST", "/login", &["Content-Type: application/x-www-form-urlencoded".into()], b"password=guess");
+    let wrong = request(
+        &addr,
+        "POST",
+        "/login",
+        &["Content-Type: application/x-www-form-urlencoded".into()],
+        b"password=guess",
+    );
     assert_eq!(wrong.status, 401);
     assert!(wrong.header("set-cookie").is_none());
     let form = format!("password={}", PASSWORD.replace(' ', "+"));
-    let login = request(&addr, "POST", "/login", &["Content-Type: application/x-www-form-urlencoded".into()], form.as_bytes());
+    let login = request(
+        &addr,
+        "POST",
+        "/login",
+        &["Content-Type: application/x-www-form-urlencoded".into()],
+        form.as_bytes(),
+    );
     assert_eq!(login.status, 303, "{}", login.text());
     let cookie = login.header("set-cookie").expect("a session cookie");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let cookie = format!("Cookie: {}", cookie.split(';').next().unwrap());
     let listed = get(&addr, "/api/flights", std::slice::from_ref(&cookie));
     assert_eq!(listed.status, 200);
@@ -111,7 +152,11 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
 
     // An action without the CSRF token, or with a wrong one: refused, the flight kept.
     let delete = format!("/api/flights/{id}/delete");
-    for headers in [vec![cookie.clone()], vec![cookie.clone(), "X-CSRF-Token: guess".into()], vec![basic(PASSWORD)]] {
+    for headers in [
+        vec![cookie.clone()],
+        vec![cookie.clone(), "X-CSRF-Token: guess".into()],
+        vec![basic(PASSWORD)],
+    ] {
         let reply = request(&addr, "POST", &delete, &headers, b"");
         assert_eq!(reply.status, 403, "{headers:?}: {}", reply.text());
     }
@@ -121,13 +166,21 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
     let outside = dir.join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), SECRET).unwrap();
-    std::fs::copy(logs.join(&id).join("manifest.json"), outside.join("manifest.json")).unwrap();
+    std::fs::copy(
+        logs.join(&id).join("manifest.json"),
+        outside.join("manifest.json"),
+    )
+    .unwrap();
     std::fs::write(outside.join("split_0000.ulg"), SECRET).unwrap();
     // A session directory that is a link out, and a session whose split is a link out.
     std::os::unix::fs::symlink(&outside, logs.join("2099-01-01T00-00-00Z_sys1")).unwrap();
     let planted = logs.join("2099-01-02T00-00-00Z_sys1");
     std::fs::create_dir_all(&planted).unwrap();
-    std::fs::copy(logs.join(&id).join("manifest.json"), planted.join("manifest.json")).unwrap();
+    std::fs::copy(
+        logs.join(&id).join("manifest.json"),
+        planted.join("manifest.json"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(outside.join("secret.txt"), planted.join("split_0000.ulg")).unwrap();
     std::thread::sleep(Duration::from_secs(3));
     let secret_file = outside.join("secret.txt").to_string_lossy().into_owned();
@@ -136,7 +189,10 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
         format!("/api/flights/{id}/files/..%2F..%2Foutside%2Fsecret.txt"),
         format!("/api/flights/{id}/files/%2e%2e/%2e%2e/outside/secret.txt"),
         format!("/api/flights/{id}/files/{secret_file}"),
-        format!("/api/flights/{id}/files/%2F{}", secret_file.trim_start_matches('/').replace('/', "%2F")),
+        format!(
+            "/api/flights/{id}/files/%2F{}",
+            secret_file.trim_start_matches('/').replace('/', "%2F")
+        ),
         format!("/api/flights/{id}/files//etc/passwd"),
         "/api/flights/..%2Foutside/files/secret.txt".to_owned(),
         "/api/flights/%2e%2e/download?format=ulg".to_owned(),
@@ -158,7 +214,10 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
             reply.text()
         );
         let body = reply.text();
-        assert!(!body.contains(SECRET) && !body.contains("root:"), "{path}: {body}");
+        assert!(
+            !body.contains(SECRET) && !body.contains("root:"),
+            "{path}: {body}"
+        );
     }
     // The list does not hold the link out either.
     let listed = get(&addr, "/api/flights", &authorised).text();
@@ -168,9 +227,21 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
     let big = format!("X-Filler: {}", "a".repeat(8000));
     let reply = get(&addr, "/api/status", &[basic(PASSWORD), big]);
     assert_eq!(reply.status, 431, "{}", reply.text());
-    let reply = request(&addr, "GET", "/api/status", &[basic(PASSWORD)], &[b'x'; 100]);
+    let reply = request(
+        &addr,
+        "GET",
+        "/api/status",
+        &[basic(PASSWORD)],
+        &[b'x'; 100],
+    );
     assert_eq!(reply.status, 413, "{}", reply.text());
-    let reply = request(&addr, "POST", "/login", &["Content-Type: application/x-www-form-urlencoded".into()], &[b'p'; 10_000]);
+    let reply = request(
+        &addr,
+        "POST",
+        "/login",
+        &["Content-Type: application/x-www-form-urlencoded".into()],
+        &[b'p'; 10_000],
+    );
     assert_eq!(reply.status, 413, "{}", reply.text());
     assert!(daemon.terminate().success());
 }
@@ -215,7 +286,9 @@ fn idle_connections_and_a_slow_reader_leave_the_stream_as_it_is_without_them() {
             slow = Some(std::thread::spawn(move || {
                 let mut byte = [0u8; 1];
                 let t0 = Instant::now();
-                while t0.elapsed() < Duration::from_secs(20) && s.read(&mut byte).is_ok_and(|n| n > 0) {
+                while t0.elapsed() < Duration::from_secs(20)
+                    && s.read(&mut byte).is_ok_and(|n| n > 0)
+                {
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }));
@@ -225,7 +298,10 @@ fn idle_connections_and_a_slow_reader_leave_the_stream_as_it_is_without_them() {
         assert!(sim.wait(Duration::from_secs(30)).success());
         // The page still answers, the flood notwithstanding.
         let flights = closed_flights(&addr, &[], 1);
-        assert_eq!(flights[0]["dropouts_received"], 0, "crowded {crowded}: {flights:?}");
+        assert_eq!(
+            flights[0]["dropouts_received"], 0,
+            "crowded {crowded}: {flights:?}"
+        );
         let id = flights[0]["id"].as_str().unwrap();
         splits.push(std::fs::read(logs.join(id).join("split_0000.ulg")).unwrap());
         drop(idle);
@@ -234,11 +310,23 @@ fn idle_connections_and_a_slow_reader_leave_the_stream_as_it_is_without_them() {
         }
         assert!(daemon.terminate().success());
         let said = daemon.stdout_text();
-        let line = said.lines().find(|l| l.starts_with("received")).unwrap_or_default().to_owned();
+        let line = said
+            .lines()
+            .find(|l| l.starts_with("received"))
+            .unwrap_or_default()
+            .to_owned();
         // The counts, without the ack latency (which differs run to run).
-        received.push(line.split("; ack latency").next().unwrap_or_default().to_owned());
+        received.push(
+            line.split("; ack latency")
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        );
     }
     assert_eq!(received[0], received[1], "the link's counts");
     assert!(!received[0].is_empty());
-    assert!(splits[0] == splits[1], "the crowded run's split differs from the one alone");
+    assert!(
+        splits[0] == splits[1],
+        "the crowded run's split differs from the one alone"
+    );
 }
