@@ -28,8 +28,8 @@
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys`, `monitor` |
 //! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `fill`, `store`, `export`, `upload`, `diagnose` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `diagnose`, `ros`, `link`, `store`, `upload`, `sys`, `monitor` |
-//! | [`web`] | no | the companion's web page and its JSON API: the live status, the flights' list, downloads, actions, credentials; its listener's thread | `ulog`, `diagnose`, `link`, `store`, `export`, `upload`, `report`, `sys` |
-//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `web`, `report`, `sys`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
+//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
+//! | [`web`] | no | the companion's web page and its JSON API: the live status, the flights' list, downloads, actions, credentials; its listener's thread | `ulog`, `diagnose`, `link`, `store`, `export`, `upload`, `report`, `sys`, `shell` |
 //! <!-- /parts -->
 //!
 //! The binary (`src/bin/ulog-recv/`) parses the command line and runs the shell; it is the
@@ -53,6 +53,9 @@
 //!          split_NNNN.ulg + manifest.json                     └─ live::foxglove::FoxglovePublisher ──▶ WebSocket
 //!          (group commit: one sync per interval)                    (ros::Ros2Type schemas, CDR)
 //! ```
+//!
+//! With `--http`, the web page's thread ([`web::server`]) serves the flights on disk (the
+//! figures [`report`] builds) and the status the network loop hands it without waiting.
 //!
 //! Beside them, the uploader's thread ([`upload::uploader`]) follows the sessions on disk and
 //! sends each closed split and manifest to object storage and each closed flight to Flight
@@ -127,6 +130,10 @@
 //!   Flight Review: a session of many splits through a 30 s outage of the server, a
 //!   multipart upload cut by kill -9 and resumed, the rate cap, wrong credentials; boto3
 //!   reads back what is in the bucket.
+//! - `tests/it/web/`: the web page in Debian's chromium over WebDriver, from a flight's stream
+//!   to its fill, upload (a real Garage and Flight Review), download and delete; its API
+//!   against `info`, `uploads` and `export`; credentials, CSRF, path traversal, oversized
+//!   heads and a thousand idle connections.
 //! - `tests/it/service.rs`, `tests/it/cli.rs`: the systemd units, sd_notify, the config file, the
 //!   command line. `tests/it/layering.rs`: this page's table.
 //! - `tests/it/package.rs`: the .deb packages and tarballs `.ci/package` builds (amd64, and

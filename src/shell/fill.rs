@@ -507,6 +507,12 @@ impl AutoFill {
         let _ = self.sessions.send(dir.to_owned());
     }
 
+    /// The queue of sessions to fill, for another thread to add one (the web page's "fill
+    /// now"). The thread ends once [`stop`](Self::stop) ran and every such sender is gone.
+    pub fn queue(&self) -> std::sync::mpsc::Sender<std::path::PathBuf> {
+        self.sessions.clone()
+    }
+
     /// Ends the thread (a fill under way stops at its next FTP operation: the loop is gone).
     pub fn stop(self) {
         drop(self.sessions);

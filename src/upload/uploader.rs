@@ -123,6 +123,12 @@ impl UploadHandle {
         self.nudge.notify_one();
     }
 
+    /// What [`nudge`](Self::nudge) wakes, for another thread to wake it (the web page's
+    /// "upload now").
+    pub fn nudger(&self) -> Arc<tokio::sync::Notify> {
+        self.nudge.clone()
+    }
+
     pub fn status(&self) -> UploadStatus {
         self.status.lock().expect("status lock").clone()
     }

@@ -22,6 +22,8 @@ type Stamp = [Option<(SystemTime, u64)>; 3];
 pub struct FlightsCache {
     log_dir: PathBuf,
     rows: Mutex<BTreeMap<String, (Stamp, FlightRow)>>,
+    /// The log directory was looked at once at least.
+    filled: std::sync::atomic::AtomicBool,
 }
 
 /// The id a flight is known by, removed.
@@ -35,6 +37,7 @@ impl FlightsCache {
         Self {
             log_dir,
             rows: Mutex::new(BTreeMap::new()),
+            filled: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -77,7 +80,15 @@ impl FlightsCache {
                 .expect("flights lock")
                 .insert(id, (stamp, row));
         }
+        self.filled
+            .store(true, std::sync::atomic::Ordering::Release);
         changes
+    }
+
+    /// Whether the log directory was looked at once at least (before, the list is empty
+    /// for want of a look, not of flights).
+    pub fn is_filled(&self) -> bool {
+        self.filled.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Every flight's line, newest first.

@@ -7,7 +7,9 @@
 //! - [`flights`]: the flights' list kept from the log directory, and the one way a request's
 //!   flight id becomes a directory;
 //! - [`auth`]: who may use it (loopback open, a password beyond), the CSRF token;
-//! - [`routes`]: the page, the API, the event stream, downloads and actions;
+//! - [`served`]: what every handler shares;
+//! - [`routes`]: the page, the API, the event stream, downloads and the delete;
+//! - [`actions`]: fill now, upload now, the vehicle's SD card, through the daemon's parts;
 //! - [`download`]: a file or an export streamed to the client in bounded chunks;
 //! - [`reply`]: the plain answers (JSON, HTML, text);
 //! - [`page`]: the page's HTML, CSS and JavaScript, compiled into the binary;
@@ -16,6 +18,7 @@
 //! The figures are [`crate::report`]'s: the API and `ulog-recv info`/`uploads` cannot
 //! disagree.
 
+pub mod actions;
 pub mod auth;
 pub mod download;
 pub mod flights;
@@ -23,4 +26,5 @@ pub mod live;
 pub mod page;
 pub mod reply;
 pub mod routes;
+pub mod served;
 pub mod server;

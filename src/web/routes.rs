@@ -4,8 +4,6 @@
 //! the page from being framed or its types guessed).
 
 use std::convert::Infallible;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -18,53 +16,20 @@ use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
 
 use crate::report::session::SessionReport;
-use crate::web::auth::{Access, COOKIE, CSRF_HEADER, Verdict};
+use crate::web::actions;
+use crate::web::auth::{COOKIE, CSRF_HEADER, Verdict};
 use crate::web::download::{Download, stream_blocking};
-use crate::web::flights::{FlightsCache, listed_file, plain_files};
-use crate::web::live::{Change, StatusView, WebFeed};
+use crate::web::flights::{listed_file, plain_files};
+use crate::web::live::{Change, StatusView};
 use crate::web::page;
 use crate::web::reply::{html, json, json_error, text};
 
+use crate::web::served::{DiskView, Offered, Shared};
+
 /// An action's body (the login form) is at most this long.
 pub const MAX_BODY_BYTES: usize = 4096;
-/// The log directory's size is walked at most this often (and the `disk` event pushed).
-pub const DISK_REFRESH: Duration = Duration::from_secs(10);
 /// A wrong password waits this long before its answer.
 const WRONG_PASSWORD_DELAY: Duration = Duration::from_secs(1);
-
-/// What every handler shares.
-pub struct Served {
-    pub access: Access,
-    pub feed: WebFeed,
-    pub flights: FlightsCache,
-    pub log_dir: PathBuf,
-    pub budget: Option<u64>,
-    /// The log directory's size, and when it was walked.
-    pub disk: Mutex<Option<(u64, Instant)>>,
-}
-
-type Shared = Arc<Served>;
-
-impl Served {
-    /// Looks at the log directory again and pushes what changed.
-    pub async fn refresh_flights(self: &Arc<Self>) {
-        let served = self.clone();
-        if let Ok(changes) = tokio::task::spawn_blocking(move || served.flights.refresh()).await {
-            for change in changes {
-                self.feed.push(Some(change));
-            }
-        }
-    }
-
-    /// The directory of flight `id` (the listing looked at again if it does not hold it yet).
-    async fn dir_of(self: &Arc<Self>, id: &str) -> Option<PathBuf> {
-        if let Some(dir) = self.flights.dir_of(id) {
-            return Some(dir);
-        }
-        self.refresh_flights().await;
-        self.flights.dir_of(id)
-    }
-}
 
 /// The router, every guard on.
 pub fn router(served: Shared) -> Router {
@@ -77,6 +42,9 @@ pub fn router(served: Shared) -> Router {
         .route("/api/flights/{id}/download", get(download))
         .route("/api/flights/{id}/files/{*file}", get(file))
         .route("/api/flights/{id}/delete", post(delete))
+        .route("/api/flights/{id}/fill", post(actions::fill))
+        .route("/api/flights/{id}/upload", post(actions::upload))
+        .route("/api/vehicle/logs", get(actions::vehicle_logs))
         .route("/api/events", get(events))
         .route("/logout", post(logout))
         .layer(from_fn_with_state(served.clone(), guard));
@@ -226,20 +194,13 @@ async fn session(State(served): State<Shared>) -> Response {
     }))
 }
 
-/// The disk's figures (also the `disk` event). Field names say their units.
-#[derive(serde::Serialize)]
-pub struct DiskView {
-    /// The log directory's size (walked at most every 10 s).
-    pub logs_bytes: Option<u64>,
-    pub budget_bytes: Option<u64>,
-    pub free_bytes: Option<u64>,
-}
-
 #[derive(serde::Serialize)]
 struct StatusReply {
     #[serde(flatten)]
     live: StatusView,
     disk: DiskView,
+    /// The actions this daemon offers.
+    actions: Offered,
 }
 
 /// `GET /api/status`.
@@ -248,39 +209,15 @@ async fn status(State(served): State<Shared>) -> Response {
     json(&StatusReply {
         live: served.feed.view(),
         disk,
+        actions: served.actions.offered(),
     })
-}
-
-impl Served {
-    /// The disk's figures now (the log directory walked at most every [`DISK_REFRESH`]).
-    pub async fn disk_view(self: &Arc<Self>) -> DiskView {
-        let walker = self.clone();
-        let budget_bytes = self.budget;
-        tokio::task::spawn_blocking(move || {
-            let free_bytes = crate::sys::os::free_bytes(&walker.log_dir).ok();
-            let mut disk = walker.disk.lock().expect("disk lock");
-            if disk.is_none_or(|(_, at)| at.elapsed() >= DISK_REFRESH)
-                && let Ok(size) = crate::store::files::dir_size(&walker.log_dir)
-            {
-                *disk = Some((size, Instant::now()));
-            }
-            DiskView {
-                logs_bytes: disk.map(|(size, _)| size),
-                budget_bytes,
-                free_bytes,
-            }
-        })
-        .await
-        .unwrap_or(DiskView {
-            logs_bytes: None,
-            budget_bytes,
-            free_bytes: None,
-        })
-    }
 }
 
 /// `GET /api/flights`: every flight's line, newest first.
 async fn flights(State(served): State<Shared>) -> Response {
+    if !served.flights.is_filled() {
+        served.refresh_flights().await;
+    }
     json(&served.flights.rows())
 }
 
@@ -317,11 +254,7 @@ async fn download(
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
-    let checked = dir.clone();
-    if !tokio::task::spawn_blocking(move || plain_files(&checked))
-        .await
-        .unwrap_or(false)
-    {
+    if !plain_files(&dir) {
         return json_error(
             StatusCode::NOT_FOUND,
             "a file of the flight is missing or is a link: it is not served",
@@ -336,11 +269,7 @@ async fn file(State(served): State<Shared>, Path((id, file)): Path<(String, Stri
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
-    let Some(path) = tokio::task::spawn_blocking(move || listed_file(&dir, &file))
-        .await
-        .ok()
-        .flatten()
-    else {
+    let Some(path) = listed_file(&dir, &file) else {
         return json_error(StatusCode::NOT_FOUND, "the flight lists no such file");
     };
     let name = path
@@ -356,16 +285,15 @@ async fn file(State(served): State<Shared>, Path((id, file)): Path<(String, Stri
 
 /// `POST /api/flights/{id}/delete`: a closed flight's local files; never the open session.
 async fn delete(State(served): State<Shared>, Path(id): Path<String>) -> Response {
-    let Some(dir) = served.dir_of(&id).await else {
+    if served.dir_of(&id).await.is_none() {
         return no_flight();
-    };
-    let open = served.feed.open_session().as_deref() == Some(id.as_str());
-    if open || served.flights.row(&id).is_none_or(|row| !row.closed) {
+    }
+    let Some(dir) = served.closed_dir(&id).await else {
         return json_error(
             StatusCode::CONFLICT,
             "the flight is still recording: only a closed flight is deleted",
         );
-    }
+    };
     match tokio::task::spawn_blocking(move || crate::store::files::delete_session(&dir)).await {
         Ok(Ok(())) => {
             tracing::info!(flight = %id, "flight deleted from the web page");

@@ -20,16 +20,19 @@ use crate::sys::secret::SecretFileError;
 use crate::web::auth::Access;
 use crate::web::flights::FlightsCache;
 use crate::web::live::{Change, WebFeed};
-use crate::web::routes::{Served, router};
+use crate::web::routes::router;
+use crate::web::served::Actions;
+use crate::web::served::Served;
 
 /// Below the network loop, as the other helper threads.
 const HTTP_NICENESS: i32 = 10;
 /// A request's head (its line and headers) larger than this is refused (431).
 pub const MAX_HEAD_BYTES: usize = 4096;
-/// A request's head must be in within this long of its first byte, or of the connection.
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request's head must be in within this long of the connection (or of the request
+/// before it): a flood of connections that send nothing holds the page for this long at most.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections served at once; more are closed as they come.
-pub const MAX_CONNECTIONS: usize = 64;
+pub const MAX_CONNECTIONS: usize = 256;
 /// The log directory is looked at this often for sessions that came, changed or went.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -42,6 +45,8 @@ pub struct WebConfig {
     pub log_dir: PathBuf,
     /// The log directory's budget (`max-total`), if any.
     pub budget: Option<u64>,
+    /// What the page's actions reach.
+    pub actions: Actions,
 }
 
 /// Why the listener did not start.
@@ -97,6 +102,7 @@ impl WebServer {
         let addr = listener.local_addr().map_err(bind)?;
         let served = Arc::new(Served {
             access,
+            actions: config.actions,
             feed: config.feed,
             flights: FlightsCache::new(config.log_dir.clone()),
             log_dir: config.log_dir,
@@ -165,7 +171,7 @@ async fn serve(
     });
     let disk = served.clone();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(crate::web::routes::DISK_REFRESH);
+        let mut tick = tokio::time::interval(crate::web::served::DISK_REFRESH);
         loop {
             tick.tick().await;
             let view = disk.disk_view().await;

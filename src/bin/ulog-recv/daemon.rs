@@ -13,6 +13,7 @@ use ulog_recv::shell::monitoring::{StatusMetrics, link_kind};
 use ulog_recv::shell::receiver::{Control, Notice, ReceiverOptions, RunError, Status};
 use ulog_recv::shell::service::{Notifier, StatusText};
 use ulog_recv::shell::transport::{Link, LinkSpec};
+use ulog_recv::web::served::Actions;
 use ulog_recv::web::server::{WebConfig, WebServer};
 
 use crate::args::{FillArg, ReceiveArgs};
@@ -107,16 +108,6 @@ pub(crate) async fn receive(
             spec.to_string(),
         ))
     });
-    let web_server = match (args.http, &web_feed) {
-        (Some(addr), Some(feed)) => Some(WebServer::start(WebConfig {
-            addr,
-            password_file: args.http_password_file.clone(),
-            feed: feed.clone(),
-            log_dir: log_dir.clone(),
-            budget: args.store.max_total,
-        })?),
-        _ => None,
-    };
     let (event_tx, event_rx) = tokio::sync::mpsc::unbounded_channel();
     let (feed, server) = args.publish.start(event_tx)?.unzip();
     // The handlers before the start line: a SIGHUP or SIGTERM from then on is taken as meant.
@@ -131,9 +122,6 @@ pub(crate) async fn receive(
     if let Some(m) = &metrics_server {
         tracing::info!("metrics on http://{}/metrics, health on /healthz", m.addr());
     }
-    if let Some(w) = &web_server {
-        tracing::info!("the web page on http://{}/", w.addr());
-    }
     let systemd = Notifier::from_env();
     tracing::debug!(
         watchdog = ?systemd.watchdog(),
@@ -144,16 +132,41 @@ pub(crate) async fn receive(
     let mut store = args.store.options(log_dir.clone());
     store.uploads = uploader.is_some();
     ulog_recv::store::events::check_buffers(&store.columns, &store.event_buffers)?;
-    let (ftp, auto_fill) = match args.fill {
-        FillArg::Auto => {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            (
-                Some(rx),
-                Some(ulog_recv::shell::fill::AutoFill::start(tx, &log_dir)?),
-            )
-        }
-        FillArg::Off => (None, None),
+    // The vehicle's files through the stream's own session: for the fill, and for the web
+    // page's view of the SD card.
+    let (ftp_tx, ftp) = if args.fill == FillArg::Auto || args.http.is_some() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
     };
+    let auto_fill = match (args.fill, &ftp_tx) {
+        (FillArg::Auto, Some(tx)) => Some(ulog_recv::shell::fill::AutoFill::start(
+            tx.clone(),
+            &log_dir,
+        )?),
+        _ => None,
+    };
+    let web_server = match (args.http, &web_feed) {
+        (Some(addr), Some(feed)) => {
+            let server = WebServer::start(WebConfig {
+                addr,
+                password_file: args.http_password_file.clone(),
+                feed: feed.clone(),
+                log_dir: log_dir.clone(),
+                budget: args.store.max_total,
+                actions: Actions {
+                    fill: auto_fill.as_ref().map(|f| f.queue()),
+                    upload: uploader.as_ref().map(|u| u.nudger()),
+                    ftp: ftp_tx.clone(),
+                },
+            })?;
+            tracing::info!("the web page on http://{}/", server.addr());
+            Some(server)
+        }
+        _ => None,
+    };
+    drop(ftp_tx);
     let options = ReceiverOptions {
         store,
         session: args.session(signing),
@@ -267,6 +280,8 @@ pub(crate) async fn receive(
     if let Some(server) = server {
         server.join();
     }
+    // Before the fill and the uploader: the page holds a way to each.
+    drop(web_server);
     if let Some(u) = uploader {
         u.stop();
     }
@@ -274,7 +289,6 @@ pub(crate) async fn receive(
         f.stop();
     }
     drop(metrics_server);
-    drop(web_server);
     let status = status?;
     tracing::info!("stopped");
     print_status(&status);

@@ -8,6 +8,7 @@ let csrf = "";
 let shown = null;
 let disk = {};
 let lastStatus = null;
+let offered = { fill: false, upload: false, vehicle_logs: false };
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, props = {}, ...children) => {
@@ -177,6 +178,7 @@ async function api(path, options = {}) {
 }
 
 async function showFlight(id) {
+  if (shown !== id) $("flight-said").textContent = "";
   shown = id;
   const { flight: f, report } = await api("api/flights/" + encodeURIComponent(id));
   if (shown !== id) return;
@@ -211,6 +213,39 @@ async function showFlight(id) {
     el("a", { href: "api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
     " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));
   $("flight-delete").disabled = !f.closed;
+  $("flight-fill").hidden = !(offered.fill && f.closed);
+  $("flight-upload").hidden = !(offered.upload && f.closed && !f.uploads.complete);
+}
+
+async function act(what) {
+  const id = shown;
+  if (!id) return;
+  try {
+    await api("api/flights/" + encodeURIComponent(id) + "/" + what, { method: "POST", headers: { "X-CSRF-Token": csrf } });
+    $("flight-said").textContent = what === "fill" ? "fill asked for: the row follows it" : "upload asked for: the row follows it";
+  } catch (e) {
+    $("flight-said").textContent = "Not done: " + e.message;
+  }
+}
+
+async function showSdCard() {
+  $("sd-said").textContent = "asking the vehicle…";
+  try {
+    const logs = await api("api/vehicle/logs");
+    const body = document.querySelector("#sd-logs tbody");
+    body.replaceChildren(...logs.map((l) => {
+      const here = l.session
+        ? el("a", { href: "#", textContent: l.session, onclick: (e) => { e.preventDefault(); showFlight(l.session); } })
+        : el("span", { className: "muted", textContent: "— (ulog-recv fetch " + l.path + ")" });
+      const tr = el("tr", {}, el("td", { textContent: l.path }), el("td", { textContent: bytes(l.size_bytes) }), el("td", {}, here));
+      tr.dataset.path = l.path;
+      return tr;
+    }));
+    $("sd-logs").hidden = false;
+    $("sd-said").textContent = logs.length + " logs on the vehicle";
+  } catch (e) {
+    $("sd-said").textContent = "Not read: " + e.message;
+  }
 }
 
 async function deleteShown() {
@@ -272,6 +307,13 @@ function follow() {
 document.addEventListener("DOMContentLoaded", async () => {
   $("flight-close").addEventListener("click", () => { $("flight").hidden = true; shown = null; });
   $("flight-delete").addEventListener("click", deleteShown);
+  $("flight-fill").addEventListener("click", () => act("fill"));
+  $("flight-upload").addEventListener("click", () => act("upload"));
+  $("sd-show").addEventListener("click", showSdCard);
+  const status = await api("api/status");
+  offered = status.actions;
+  $("sd-section").hidden = !offered.vehicle_logs;
+  renderStatus(status);
   csrf = (await api("api/session")).csrf_token;
   await reload();
   follow();

@@ -136,13 +136,32 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
         .as_str()
         .unwrap()
         .to_owned();
-    let done = request(
-        &addr,
-        "POST",
-        &path,
-        &[format!("X-CSRF-Token: {token}")],
-        b"",
+    // What this daemon does not do, said: it neither fills (no --fill auto) nor uploads, and
+    // the vehicle is gone.
+    let csrf = [format!("X-CSRF-Token: {token}")];
+    for (action, why) in [("fill", "--fill auto"), ("upload", "uploads nowhere")] {
+        let reply = request(
+            &addr,
+            "POST",
+            &format!("/api/flights/{id}/{action}"),
+            &csrf,
+            b"",
+        );
+        assert_eq!(reply.status, 409, "{action}: {}", reply.text());
+        assert!(
+            reply.json()["error"].as_str().unwrap().contains(why),
+            "{}",
+            reply.text()
+        );
+    }
+    let offered = get(&addr, "/api/status", &[]).json()["actions"].clone();
+    assert_eq!(
+        offered,
+        serde_json::json!({"fill": false, "upload": false, "vehicle_logs": true})
     );
+    let reply = get(&addr, "/api/vehicle/logs", &[]);
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    let done = request(&addr, "POST", &path, &csrf, b"");
     assert_eq!(done.status, 200, "{}", done.text());
     assert!(!session(&logs, id).exists());
     let kept = whole["id"].as_str().unwrap();

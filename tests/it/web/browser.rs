@@ -3,6 +3,7 @@
 //! failure through 3 % loss, filling it from the vehicle's SD log and uploading it to a real
 //! Garage and a real Flight Review. The page shows the flight appear while it streams, its
 //! dropouts, its finding, the fill moving it to whole, the upload and the Flight Review link;
+//! the vehicle's SD card lists the log the fill read as that flight's, and "fill now" is taken;
 //! the `.ulg` downloaded from the page is byte for byte what `export` writes; the delete asks
 //! first and removes only that flight. A phone's screen shows the page without sideways
 //! scrolling. Screenshots of each step go to `target/artifacts/web/`.
@@ -104,6 +105,16 @@ async fn until(client: &Client, what: &str, script: &str) -> serde_json::Value {
     }
 }
 
+/// Clicks the element `css` finds, as the page is at that moment (the rows are drawn again at
+/// every event: an element found before might be gone by its click).
+async fn click(client: &Client, css: &str) {
+    let script = format!(
+        "const e = document.querySelector({}); if (!e) return false; e.click(); return true;",
+        serde_json::to_string(css).unwrap()
+    );
+    until(client, css, &script).await;
+}
+
 async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("screenshot");
     std::fs::write(artifacts().join(name), png).unwrap();
@@ -178,6 +189,21 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         let link = link.as_str().unwrap().to_owned();
         assert!(link.starts_with(&review.url()), "{link}");
         screenshot(&client, "02-filled-and-uploaded.png").await;
+
+        // The vehicle's SD card, read through the daemon's link: the log the fill read is
+        // this flight's.
+        client.find(Locator::Id("sd-show")).await.unwrap().click().await.unwrap();
+        let listed = until(&client, "the SD card's logs", "const rows = [...document.querySelectorAll('#sd-logs tbody tr')]; return rows.length > 0 && rows.map(r => [r.dataset.path, r.cells[2].textContent]);").await;
+        let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(logs.join(&id).join("manifest.json")).unwrap()).unwrap();
+        let source = manifest["amendments"][0]["source"].as_str().expect("the fill's SD log").to_owned();
+        let rows = listed.as_array().unwrap();
+        assert!(rows.iter().any(|r| r[0] == source.as_str() && r[1] == id.as_str()), "{source} as {id} in {listed}");
+        // Fill now, asked from the flight's view: the daemon takes it.
+        click(&client, &format!("tr[data-id=\"{id}\"] td.start")).await;
+        until(&client, "the fill button", "return !document.getElementById('flight-fill').hidden;").await;
+        client.find(Locator::Id("flight-fill")).await.unwrap().click().await.unwrap();
+        let said = until(&client, "the fill asked for", "const t = document.getElementById('flight-said').textContent; return t.length > 0 && t;").await;
+        assert!(said.as_str().unwrap().starts_with("fill asked for"), "{said}");
         drop(sim);
 
         // What the page says is what the CLI says of the session on disk.
@@ -189,7 +215,7 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         assert!(line.contains("  uploaded  ") && line.contains(&link), "{line}");
 
         // The flight's own view: its facts, its timeline, its finding.
-        client.find(Locator::Css(&format!("tr[data-id=\"{id}\"] td.start"))).await.unwrap().click().await.unwrap();
+        click(&client, &format!("tr[data-id=\"{id}\"] td.start")).await;
         let facts = until(&client, "the flight's view", "const f = document.getElementById('flight'); return !f.hidden && document.getElementById('flight-facts').textContent;").await;
         let facts = facts.as_str().unwrap().to_owned();
         let remaining = format!("{} dropouts", info["session"]["dropouts_remaining"]);
@@ -201,7 +227,7 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         screenshot(&client, "03-flight.png").await;
 
         // The download from the page is what export writes.
-        client.find(Locator::Css(&format!("tr[data-id=\"{id}\"] a.dl-ulg"))).await.unwrap().click().await.unwrap();
+        click(&client, &format!("tr[data-id=\"{id}\"] a.dl-ulg")).await;
         let downloaded = downloads.join(format!("{id}.ulg"));
         let t0 = Instant::now();
         while !downloaded.exists() {
