@@ -20,10 +20,9 @@ use axum::routing::get;
 
 use crate::monitor::catalogue::{LOGS_BUDGET_BYTES, LOGS_DISK_BYTES, LOGS_FREE_BYTES};
 use crate::monitor::{CONTENT_TYPE, Exposition};
+use crate::shell::listener_thread::{ListenerError, ListenerThread};
 use crate::shell::monitoring::SharedHealth;
 
-/// Below the network loop, as the other helper threads.
-const HTTP_NICENESS: i32 = 10;
 /// The log directory's size is walked at most this often.
 pub const DISK_REFRESH: Duration = Duration::from_secs(10);
 /// Histograms are folded into their buckets this often, scraped or not.
@@ -54,9 +53,7 @@ pub enum MetricsServerError {
 
 /// The running listener; dropping it stops it.
 pub struct MetricsServer {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: ListenerThread,
 }
 
 struct Served {
@@ -70,13 +67,9 @@ struct Served {
 
 impl MetricsServer {
     /// Binds the address (a failure stops the start, before anything else listens) and
-    /// serves it on its own thread.
+    /// serves it on its own thread ([`ListenerThread`]).
     pub fn start(config: MetricsConfig) -> Result<Self, MetricsServerError> {
         let addr = config.addr;
-        let bind = |source| MetricsServerError::Bind { addr, source };
-        let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
-        listener.set_nonblocking(true).map_err(bind)?;
-        let addr = listener.local_addr().map_err(bind)?;
         let served = Arc::new(Served {
             exposition: config.exposition,
             health: config.health,
@@ -84,54 +77,27 @@ impl MetricsServer {
             budget: config.budget,
             disk: Mutex::new(None),
         });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("ulog-recv-http".into())
-            .spawn(move || {
-                crate::sys::os::lower_thread_priority(HTTP_NICENESS);
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
-                    Err(e) => return tracing::error!(error = %e, "the metrics cannot be served"),
-                };
-                runtime.block_on(serve(listener, served, stopped));
-            })
-            .map_err(MetricsServerError::Thread)?;
-        Ok(Self {
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
+        let thread = ListenerThread::start("ulog-recv-http", addr, "the metrics", |l, stopped| {
+            serve(l, served, stopped)
         })
+        .map_err(|e| match e {
+            ListenerError::Bind(source) => MetricsServerError::Bind { addr, source },
+            ListenerError::Thread(e) => MetricsServerError::Thread(e),
+        })?;
+        Ok(Self { thread })
     }
 
     /// The address bound (port 0 resolved).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.thread.addr()
     }
 }
 
 async fn serve(
-    listener: std::net::TcpListener,
+    listener: tokio::net::TcpListener,
     served: Arc<Served>,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => return tracing::error!(error = %e, "the metrics cannot be served"),
-    };
     let exposition = served.exposition.clone();
     tokio::spawn(async move {
         let mut upkeep = tokio::time::interval(UPKEEP);

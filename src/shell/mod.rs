@@ -12,13 +12,16 @@
 //!   command-line arguments; [`values`]: option values (sizes, durations) checked where they
 //!   enter; [`keyfile`]: the signing key file and the signing clock's reservation on disk.
 //! - [`monitoring`]: the daemon's counters into its Prometheus metrics and its health check;
-//!   [`metrics_server`]: `--metrics`, the HTTP listener of `/metrics` and `/healthz`.
+//!   [`metrics_server`]: `--metrics`, the HTTP listener of `/metrics` and `/healthz`, on a
+//!   [`listener_thread`] as the web page is.
 //!
-//! The top of the crate: it may use every other part, and none uses it.
+//! Near the top of the crate: it may use every other part but the web page ([`crate::web`]),
+//! which uses it.
 
 pub mod config;
 pub mod fill;
 pub mod keyfile;
+pub mod listener_thread;
 pub mod metrics_server;
 pub mod monitoring;
 pub mod receiver;

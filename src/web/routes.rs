@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
 
+use crate::export::dataset::key_safe;
 use crate::report::session::SessionReport;
 use crate::web::actions;
 use crate::web::auth::{COOKIE, CSRF_HEADER, Verdict};
@@ -260,7 +261,7 @@ async fn download(
             "a file of the flight is missing or is a link: it is not served",
         );
     }
-    let name = format!("{}.{}", attachment_name(&id), what.extension());
+    let name = format!("{}.{}", key_safe(&id), what.extension());
     stream_blocking(what, dir, name).await
 }
 
@@ -274,13 +275,8 @@ async fn file(State(served): State<Shared>, Path((id, file)): Path<(String, Stri
     };
     let name = path
         .file_name()
-        .map_or_else(String::new, |n| attachment_name(&n.to_string_lossy()));
-    stream_blocking(
-        Download::File,
-        path,
-        format!("{}_{name}", attachment_name(&id)),
-    )
-    .await
+        .map_or_else(String::new, |n| key_safe(&n.to_string_lossy()));
+    stream_blocking(Download::File, path, format!("{}_{name}", key_safe(&id))).await
 }
 
 /// `POST /api/flights/{id}/delete`: a closed flight's local files; never the open session.
@@ -332,20 +328,6 @@ async fn events(
         .chain(changes)
         .map(|c| Ok(SseEvent::default().event(c.kind).data(&*c.json)));
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-}
-
-/// A name for a download's `Content-Disposition`: letters, digits, `-`, `_`, `.` kept, the
-/// rest `_`.
-fn attachment_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 fn no_flight() -> Response {

@@ -16,6 +16,7 @@ use std::time::Duration;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 
+use crate::shell::listener_thread::{ListenerError, ListenerThread};
 use crate::sys::secret::SecretFileError;
 use crate::web::auth::Access;
 use crate::web::flights::FlightsCache;
@@ -24,8 +25,6 @@ use crate::web::routes::router;
 use crate::web::served::Actions;
 use crate::web::served::Served;
 
-/// Below the network loop, as the other helper threads.
-const HTTP_NICENESS: i32 = 10;
 /// A request's head (its line and headers) larger than this is refused (431).
 pub const MAX_HEAD_BYTES: usize = 4096;
 /// A request's head must be in within this long of the connection (or of the request
@@ -72,9 +71,7 @@ pub enum WebError {
 
 /// The running listener; dropping it stops it.
 pub struct WebServer {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: ListenerThread,
 }
 
 impl WebServer {
@@ -87,7 +84,7 @@ impl WebServer {
                 let bytes =
                     crate::sys::secret::read_secret_file(path, "the web page's password file")?;
                 let text = String::from_utf8_lossy(&bytes);
-                let password = text.trim_end_matches(['\r', '\n']);
+                let password = text.lines().next().unwrap_or_default();
                 if password.is_empty() {
                     return Err(WebError::EmptyPassword(path.clone()));
                 }
@@ -96,10 +93,6 @@ impl WebServer {
             None if addr.ip().is_loopback() => Access::open(),
             None => return Err(WebError::NoPassword { addr }),
         };
-        let bind = |source| WebError::Bind { addr, source };
-        let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
-        listener.set_nonblocking(true).map_err(bind)?;
-        let addr = listener.local_addr().map_err(bind)?;
         let served = Arc::new(Served {
             access,
             actions: config.actions,
@@ -109,54 +102,27 @@ impl WebServer {
             budget: config.budget,
             disk: Default::default(),
         });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("ulog-recv-web".into())
-            .spawn(move || {
-                crate::sys::os::lower_thread_priority(HTTP_NICENESS);
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
-                    Err(e) => return tracing::error!(error = %e, "the web page cannot be served"),
-                };
-                runtime.block_on(serve(listener, served, stopped));
-            })
-            .map_err(WebError::Thread)?;
-        Ok(Self {
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
+        let thread = ListenerThread::start("ulog-recv-web", addr, "the web page", |l, stopped| {
+            serve(l, served, stopped)
         })
+        .map_err(|e| match e {
+            ListenerError::Bind(source) => WebError::Bind { addr, source },
+            ListenerError::Thread(e) => WebError::Thread(e),
+        })?;
+        Ok(Self { thread })
     }
 
     /// The address bound (port 0 resolved).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for WebServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.thread.addr()
     }
 }
 
 async fn serve(
-    listener: std::net::TcpListener,
+    listener: tokio::net::TcpListener,
     served: Arc<Served>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => return tracing::error!(error = %e, "the web page cannot be served"),
-    };
     let watcher = served.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(WATCH_INTERVAL);

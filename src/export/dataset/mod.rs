@@ -195,8 +195,8 @@ pub fn hardware_id(head: &[u8]) -> Option<String> {
 }
 
 /// `name` with anything but letters, digits, `-`, `_` and `.` made `_`: safe in an object
-/// key and a partition path.
-fn key_safe(name: &str) -> String {
+/// key, a partition path and a download's file name.
+pub fn key_safe(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.".contains(c) {

@@ -51,29 +51,33 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
     let logs = dir.join("logs");
     let port = free_http_port();
     let everywhere = format!("0.0.0.0:{port}");
-    // No password file: no start.
-    let said = refused_start(&[
+    // No password file, or one others may read, or an empty one: no start.
+    let logs_arg = logs.to_string_lossy().into_owned();
+    let base = [
         "--udp",
         "127.0.0.1:0",
         "--log-dir",
-        &logs.to_string_lossy(),
+        &logs_arg,
         "--http",
         &everywhere,
-    ]);
-    assert!(said.contains("without a password"), "{said}");
-    // One others may read: no start either.
-    let open = password_file(&dir, 0o644);
-    let said = refused_start(&[
-        "--udp",
-        "127.0.0.1:0",
-        "--log-dir",
-        &logs.to_string_lossy(),
-        "--http",
-        &everywhere,
-        "--http-password-file",
-        &open.to_string_lossy(),
-    ]);
-    assert!(said.contains("password file"), "{said}");
+    ];
+    let open = password_file(&dir, 0o644).to_string_lossy().into_owned();
+    let empty = dir.join("empty-password");
+    std::fs::write(&empty, "\n").unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let empty = empty.to_string_lossy().into_owned();
+    for (extra, why) in [
+        (None, "without a password"),
+        (Some(&open), "password file"),
+        (Some(&empty), "is empty"),
+    ] {
+        let mut args = base.to_vec();
+        if let Some(file) = extra {
+            args.extend(["--http-password-file", file.as_str()]);
+        }
+        let said = refused_start(&args);
+        assert!(said.contains(why), "{args:?}: {said}");
+    }
 
     let file = password_file(&dir, 0o600);
     let file = file.to_string_lossy().into_owned();
