@@ -4,6 +4,7 @@
 //! memory, and one that leaves stops the export at its next write.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use axum::body::{Body, Bytes};
@@ -139,7 +140,12 @@ fn produce(
         Ok(())
     };
     if what == Download::File {
-        let mut file = match std::fs::File::open(path) {
+        // Not through a link swapped in since the path was checked.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path);
+        let mut file = match file {
             Ok(f) => f,
             Err(e) => return fail(opened, format!("cannot open the file: {e}")),
         };

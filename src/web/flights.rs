@@ -48,9 +48,7 @@ impl FlightsCache {
             return Vec::new();
         };
         let mut seen: BTreeMap<String, Stamp> = BTreeMap::new();
-        // A link planted in the log directory is no flight of ours.
-        let real = |dir: &PathBuf| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
-        for dir in sessions.iter().filter(|d| real(d)) {
+        for dir in &sessions {
             if let Some(id) = plain_id(dir) {
                 seen.insert(id, stamp(dir));
             }

@@ -24,7 +24,6 @@ use crate::web::flights::{listed_file, plain_files};
 use crate::web::live::{Change, StatusView};
 use crate::web::page;
 use crate::web::reply::{html, json, json_error, text};
-
 use crate::web::served::{DiskView, Offered, Shared};
 
 /// An action's body (the login form) is at most this long.

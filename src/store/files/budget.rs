@@ -95,13 +95,13 @@ impl LogStore {
     }
 }
 
-/// The session directories under `dir` (those set aside or being deleted left out), oldest
-/// (by name: UTC start) first.
+/// The session directories under `dir` (those set aside or being deleted left out, and a
+/// symbolic link, which is no session the daemon wrote), oldest (by name: UTC start) first.
 pub fn list_sessions(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut sessions: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            p.is_dir()
+            p.symlink_metadata().is_ok_and(|m| m.is_dir())
                 && !is_set_aside(p)
                 && !p.to_string_lossy().ends_with(DELETING_SUFFIX)
                 && p.join(MANIFEST).exists()

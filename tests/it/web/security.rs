@@ -278,13 +278,9 @@ fn idle_connections_and_a_slow_reader_leave_the_stream_as_it_is_without_them() {
         let mut idle = Vec::new();
         let mut slow = None;
         if crowded {
-            // A thousand connections that send nothing, and one that asks for the event
-            // stream and then reads a byte a second.
-            for _ in 0..1000 {
-                if let Ok(s) = std::net::TcpStream::connect(&addr) {
-                    idle.push(s);
-                }
-            }
+            // A client that asks for the event stream and then reads a byte a second, and a
+            // thousand connections after it that send nothing (the page closes those past
+            // its limit as they come).
             let mut s = std::net::TcpStream::connect(&addr).unwrap();
             write!(s, "GET /api/events HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
             slow = Some(std::thread::spawn(move || {
@@ -296,6 +292,11 @@ fn idle_connections_and_a_slow_reader_leave_the_stream_as_it_is_without_them() {
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }));
+            for _ in 0..1000 {
+                if let Ok(s) = std::net::TcpStream::connect(&addr) {
+                    idle.push(s);
+                }
+            }
         }
         let (mut sim, lines) = stream(&flight, udp, &["--link-rate", "60000"]);
         wait_for_line(&lines, "the whole log was sent", Duration::from_secs(120));
