@@ -6,10 +6,9 @@
 use std::path::Path;
 
 use crate::diagnose::Severity;
-use crate::report::ReportError;
 use crate::report::uploads::UploadReport;
+use crate::report::{ReportError, manifest_of};
 use crate::store::events::EventSource;
-use crate::store::manifest::read_manifest;
 
 /// See the module docs. Field names say their units.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -74,10 +73,7 @@ pub struct SplitFile {
 impl FlightRow {
     /// The session in `dir`.
     pub fn read(dir: &Path) -> Result<Self, ReportError> {
-        let manifest = read_manifest(dir).map_err(|source| ReportError::NotASession {
-            dir: dir.to_owned(),
-            source,
-        })?;
+        let manifest = manifest_of(dir)?;
         let uploads = UploadReport::of(dir, &manifest)?;
         let first = (manifest.splits.iter())
             .filter_map(|s| s.summary.first_timestamp)

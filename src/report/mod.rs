@@ -12,6 +12,14 @@ pub mod flights;
 pub mod session;
 pub mod uploads;
 
+/// The manifest of the session in `dir`, or why it is not a session.
+fn manifest_of(dir: &std::path::Path) -> Result<crate::store::manifest::Manifest, ReportError> {
+    crate::store::manifest::read_manifest(dir).map_err(|source| ReportError::NotASession {
+        dir: dir.to_owned(),
+        source,
+    })
+}
+
 /// Why a session could not be reported.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use crate::fill::Edge;
-use crate::report::ReportError;
+use crate::report::{ReportError, manifest_of};
 use crate::store::amend::UnfilledGap;
 use crate::store::events::EventRecord;
-use crate::store::manifest::{BufferEntry, read_manifest};
+use crate::store::manifest::BufferEntry;
 use crate::ulog::summary::{Summary, SummaryBuilder};
 
 /// See the module docs.
@@ -58,10 +58,7 @@ pub struct ColumnFigures {
 impl SessionReport {
     /// Reads the session in `dir`: its manifest, then every byte of its flight.
     pub fn read(dir: &Path) -> Result<Self, ReportError> {
-        let manifest = read_manifest(dir).map_err(|source| ReportError::NotASession {
-            dir: dir.to_owned(),
-            source,
-        })?;
+        let manifest = manifest_of(dir)?;
         let flight = crate::export::flight::load(dir, &Default::default()).map_err(|source| {
             ReportError::Flight {
                 dir: dir.to_owned(),

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use crate::report::ReportError;
+use crate::report::{ReportError, manifest_of};
 use crate::store::files::UPLOADED_MARK;
-use crate::store::manifest::{Manifest, read_manifest};
+use crate::store::manifest::Manifest;
 use crate::upload::plan::{FlightReviewRecord, Journal, ObjectRecord};
 use crate::upload::uploader::load_journal;
 
@@ -34,10 +34,7 @@ pub struct UploadReport {
 impl UploadReport {
     /// Reads the session in `dir`.
     pub fn read(dir: &Path) -> Result<Self, ReportError> {
-        let manifest = read_manifest(dir).map_err(|source| ReportError::NotASession {
-            dir: dir.to_owned(),
-            source,
-        })?;
+        let manifest = manifest_of(dir)?;
         Self::of(dir, &manifest)
     }
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use ulog_recv::sim::faults::{FAULT_AFTER_US, Fault, FaultFlight, START_US, fault_flight};
 
-use crate::common::procs::{BIN, Proc, finish_recording, free_udp_port, fresh_dir, wait_for_line};
+use crate::common::procs::{
+    BIN, Proc, finish_recording, free_udp_port, fresh_dir, stream, wait_for_line,
+};
 use crate::common::{json_output, router, shared_logs, text_output};
 
 /// Flight Review v2's converter. Without it a test says so loudly and returns `None`; under
@@ -242,23 +244,6 @@ fn receive(dir: &Path, original: &Path, impairment: &[&str], daemon_args: &[&str
     wait_for_line(&daemon_log, "logs into", Duration::from_secs(20));
     let (mut sim, sim_log) = stream(original, port, impairment);
     finish_recording(&mut daemon, &mut sim, &sim_log, &logs)
-}
-
-/// The simulator streaming `original` once to UDP `port` with `impairment`, and its lines.
-fn stream(
-    original: &Path,
-    port: u16,
-    impairment: &[&str],
-) -> (Proc, std::sync::mpsc::Receiver<String>) {
-    let mut sim_args: Vec<String> = vec![
-        "sim".into(),
-        original.to_string_lossy().into_owned(),
-        "--once".into(),
-        "--udp-connect".into(),
-        format!("127.0.0.1:{port}"),
-    ];
-    sim_args.extend(impairment.iter().map(|a| a.to_string()));
-    Proc::spawn_watched("the simulator", &sim_args)
 }
 
 #[test]

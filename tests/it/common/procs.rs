@@ -266,3 +266,31 @@ pub fn strace(why: &str) -> Option<&'static str> {
     eprintln!("\n!!! SKIPPED: no {path} to {why} !!!\n");
     None
 }
+
+/// The simulator streaming `flight` once to `port` with `impairment`.
+pub fn stream(
+    flight: &Path,
+    port: u16,
+    impairment: &[&str],
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    let mut once = vec!["--once"];
+    once.extend_from_slice(impairment);
+    stream_again(flight, port, &once)
+}
+
+/// The simulator streaming `flight` to `port` with `options`, again and again (serving its
+/// SD log over MAVLink FTP in between) unless they say `--once`.
+pub fn stream_again(
+    flight: &Path,
+    port: u16,
+    options: &[&str],
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    let mut args: Vec<String> = vec![
+        "sim".into(),
+        flight.display().to_string(),
+        "--udp-connect".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    args.extend(options.iter().map(|a| a.to_string()));
+    Proc::spawn_watched("the simulator", &args)
+}

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::garage::free_tcp_port;
 use crate::common::procs::{Proc, free_udp_port, wait_for_line};
+pub(crate) use crate::common::procs::{stream, stream_again};
 
 /// An HTTP answer.
 pub(crate) struct Reply {
@@ -130,34 +131,6 @@ pub(crate) fn daemon(logs: &Path, http: &str, extra: &[&str]) -> (Proc, u16, Str
 /// A free port on loopback, as `--http` takes it.
 pub(crate) fn free_http_port() -> String {
     free_tcp_port().to_string()
-}
-
-/// The simulator streaming `flight` once to `port` with `impairment`.
-pub(crate) fn stream(
-    flight: &Path,
-    port: u16,
-    impairment: &[&str],
-) -> (Proc, std::sync::mpsc::Receiver<String>) {
-    let mut once = vec!["--once"];
-    once.extend_from_slice(impairment);
-    stream_again(flight, port, &once)
-}
-
-/// The simulator streaming `flight` to `port` with `options`, again and again (serving its
-/// SD log over MAVLink FTP in between) unless they say `--once`.
-pub(crate) fn stream_again(
-    flight: &Path,
-    port: u16,
-    options: &[&str],
-) -> (Proc, std::sync::mpsc::Receiver<String>) {
-    let mut args: Vec<String> = vec![
-        "sim".into(),
-        flight.display().to_string(),
-        "--udp-connect".into(),
-        format!("127.0.0.1:{port}"),
-    ];
-    args.extend(options.iter().map(|a| a.to_string()));
-    Proc::spawn_watched("the simulator", &args)
 }
 
 /// Waits until `GET /api/flights` (with `headers`) shows `count` flights, all closed;
