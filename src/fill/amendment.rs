@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use crate::fill::scan::{Edge, FlightScan};
-use crate::ulog::message::{framed, msg_type};
+use crate::ulog::Decoder;
+use crate::ulog::message::{Message, framed, msg_type};
 
 /// One gap an amendment fills, in the manifest.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -34,6 +35,13 @@ pub struct Fill {
     /// before put it costs its own read, counted with the fill's).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fetched: u64,
+    /// The log time (µs) of the run's earliest and latest record that has one: where the
+    /// fill lies in the flight. Absent when no record has a time, and in manifests that
+    /// did not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_us: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -88,7 +96,9 @@ pub fn build(flight: &FlightScan, recovered: &[Recovered]) -> (Vec<u8>, Vec<Fill
         }
     }
     let mut fills = Vec::with_capacity(recovered.len());
+    let mut decoder = flight.decoder();
     for r in recovered {
+        let span = time_span(&mut decoder, &r.records);
         let start = out.len() as u64;
         out.extend_from_slice(&r.records);
         fills.push(Fill {
@@ -102,7 +112,28 @@ pub fn build(flight: &FlightScan, recovered: &[Recovered]) -> (Vec<u8>, Vec<Fill
             complete: r.complete,
             edge: r.edge,
             fetched: r.fetched,
+            first_us: span.map(|s| s.0),
+            last_us: span.map(|s| s.1),
         });
     }
     (out, fills)
+}
+
+/// The earliest and latest log time among `records` (whole messages, back to back), the
+/// definitions among them taken by `decoder` on the way.
+fn time_span(decoder: &mut Decoder, records: &[u8]) -> Option<(u64, u64)> {
+    let mut span: Option<(u64, u64)> = None;
+    for raw in framed(records) {
+        let time = match Message::parse_framed(raw) {
+            Some(Message::Logging { timestamp, .. } | Message::LoggingTagged { timestamp, .. }) => {
+                Some(timestamp)
+            }
+            Some(message) => decoder.timestamp_of(Some(&message)),
+            None => None,
+        };
+        if let Some(t) = time {
+            span = Some(span.map_or((t, t), |(first, last)| (first.min(t), last.max(t))));
+        }
+    }
+    span
 }

@@ -38,10 +38,22 @@ pub struct SessionFigures {
     /// The amendments' files.
     pub amendments: Vec<String>,
     pub unfilled: Vec<UnfilledGap>,
+    /// Where in the flight each filled gap lies (the fills whose amendment records it).
+    pub filled: Vec<FilledGap>,
     /// Dropouts in the flight as it reads now (amendments merged).
     pub dropouts_remaining: usize,
     pub columns: Vec<ColumnFigures>,
     pub events: Vec<EventRecord>,
+}
+
+/// A gap a fill filled: the log time its records span, and what it brought back.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FilledGap {
+    pub first_us: u64,
+    pub last_us: u64,
+    pub records: u64,
+    /// False when the SD log had lost records there too.
+    pub complete: bool,
 }
 
 /// One column: its topics, splits and bytes (the main column's topics are the rest).
@@ -110,6 +122,17 @@ impl SessionReport {
             fetched_bytes_tail: tail_fetched,
             amendments: manifest.amendments.iter().map(|a| a.file.clone()).collect(),
             unfilled: manifest.unfilled,
+            filled: fills
+                .iter()
+                .filter_map(|f| {
+                    Some(FilledGap {
+                        first_us: f.first_us?,
+                        last_us: f.last_us?,
+                        records: f.records,
+                        complete: f.complete,
+                    })
+                })
+                .collect(),
             dropouts_remaining: summary.dropouts.len(),
             columns,
             events: manifest.events,

@@ -344,6 +344,48 @@ fn a_fill_over_a_lossy_slow_link_makes_the_session_the_whole_flight_each_record_
         info["session"]["dropouts_remaining"].as_u64().unwrap(),
         original["dropouts"].as_array().unwrap().len() as u64
     );
+    // Each filled gap's log time: from the flight's start on, and every dropout the stream had
+    // (read from the splits as written) meets one of them, but those the SD log has too.
+    let filled = info["session"]["filled"].as_array().unwrap();
+    assert!(!filled.is_empty(), "{info}");
+    let span = |g: &Json| {
+        (
+            g["first_us"].as_u64().unwrap(),
+            g["last_us"].as_u64().unwrap(),
+        )
+    };
+    let start = info["flight"]["start_timestamp"].as_u64().unwrap();
+    for g in filled {
+        let (first, end) = span(g);
+        assert!(
+            start <= first && first <= end,
+            "{g}: before the flight's start {start}, or backwards"
+        );
+    }
+    let remaining: Vec<&Json> = info["flight"]["dropouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["timestamp"])
+        .collect();
+    for split in manifest["splits"].as_array().unwrap() {
+        let file = session.join(split["file"].as_str().unwrap());
+        let split_info = common::json_output(Command::new(BIN).args(["info", "--json"]).arg(&file));
+        for d in split_info["dropouts"].as_array().unwrap() {
+            // What it lost: from its timestamp (the last sample before it), for its duration.
+            let t = d["timestamp"].as_u64().unwrap();
+            let lost_until = t + 1000 * d["duration_ms"].as_u64().unwrap();
+            assert!(
+                filled
+                    .iter()
+                    .map(span)
+                    .any(|(a, b)| a <= lost_until && t <= b)
+                    || remaining.contains(&&d["timestamp"]),
+                "the dropout at {t}..{lost_until} µs meets no filled gap, and is not one the \
+                 SD log lost too: {filled:?}"
+            );
+        }
+    }
     // Its row of the `flights` table, read by pyarrow: the dropouts as received, none left
     // unfilled, and in the flight only the original log's own.
     let tables = dir.join("tables");
