@@ -7,6 +7,7 @@
 //!   go, on which topic, with which type; a [`Sink`] writes them.
 //! - [`mcap`], [`bag`], [`tide`]: the writers ([`tide`] also reads its files back).
 //! - [`dataset`]: the flight as Parquet tables, one per topic, in the fleet's layout.
+//! - [`signals`]: a few of its signals, thinned for a plot (the web page's flight view).
 //!
 //! The walk also runs the flight diagnostics ([`crate::diagnose`]) over every sample, for the
 //! sinks that take findings (MCAP's `/diagnostics` channel, the tables' `diagnostics`).
@@ -19,6 +20,7 @@ pub mod bag;
 pub mod dataset;
 pub mod flight;
 pub mod mcap;
+pub mod signals;
 pub mod tide;
 
 use std::collections::{BTreeMap, HashMap};

@@ -16,6 +16,7 @@ use axum::routing::{get, post};
 use futures_util::{Stream, StreamExt};
 
 use crate::export::dataset::key_safe;
+use crate::export::signals::Ask;
 use crate::report::session::SessionReport;
 use crate::web::actions;
 use crate::web::auth::{COOKIE, CSRF_HEADER, Verdict};
@@ -39,6 +40,7 @@ pub fn router(served: Shared) -> Router {
         .route("/api/status", get(status))
         .route("/api/flights", get(flights))
         .route("/api/flights/{id}", get(flight))
+        .route("/api/flights/{id}/signals", get(signals))
         .route("/api/flights/{id}/download", get(download))
         .route("/api/flights/{id}/files/{*file}", get(file))
         .route("/api/flights/{id}/delete", post(delete))
@@ -231,6 +233,38 @@ async fn flight(State(served): State<Shared>, Path(id): Path<String>) -> Respons
         (Ok(Ok(report)), Some(row)) => json(&serde_json::json!({"flight": row, "report": report})),
         (Ok(Err(e)), _) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         _ => no_flight(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SignalsQuery {
+    field: Option<String>,
+}
+
+/// `GET /api/flights/{id}/signals[?field=TOPIC.FIELD]`: the first look's signals and the
+/// names of every numeric field, or the one field asked for, thinned for a plot.
+async fn signals(
+    State(served): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<SignalsQuery>,
+) -> Response {
+    let ask = match query.field.as_deref().map(str::parse) {
+        None => Ask::FirstLook,
+        Some(Ok(path)) => Ask::Field(path),
+        Some(Err(e)) => return json_error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let Some(dir) = served.dir_of(&id).await else {
+        return no_flight();
+    };
+    let read = tokio::task::spawn_blocking(move || {
+        let flight = crate::export::flight::open(&dir, &Default::default())?;
+        crate::export::signals::read(&*flight, &ask)
+    })
+    .await;
+    match read {
+        Ok(Ok(signals)) => json(&signals),
+        Ok(Err(e)) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Err(_) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "the read did not finish"),
     }
 }
 

@@ -281,6 +281,15 @@ fn each_package_holds_the_binary_units_config_user_completions_and_man_pages() {
             );
         }
 
+        // And the web page's vendored plotting library, with its licence's text.
+        let uplot =
+            std::fs::read_to_string(project().join("src/web/page/vendor/uPlot.LICENSE")).unwrap();
+        assert!(
+            notice.contains("uPlot 1.6.32 (MIT)") && notice.contains(uplot.trim_end()),
+            "{}: the third-party licences do not hold uPlot's",
+            p.arch
+        );
+
         // The tarball: the same tree under ulog-recv-VERSION-ARCH/, the same binary, and the
         // licence texts (no package manager shows them a copyright file's way).
         let tarball = project().join(format!(

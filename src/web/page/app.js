@@ -9,6 +9,11 @@ let shown = null;
 let disk = {};
 let lastStatus = null;
 let offered = { fill: false, upload: false, vehicle_logs: false };
+// The flight whose signals are drawn, the log time its plots start at, and the plots.
+let plotted = null;
+let plotFrom = 0;
+let plotSpan = 1;
+const plots = [];
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, props = {}, ...children) => {
@@ -163,7 +168,7 @@ function renderFlights() {
       td("downloads", "Download", downloads(f)));
     tr.dataset.id = f.id;
     tr.dataset.closed = f.closed;
-    tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") showFlight(f.id); });
+    tr.addEventListener("click", (e) => { if (e.target.tagName !== "A") showFlight(f.id, true); });
     return tr;
   }));
   $("no-flights").hidden = rows.length > 0;
@@ -177,7 +182,61 @@ async function api(path, options = {}) {
   return body;
 }
 
-async function showFlight(id) {
+function cssColor(name) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+}
+
+// One signal's plot: seconds from the flight's start, as the timeline above it; its holes
+// (dropouts) left open. The plots share one cursor.
+function plot(series) {
+  const box = el("div", { className: "plot" });
+  box.dataset.name = series.name;
+  $("plots").append(box);
+  const fg = cssColor("--fg"), line = cssColor("--line");
+  const axis = { stroke: fg, grid: { stroke: line }, ticks: { stroke: line } };
+  const chart = new uPlot({
+    title: series.name + (series.unit ? " (" + series.unit + ")" : ""),
+    width: Math.max(260, $("plots").clientWidth), height: 150,
+    cursor: { sync: { key: "flight" } },
+    scales: { x: { time: false, range: [0, plotSpan] } },
+    axes: [{ ...axis, label: "s since the log's start", size: 40 }, axis],
+    series: [{ label: "s" }, { label: series.source, stroke: cssColor("--info"), width: 1.5, spanGaps: false }],
+  }, [series.t_us.map((t) => (t - plotFrom) / 1e6), series.values], box);
+  plots.push(chart);
+}
+
+async function loadSignals(id) {
+  for (const chart of plots) chart.destroy();
+  plots.length = 0;
+  $("plots").replaceChildren();
+  $("plot-said").textContent = "reading the flight…";
+  try {
+    const signals = await api("api/flights/" + encodeURIComponent(id) + "/signals");
+    if (plotted !== id) return;
+    signals.series.forEach(plot);
+    $("plot-fields").replaceChildren(...signals.fields.map((f) => el("option", { value: f })));
+    $("plot-said").textContent = signals.series.length ? "" : "none of battery_status, vehicle_local_position, vehicle_attitude in this flight";
+  } catch (e) {
+    $("plot-said").textContent = "Not read: " + e.message;
+  }
+}
+
+async function plotField() {
+  const id = plotted, field = $("plot-field").value.trim();
+  if (!id || !field) return;
+  $("plot-said").textContent = "reading " + field + "…";
+  try {
+    const signals = await api("api/flights/" + encodeURIComponent(id) + "/signals?field=" + encodeURIComponent(field));
+    if (plotted !== id) return;
+    signals.series.forEach(plot);
+    $("plot-said").textContent = signals.series.length ? "" : "no samples of " + field + " in this flight";
+  } catch (e) {
+    $("plot-said").textContent = "Not plotted: " + e.message;
+  }
+}
+
+// A flight's view; its signals read again when it is opened (`replot`), not at each change.
+async function showFlight(id, replot = false) {
   if (shown !== id) $("flight-said").textContent = "";
   shown = id;
   const { flight: f, report } = await api("api/flights/" + encodeURIComponent(id));
@@ -188,13 +247,23 @@ async function showFlight(id) {
   const s = report.session, log = report.flight;
   const from = log.start_timestamp, to = Math.max(log.last_timestamp, from + 1);
   const at = (us) => Math.min(100, Math.max(0, (100 * (us - from)) / (to - from)));
-  const marks = log.dropouts.map((d) => el("div", {
+  // Filled gaps first, so a dropout still missing inside one stays on top.
+  const marks = s.filled.map((g) => el("div", {
+    className: "mark filled", title: "filled from the SD log, " + g.records + " records" + (g.complete ? "" : " (the SD log lost some too)"),
+    style: "left:" + at(g.first_us) + "%;width:" + Math.max(0.2, at(g.last_us) - at(g.first_us)) + "%" }));
+  marks.push(...log.dropouts.map((d) => el("div", {
     className: "mark dropout", title: "dropout, " + d.duration_ms + " ms",
-    style: "left:" + at(d.timestamp) + "%;width:" + Math.max(0.2, at(d.timestamp + d.duration_ms * 1000) - at(d.timestamp)) + "%" }));
+    style: "left:" + at(d.timestamp) + "%;width:" + Math.max(0.2, at(d.timestamp + d.duration_ms * 1000) - at(d.timestamp)) + "%" })));
   for (const x of f.findings) {
     marks.push(el("div", { className: "mark finding", title: x.severity + ": " + x.summary, style: "left:" + at(x.at_us) + "%" }));
   }
   $("timeline").replaceChildren(...marks);
+  if (replot || plotted !== id) {
+    plotted = id;
+    plotFrom = from;
+    plotSpan = (to - from) / 1e6;
+    loadSignals(id);
+  }
   const facts = [
     ["Vehicle", "sysid " + f.system_id + ", component " + f.component_id],
     ["Duration", seconds(f.duration_s)],
@@ -305,7 +374,12 @@ function follow() {
 }
 
 document.addEventListener("DOMContentLoaded", async () => {
-  $("flight-close").addEventListener("click", () => { $("flight").hidden = true; shown = null; });
+  $("flight-close").addEventListener("click", () => { $("flight").hidden = true; shown = null; plotted = null; });
+  $("plot-add").addEventListener("click", plotField);
+  $("plot-field").addEventListener("keydown", (e) => { if (e.key === "Enter") plotField(); });
+  window.addEventListener("resize", () => {
+    for (const chart of plots) chart.setSize({ width: Math.max(260, $("plots").clientWidth), height: 150 });
+  });
   $("flight-delete").addEventListener("click", deleteShown);
   $("flight-fill").addEventListener("click", () => act("fill"));
   $("flight-upload").addEventListener("click", () => act("upload"));

@@ -126,6 +126,30 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
         "{lossy}"
     );
 
+    // The lossy flight's plot has holes where the stream lost data, the whole one none.
+    for (flight, lossy) in [(whole, false), (lossy, true)] {
+        let id = flight["id"].as_str().unwrap();
+        let signals = get(&addr, &format!("/api/flights/{id}/signals"), &[]).json();
+        let voltage = signals["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "battery voltage")
+            .unwrap_or_else(|| panic!("{id}: no battery voltage in {signals}"));
+        let holes = voltage["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v.is_null())
+            .count() as u64;
+        let dropouts = flight["dropouts_received"].as_u64().unwrap();
+        assert_eq!(holes > 0, lossy, "{id}: {holes} holes");
+        assert!(
+            holes <= dropouts,
+            "{id}: {holes} holes, {dropouts} dropouts"
+        );
+    }
+
     // The delete: refused without the token, then the lossy flight only.
     let id = lossy["id"].as_str().unwrap();
     let path = format!("/api/flights/{id}/delete");
@@ -170,4 +194,112 @@ fn the_api_says_what_info_and_uploads_say_and_downloads_what_export_writes() {
     assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
     assert_eq!(left[0]["id"], kept);
     assert!(daemon.terminate().success());
+}
+
+/// The flight view's signals of a real PX4 log streamed whole: each series is what pyulog
+/// reads of the original file (the attitude error made from its quaternions alike), sample
+/// for sample; one field asked for by name is too; a name that is no field's is refused.
+#[test]
+fn the_signals_are_what_pyulog_reads_of_the_real_log() {
+    let Some(py) = crate::common::venv_python() else {
+        return;
+    };
+    let Some(logs_beside) = crate::common::shared_logs() else {
+        return;
+    };
+    let original = logs_beside
+        .into_iter()
+        .find(|p| p.ends_with("sample_px4_events.ulg"))
+        .expect("sample_px4_events.ulg beside the project");
+    let dir = fresh_dir("web-signals");
+    let logs = dir.join("logs");
+    let (mut daemon, port, addr) = daemon(&logs, &free_http_port(), &[]);
+    let (mut sim, sim_lines) = stream(&original, port, &["--link-rate", "1000000"]);
+    wait_for_line(
+        &sim_lines,
+        "the whole log was sent",
+        Duration::from_secs(120),
+    );
+    assert!(sim.wait(Duration::from_secs(30)).success());
+    let id = closed_flights(&addr, &[], 1)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let script = crate::common::project().join("tests/signals_pyulog.py");
+    let theirs = json_output(Command::new(&py).arg(&script).arg(&original));
+
+    let reply = get(&addr, &format!("/api/flights/{id}/signals"), &[]);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let ours = reply.json();
+    let names: Vec<&str> = ours["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["battery voltage", "height", "attitude error"]);
+    for series in ours["series"].as_array().unwrap() {
+        let name = series["name"].as_str().unwrap();
+        same_series(series, &theirs[name], name);
+    }
+    let fields: Vec<&str> = ours["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"battery_status.voltage_v"), "{fields:?}");
+    assert!(fields.contains(&"vehicle_attitude.q[3]"), "{fields:?}");
+    assert!(
+        !fields.iter().any(|f| f
+            .split_once('.')
+            .is_some_and(|(_, field)| field == "timestamp")),
+        "{fields:?}"
+    );
+
+    // One field by name.
+    let field = "vehicle_local_position.vx";
+    let ours = get(
+        &addr,
+        &format!("/api/flights/{id}/signals?field={field}"),
+        &[],
+    )
+    .json();
+    assert_eq!(ours["series"].as_array().unwrap().len(), 1, "{ours}");
+    let theirs = json_output(Command::new(&py).arg(&script).arg(&original).arg(field));
+    same_series(&ours["series"][0], &theirs[field], field);
+    for bad in ["nothing", "no_topic.x", "..%2F..%2Fetc.passwd"] {
+        let reply = get(
+            &addr,
+            &format!("/api/flights/{id}/signals?field={bad}"),
+            &[],
+        );
+        match reply.status {
+            400 => assert!(reply.text().contains("TOPIC.FIELD"), "{}", reply.text()),
+            // A well-formed name of no field: no series.
+            200 => assert_eq!(reply.json()["series"], serde_json::json!([]), "{bad}"),
+            other => panic!("{bad}: {other} {}", reply.text()),
+        }
+    }
+    assert!(daemon.terminate().success());
+}
+
+/// `ours` (a series of the API, not thinned) holds `theirs`' times and values.
+fn same_series(ours: &serde_json::Value, theirs: &serde_json::Value, name: &str) {
+    assert_eq!(ours["t_us"], theirs["t_us"], "{name}: the times");
+    let (a, b) = (
+        ours["values"].as_array().unwrap(),
+        theirs["values"].as_array().unwrap(),
+    );
+    assert_eq!(a.len(), b.len(), "{name}");
+    assert_eq!(ours["samples"].as_u64(), Some(b.len() as u64), "{name}");
+    for (k, (x, y)) in a.iter().zip(b).enumerate() {
+        match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => assert!(
+                (x - y).abs() <= 1e-9 * y.abs().max(1.0),
+                "{name}[{k}]: {x} against {y}"
+            ),
+            _ => assert_eq!(x, y, "{name}[{k}]"),
+        }
+    }
 }

@@ -4,8 +4,9 @@
 //! Garage and a real Flight Review. The page shows the flight appear while it streams, its
 //! dropouts, its finding, the fill moving it to whole, the upload and the Flight Review link;
 //! the vehicle's SD card lists the log the fill read as that flight's, and "fill now" is taken;
-//! the `.ulg` downloaded from the page is byte for byte what `export` writes; the delete asks
-//! first and removes only that flight. A phone's screen shows the page without sideways
+//! the flight's view draws its fills on the timeline and plots its signals, and a field
+//! picked by name; the `.ulg` downloaded from the page is byte for byte what `export` writes;
+//! the delete asks first and removes only that flight. A phone's screen shows the page without sideways
 //! scrolling. Screenshots of each step go to `target/artifacts/web/`.
 //!
 //! Without chromium and chromedriver, Garage or Flight Review the test says SKIPPED, and
@@ -224,6 +225,18 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         assert!(facts.contains(&received), "{facts}");
         let marks = until(&client, "the finding on the timeline", "return document.querySelectorAll('#timeline .finding').length;").await;
         assert_eq!(marks, 1);
+        let fills = info["session"]["filled"].as_array().unwrap().len();
+        assert!(fills > 0, "{}", info["session"]);
+        let drawn = client.execute("return document.querySelectorAll('#timeline .filled').length;", vec![]).await.unwrap();
+        assert_eq!(drawn, json!(fills), "the filled gaps on the timeline");
+        // Its signals plotted: of the first look's, this flight has the battery; then the
+        // motor's output, picked from the flight's fields.
+        let plotted = until(&client, "the signals plotted", "const p = [...document.querySelectorAll('#plots .plot')]; return p.length > 0 && p.every(x => x.querySelector('canvas')) && p.map(x => x.dataset.name);").await;
+        assert_eq!(plotted, json!(["battery voltage"]));
+        let field = until(&client, "the flight's fields to pick from", "const o = document.querySelector('#plot-fields option[value=\"actuator_outputs.output[0]\"]'); return o && o.value;").await;
+        client.find(Locator::Id("plot-field")).await.unwrap().send_keys(field.as_str().unwrap()).await.unwrap();
+        client.find(Locator::Id("plot-add")).await.unwrap().click().await.unwrap();
+        until(&client, "the picked field plotted", "const p = document.querySelector('#plots .plot[data-name=\"actuator_outputs.output[0]\"]'); return p && p.querySelector('canvas') && true;").await;
         screenshot(&client, "03-flight.png").await;
 
         // The download from the page is what export writes.
