@@ -14,7 +14,12 @@
 //!    recorded): the first answer after the start (every manifest read once), then
 //!    [`GETS`] answers, median and worst. Goal: at most 50 ms.
 //!
-//! Run: `cargo bench --bench web`.
+//! 3. `GET /api/flights/{id}/signals` (the flight view's plots) on the session of a real PX4
+//!    log (`../shared/testdata/ulog/sample.ulg`, 4 MB) streamed whole: [`SIGNAL_GETS`]
+//!    answers, median, against pyulog (the peer: Flight Review reads a log with it before it
+//!    plots) reading the same file in the same session, median of [`PEER_RUNS`].
+//!
+//! Run: `cargo bench --bench web` (`-- list`, `-- cost` or `-- signals` for one part).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -32,6 +37,10 @@ const LINK_RATE: u64 = 1_500_000;
 const SESSIONS: usize = 1000;
 /// Warm `GET /api/flights` timed.
 const GETS: usize = 50;
+/// `GET /api/flights/{id}/signals` timed.
+const SIGNAL_GETS: usize = 10;
+/// pyulog's reads of the same log timed.
+const PEER_RUNS: usize = 5;
 
 fn free_port(udp: bool) -> u16 {
     if udp {
@@ -434,11 +443,128 @@ fn list(dir: &Path) {
     );
 }
 
+fn signals(dir: &Path) {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let log = project.join("../shared/testdata/ulog/sample.ulg");
+    let python = project.join(".venv/bin/python");
+    if !log.exists() || !python.exists() {
+        println!(
+            "\nSKIPPED the signals' timing: no {} or no {}",
+            log.display(),
+            python.display()
+        );
+        return;
+    }
+    let logs = dir.join("signals");
+    let (udp, http) = (free_port(true), free_port(false));
+    let child = daemon(&logs, udp, Some(http));
+    wait_listening(http);
+    let status = Command::new(BIN)
+        .arg("sim")
+        .arg(&log)
+        .args([
+            "--once",
+            "--link-rate",
+            "0",
+            "--udp-connect",
+            &format!("127.0.0.1:{udp}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the simulator failed");
+    let t0 = Instant::now();
+    let (id, session_bytes) = loop {
+        let (_, body) = get(http, "/api/flights");
+        let rows: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        if let Some(row) = rows.get(0).filter(|r| r["closed"] == true) {
+            break (
+                row["id"].as_str().unwrap().to_owned(),
+                row["size_bytes"].as_u64().unwrap(),
+            );
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the flight never closed"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let path = format!("/api/flights/{id}/signals");
+    let (mut bytes, mut points) = (0, 0);
+    let ours = median(
+        (0..SIGNAL_GETS)
+            .map(|_| {
+                let t0 = Instant::now();
+                let (status, body) = get(http, &path);
+                let ms = t0.elapsed().as_secs_f64() * 1000.0;
+                assert_eq!(status, 200);
+                let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                bytes = body.len();
+                points = reply["series"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["t_us"].as_array().unwrap().len())
+                    .sum();
+                ms
+            })
+            .collect(),
+    );
+    stop(child);
+    let script = "import sys, time\nfrom pyulog import ULog\nt0 = time.perf_counter()\n\
+                  ULog(sys.argv[1])\nprint((time.perf_counter() - t0) * 1000)";
+    let peer = median(
+        (0..PEER_RUNS)
+            .map(|_| {
+                let out = Command::new(&python)
+                    .args(["-c", script])
+                    .arg(&log)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "pyulog: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+            })
+            .collect(),
+    );
+    let mb = std::fs::metadata(&log).unwrap().len() as f64 / 1e6;
+    println!(
+        "\nThe flight view's signals of a real log's session ({:.1} MB recorded of the log's \
+         {mb:.1} MB; {points} points, {} KB of JSON):\n",
+        session_bytes as f64 / 1e6,
+        bytes / 1024
+    );
+    println!("| read | ms, median | MB/s |");
+    println!("|---|---:|---:|");
+    println!(
+        "| `GET /api/flights/{{id}}/signals`, of {SIGNAL_GETS} | {ours:.0} | {:.0} |",
+        mb / ours * 1000.0
+    );
+    println!(
+        "| pyulog's `ULog(file)` (the peer), of {PEER_RUNS} | {peer:.0} | {:.0} |",
+        mb / peer * 1000.0
+    );
+    println!("| ratio, ours to the peer's | {:.2} | |", ours / peer);
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; nothing else is taken.
+    // `cargo bench` passes `--bench`; a part's name runs that part alone.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let runs = |part: &str| only.as_deref().is_none_or(|o| o == part);
     let dir = std::env::temp_dir().join(format!("ulog-recv-bench-web-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    list(&dir);
-    cost(&dir);
+    if runs("list") {
+        list(&dir);
+    }
+    if runs("signals") {
+        signals(&dir);
+    }
+    if runs("cost") {
+        cost(&dir);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
