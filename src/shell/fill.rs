@@ -167,6 +167,9 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     if report.already_filled == report.dropouts {
         return Ok(report);
     }
+    // The SD log stays open from the search to the end: no other user of a shared session
+    // opens a file meanwhile.
+    let _turn = files.turn().await;
     let fetched_before = files.stats().bytes_received;
     let Some(probe) = flight.probe(|c, k| !filled[c][k]) else {
         // No site with a record on either side: nothing to find any of them by.
@@ -428,11 +431,11 @@ pub struct AutoFill {
 }
 
 impl AutoFill {
-    /// Starts the thread; its FTP operations go to `requests` (the loop's
-    /// [`crate::shell::receiver::ReceiverOptions::ftp`]). The closed sessions in `log_dir`
-    /// whose fill never ran (the daemon stopped first) are filled first.
+    /// Starts the thread; its FTP operations go through `shared` (the daemon's session, taking
+    /// turns with its other users). The closed sessions in `log_dir` whose fill never ran (the
+    /// daemon stopped first) are filled first.
     pub fn start(
-        requests: tokio::sync::mpsc::UnboundedSender<crate::shell::vehicle_files::FtpRequest>,
+        shared: crate::shell::vehicle_files::SharedFiles,
         log_dir: &Path,
     ) -> std::io::Result<Self> {
         let (sessions, rx) = std::sync::mpsc::channel::<std::path::PathBuf>();
@@ -453,7 +456,7 @@ impl AutoFill {
                     Ok(r) => r,
                     Err(e) => return tracing::error!(error = %e, "the fill cannot run"),
                 };
-                let mut files = VehicleFiles::shared(requests);
+                let mut files = VehicleFiles::shared(shared);
                 while let Ok(dir) = rx.recv() {
                     // Only on the ground: the link is the stream's in flight.
                     while armed_seen.load(std::sync::atomic::Ordering::Relaxed) {

@@ -16,8 +16,15 @@ use crate::shell::transport::{Link, LinkError, LinkSpec};
 /// v1.17 and newer, on a card), the SD card's, and PX4's SITL's (its root directory's `log`).
 pub const LOG_DIRS: [&str; 3] = ["@MAV_LOG", "/fs/microsd/log", "/log"];
 
-/// Bytes asked for per read of a download (each piece is written before the next).
+/// Most bytes asked for per read of a download (each piece is written and synced before the
+/// next).
 const PIECE: u64 = 256 * 1024;
+/// Fewest bytes per read of a download: its first piece.
+const MIN_PIECE: u64 = 16 * 1024;
+/// A download's next piece is sized to take about this long at the rate its last one came:
+/// its progress shows at least this often on a slow telemetry link, and a fast link still
+/// reads (and syncs) in large pieces.
+const PIECE_TIME: Duration = Duration::from_secs(1);
 
 /// Why talking to the vehicle's files failed.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +104,30 @@ pub type FtpRequest = (
     tokio::sync::oneshot::Sender<(Result<FtpReply, FtpError>, FtpStats)>,
 );
 
+/// The way to the daemon's session's files that its users share (the fill, the web page):
+/// the loop's queue of operations, and the turn a user holds while it has a file open. The
+/// session has one file open at a time (an open closes the one before), so a user that
+/// opens, reads and closes takes its [`turn`](VehicleFiles::turn) first.
+#[derive(Clone)]
+pub struct SharedFiles {
+    requests: tokio::sync::mpsc::UnboundedSender<FtpRequest>,
+    turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+impl SharedFiles {
+    /// Its operations go to `requests` (the loop's
+    /// [`crate::shell::receiver::ReceiverOptions::ftp`]).
+    pub fn new(requests: tokio::sync::mpsc::UnboundedSender<FtpRequest>) -> Self {
+        Self {
+            requests,
+            turn: Default::default(),
+        }
+    }
+}
+
+/// A user's turn with the shared session's open file, held until dropped.
+pub type Turn = tokio::sync::OwnedMutexGuard<()>;
+
 /// A way to the vehicle's files: a link of our own, or the daemon's.
 pub struct VehicleFiles {
     backend: Backend,
@@ -109,10 +140,7 @@ enum Backend {
         buf: Vec<u8>,
     },
     /// The daemon's loop runs each operation on its session (see [`FtpRequest`]).
-    Shared {
-        requests: tokio::sync::mpsc::UnboundedSender<FtpRequest>,
-        stats: FtpStats,
-    },
+    Shared { files: SharedFiles, stats: FtpStats },
 }
 
 impl VehicleFiles {
@@ -153,13 +181,30 @@ impl VehicleFiles {
         Ok(Self { backend })
     }
 
-    /// The vehicle's files through the daemon's loop, which takes `requests`.
-    pub fn shared(requests: tokio::sync::mpsc::UnboundedSender<FtpRequest>) -> Self {
+    /// The vehicle's files through the daemon's loop.
+    pub fn shared(files: SharedFiles) -> Self {
         Self {
             backend: Backend::Shared {
-                requests,
+                files,
                 stats: FtpStats::default(),
             },
+        }
+    }
+
+    /// Waits for this user's turn with the open file, on a session shared with others
+    /// ([`SharedFiles`]); `None` on a link of its own, where no one else opens a file.
+    pub async fn turn(&self) -> Option<Turn> {
+        match &self.backend {
+            Backend::Shared { files, .. } => Some(files.turn.clone().lock_owned().await),
+            Backend::Own { .. } => None,
+        }
+    }
+
+    /// Whether another user holds the turn now (a download would wait for it).
+    pub fn turn_taken(&self) -> bool {
+        match &self.backend {
+            Backend::Shared { files, .. } => files.turn.try_lock().is_err(),
+            Backend::Own { .. } => false,
         }
     }
 
@@ -174,9 +219,12 @@ impl VehicleFiles {
     /// Runs one operation to its end.
     pub async fn run(&mut self, op: FtpOp) -> Result<FtpReply, FilesError> {
         match &mut self.backend {
-            Backend::Shared { requests, stats } => {
+            Backend::Shared { files, stats } => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                requests.send((op, tx)).map_err(|_| FilesError::Stopped)?;
+                files
+                    .requests
+                    .send((op, tx))
+                    .map_err(|_| FilesError::Stopped)?;
                 let (result, now) = rx.await.map_err(|_| FilesError::Stopped)?;
                 *stats = now;
                 Ok(result?)
@@ -278,13 +326,15 @@ impl VehicleFiles {
 
     /// Downloads `path` to `out`: into `out.part`, continued from its length when one is
     /// there (a download cut short resumes), checked against the vehicle's checksum, then
-    /// renamed. Returns the bytes fetched now.
+    /// renamed. Returns the bytes fetched now. On a shared session it waits for its
+    /// [`turn`](Self::turn) first and holds it to the end.
     pub async fn download(
         &mut self,
         path: &str,
         out: &Path,
         progress: impl Fn(u64, u64),
     ) -> Result<u64, FilesError> {
+        let _turn = self.turn().await;
         let partial = out.with_extension("ulg.part");
         let size = self.open(path).await?;
         let mut file = std::fs::OpenOptions::new()
@@ -294,11 +344,15 @@ impl VehicleFiles {
         let mut have = file.metadata()?.len().min(size);
         file.set_len(have)?;
         let from = have;
+        let mut piece = MIN_PIECE;
         while have < size {
-            let data = self.read(have, PIECE.min(size - have)).await?;
+            let asked = Instant::now();
+            let data = self.read(have, piece.min(size - have)).await?;
             if data.is_empty() {
                 break;
             }
+            let rate = data.len() as f64 / asked.elapsed().as_secs_f64().max(1e-3);
+            piece = ((rate * PIECE_TIME.as_secs_f64()) as u64).clamp(MIN_PIECE, PIECE);
             file.write_all(&data)?;
             file.sync_data()?;
             have += data.len() as u64;

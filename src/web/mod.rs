@@ -9,7 +9,8 @@
 //! - [`auth`]: who may use it (loopback open, a password beyond), the CSRF token;
 //! - [`served`]: what every handler shares;
 //! - [`routes`]: the page, the API, the event stream, downloads and the delete;
-//! - [`actions`]: fill now, upload now, the vehicle's SD card, through the daemon's parts;
+//! - [`actions`]: fill now, upload now, through the daemon's parts;
+//! - [`sd_card`]: the vehicle's SD card: its logs, and one fetched whole with its progress;
 //! - [`download`]: a file or an export streamed to the client in bounded chunks;
 //! - [`reply`]: the plain answers (JSON, HTML, text);
 //! - [`page`]: the page's HTML, CSS and JavaScript, compiled into the binary;
@@ -26,5 +27,6 @@ pub mod live;
 pub mod page;
 pub mod reply;
 pub mod routes;
+pub mod sd_card;
 pub mod served;
 pub mod server;

@@ -18,7 +18,6 @@ use futures_util::{Stream, StreamExt};
 use crate::export::dataset::key_safe;
 use crate::export::signals::Ask;
 use crate::report::session::SessionReport;
-use crate::web::actions;
 use crate::web::auth::{COOKIE, CSRF_HEADER, Verdict};
 use crate::web::download::{Download, stream_blocking};
 use crate::web::flights::{listed_file, plain_files};
@@ -26,6 +25,7 @@ use crate::web::live::{Change, StatusView};
 use crate::web::page;
 use crate::web::reply::{html, json, json_error, text};
 use crate::web::served::{DiskView, Offered, Shared};
+use crate::web::{actions, sd_card};
 
 /// An action's body (the login form) is at most this long.
 pub const MAX_BODY_BYTES: usize = 4096;
@@ -46,7 +46,12 @@ pub fn router(served: Shared) -> Router {
         .route("/api/flights/{id}/delete", post(delete))
         .route("/api/flights/{id}/fill", post(actions::fill))
         .route("/api/flights/{id}/upload", post(actions::upload))
-        .route("/api/vehicle/logs", get(actions::vehicle_logs))
+        .route("/api/vehicle/logs", get(sd_card::vehicle_logs))
+        .route(
+            "/api/vehicle/fetch",
+            get(sd_card::fetch_state).post(sd_card::fetch),
+        )
+        .route("/api/vehicle/fetched/{file}", get(sd_card::fetched))
         .route("/api/events", get(events))
         .route("/logout", post(logout))
         .layer(from_fn_with_state(served.clone(), guard));

@@ -1,15 +1,15 @@
 //! What every handler of the web page shares: who may use it, the live feed, the flights'
-//! list, the log directory, the actions' ways into the daemon ([`Actions`]); and the disk's
-//! figures.
+//! list, the log directory, the actions' ways into the daemon ([`Actions`]); the disk's
+//! figures; the SD card's last listing and the fetch from it ([`SdCard`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::shell::vehicle_files::FtpRequest;
+use crate::shell::vehicle_files::{SharedFiles, VehicleLog};
 use crate::web::auth::Access;
 use crate::web::flights::FlightsCache;
-use crate::web::live::WebFeed;
+use crate::web::live::{Change, WebFeed};
 
 /// The log directory's size is walked at most this often (and the `disk` event pushed).
 pub const DISK_REFRESH: Duration = Duration::from_secs(10);
@@ -25,6 +25,8 @@ pub struct Served {
     pub budget: Option<u64>,
     /// The log directory's size, and when it was walked.
     pub disk: Mutex<Option<(u64, Instant)>>,
+    /// The vehicle's SD card as last listed, and the fetch from it.
+    pub sd_card: SdCard,
 }
 
 /// The handlers' state.
@@ -92,8 +94,8 @@ pub struct Actions {
     pub fill: Option<std::sync::mpsc::Sender<PathBuf>>,
     /// The uploader's wake-up (uploads configured).
     pub upload: Option<Arc<tokio::sync::Notify>>,
-    /// FTP operations for the network loop to run on the vehicle.
-    pub ftp: Option<tokio::sync::mpsc::UnboundedSender<FtpRequest>>,
+    /// The vehicle's files, through the network loop's session.
+    pub ftp: Option<SharedFiles>,
 }
 
 /// What the page may offer: `fill` and `upload` (the flight's actions), `vehicle_logs`.
@@ -111,5 +113,49 @@ impl Actions {
             upload: self.upload.is_some(),
             vehicle_logs: self.ftp.is_some(),
         }
+    }
+}
+
+/// A fetch from the page: what it fetches and how far it got (the `sd_fetch` event).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FetchView {
+    pub path: String,
+    /// Its file on the companion.
+    pub file: String,
+    /// `waiting` (for the fill to close its file, or for the vehicle), `fetching`, `done`
+    /// or `failed`.
+    pub state: &'static str,
+    pub have_bytes: u64,
+    pub size_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The SD card as the page last listed it, and the fetch under way or last done.
+#[derive(Default)]
+pub struct SdCard {
+    listed: Mutex<Vec<VehicleLog>>,
+    fetch: Mutex<Option<FetchView>>,
+}
+
+impl SdCard {
+    /// A fetch moved: kept, and pushed as an `sd_fetch` event.
+    pub fn set(&self, feed: &WebFeed, view: FetchView) {
+        feed.push(Some(Change::new("sd_fetch", &view)));
+        *self.fetch.lock().expect("fetch lock") = Some(view);
+    }
+
+    /// The fetch under way or last done.
+    pub fn current(&self) -> Option<FetchView> {
+        self.fetch.lock().expect("fetch lock").clone()
+    }
+
+    /// The SD card's logs as the page last listed them (what a fetch may name).
+    pub fn listed(&self) -> Vec<VehicleLog> {
+        self.listed.lock().expect("listed lock").clone()
+    }
+
+    pub fn set_listed(&self, logs: Vec<VehicleLog>) {
+        *self.listed.lock().expect("listed lock") = logs;
     }
 }

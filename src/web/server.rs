@@ -101,6 +101,7 @@ impl WebServer {
             log_dir: config.log_dir,
             budget: config.budget,
             disk: Default::default(),
+            sd_card: Default::default(),
         });
         let thread = ListenerThread::start("ulog-recv-web", addr, "the web page", |l, stopped| {
             serve(l, served, stopped)

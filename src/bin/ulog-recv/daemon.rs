@@ -136,7 +136,10 @@ pub(crate) async fn receive(
     // page's view of the SD card.
     let (ftp_tx, ftp) = if args.fill == FillArg::Auto || args.http.is_some() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        (Some(tx), Some(rx))
+        (
+            Some(ulog_recv::shell::vehicle_files::SharedFiles::new(tx)),
+            Some(rx),
+        )
     } else {
         (None, None)
     };

@@ -297,6 +297,40 @@ async function act(what) {
   }
 }
 
+// A fetched log's link, or the button that fetches it whole onto the companion.
+function copyCell(path, fetched) {
+  if (fetched) {
+    return el("a", { href: "api/vehicle/fetched/" + encodeURIComponent(fetched), textContent: "download " + fetched, className: "fetched" });
+  }
+  const button = el("button", { type: "button", textContent: "Fetch whole" });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      await api("api/vehicle/fetch?path=" + encodeURIComponent(path), { method: "POST", headers: { "X-CSRF-Token": csrf } });
+    } catch (e) {
+      button.disabled = false;
+      $("sd-said").textContent = "Not fetched: " + e.message;
+    }
+  });
+  return button;
+}
+
+// A fetch's progress (the sd_fetch event, or GET api/vehicle/fetch) in its row.
+function showFetch(f) {
+  const row = [...document.querySelectorAll("#sd-logs tbody tr")].find((r) => r.dataset.path === f.path);
+  if (!row) return;
+  const cell = row.cells[3];
+  if (f.state === "done") {
+    cell.replaceChildren(copyCell(f.path, f.file));
+  } else if (f.state === "failed") {
+    cell.replaceChildren(el("span", { className: "bad", textContent: "failed: " + f.error + " " }), copyCell(f.path, null));
+  } else {
+    const bar = el("progress", { max: f.size_bytes, value: f.have_bytes });
+    cell.replaceChildren(bar, " " + (f.state === "waiting" ? "waiting for the vehicle's files…" : bytes(f.have_bytes) + " of " + bytes(f.size_bytes)));
+  }
+  cell.dataset.state = f.state;
+}
+
 async function showSdCard() {
   $("sd-said").textContent = "asking the vehicle…";
   try {
@@ -305,11 +339,14 @@ async function showSdCard() {
     body.replaceChildren(...logs.map((l) => {
       const here = l.session
         ? el("a", { href: "#", textContent: l.session, onclick: (e) => { e.preventDefault(); showFlight(l.session); } })
-        : el("span", { className: "muted", textContent: "— (ulog-recv fetch " + l.path + ")" });
-      const tr = el("tr", {}, el("td", { textContent: l.path }), el("td", { textContent: bytes(l.size_bytes) }), el("td", {}, here));
+        : el("span", { className: "muted", textContent: "—" });
+      const tr = el("tr", {}, el("td", { textContent: l.path }), el("td", { textContent: bytes(l.size_bytes) }), el("td", {}, here),
+        el("td", {}, copyCell(l.path, l.fetched)));
       tr.dataset.path = l.path;
       return tr;
     }));
+    const fetching = await api("api/vehicle/fetch");
+    if (fetching && fetching.state !== "done") showFetch(fetching);
     $("sd-logs").hidden = false;
     $("sd-said").textContent = logs.length + " logs on the vehicle";
   } catch (e) {
@@ -370,6 +407,7 @@ function follow() {
     const f = flights.get(x.session);
     if (f) { f.findings.push(x); renderFlights(); }
   });
+  events.addEventListener("sd_fetch", (e) => showFetch(JSON.parse(e.data)));
   events.addEventListener("resync", reload);
 }
 

@@ -3,7 +3,8 @@
 //! failure through 3 % loss, filling it from the vehicle's SD log and uploading it to a real
 //! Garage and a real Flight Review. The page shows the flight appear while it streams, its
 //! dropouts, its finding, the fill moving it to whole, the upload and the Flight Review link;
-//! the vehicle's SD card lists the log the fill read as that flight's, and "fill now" is taken;
+//! the vehicle's SD card lists the log the fill read as that flight's, fetches it whole with
+//! its progress shown, and "fill now" is taken;
 //! the flight's view draws its fills on the timeline and plots its signals, and a field
 //! picked by name; the `.ulg` downloaded from the page is byte for byte what `export` writes;
 //! the delete asks first and removes only that flight. A phone's screen shows the page without sideways
@@ -199,6 +200,28 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         let source = manifest["amendments"][0]["source"].as_str().expect("the fill's SD log").to_owned();
         let rows = listed.as_array().unwrap();
         assert!(rows.iter().any(|r| r[0] == source.as_str() && r[1] == id.as_str()), "{source} as {id} in {listed}");
+        // That log fetched whole onto the companion, its progress drawn as it comes, then its
+        // link: the file is what the vehicle has (the fetch checked its CRC-32) and pyulog
+        // reads it.
+        client.execute("window.sawProgress = false; new MutationObserver(() => { if (document.querySelector('#sd-logs progress')) window.sawProgress = true; }).observe(document.body, { subtree: true, childList: true }); return true;", vec![]).await.unwrap();
+        let row = format!("#sd-logs tr[data-path={}]", serde_json::to_string(&source).unwrap());
+        click(&client, &format!("{row} button")).await;
+        let name = until(&client, "the fetched log's link", &format!("const a = document.querySelector({}); return a && a.textContent.replace('download ', '');", serde_json::to_string(&format!("{row} a.fetched")).unwrap())).await;
+        let name = name.as_str().unwrap().to_owned();
+        assert_eq!(client.execute("return window.sawProgress;", vec![]).await.unwrap(), json!(true), "no progress shown");
+        let fetched = logs.join("sd-card").join(&name);
+        let size = rows.iter().find(|r| r[0] == source.as_str()).map(|_| std::fs::metadata(&fetched).unwrap().len());
+        let reply = super::get(&addr, &format!("/api/vehicle/fetched/{name}"), &[]);
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert!(reply.body == std::fs::read(&fetched).unwrap(), "the download is not the fetched file");
+        assert_eq!(Some(reply.body.len() as u64), size);
+        crate::common::check_with_pyulog(&fetched);
+        // Only a log the vehicle listed is fetched: no other file of the vehicle's.
+        let token = super::get(&addr, "/api/session", &[]).json()["csrf_token"].as_str().unwrap().to_owned();
+        let reply = super::request(&addr, "POST", "/api/vehicle/fetch?path=/fs/microsd/etc/extras.txt", &[format!("X-CSRF-Token: {token}")], b"");
+        assert_eq!(reply.status, 409, "{}", reply.text());
+        assert!(reply.text().contains("no such log"), "{}", reply.text());
+        screenshot(&client, "02b-sd-card-fetched.png").await;
         // Fill now, asked from the flight's view: the daemon takes it.
         click(&client, &format!("tr[data-id=\"{id}\"] td.start")).await;
         until(&client, "the fill button", "return !document.getElementById('flight-fill').hidden;").await;
@@ -252,7 +275,7 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         assert!(std::fs::read(&downloaded).unwrap() == std::fs::read(&exported).unwrap(), "the download is not export's file");
 
         // The delete asks first: dismissed, nothing goes; accepted, that flight only.
-        let others: Vec<PathBuf> = crate::common::procs::session_dirs(&logs).into_iter().filter(|d| *d != session).collect();
+        let others: Vec<PathBuf> = crate::common::procs::session_dirs(&logs).into_iter().filter(|d| *d != session && d.join("manifest.json").exists()).collect();
         client.find(Locator::Id("flight-delete")).await.unwrap().click().await.unwrap();
         let asked = client.get_alert_text().await.expect("a confirmation");
         assert!(asked.contains("Delete") && asked.contains(&id), "{asked}");

@@ -100,8 +100,18 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
         ("GET", format!("/api/flights/{id}/download?format=ulg")),
         ("GET", format!("/api/flights/{id}/download?format=mcap")),
         ("GET", format!("/api/flights/{id}/files/split_0000.ulg")),
+        ("GET", format!("/api/flights/{id}/signals")),
         ("GET", "/api/events".to_owned()),
+        ("GET", "/api/vehicle/logs".to_owned()),
+        ("GET", "/api/vehicle/fetch".to_owned()),
+        ("GET", "/api/vehicle/fetched/log.ulg".to_owned()),
+        (
+            "POST",
+            "/api/vehicle/fetch?path=/fs/microsd/log/a.ulg".to_owned(),
+        ),
         ("POST", format!("/api/flights/{id}/delete")),
+        ("POST", format!("/api/flights/{id}/fill")),
+        ("POST", format!("/api/flights/{id}/upload")),
         ("POST", "/logout".to_owned()),
     ];
     for (method, path) in &routes {
@@ -186,6 +196,11 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
     )
     .unwrap();
     std::os::unix::fs::symlink(outside.join("secret.txt"), planted.join("split_0000.ulg")).unwrap();
+    // In the folder of logs fetched from the SD card: a link out and a partial fetch.
+    let fetched = logs.join("sd-card");
+    std::fs::create_dir_all(&fetched).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), fetched.join("link.ulg")).unwrap();
+    std::fs::write(fetched.join("cut.ulg.part"), SECRET).unwrap();
     std::thread::sleep(Duration::from_secs(3));
     let secret_file = outside.join("secret.txt").to_string_lossy().into_owned();
     let spellings = [
@@ -208,6 +223,11 @@ fn beyond_loopback_the_page_asks_for_a_password_and_gives_no_byte_outside_its_fl
         "/api/flights/2099-01-02T00-00-00Z_sys1/download?format=ulg".to_owned(),
         "/api/flights/2099-01-02T00-00-00Z_sys1/download?format=mcap".to_owned(),
         "/assets/..%2F..%2Foutside%2Fsecret.txt".to_owned(),
+        "/api/vehicle/fetched/..%2F..%2Foutside%2Fsecret.txt".to_owned(),
+        "/api/vehicle/fetched/%2e%2e%2F%2e%2e%2Foutside%2Fsecret.txt".to_owned(),
+        format!("/api/vehicle/fetched/{}", secret_file.replace('/', "%2F")),
+        "/api/vehicle/fetched/link.ulg".to_owned(),
+        "/api/vehicle/fetched/cut.ulg.part".to_owned(),
     ];
     for path in &spellings {
         let reply = get(&addr, path, &authorised);
