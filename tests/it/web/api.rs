@@ -1,7 +1,9 @@
 //! The API against the CLI on the same session: `GET /api/flights/{id}` holds what `info
 //! --json` prints and what `uploads --json` prints of it, the flights' list agrees with the
 //! manifest, the downloads are byte for byte what `export` writes and the split on disk, and
-//! the delete asks for the CSRF token and takes only that flight.
+//! the delete asks for the CSRF token and takes only that flight; the flight view's signals
+//! are what pyulog reads of a real log; a fetch from the SD card and the fill take turns on
+//! the vehicle's files.
 
 use std::process::Command;
 use std::time::Duration;
@@ -302,4 +304,104 @@ fn same_series(ours: &serde_json::Value, theirs: &serde_json::Value, name: &str)
             _ => assert_eq!(x, y, "{name}[{k}]"),
         }
     }
+}
+
+/// A fetch from the page asked for while the fill reads the same vehicle's SD log over the
+/// same session: the two take turns with the session's one open file, so the fill makes the
+/// flight whole and the fetch's copy passes the vehicle's CRC-32 (neither reads the other's
+/// file); the fetch's progress was shown on the way.
+#[test]
+fn a_fetch_from_the_page_and_the_fill_take_turns_on_the_vehicles_files() {
+    let dir = fresh_dir("web-fetch-and-fill");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flight = write_fault_flight(&dir, "motor");
+    let logs = dir.join("logs");
+    let (mut daemon, port, addr) = daemon(&logs, &free_http_port(), &["--fill", "auto"]);
+    // Streamed through loss at 40 KB/s again and again: the vehicle serves its SD log in
+    // between.
+    let (_sim, _sim_lines) = super::stream_again(
+        &flight,
+        port,
+        &["--loss", "0.03", "--seed", "5", "--link-rate", "40000"],
+    );
+    let t0 = std::time::Instant::now();
+    let id = loop {
+        let rows = get(&addr, "/api/flights", &[]).json();
+        if let Some(row) = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["closed"] == true)
+        {
+            break row["id"].as_str().unwrap().to_owned();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "no closed flight");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // At once, while the fill starts on it.
+    let listed = get(&addr, "/api/vehicle/logs", &[]);
+    assert_eq!(listed.status, 200, "{}", listed.text());
+    let path = listed.json()[0]["path"].as_str().unwrap().to_owned();
+    let token = get(&addr, "/api/session", &[]).json()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let asked = request(
+        &addr,
+        "POST",
+        &format!("/api/vehicle/fetch?path={path}"),
+        &[format!("X-CSRF-Token: {token}")],
+        b"",
+    );
+    assert_eq!(asked.status, 202, "{}", asked.text());
+    let mut states = Vec::new();
+    let fetch = loop {
+        let now = get(&addr, "/api/vehicle/fetch", &[]).json();
+        let state = now["state"].as_str().unwrap().to_owned();
+        if states.last() != Some(&state) {
+            states.push(state.clone());
+        }
+        if state == "done" || state == "failed" {
+            break now;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(240), "the fetch: {now}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(fetch["state"], "done", "{fetch}");
+    assert!(states.contains(&"fetching".to_owned()), "{states:?}");
+    let copy = logs.join("sd-card").join(fetch["file"].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().len(),
+        fetch["size_bytes"].as_u64().unwrap()
+    );
+    // The fill, over the same session meanwhile: the flight whole.
+    loop {
+        let row = get(&addr, "/api/flights", &[])
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .cloned()
+            .expect("the flight");
+        match row["fill"]["state"].as_str().unwrap() {
+            "filled" => break,
+            "not_filled" => {}
+            other => panic!("the fill: {other}: {row}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(240), "the fill: {row}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let info = json_output(
+        Command::new(BIN)
+            .arg("info")
+            .arg(session(&logs, &id))
+            .arg("--json"),
+    );
+    assert_eq!(
+        info["session"]["dropouts_remaining"], 0,
+        "{}",
+        info["session"]
+    );
+    assert!(daemon.terminate().success());
 }
