@@ -78,6 +78,9 @@ pub struct VehicleConfig {
     pub seed: u64,
     /// The vehicle has an SD card with its log on it, served over MAVLink FTP (default).
     pub sd_log: bool,
+    /// Its heartbeat says armed over this span of time since power-up (what a ground station
+    /// and the receiver see of it; the log's own arming state is the log's). `None`: never.
+    pub armed: Option<std::ops::Range<Duration>>,
 }
 
 impl Default for VehicleConfig {
@@ -95,6 +98,7 @@ impl Default for VehicleConfig {
             impairment: Impairment::NONE,
             seed: 1,
             sd_log: true,
+            armed: None,
         }
     }
 }

@@ -292,7 +292,7 @@ impl SimVehicle {
         self.release_delayed(Some(now));
         self.send_ftp(now);
         if self.next_heartbeat.is_none_or(|t| t <= now) {
-            self.send(self.heartbeat(), now);
+            self.send(self.heartbeat(now), now);
             self.next_heartbeat = Some(now + self.config.heartbeat_interval);
         }
         match self.stream {
@@ -596,12 +596,17 @@ impl SimVehicle {
         );
     }
 
-    fn heartbeat(&self) -> MavMessage {
+    fn heartbeat(&self, now: Instant) -> MavMessage {
+        let since_power_up = now.duration_since(self.epoch);
+        let mut base_mode = MavModeFlag::MAV_MODE_FLAG_CUSTOM_MODE_ENABLED;
+        if (self.config.armed.as_ref()).is_some_and(|span| span.contains(&since_power_up)) {
+            base_mode |= MavModeFlag::MAV_MODE_FLAG_SAFETY_ARMED;
+        }
         MavMessage::HEARTBEAT(HEARTBEAT_DATA {
             custom_mode: 0,
             mavtype: MavType::MAV_TYPE_QUADROTOR,
             autopilot: MavAutopilot::MAV_AUTOPILOT_PX4,
-            base_mode: MavModeFlag::MAV_MODE_FLAG_CUSTOM_MODE_ENABLED,
+            base_mode,
             system_status: MavState::MAV_STATE_STANDBY,
             mavlink_version: 3,
         })

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::export::dataset::key_safe;
-use crate::shell::vehicle_files::{LOG_DIRS, VehicleFiles};
+use crate::shell::vehicle_files::{FilesError, LOG_DIRS, VehicleFiles, VehicleLog};
 use crate::store::manifest::read_manifest;
 use crate::web::download::{Download, stream_blocking};
 use crate::web::reply::{json, json_error};
@@ -26,6 +26,8 @@ pub const FETCHED_DIR: &str = "sd-card";
 
 /// Progress is pushed at most this often (and at the fetch's end).
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// How often a fetch looks whether the vehicle armed.
+const ARMED_CHECK: Duration = Duration::from_millis(250);
 
 /// One log on the vehicle's SD card. Field names say their units.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -154,7 +156,7 @@ pub async fn fetch(State(served): State<Shared>, Query(query): Query<FetchQuery>
     if served
         .sd_card
         .current()
-        .is_some_and(|f| matches!(f.state, "waiting" | "fetching"))
+        .is_some_and(|f| matches!(f.state, "waiting" | "fetching" | "paused"))
     {
         return json_error(
             StatusCode::CONFLICT,
@@ -175,29 +177,8 @@ pub async fn fetch(State(served): State<Shared>, Query(query): Query<FetchQuery>
     tracing::info!(log = %log.path, "fetch asked for from the web page");
     let task = served.clone();
     tokio::spawn(async move {
-        let pushed = Mutex::new(Instant::now() - PROGRESS_EVERY);
-        let result = match std::fs::create_dir_all(&dir) {
-            Ok(()) => {
-                let progress = |have, size| {
-                    let mut last = pushed.lock().expect("progress lock");
-                    if last.elapsed() >= PROGRESS_EVERY || have == size {
-                        *last = Instant::now();
-                        task.sd_card.set(
-                            &task.feed,
-                            FetchView {
-                                state: "fetching",
-                                have_bytes: have,
-                                size_bytes: size,
-                                ..view.clone()
-                            },
-                        );
-                    }
-                };
-                files.download(&log.path, &dir.join(&file), progress).await
-            }
-            Err(e) => Err(e.into()),
-        };
-        match result {
+        let outcome = fetch_on_the_ground(&task, &mut files, &log, &dir.join(&file), &view).await;
+        match outcome {
             Ok(_) => {
                 tracing::info!(log = %log.path, file = %file, "fetched from the vehicle's SD card");
                 view.state = "done";
@@ -212,6 +193,59 @@ pub async fn fetch(State(served): State<Shared>, Query(query): Query<FetchQuery>
         task.sd_card.set(&task.feed, view);
     });
     json(&served.sd_card.current()).into_accepted()
+}
+
+/// Fetches `log` into `out` (its folder made first), its progress pushed, paused while the
+/// vehicle is armed (the link is the stream's then: the download is dropped and, once the
+/// vehicle is disarmed, goes on from its `.part`).
+async fn fetch_on_the_ground(
+    served: &Shared,
+    files: &mut VehicleFiles,
+    log: &VehicleLog,
+    out: &FsPath,
+    view: &FetchView,
+) -> Result<u64, FilesError> {
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let latest = Mutex::new((Instant::now() - PROGRESS_EVERY, 0));
+    let progress = |have, size| {
+        let mut latest = latest.lock().expect("progress lock");
+        if latest.0.elapsed() >= PROGRESS_EVERY || have == size {
+            *latest = (Instant::now(), have);
+            served.sd_card.set(
+                &served.feed,
+                FetchView {
+                    state: "fetching",
+                    have_bytes: have,
+                    ..view.clone()
+                },
+            );
+        }
+    };
+    loop {
+        tokio::select! {
+            fetched = files.download(&log.path, out, &progress) => return fetched,
+            () = until_armed(served, true) => {
+                tracing::info!(log = %log.path, "the vehicle armed: the fetch waits for it to land");
+                let have_bytes = latest.lock().expect("progress lock").1;
+                served.sd_card.set(&served.feed, FetchView { state: "paused", have_bytes, ..view.clone() });
+                until_armed(served, false).await;
+            }
+        }
+    }
+}
+
+/// Returns once the vehicle's heartbeat says it is `armed` (or, for `false`, once no heartbeat
+/// says it is).
+async fn until_armed(served: &Shared, armed: bool) {
+    loop {
+        let now = (served.feed.view().vehicle).is_some_and(|v| v.armed == Some(true));
+        if now == armed {
+            return;
+        }
+        tokio::time::sleep(ARMED_CHECK).await;
+    }
 }
 
 /// `GET /api/vehicle/fetch`: the fetch under way or last done (`null`: none since the start).

@@ -122,8 +122,8 @@ pub struct FetchView {
     pub path: String,
     /// Its file on the companion.
     pub file: String,
-    /// `waiting` (for the fill to close its file, or for the vehicle), `fetching`, `done`
-    /// or `failed`.
+    /// `waiting` (for the fill to close its file, or for the vehicle), `fetching`, `paused`
+    /// (while the vehicle is armed: it goes on once disarmed), `done` or `failed`.
     pub state: &'static str,
     pub have_bytes: u64,
     pub size_bytes: u64,

@@ -149,6 +149,8 @@ fn run() -> anyhow::Result<()> {
             once,
             max_write,
             sd_log_missing,
+            arm_after,
+            disarm_after,
             impairment,
         }) => {
             let bytes = match (&file, synthetic) {
@@ -187,6 +189,13 @@ fn run() -> anyhow::Result<()> {
                 impairment: impairment.impairment(),
                 seed: impairment.seed,
                 sd_log: !sd_log_missing,
+                armed: arm_after.map(|from| {
+                    let seconds = |s: f64| {
+                        std::time::Duration::try_from_secs_f64(s)
+                            .unwrap_or(std::time::Duration::MAX)
+                    };
+                    seconds(from)..disarm_after.map_or(std::time::Duration::MAX, seconds)
+                }),
                 ..VehicleConfig::default()
             };
             runtime()?.block_on(sim(bytes, spec, config, once, max_write))

@@ -326,7 +326,9 @@ function showFetch(f) {
     cell.replaceChildren(el("span", { className: "bad", textContent: "failed: " + f.error + " " }), copyCell(f.path, null));
   } else {
     const bar = el("progress", { max: f.size_bytes, value: f.have_bytes });
-    cell.replaceChildren(bar, " " + (f.state === "waiting" ? "waiting for the vehicle's files…" : bytes(f.have_bytes) + " of " + bytes(f.size_bytes)));
+    const said = { waiting: "waiting for the vehicle's files…", paused: "paused while the vehicle is armed, at " + bytes(f.have_bytes) }[f.state]
+      || bytes(f.have_bytes) + " of " + bytes(f.size_bytes);
+    cell.replaceChildren(bar, " " + said);
   }
   cell.dataset.state = f.state;
 }

@@ -405,3 +405,98 @@ fn a_fetch_from_the_page_and_the_fill_take_turns_on_the_vehicles_files() {
     );
     assert!(daemon.terminate().success());
 }
+
+/// A fetch from the page stops while the vehicle is armed (its link is the stream's then) and
+/// goes on from where it stopped once it is disarmed; meanwhile the SD card is not listed.
+#[test]
+fn a_fetch_from_the_page_waits_while_the_vehicle_is_armed() {
+    let Some(real) = crate::common::shared_logs() else {
+        return;
+    };
+    let log = real
+        .into_iter()
+        .find(|p| p.ends_with("sample_log_small.ulg"))
+        .expect("sample_log_small.ulg beside the project");
+    let dir = fresh_dir("web-fetch-armed");
+    let logs = dir.join("logs");
+    let (mut daemon, port, addr) = daemon(&logs, &free_http_port(), &[]);
+    // Armed from 5 s to 10 s after its start.
+    let (_sim, _sim_lines) = super::stream_again(
+        &log,
+        port,
+        &[
+            "--link-rate",
+            "60000",
+            "--arm-after",
+            "5",
+            "--disarm-after",
+            "10",
+        ],
+    );
+    let t0 = std::time::Instant::now();
+    let listed = loop {
+        let reply = get(&addr, "/api/vehicle/logs", &[]);
+        if reply.status == 200 {
+            break reply.json();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(4), "{}", reply.text());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let path = listed[0]["path"].as_str().unwrap().to_owned();
+    let token = get(&addr, "/api/session", &[]).json()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let asked = request(
+        &addr,
+        "POST",
+        &format!("/api/vehicle/fetch?path={path}"),
+        &[format!("X-CSRF-Token: {token}")],
+        b"",
+    );
+    assert_eq!(asked.status, 202, "{}", asked.text());
+    let state = || get(&addr, "/api/vehicle/fetch", &[]).json();
+    // Paused once the vehicle arms, and nothing fetched meanwhile.
+    let paused = loop {
+        let now = state();
+        if now["state"] == "paused" {
+            break now;
+        }
+        assert_ne!(now["state"], "done", "done before the vehicle armed: {now}");
+        assert!(t0.elapsed() < Duration::from_secs(9), "not paused: {now}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let partial = logs
+        .join("sd-card")
+        .join(format!("{}.part", paused["file"].as_str().unwrap()));
+    let have = std::fs::metadata(&partial).unwrap().len();
+    assert!(have > 0, "nothing fetched before the vehicle armed");
+    let refused = get(&addr, "/api/vehicle/logs", &[]);
+    assert_eq!(refused.status, 409, "{}", refused.text());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(state()["state"], "paused");
+    assert_eq!(
+        std::fs::metadata(&partial).unwrap().len(),
+        have,
+        "fetched while armed"
+    );
+    // Disarmed: it goes on and ends whole.
+    let done = loop {
+        let now = state();
+        if now["state"] == "done" || now["state"] == "failed" {
+            break now;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "{now}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(done["state"], "done", "{done}");
+    // Whole (the fetch checked it against the vehicle's CRC-32), and pyulog reads it.
+    let copy = logs.join("sd-card").join(done["file"].as_str().unwrap());
+    assert_eq!(
+        std::fs::metadata(&copy).unwrap().len(),
+        listed[0]["size_bytes"].as_u64().unwrap()
+    );
+    assert!(!partial.exists(), "the .part is left");
+    crate::common::check_with_pyulog(&copy);
+    assert!(daemon.terminate().success());
+}

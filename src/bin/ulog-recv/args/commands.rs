@@ -160,6 +160,13 @@ pub(crate) enum Command {
         /// serves the file it streams, as PX4 serves its SD log).
         #[arg(long)]
         sd_log_missing: bool,
+        /// The heartbeat says armed from SECONDS after the start (as a vehicle that takes off:
+        /// the receiver then leaves its link to the stream).
+        #[arg(long, value_name = "SECONDS")]
+        arm_after: Option<f64>,
+        /// ... and disarmed again SECONDS after the start.
+        #[arg(long, value_name = "SECONDS", requires = "arm_after")]
+        disarm_after: Option<f64>,
         #[command(flatten)]
         impairment: ImpairmentArgs,
     },
