@@ -432,21 +432,14 @@ impl Bound {
     }
 }
 
-/// The value of `field` in a sample's `data` (`None` past its end).
-fn value(data: &[u8], field: Field) -> Option<f64> {
-    data.get(field.offset..)
-        .filter(|rest| rest.len() >= field.ty.size())
-        .map(|rest| field.ty.read(rest).as_f64())
-}
-
 /// A float field of a sample.
 fn float(data: &[u8], field: Option<Field>) -> Option<f32> {
-    value(data, field?).map(|v| v as f32)
+    field?.value_in(data).map(|v| v as f32)
 }
 
 /// A `uint8_t` field of a sample.
 fn byte(data: &[u8], field: Option<Field>) -> Option<u8> {
-    value(data, field?).map(|v| v as u8)
+    field?.value_in(data).map(|v| v as u8)
 }
 
 /// The selected analyzers over one log (see the module docs).

@@ -278,19 +278,12 @@ fn numeric(layout: &Layout, name: &str) -> Option<Field> {
     (!f.padding && f.ty != BasicType::Char).then_some(f)
 }
 
-/// The value of `field` in a sample's `data` (`None` past its end).
-fn value(data: &[u8], field: Field) -> Option<f64> {
-    data.get(field.offset..)
-        .filter(|rest| rest.len() >= field.ty.size())
-        .map(|rest| field.ty.read(rest).as_f64())
-}
-
 fn quaternion(data: &[u8], q: &[Field; 4]) -> Option<[f64; 4]> {
     Some([
-        value(data, q[0])?,
-        value(data, q[1])?,
-        value(data, q[2])?,
-        value(data, q[3])?,
+        q[0].value_in(data)?,
+        q[1].value_in(data)?,
+        q[2].value_in(data)?,
+        q[3].value_in(data)?,
     ])
 }
 
@@ -351,7 +344,7 @@ impl Sink for SignalSink {
     ) -> Result<(), ExportError> {
         match &self.roles[channel as usize] {
             Role::Value { run, field, negate } => {
-                let v = value(data, *field).map(|v| if *negate { -v } else { v });
+                let v = field.value_in(data).map(|v| if *negate { -v } else { v });
                 self.runs[*run].push(timestamp_us, v);
             }
             Role::Setpoint { q_d } => {

@@ -27,6 +27,17 @@ pub struct Field {
     pub padding: bool,
 }
 
+impl Field {
+    /// Its value in a sample's `data` (after the message id) as a double; `None` when the
+    /// data ends before it.
+    #[inline]
+    pub fn value_in(&self, data: &[u8]) -> Option<f64> {
+        data.get(self.offset..)
+            .filter(|rest| rest.len() >= self.ty.size())
+            .map(|rest| self.ty.read(rest).as_f64())
+    }
+}
+
 /// The top-level `timestamp` field of a format, if it has one of an allowed type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimestampField {

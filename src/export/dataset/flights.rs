@@ -141,10 +141,7 @@ impl Watched {
 
 /// The value of `field` in a sample's `data`, as a double.
 fn read(field: Option<LeafField>, data: &[u8]) -> Option<f64> {
-    let field = field?;
-    data.get(field.offset..)
-        .filter(|rest| rest.len() >= field.ty.size())
-        .map(|rest| field.ty.read(rest).as_f64())
+    field?.value_in(data)
 }
 
 /// `a` and `b`'s larger (or smaller), `b` being a finite value.

@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use super::{closed_flights, daemon, free_http_port, get, request, session, stream};
+use super::{closed_flights, daemon, free_http_port, get, post_as_page, request, session, stream};
 use crate::common::procs::{BIN, fresh_dir, wait_for_line};
 use crate::common::{json_output, text_output};
 use crate::diagnostics::write_fault_flight;
@@ -342,17 +342,7 @@ fn a_fetch_from_the_page_and_the_fill_take_turns_on_the_vehicles_files() {
     let listed = get(&addr, "/api/vehicle/logs", &[]);
     assert_eq!(listed.status, 200, "{}", listed.text());
     let path = listed.json()[0]["path"].as_str().unwrap().to_owned();
-    let token = get(&addr, "/api/session", &[]).json()["csrf_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let asked = request(
-        &addr,
-        "POST",
-        &format!("/api/vehicle/fetch?path={path}"),
-        &[format!("X-CSRF-Token: {token}")],
-        b"",
-    );
+    let asked = post_as_page(&addr, &format!("/api/vehicle/fetch?path={path}"));
     assert_eq!(asked.status, 202, "{}", asked.text());
     let mut states = Vec::new();
     let fetch = loop {
@@ -443,17 +433,7 @@ fn a_fetch_from_the_page_waits_while_the_vehicle_is_armed() {
         std::thread::sleep(Duration::from_millis(100));
     };
     let path = listed[0]["path"].as_str().unwrap().to_owned();
-    let token = get(&addr, "/api/session", &[]).json()["csrf_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let asked = request(
-        &addr,
-        "POST",
-        &format!("/api/vehicle/fetch?path={path}"),
-        &[format!("X-CSRF-Token: {token}")],
-        b"",
-    );
+    let asked = post_as_page(&addr, &format!("/api/vehicle/fetch?path={path}"));
     assert_eq!(asked.status, 202, "{}", asked.text());
     let state = || get(&addr, "/api/vehicle/fetch", &[]).json();
     // Paused once the vehicle arms, and nothing fetched meanwhile.

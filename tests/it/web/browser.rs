@@ -217,8 +217,7 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         assert_eq!(Some(reply.body.len() as u64), size);
         crate::common::check_with_pyulog(&fetched);
         // Only a log the vehicle listed is fetched: no other file of the vehicle's.
-        let token = super::get(&addr, "/api/session", &[]).json()["csrf_token"].as_str().unwrap().to_owned();
-        let reply = super::request(&addr, "POST", "/api/vehicle/fetch?path=/fs/microsd/etc/extras.txt", &[format!("X-CSRF-Token: {token}")], b"");
+        let reply = super::post_as_page(&addr, "/api/vehicle/fetch?path=/fs/microsd/etc/extras.txt");
         assert_eq!(reply.status, 409, "{}", reply.text());
         assert!(reply.text().contains("no such log"), "{}", reply.text());
         screenshot(&client, "02b-sd-card-fetched.png").await;

@@ -100,6 +100,15 @@ pub(crate) fn get(addr: &str, path: &str, headers: &[String]) -> Reply {
     request(addr, "GET", path, headers, b"")
 }
 
+/// `POST path` with the CSRF token `GET /api/session` gives, as the page's actions post.
+pub(crate) fn post_as_page(addr: &str, path: &str) -> Reply {
+    let token = get(addr, "/api/session", &[]).json()["csrf_token"]
+        .as_str()
+        .expect("a CSRF token")
+        .to_owned();
+    request(addr, "POST", path, &[format!("X-CSRF-Token: {token}")], b"")
+}
+
 /// The daemon on a fresh UDP port with the web page on `http` (`[ADDR:]PORT`) and `extra`
 /// options; returns it, its UDP port and the page's address, once it listens.
 pub(crate) fn daemon(logs: &Path, http: &str, extra: &[&str]) -> (Proc, u16, String) {
