@@ -126,9 +126,9 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
     for k in 0..=cuts {
         let (mut daemon, lines) = Proc::spawn_watched("the daemon", &daemon_args);
         // The start repairs what the last cut left before the new log's session opens.
-        wait_session_opened(&lines, &fs, &daemon_args, k);
+        let opened = wait_session_opened(&lines, &fs, &daemon_args, k);
         if let Some(previous) = pending.take() {
-            let lost = check_repaired(&previous, &context(k - 1, previous.cut));
+            let lost = check_repaired(&previous, &context(k - 1, previous.cut), &opened);
             worst_lost = worst_lost.max(lost);
         }
         if k == cuts {
@@ -243,11 +243,17 @@ pub(super) fn wait_session_opened(
     fs: &LazyFs,
     args: &[String],
     k: usize,
-) {
+) -> PathBuf {
     let t0 = Instant::now();
     loop {
         match lines.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) if line.contains("log session opened") => return,
+            Ok(line) if line.contains("log session opened") => {
+                let dir = line
+                    .split("dir=")
+                    .nth(1)
+                    .and_then(|d| d.split_whitespace().next());
+                return PathBuf::from(dir.unwrap_or_else(|| panic!("no dir= in {line}")));
+            }
             Ok(line) => assert!(
                 !line.contains("panicked"),
                 "start {k}: the daemon panicked: {line}"
@@ -288,11 +294,14 @@ pub(super) fn newest_session(logs: &Path) -> PathBuf {
     sessions.last().expect("a session is open").clone()
 }
 
-/// Checks what the start made of one cut session; returns the bytes the cut cost (0 for a
-/// cut at a step, which has no view of what was written).
-pub(super) fn check_repaired(cut: &CutSession, context: &str) -> u64 {
+/// Checks what the start made of one cut session (the start having opened the session
+/// `opened`); returns the bytes the cut cost (0 for a cut at a step, which has no view of
+/// what was written).
+pub(super) fn check_repaired(cut: &CutSession, context: &str, opened: &Path) -> u64 {
     let dir = &cut.dir;
-    if !dir.exists() {
+    // Removed as empty, its name then free for the new session when it opens within the
+    // same second.
+    if !dir.exists() || dir == opened {
         // Removed as empty: only right if nothing of a message was on the disk.
         for (name, bytes) in &cut.on_disk {
             if name.ends_with(".ulg") {

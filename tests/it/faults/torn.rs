@@ -135,8 +135,8 @@ fn torn_writes_then_a_crash_leave_every_session_repaired_whole() {
             on_disk: snapshot(&fs.root.join(SESSION)),
         };
         let (mut daemon, lines) = Proc::spawn_watched("the daemon", &args);
-        wait_session_opened(&lines, &fs, &args, 1);
-        check_repaired(&cut, &format!("seed {seed}, {name}"));
+        let opened = wait_session_opened(&lines, &fs, &args, 1);
+        check_repaired(&cut, &format!("seed {seed}, {name}"), &opened);
         assert!(daemon.terminate().success());
         let _ = vehicle.0.kill();
     }
