@@ -411,7 +411,9 @@ fn waiting_session(log_dir: &std::path::Path, mb: u64) -> PathBuf {
     options.policy.max_bytes = Some(64 << 20);
     let mut store = LogStore::open(options).unwrap();
     let started = std::time::SystemTime::now() - Duration::from_secs(86_400);
-    store.begin_log((1, 1), started).unwrap();
+    store
+        .begin_log((1, 1), started, ulog_recv::autopilot::LogFormat::ULog)
+        .unwrap();
     for piece in stream.chunks(1 << 20) {
         store.write(piece).unwrap();
     }

@@ -87,7 +87,13 @@ fn publish(bytes: &[u8], clients: usize) -> u64 {
         let id = p.connect().unwrap();
         p.handle_request(id, Line::Text(br#"{"subscribe":["*"]}"#));
     }
-    p.handle_event(&Event::LogOpened { number: 0 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 0,
+            format: ulog_recv::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     let mut out = 0u64;
     for piece in bytes.chunks(1024) {
         p.handle_log_bytes(piece, now);
@@ -104,7 +110,13 @@ fn foxglove(bytes: &[u8], clients: usize) -> u64 {
     let now = Instant::now();
     let mut p = FoxglovePublisher::new("bench", "1");
     let ids: Vec<u64> = (0..clients).map(|_| p.connect().unwrap()).collect();
-    p.handle_event(&Event::LogOpened { number: 0 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 0,
+            format: ulog_recv::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     let mut out = 0u64;
     let mut next_sub = 0u32;
     let mut requests = Vec::new();

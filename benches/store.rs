@@ -84,7 +84,13 @@ fn main() {
         }
         let mut store = LogStore::open(options).unwrap();
         let t0 = Instant::now();
-        let session = store.begin_log((1, 1), SystemTime::now()).unwrap();
+        let session = store
+            .begin_log(
+                (1, 1),
+                SystemTime::now(),
+                ulog_recv::autopilot::LogFormat::ULog,
+            )
+            .unwrap();
         for (k, batch) in stream.chunks(256 << 10).enumerate() {
             if event_every.is_some_and(|n| k % n == n - 1) {
                 store.request_event("bench", None).unwrap();

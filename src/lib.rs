@@ -17,13 +17,15 @@
 //! |---|---|---|---|
 //! | [`sys`] | no | the few raw OS calls (thread priority, free space, socket buffers) and a latency histogram | — |
 //! | [`monitor`] | no | the daemon's Prometheus metrics (their catalogue, the exposition) and its health check's rules | — |
+//! | [`autopilot`] | yes | the two autopilots (PX4, ArduPilot), told from a HEARTBEAT, and their log formats | — |
+//! | [`dataflash`] | yes | the DataFlash engine (ArduPilot's `.bin`): FMT records, framer, gap marks, a split's preamble | — |
 //! | [`ulog`] | yes | the ULog engine: reader, framer, decoder, writer, dropouts, summaries, topic patterns | — |
 //! | [`diagnose`] | yes | flight diagnostics: detectors fed a log's samples find what went wrong (Flight Review v2's definitions) | `ulog` |
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation; findings as `diagnostic_msgs` | `ulog`, `diagnose` |
-//! | [`link`] | yes | the log-streaming session over MAVLink: framing, signing, reordering, reassembly | `ulog` |
+//! | [`link`] | yes | the log-streaming session over MAVLink (PX4's ULog chunks, ArduPilot's DataFlash blocks): framing, signing, reordering, reassembly | `ulog`, `autopilot`, `dataflash` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
-//! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `sys`, `fill`, `diagnose`, `monitor` |
+//! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `autopilot`, `dataflash`, `sys`, `fill`, `diagnose`, `monitor` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and as Parquet tables in the fleet's layout | `ulog`, `ros`, `store`, `diagnose` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys`, `monitor` |
 //! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `fill`, `store`, `export`, `upload`, `diagnose` |
@@ -141,6 +143,8 @@
 //!   upgrading and purging them in a scratch root, and the arm64 binary under qemu-user
 //!   receiving a flight from the simulator.
 
+pub mod autopilot;
+pub mod dataflash;
 pub mod diagnose;
 pub mod export;
 pub mod fill;

@@ -47,7 +47,10 @@ fuzz_target!(|input: &[u8]| {
                 }
             }
             3 | 4 => p.handle_log_bytes(&take(&mut rest), now),
-            5 => p.handle_event(&Event::LogOpened { number: op as u32 }, now),
+            5 => p.handle_event(&Event::LogOpened {
+        number: op as u32,
+        format: ulog_recv::autopilot::LogFormat::ULog,
+    }, now),
             6 => p.handle_event(
                 &Event::LogClosed {
                     number: 0,

@@ -61,7 +61,10 @@ fn publisher(input: &[u8]) {
     let now = Instant::now();
     let mut p = FoxglovePublisher::new("fuzz", "1");
     let client = p.connect().unwrap();
-    p.handle_event(&Event::LogOpened { number: 1 }, now);
+    p.handle_event(&Event::LogOpened {
+        number: 1,
+        format: ulog_recv::autopilot::LogFormat::ULog,
+    }, now);
     let mut header = b"ULog\x01\x12\x35\x01".to_vec();
     header.extend(0u64.to_le_bytes());
     p.handle_log_bytes(&header, now);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use mavlink::MavHeader;
-use mavlink::dialects::common::{
+use mavlink::dialects::ardupilotmega::{
     COMMAND_ACK_DATA, HEARTBEAT_DATA, LOGGING_DATA_ACKED_DATA, LOGGING_DATA_DATA, MavAutopilot,
     MavCmd, MavMessage, MavResult, MavType,
 };

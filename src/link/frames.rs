@@ -1,4 +1,5 @@
-//! MAVLink framing for the session, sans-IO, on the `mavlink` crate (common dialect): bytes in
+//! MAVLink framing for the session, sans-IO, on the `mavlink` crate (the ardupilotmega
+//! dialect, which holds the common one; ArduPilot's log blocks as [`LogBlock`]): bytes in
 //! any pieces → frames out; messages → bytes. Frames with a bad CRC, of messages outside the
 //! dialect, or with a 32-bit system id (a `mavlink` crate extension no autopilot sends) are
 //! skipped and counted, never an error that stops the link.
@@ -15,9 +16,13 @@ use std::collections::VecDeque;
 use std::io::{ErrorKind, Read};
 
 use mavlink::consts::v2::IFLAG_SIGNED;
-use mavlink::dialects::common::MavMessage;
+use mavlink::dialects::ardupilotmega::MavMessage;
 use mavlink::error::MessageReadError;
-use mavlink::{MAVLinkMessageRaw, MAVLinkV2MessageRaw, MavHeader, MavlinkReader, Message};
+use mavlink::{
+    MAVLinkMessageRaw, MAVLinkV2MessageRaw, MavHeader, MavlinkReader, Message, MessageData,
+};
+
+use crate::link::log_block::LogBlock;
 
 /// The bytes pushed so far, readable by the `mavlink` crate's reader. Reading it empty says
 /// `WouldBlock`, which the reader passes up while keeping any partial frame.
@@ -50,10 +55,36 @@ pub struct FrameStats {
     pub undecodable: u64,
 }
 
+/// What a frame carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    /// A message of the dialect, as the crate decodes it.
+    Mav(MavMessage),
+    /// ArduPilot's log block, which the crate's generated type cannot carry ([`LogBlock`]).
+    LogBlock(LogBlock),
+}
+
+impl Received {
+    /// The dialect's message, when it is one.
+    pub fn mav(&self) -> Option<&MavMessage> {
+        match self {
+            Received::Mav(m) => Some(m),
+            Received::LogBlock(_) => None,
+        }
+    }
+
+    pub fn into_mav(self) -> Option<MavMessage> {
+        match self {
+            Received::Mav(m) => Some(m),
+            Received::LogBlock(_) => None,
+        }
+    }
+}
+
 /// One CRC-valid frame: its header, its message, and its bytes as received.
 pub struct Frame {
     pub header: MavHeader,
-    pub message: MavMessage,
+    pub message: Received,
     raw: MAVLinkMessageRaw,
 }
 
@@ -147,7 +178,12 @@ impl FrameDecoder {
             self.stats.undecodable += 1;
             return None;
         }
-        match MavMessage::parse(raw.version(), raw.message_id(), raw.payload()) {
+        let message = if raw.message_id() == LogBlock::ID {
+            LogBlock::deser(raw.version(), raw.payload()).map(Received::LogBlock)
+        } else {
+            MavMessage::parse(raw.version(), raw.message_id(), raw.payload()).map(Received::Mav)
+        };
+        match message {
             Ok(message) => {
                 self.stats.messages += 1;
                 Some(Frame {
@@ -178,7 +214,7 @@ pub fn encode(header: MavHeader, message: &MavMessage, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mavlink::dialects::common::{LOGGING_ACK_DATA, LOGGING_DATA_DATA};
+    use mavlink::dialects::ardupilotmega::{LOGGING_ACK_DATA, LOGGING_DATA_DATA};
 
     fn header(sequence: u8) -> MavHeader {
         MavHeader {
@@ -224,7 +260,10 @@ mod tests {
                 dec.push(p);
                 while let Some(f) = dec.next_frame() {
                     assert!(!f.is_signed());
-                    got.push(f.message);
+                    let Received::Mav(m) = f.message else {
+                        panic!("not a dialect message")
+                    };
+                    got.push(m);
                 }
             }
             assert_eq!(got.len(), 2, "piece size {piece}");

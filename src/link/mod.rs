@@ -36,6 +36,7 @@
 pub mod assembler;
 pub mod frames;
 pub mod ftp;
+pub mod log_block;
 pub mod reorder;
 pub mod session;
 pub mod signing;

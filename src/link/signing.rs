@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mavlink::consts::v2::IFLAG_SIGNED;
-use mavlink::dialects::common::MavMessage;
+use mavlink::dialects::ardupilotmega::MavMessage;
 use mavlink::{MAVLinkV2MessageRaw, MavHeader};
 use sha2::{Digest, Sha256};
 
@@ -237,7 +237,7 @@ impl Signer {
 mod tests {
     use super::*;
     use crate::link::frames::FrameDecoder;
-    use mavlink::dialects::common::{HEARTBEAT_DATA, LOGGING_ACK_DATA};
+    use mavlink::dialects::ardupilotmega::{HEARTBEAT_DATA, LOGGING_ACK_DATA};
     use std::time::Duration;
 
     fn header() -> MavHeader {

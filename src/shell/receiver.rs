@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use mavlink::dialects::common::MavSeverity;
+use mavlink::dialects::ardupilotmega::MavSeverity;
 
+use crate::autopilot::Autopilot;
 use crate::diagnose::{Finding, FindingFilter, Severity};
 use crate::link::ftp::{FtpError, FtpReply, FtpStats};
 use crate::link::{Event, Session, SessionConfig, SessionStats};
@@ -387,16 +388,29 @@ fn handle_events(
             }
             continue;
         }
-        if let Some(p) = publish.as_deref_mut() {
+        // The live servers decode ULog: an ArduPilot log's events pass them by.
+        let dataflash = session.autopilot() == Some(Autopilot::ArduPilot)
+            && matches!(
+                event,
+                Event::LogOpened { .. }
+                    | Event::LogBytes(_)
+                    | Event::LogClosed { .. }
+                    | Event::Dropout { .. }
+            );
+        if let Some(p) = publish.as_deref_mut().filter(|_| !dataflash) {
             match &event {
                 Event::LogBytes(bytes) => p.log_bytes(bytes, arrived),
                 other => p.event(other),
             }
         }
         match &event {
-            Event::LogOpened { .. } => {
+            Event::LogOpened { format, .. } => {
                 batch.hand_over(store);
-                store.begin(session.vehicle().unwrap_or((0, 0)), SystemTime::now());
+                store.begin(
+                    session.vehicle().unwrap_or((0, 0)),
+                    SystemTime::now(),
+                    *format,
+                );
             }
             Event::LogBytes(bytes) => batch.push(bytes, store),
             Event::Dropout {

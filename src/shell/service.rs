@@ -164,12 +164,16 @@ mod tests {
         s.event(&Event::VehicleFound {
             system_id: 1,
             component_id: 1,
+            autopilot: crate::autopilot::Autopilot::Px4,
         });
         assert_eq!(
             s.line(&stats, &none, None, "x", t0),
             "vehicle sysid 1 found, not streaming"
         );
-        s.event(&Event::LogOpened { number: 0 });
+        s.event(&Event::LogOpened {
+            number: 0,
+            format: crate::autopilot::LogFormat::ULog,
+        });
         stats.log_bytes = 96_300;
         stats.chunks = 998;
         stats.lost_chunks = 2;

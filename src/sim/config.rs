@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use mavlink::dialects::common::MavResult;
+use mavlink::dialects::ardupilotmega::MavResult;
 
 use crate::link::signing::SigningKey;
 

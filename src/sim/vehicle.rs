@@ -31,7 +31,7 @@ use bytes::Bytes;
 use std::time::{Duration, Instant, SystemTime};
 
 use mavlink::MavHeader;
-use mavlink::dialects::common::{
+use mavlink::dialects::ardupilotmega::{
     COMMAND_ACK_DATA, FILE_TRANSFER_PROTOCOL_DATA, HEARTBEAT_DATA, LOGGING_DATA_ACKED_DATA,
     LOGGING_DATA_DATA, MavAutopilot, MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
 };
@@ -258,7 +258,9 @@ impl SimVehicle {
                 self.stats.refused_frames += 1;
                 continue;
             }
-            self.handle_message(frame.header, &frame.message, now);
+            if let Some(message) = frame.message.mav() {
+                self.handle_message(frame.header, message, now);
+            }
         }
     }
 
@@ -273,11 +275,11 @@ impl SimVehicle {
         {
             Check::Valid => true,
             Check::Unsigned => matches!(
-                frame.message,
-                MavMessage::HEARTBEAT(_)
-                    | MavMessage::RADIO_STATUS(_)
-                    | MavMessage::ADSB_VEHICLE(_)
-                    | MavMessage::COLLISION(_)
+                frame.message.mav(),
+                Some(MavMessage::HEARTBEAT(_))
+                    | Some(MavMessage::RADIO_STATUS(_))
+                    | Some(MavMessage::ADSB_VEHICLE(_))
+                    | Some(MavMessage::COLLISION(_))
             ),
             Check::BadSignature | Check::Replayed | Check::TooOld => false,
         }

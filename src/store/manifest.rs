@@ -2,6 +2,7 @@
 //! power-safe way every file of the store is replaced: a temporary file, synced, renamed over
 //! the old one, the directory synced.
 
+use crate::autopilot::LogFormat;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
@@ -28,6 +29,10 @@ pub struct Manifest {
     pub log_start_us: Option<u64>,
     /// The session is over (its last split is closed).
     pub closed: bool,
+    /// The format of its splits: ULog (`.ulg`, PX4) unless it says DataFlash (`.bin`,
+    /// ArduPilot).
+    #[serde(default, skip_serializing_if = "is_ulog")]
+    pub log_format: LogFormat,
     /// The chunks the link lost after the stream's last sample (its last dropout had no
     /// sample after it: the link went, and came back for the STOP's post-flight records),
     /// as the receiver counted them by their sequence numbers; the fill reads that many
@@ -129,6 +134,10 @@ pub struct BufferEntry {
     /// lacks them).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_for_memory: u64,
+}
+
+fn is_ulog(f: &LogFormat) -> bool {
+    *f == LogFormat::ULog
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -3,6 +3,7 @@
 //! of log time cut from a session ([`snippet`]); the store on its own thread, fed through a
 //! queue bounded in bytes ([`thread`]).
 //!
+//! - [`bin_splitter`] (sans-IO) does the same for a DataFlash log (ArduPilot's `.bin`).
 //! - [`splitter`] (sans-IO) cuts a log's message stream into splits that each open alone
 //!   (replaying definitions, parameters in force, subscriptions, latched samples) and
 //!   summarises each (samples, dropouts, time index).
@@ -32,6 +33,7 @@
 //! or of the live servers.
 
 pub mod amend;
+pub mod bin_splitter;
 pub mod columns;
 pub mod events;
 pub mod files;

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::autopilot::LogFormat;
 use crate::store::events::{EventOutcome, EventRequest};
 use crate::store::{LogStore, StoreOptions};
 use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
@@ -40,6 +41,7 @@ enum Command {
     Begin {
         vehicle: (u8, u8),
         started: SystemTime,
+        format: LogFormat,
     },
     Bytes(Bytes),
     /// Samples were dropped before the next bytes.
@@ -120,6 +122,8 @@ pub struct StoreThread {
     /// The last hand-over was stripped: a run of drops is going on.
     dropping: bool,
     last_drop_warning: Option<Instant>,
+    /// The open log's format.
+    format: LogFormat,
     lost_samples: u64,
     drop_runs: u64,
 }
@@ -184,16 +188,22 @@ impl StoreThread {
             header_left: 0,
             dropping: false,
             last_drop_warning: None,
+            format: LogFormat::ULog,
             lost_samples: 0,
             drop_runs: 0,
         }
     }
 
-    /// A new log session for `vehicle`.
-    pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime) {
+    /// A new log session for `vehicle`, whose log is in `format`.
+    pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) {
         self.header_left = FILE_HEADER_LEN;
+        self.format = format;
         self.dropping = false;
-        self.send(Command::Begin { vehicle, started });
+        self.send(Command::Begin {
+            vehicle,
+            started,
+            format,
+        });
     }
 
     /// The log's next bytes (whole messages; the file header first). Never waits: past the
@@ -204,7 +214,12 @@ impl StoreThread {
         }
         let queued = self.health.queued.load(Ordering::Relaxed);
         if queued + bytes.len() > self.limit {
-            let (kept, stripped) = strip_samples(&bytes, self.header_left);
+            // A DataFlash log's definitions are not told from its data here: the whole
+            // piece goes (whole messages), and the store marks the gap.
+            let (kept, stripped) = match self.format {
+                LogFormat::ULog => strip_samples(&bytes, self.header_left),
+                LogFormat::DataFlash => (Bytes::new(), 1),
+            };
             if stripped > 0 {
                 self.lost_samples += stripped;
                 if !self.dropping {
@@ -313,7 +328,11 @@ fn apply(
 ) {
     health.busy();
     match command {
-        Command::Begin { vehicle, started } => match store.begin_log(vehicle, started) {
+        Command::Begin {
+            vehicle,
+            started,
+            format,
+        } => match store.begin_log(vehicle, started, format) {
             Ok(dir) => {
                 tracing::info!(dir = %dir.display(), "log session opened");
                 let _ = reports.send(StoreReport::Opened(dir));

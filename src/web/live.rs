@@ -149,6 +149,7 @@ impl LiveState {
             Event::VehicleFound {
                 system_id,
                 component_id,
+                ..
             } => {
                 self.last_heard = Some(now);
                 self.view.vehicle = Some(VehicleView {
@@ -381,6 +382,7 @@ mod tests {
             &Event::VehicleFound {
                 system_id: 1,
                 component_id: 1,
+                autopilot: crate::autopilot::Autopilot::Px4,
             },
             t0,
         );
@@ -388,7 +390,13 @@ mod tests {
         let mut stats = SessionStats::default();
         stats.frames.messages = 10;
         live.status(&stats, &StorageStats::default(), 0, true, None, t0);
-        live.event(&Event::LogOpened { number: 1 }, t0);
+        live.event(
+            &Event::LogOpened {
+                number: 1,
+                format: crate::autopilot::LogFormat::ULog,
+            },
+            t0,
+        );
         live.session(Path::new("/logs/2026-11-29T07-00-00Z_sys1"), true, t0);
         let t1 = t0 + std::time::Duration::from_secs(2);
         stats.frames.messages = 20;

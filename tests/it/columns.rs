@@ -354,6 +354,7 @@ fn a_crash_leaves_every_column_repairable() {
         .begin_log(
             (1, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            ulog_recv::autopilot::LogFormat::ULog,
         )
         .unwrap();
     // The daemon's group commit: synced as it goes, then a last piece only handed to the OS.

@@ -77,7 +77,13 @@ fn the_budget_deletes_the_oldest_closed_sessions_and_keeps_the_open_one() {
     let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     for k in 0..6u64 {
         // Distinct start times, so that the names sort by age.
-        store.begin_log((1, 1), t + Duration::from_secs(k)).unwrap();
+        store
+            .begin_log(
+                (1, 1),
+                t + Duration::from_secs(k),
+                ulog_recv::autopilot::LogFormat::ULog,
+            )
+            .unwrap();
         for piece in log.chunks(4096) {
             store.write(piece).unwrap();
         }
@@ -102,7 +108,11 @@ fn the_budget_deletes_the_oldest_closed_sessions_and_keeps_the_open_one() {
     // (The first store's open session, left as a crash leaves it, is repaired and closed.)
     tight.recover();
     tight
-        .begin_log((1, 1), t + Duration::from_secs(100))
+        .begin_log(
+            (1, 1),
+            t + Duration::from_secs(100),
+            ulog_recv::autopilot::LogFormat::ULog,
+        )
         .unwrap();
     tight.write(&log).unwrap();
     tight.enforce_budget().unwrap();
@@ -124,7 +134,13 @@ fn with_uploads_on_the_budget_deletes_uploaded_sessions_first_and_the_others_las
     let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let mut closed = Vec::new();
     for k in 0..4u64 {
-        store.begin_log((1, 1), t + Duration::from_secs(k)).unwrap();
+        store
+            .begin_log(
+                (1, 1),
+                t + Duration::from_secs(k),
+                ulog_recv::autopilot::LogFormat::ULog,
+            )
+            .unwrap();
         store.write(&log).unwrap();
         closed.push(store.end_log().unwrap().unwrap());
     }
@@ -160,7 +176,13 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
         ..SplitPolicy::unlimited()
     };
     let mut store = LogStore::open(options).unwrap();
-    store.begin_log((1, 1), SystemTime::now()).unwrap();
+    store
+        .begin_log(
+            (1, 1),
+            SystemTime::now(),
+            ulog_recv::autopilot::LogFormat::ULog,
+        )
+        .unwrap();
     let log = stream(80); // ~620 KB: does not fit beside the filler, fits without it
     let mut errors = 0;
     let mut resumed_at = None;
@@ -219,6 +241,7 @@ fn under_a_steady_stream_the_manifest_says_each_split_closed_within_a_sync_round
         .begin_log(
             (1, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            ulog_recv::autopilot::LogFormat::ULog,
         )
         .unwrap();
     // A write between any two sync steps, as a vehicle that never pauses: the open split

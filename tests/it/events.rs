@@ -106,6 +106,7 @@ fn store(
         .begin_log(
             (1, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            ulog_recv::autopilot::LogFormat::ULog,
         )
         .unwrap();
     let cut = offset_of_time(log, request_at);

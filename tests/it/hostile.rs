@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::procs::{Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
 use mavlink::MavHeader;
-use mavlink::dialects::common::{
+use mavlink::dialects::ardupilotmega::{
     HEARTBEAT_DATA, LOGGING_DATA_DATA, MavAutopilot, MavMessage, MavType,
 };
 use ulog_recv::link::frames::encode;

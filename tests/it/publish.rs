@@ -205,10 +205,17 @@ fn clients_get_exactly_the_samples_of_their_topics() {
             &Event::VehicleFound {
                 system_id: 1,
                 component_id: 1,
+                autopilot: ulog_recv::autopilot::Autopilot::Px4,
             },
             now,
         );
-        p.handle_event(&Event::LogOpened { number: 1 }, now);
+        p.handle_event(
+            &Event::LogOpened {
+                number: 1,
+                format: ulog_recv::autopilot::LogFormat::ULog,
+            },
+            now,
+        );
         let mut late = None;
         let mut at = 0;
         let mut step = 1;
@@ -379,7 +386,13 @@ fn bad_requests_are_answered_and_change_nothing() {
     p.handle_request(a, Line::TooLong);
     p.disconnect(gone);
     p.handle_request(gone, Line::Text(b"{}"));
-    p.handle_event(&Event::LogOpened { number: 0 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 0,
+            format: ulog_recv::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     p.handle_log_bytes(&bytes, now);
     let stats = ulog_recv::link::SessionStats::default();
     p.handle_stats(&stats, &Default::default(), ServerStats::default(), now);

@@ -222,6 +222,7 @@ fn the_budget_gives_a_snippet_its_own_copy_before_it_deletes_the_session() {
         .begin_log(
             (1, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000),
+            ulog_recv::autopilot::LogFormat::ULog,
         )
         .unwrap();
     store.write(&log).unwrap();

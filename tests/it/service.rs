@@ -249,6 +249,7 @@ fn sample_value(key: &str) -> &'static str {
         "sysid" => "2",
         "compid" => "191",
         "target-system" => "3",
+        "autopilot" => "\"ardupilot\"",
         "split-size" => "\"8M\"",
         "split-duration" => "60",
         "latched" => "[\"vehicle_status\", \"battery_status\"]",

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::procs::{Proc, free_udp_port, fresh_dir, ulg_files, wait_for_line};
 use mavlink::MavHeader;
-use mavlink::dialects::common::{
+use mavlink::dialects::ardupilotmega::{
     COMMAND_LONG_DATA, HEARTBEAT_DATA, LOGGING_ACK_DATA, MavAutopilot, MavCmd, MavMessage, MavType,
 };
 use ulog_recv::link::frames::FrameDecoder;

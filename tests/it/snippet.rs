@@ -91,7 +91,13 @@ fn a_snippet_holds_what_pyulog_counts_in_the_window_and_stands_alone() {
             ..SplitPolicy::unlimited()
         };
         let mut store = LogStore::open(options).unwrap();
-        let session = store.begin_log((1, 1), SystemTime::now()).unwrap();
+        let session = store
+            .begin_log(
+                (1, 1),
+                SystemTime::now(),
+                ulog_recv::autopilot::LogFormat::ULog,
+            )
+            .unwrap();
         for piece in stream.chunks(8192) {
             store.write(piece).unwrap();
         }
@@ -138,7 +144,13 @@ fn a_session_with_no_closed_split_says_so() {
     let dir = std::env::temp_dir().join(format!("ulog-recv-snippet-open-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
-    let session = store.begin_log((1, 1), SystemTime::now()).unwrap();
+    let session = store
+        .begin_log(
+            (1, 1),
+            SystemTime::now(),
+            ulog_recv::autopilot::LogFormat::ULog,
+        )
+        .unwrap();
     let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
     store.write(&chunk_log(&file, 0).unwrap().stream).unwrap();
     store.sync().unwrap();

@@ -331,8 +331,13 @@ pub(crate) fn reloader(
             ("log-dir", new.log_dir() != running.log_dir()),
             (
                 "the MAVLink ids",
-                (new.sysid, new.compid, new.target_system)
-                    != (running.sysid, running.compid, running.target_system),
+                (new.sysid, new.compid, new.target_system, new.autopilot)
+                    != (
+                        running.sysid,
+                        running.compid,
+                        running.target_system,
+                        running.autopilot,
+                    ),
             ),
             (
                 "signing-key",

@@ -338,7 +338,7 @@ pub(crate) fn flights(
     let mav_type = param("MAV_TYPE");
     let vehicle_type = mav_type.and_then(|t| {
         use num_traits::FromPrimitive;
-        let ty = mavlink::dialects::common::MavType::from_i32(t)?;
+        let ty = mavlink::dialects::ardupilotmega::MavType::from_i32(t)?;
         Some(
             format!("{ty:?}")
                 .trim_start_matches("MAV_TYPE_")

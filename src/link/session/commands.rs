@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use mavlink::MavHeader;
-use mavlink::dialects::common::{COMMAND_LONG_DATA, MavCmd, MavMessage, MavResult};
+use mavlink::dialects::ardupilotmega::{COMMAND_LONG_DATA, MavCmd, MavMessage, MavResult};
 
 use super::{Event, Phase, Session};
 

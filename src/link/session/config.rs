@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::autopilot::Autopilot;
 use crate::link::ftp::FtpConfig;
 use crate::link::reorder::ReorderConfig;
 use crate::link::signing::SigningKey;
@@ -58,6 +59,12 @@ pub struct SessionConfig {
     pub stream: bool,
     /// The FTP client's timeouts and byte budget.
     pub ftp: FtpConfig,
+    /// The autopilot whose protocol to speak; `None` (the default): told by the vehicle's
+    /// HEARTBEAT.
+    pub autopilot: Option<Autopilot>,
+    /// How long an ArduPilot log waits for a lost vehicle to come back and stream on into
+    /// it (ArduPilot drops a client silent for 10 s and starts again from seqno 0).
+    pub rejoin_timeout: Duration,
 }
 
 impl Default for SessionConfig {
@@ -78,6 +85,8 @@ impl Default for SessionConfig {
             signing: None,
             stream: true,
             ftp: FtpConfig::default(),
+            autopilot: None,
+            rejoin_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use mavlink::dialects::common::MavResult;
+use mavlink::dialects::ardupilotmega::MavResult;
 
+use crate::autopilot::{Autopilot, LogFormat};
 use crate::link::frames::FrameStats;
 use crate::link::ftp::{FtpError, FtpReply};
 use crate::link::signing::SigningStats;
@@ -66,6 +67,8 @@ pub enum Event {
     VehicleFound {
         system_id: u8,
         component_id: u8,
+        /// Whose log stream it speaks (its HEARTBEAT's `autopilot`, or as configured).
+        autopilot: Autopilot,
     },
     VehicleLost,
     /// The vehicle's authentic HEARTBEAT says it is armed (`true`) or disarmed, the first time
@@ -86,12 +89,14 @@ pub enum Event {
     },
     /// A link problem the user must fix (repeated at most once a minute while it lasts).
     LinkProblem(LinkProblem),
-    /// A new log begins; its bytes follow (the file header first).
+    /// A new log begins; its bytes follow (a ULog's file header first; a DataFlash log's
+    /// FMT records).
     LogOpened {
         number: u32,
+        format: LogFormat,
     },
-    /// The next bytes of the open log: whole ULog messages, as the vehicle logged them, plus
-    /// our dropout messages.
+    /// The next bytes of the open log: whole messages (ULog or DataFlash, as the log was
+    /// opened), as the vehicle logged them, plus our dropout marks.
     LogBytes(Bytes),
     /// Chunks were lost; a dropout message was written (or will be, once the time after the
     /// gap is known: the event comes then).
@@ -115,9 +120,10 @@ impl std::fmt::Display for Event {
             Event::VehicleFound {
                 system_id,
                 component_id,
+                autopilot,
             } => write!(
                 f,
-                "vehicle found: system {system_id}, component {component_id}"
+                "vehicle found: {autopilot}, system {system_id}, component {component_id}"
             ),
             Event::VehicleLost => write!(f, "vehicle lost: nothing heard from it"),
             Event::Armed(true) => write!(f, "vehicle armed"),
@@ -136,7 +142,9 @@ impl std::fmt::Display for Event {
                 "start refused ({result:?}): {hint}; retry in {retry_in:?}"
             ),
             Event::LinkProblem(p) => write!(f, "{p}"),
-            Event::LogOpened { number } => write!(f, "log {number} opened"),
+            Event::LogOpened { number, format } => {
+                write!(f, "log {number} opened ({})", format.extension())
+            }
             Event::LogBytes(b) => write!(f, "{} log bytes", b.len()),
             Event::Dropout {
                 lost_chunks,
@@ -166,6 +174,8 @@ pub struct SessionStats {
     pub chunks: u64,
     pub acked_chunks: u64,
     pub acks_sent: u64,
+    /// NACKs sent for ArduPilot's missing blocks.
+    pub nacks_sent: u64,
     /// Chunks of no open log (before a START, or of someone else's stream).
     pub ignored_chunks: u64,
     pub duplicates: u64,

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use mavlink::dialects::common::{FILE_TRANSFER_PROTOCOL_DATA, MavMessage};
+use mavlink::dialects::ardupilotmega::{FILE_TRANSFER_PROTOCOL_DATA, MavMessage};
 
 use super::{Event, Session};
 use crate::link::ftp::{FtpError, FtpOp, FtpStats};

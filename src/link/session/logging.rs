@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use mavlink::MavHeader;
-use mavlink::dialects::common::{LOGGING_ACK_DATA, MavMessage};
+use mavlink::dialects::ardupilotmega::{LOGGING_ACK_DATA, MavMessage};
 
 use super::commands::AfterStop;
 use super::{CloseReason, Event, Phase, Session, SessionStats};
@@ -276,8 +276,10 @@ impl Session {
             log.opened = true;
             self.flush_out();
             tracing::info!(number = log.number, "log opened");
-            self.events
-                .push_back(Event::LogOpened { number: log.number });
+            self.events.push_back(Event::LogOpened {
+                number: log.number,
+                format: crate::autopilot::LogFormat::ULog,
+            });
             let before = self.out.len();
             self.out.extend_from_slice(header);
             self.count_out(log, before);

@@ -51,6 +51,7 @@ mod config;
 mod events;
 mod ftp;
 mod logging;
+mod remote_log;
 mod status_text;
 #[cfg(test)]
 mod tests;
@@ -61,18 +62,21 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use mavlink::MavHeader;
-use mavlink::dialects::common::{MavCmd, MavMessage};
+use mavlink::dialects::ardupilotmega::{MavCmd, MavMessage};
 
 use self::commands::{AfterStop, STOP_TRIES};
 use self::logging::{ChunkFrame, Log, PendingNewLog, add_reorder_stats};
+use self::remote_log::BlockLog;
 use self::status_text::StatusTexts;
 use self::vehicle::Vehicle;
+use crate::autopilot::Autopilot;
 use crate::link::frames::{FrameDecoder, encode};
 use crate::link::ftp::FtpClient;
 use crate::link::signing::Signer;
 
 pub use self::config::{DEFAULT_COMPONENT_ID, FALLBACK_SYSTEM_ID, SessionConfig, SigningSetup};
 pub use self::events::{CloseReason, Event, LinkProblem, Rates, SessionStats};
+pub use self::remote_log::{GIVE_UP, MAX_AHEAD, NACK_INTERVAL, START_INTERVAL};
 pub use self::status_text::{STATUS_TEXT_BYTES, STATUS_TEXT_INTERVAL, STATUS_TEXT_QUEUE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +118,13 @@ pub struct Session {
     /// When a frame of the vehicle last passed signature verification.
     vehicle_verified: Option<Instant>,
     log: Option<Log>,
+    /// Whose protocol the vehicle speaks, once found.
+    autopilot: Option<Autopilot>,
+    /// ArduPilot's log being received (its blocks, its DataFlash messages).
+    blocks: Option<BlockLog>,
+    /// When the vehicle of an open ArduPilot log was lost (the log waits for it to come
+    /// back, for [`SessionConfig::rejoin_timeout`]).
+    lost_since: Option<Instant>,
     pending_new_log: Option<PendingNewLog>,
     next_heartbeat: Option<Instant>,
     /// When the last START went out: a new log's chunk 0 is taken only shortly after one.
@@ -151,6 +162,9 @@ impl Session {
             armed: None,
             vehicle_verified: None,
             log: None,
+            autopilot: None,
+            blocks: None,
+            lost_since: None,
             pending_new_log: None,
             next_heartbeat: Some(now),
             start_sent: None,
@@ -191,7 +205,16 @@ impl Session {
 
     /// True while a log is open.
     pub fn is_logging(&self) -> bool {
-        self.log.as_ref().is_some_and(|l| l.opened)
+        self.log.as_ref().is_some_and(|l| l.opened) || self.blocks.is_some()
+    }
+
+    /// Whose log stream the vehicle speaks, once it is found.
+    pub fn autopilot(&self) -> Option<Autopilot> {
+        self.autopilot
+    }
+
+    fn is_ardupilot(&self) -> bool {
+        self.autopilot == Some(Autopilot::ArduPilot)
     }
 
     /// True once [`shutdown`](Self::shutdown) has completed: the STOP handshake is over (or
@@ -251,6 +274,8 @@ impl Session {
             );
         }
         earliest(self.log.as_ref().and_then(|l| l.reorder.deadline()));
+        earliest(self.blocks.as_ref().and_then(|l| l.deadline()));
+        earliest(self.lost_since.map(|t| t + self.config.rejoin_timeout));
         earliest(self.ftp.poll_timeout());
         earliest(self.status_texts.deadline());
         t
@@ -338,6 +363,12 @@ impl Session {
             && now.duration_since(v.last_heartbeat) >= self.config.vehicle_timeout
         {
             tracing::warn!(system_id = v.system_id, "vehicle lost: no heartbeat");
+            if self.blocks.is_some() && self.phase != Phase::Closed {
+                // ArduPilot's log goes on when the vehicle comes back within the wait.
+                self.lost_since = Some(now);
+                self.phase = Phase::Searching;
+                self.events.push_back(Event::VehicleLost);
+            }
             let closing = matches!(
                 self.phase,
                 Phase::Stopping {
@@ -352,6 +383,31 @@ impl Session {
                 self.phase = Phase::Closed;
                 return;
             }
+        }
+        if let Some(t) = self.lost_since
+            && now >= t + self.config.rejoin_timeout
+        {
+            self.lost_since = None;
+            self.close_block_log(CloseReason::VehicleLost);
+        }
+        if self.is_ardupilot() {
+            match self.phase {
+                Phase::Starting { deadline } if now >= deadline => self.send_block_start(now),
+                Phase::Streaming { stall_check } if now >= stall_check => {
+                    // Quiet: not logging (disarmed), or it dropped us. A START is ignored
+                    // while it serves us, and begins a new stream when it does not.
+                    if self.vehicle_heard(now) {
+                        self.send_block_start(now);
+                    } else {
+                        self.phase = Phase::Streaming {
+                            stall_check: now + self.config.heartbeat_interval,
+                        };
+                    }
+                }
+                _ => {}
+            }
+            self.block_timers(now);
+            return;
         }
         match self.phase {
             Phase::Stopping {
@@ -431,6 +487,15 @@ impl Session {
     /// A vehicle not heard within the vehicle timeout is not waited for. Later input is
     /// ignored.
     pub fn shutdown(&mut self, now: Instant) {
+        if self.is_ardupilot() && self.phase != Phase::Closed {
+            // ArduPilot answers no STOP: sent twice (a lossy link), the log closes at once.
+            if self.vehicle.is_some() {
+                self.send_block_stop(now);
+                self.send_block_stop(now);
+            }
+            self.finish();
+            return;
+        }
         match self.phase {
             Phase::Closed => {}
             Phase::Stopping { .. } if !self.vehicle_present(now) => self.finish(),
@@ -463,6 +528,8 @@ impl Session {
     /// Flushes and closes the log; nothing more is taken.
     fn finish(&mut self) {
         self.close_log(CloseReason::Shutdown);
+        self.lost_since = None;
+        self.close_block_log(CloseReason::Shutdown);
         self.phase = Phase::Closed;
     }
 

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use mavlink::dialects::common::{MavMessage, MavSeverity, STATUSTEXT_DATA};
+use mavlink::dialects::ardupilotmega::{MavMessage, MavSeverity, STATUSTEXT_DATA};
 
 use super::Session;
 

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use mavlink::MavHeader;
-use mavlink::dialects::common::{
+use mavlink::dialects::ardupilotmega::{
     COMMAND_ACK_DATA, HEARTBEAT_DATA, LOGGING_DATA_ACKED_DATA, MavAutopilot, MavCmd, MavMessage,
     MavResult, MavType,
 };
@@ -44,7 +44,9 @@ fn sent(s: &mut Session) -> Vec<MavMessage> {
     while let Some(f) = s.poll_transmit() {
         dec.push(&f);
     }
-    std::iter::from_fn(|| dec.next_frame().map(|f| f.message)).collect()
+    std::iter::from_fn(|| dec.next_frame())
+        .filter_map(|f| f.message.into_mav())
+        .collect()
 }
 
 fn command_of(m: &MavMessage) -> Option<MavCmd> {
@@ -166,7 +168,7 @@ fn every_acked_chunk_is_acked_first_duplicates_included() {
 }
 
 /// The texts a batch of frames holds, with their severity.
-fn texts(out: &[MavMessage]) -> Vec<(mavlink::dialects::common::MavSeverity, String)> {
+fn texts(out: &[MavMessage]) -> Vec<(mavlink::dialects::ardupilotmega::MavSeverity, String)> {
     out.iter()
         .filter_map(|m| match m {
             MavMessage::STATUSTEXT(t) => Some((t.severity, t.text.to_str().unwrap().to_owned())),
@@ -178,7 +180,9 @@ fn texts(out: &[MavMessage]) -> Vec<(mavlink::dialects::common::MavSeverity, Str
 #[test]
 fn status_texts_wait_for_the_vehicle_go_one_a_second_and_a_full_queue_drops() {
     use super::{STATUS_TEXT_INTERVAL, STATUS_TEXT_QUEUE};
-    use mavlink::dialects::common::MavSeverity::{MAV_SEVERITY_CRITICAL, MAV_SEVERITY_WARNING};
+    use mavlink::dialects::ardupilotmega::MavSeverity::{
+        MAV_SEVERITY_CRITICAL, MAV_SEVERITY_WARNING,
+    };
     let t0 = Instant::now();
     let mut s = Session::new(SessionConfig::default(), t0);
     s.handle_timeout(t0);
@@ -198,12 +202,12 @@ fn status_texts_wait_for_the_vehicle_go_one_a_second_and_a_full_queue_drops() {
     let frames: Vec<_> = std::iter::from_fn(|| dec.next_frame()).collect();
     let text = frames
         .iter()
-        .find(|f| matches!(f.message, MavMessage::STATUSTEXT(_)))
+        .find(|f| matches!(f.message.mav(), Some(MavMessage::STATUSTEXT(_))))
         .expect("the text went out");
     assert_eq!(text.header.system_id, 1);
     assert_eq!(text.header.component_id, DEFAULT_COMPONENT_ID);
     assert_eq!(
-        texts(std::slice::from_ref(&text.message)),
+        texts(std::slice::from_ref(text.message.mav().unwrap())),
         [(
             MAV_SEVERITY_CRITICAL,
             "motor 2 output dropped to 0".to_owned()

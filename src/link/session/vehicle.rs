@@ -5,13 +5,14 @@
 use std::time::{Duration, Instant};
 
 use mavlink::MavHeader;
-use mavlink::dialects::common::{
+use mavlink::dialects::ardupilotmega::{
     HEARTBEAT_DATA, MavAutopilot, MavMessage, MavModeFlag, MavState, MavType,
 };
 
 use super::commands::AfterStop;
 use super::{Event, LinkProblem, Phase, Session};
-use crate::link::frames::Frame;
+use crate::autopilot::Autopilot;
+use crate::link::frames::{Frame, Received};
 use crate::link::signing::Check;
 
 /// A link problem is repeated at most this often while it lasts.
@@ -49,8 +50,8 @@ impl Session {
                 // vehicle nor steer a reply.
                 Check::Unsigned
                     if matches!(
-                        frame.message,
-                        MavMessage::HEARTBEAT(_) | MavMessage::RADIO_STATUS(_)
+                        frame.message.mav(),
+                        Some(MavMessage::HEARTBEAT(_) | MavMessage::RADIO_STATUS(_))
                     ) =>
                 {
                     false
@@ -71,7 +72,10 @@ impl Session {
             },
         };
         let from_vehicle = if verified {
-            self.handle_message(frame.header, &frame.message, now);
+            match &frame.message {
+                Received::Mav(m) => self.handle_message(frame.header, m, now),
+                Received::LogBlock(b) => self.on_log_block(frame.header, b, now),
+            }
             self.is_vehicle(&frame.header)
         } else {
             // An unsigned heartbeat or radio status with a key: it may show the vehicle is
@@ -138,17 +142,28 @@ impl Session {
             if !is_autopilot || !wanted || self.phase != Phase::Searching {
                 return;
             }
-            if self.vehicle.is_none_or(|v| v.system_id != system_id) {
+            // Told by its heartbeat unless configured; an autopilot of another kind is
+            // asked as PX4 is, MAVLink's common way.
+            let autopilot = self.config.autopilot.unwrap_or_else(|| {
+                Autopilot::from_heartbeat(hb.autopilot as u8).unwrap_or(Autopilot::Px4)
+            });
+            if self.vehicle.is_none_or(|v| v.system_id != system_id)
+                || self.autopilot != Some(autopilot)
+            {
                 tracing::info!(
                     system_id,
                     component_id = header.component_id,
+                    %autopilot,
                     "vehicle found"
                 );
                 self.events.push_back(Event::VehicleFound {
                     system_id,
                     component_id: header.component_id,
+                    autopilot,
                 });
             }
+            self.autopilot = Some(autopilot);
+            self.lost_since = None;
             self.vehicle = Some(Vehicle {
                 system_id,
                 component_id: header.component_id,
@@ -165,7 +180,11 @@ impl Session {
             }
         }
         if self.phase == Phase::Searching && self.config.stream {
-            self.send_stop(now, AfterStop::Start);
+            if self.autopilot == Some(Autopilot::ArduPilot) {
+                self.send_block_start(now);
+            } else {
+                self.send_stop(now, AfterStop::Start);
+            }
         }
     }
 

@@ -28,7 +28,7 @@ mod recovery;
 mod sink;
 
 pub use self::budget::{delete_session, dir_size, list_sessions};
-use self::open_session::{ColumnWriter, OpenSession};
+use self::open_session::{BinGaps, ColumnWriter, LogSplitter, OpenSession};
 use self::recovery::repair_split;
 pub use self::recovery::{
     DELETING_SUFFIX, Recovered, SET_ASIDE_SUFFIX, complete_prefix, recover, summarize_split,
@@ -43,6 +43,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
 
+use crate::autopilot::LogFormat;
 use crate::diagnose::{FindingFilter, Selection, Severity};
 use crate::store::columns::{ColumnRouter, ColumnSpec};
 use crate::store::events::{
@@ -53,7 +54,7 @@ pub use crate::store::manifest::{
     update_manifest, write_file_durably, write_manifest,
 };
 use crate::store::manifest::{DiagnosticsEntry, replace_manifest, sync_dir};
-use crate::store::splitter::{SplitPolicy, SplitSummary, Splitter};
+use crate::store::splitter::{SplitPolicy, SplitSummary};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::gaps::GapMarker;
 
@@ -163,6 +164,28 @@ pub struct StoreError {
     pub source: io::Error,
 }
 
+/// A DataFlash log's next bytes as whole messages, with the marks of the store's own drops.
+fn bin_messages(bin: &mut BinGaps, bytes: &[u8]) -> Vec<u8> {
+    let mut messages = Vec::new();
+    bin.framer.push(bytes, |m, _| messages.extend_from_slice(m));
+    bin_marked(bin, &messages)
+}
+
+/// Whole DataFlash messages through the store's gap marks.
+fn bin_marked(bin: &mut BinGaps, messages: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut rest = messages;
+    while rest.len() >= 3 {
+        let Some(format) = bin.framer.format(rest[2]) else {
+            break;
+        };
+        let (m, tail) = rest.split_at((format.length as usize).min(rest.len()));
+        rest = tail;
+        bin.gaps.message(m, format, &bin.framer, &mut out);
+    }
+    out
+}
+
 impl LogStore {
     /// Opens the log directory (created if missing; it must be writable). What a crash left
     /// in it is repaired by [`recover`](Self::recover).
@@ -199,9 +222,15 @@ impl LogStore {
     pub fn session_dir(&self) -> Option<&Path> {
         self.session.as_ref().map(|s| s.dir.as_path())
     }
-    /// Starts a new log session for the vehicle `(system_id, component_id)`; returns its
-    /// directory.
-    pub fn begin_log(&mut self, vehicle: (u8, u8), started: SystemTime) -> io::Result<PathBuf> {
+    /// Starts a new log session for the vehicle `(system_id, component_id)` whose log is in
+    /// `format`; returns its directory. A DataFlash log (ArduPilot's) is written to the main
+    /// column only: columns, event buffers, triggers and diagnostics read ULog.
+    pub fn begin_log(
+        &mut self,
+        vehicle: (u8, u8),
+        started: SystemTime,
+        format: LogFormat,
+    ) -> io::Result<PathBuf> {
         self.end_log()?;
         let stamp = humantime::format_rfc3339_seconds(started).to_string();
         let base = format!("{}_sys{}", stamp.replace(':', "-"), vehicle.0);
@@ -213,11 +242,22 @@ impl LogStore {
         }
         std::fs::create_dir(&dir)?;
         let mut writers = vec![ColumnWriter {
-            splitter: Splitter::new(self.options.policy.clone()),
-            sink: FileSink::new(dir.clone(), String::new()),
+            splitter: LogSplitter::new(format, self.options.policy.clone()),
+            sink: FileSink::new(dir.clone(), String::new(), format),
         }];
-        let buffers = self.options.event_buffers.iter();
-        let all_columns: Vec<ColumnSpec> = (self.options.columns.iter().cloned())
+        let ulog = format == LogFormat::ULog;
+        let (columns, event_buffers, triggers, diagnostics) = if ulog {
+            (
+                &self.options.columns[..],
+                &self.options.event_buffers[..],
+                self.options.triggers.clone(),
+                self.options.diagnostics,
+            )
+        } else {
+            (&[][..], &[][..], Vec::new(), Selection::NONE)
+        };
+        let buffers = event_buffers.iter();
+        let all_columns: Vec<ColumnSpec> = (columns.iter().cloned())
             .chain(buffers.clone().map(|b| b.column.clone()))
             .collect();
         for column in &all_columns {
@@ -225,8 +265,8 @@ impl LogStore {
             std::fs::create_dir(&column_dir)?;
             self.unsynced.dirs.push(column_dir.clone());
             writers.push(ColumnWriter {
-                splitter: Splitter::new(self.options.policy.clone()),
-                sink: FileSink::new(column_dir, format!("{}/", column.name)),
+                splitter: LogSplitter::new(format, self.options.policy.clone()),
+                sink: FileSink::new(column_dir, format!("{}/", column.name), format),
             });
         }
         let manifest = Manifest {
@@ -234,7 +274,8 @@ impl LogStore {
             system_id: vehicle.0,
             component_id: vehicle.1,
             started_utc: stamp,
-            columns: (self.options.columns.iter())
+            log_format: format,
+            columns: (columns.iter())
                 .map(|c| (c, None))
                 .chain(buffers.clone().map(|b| {
                     let entry = BufferEntry {
@@ -251,8 +292,8 @@ impl LogStore {
                     event_buffer,
                 })
                 .collect(),
-            diagnostics: (!self.options.diagnostics.is_empty()).then(|| DiagnosticsEntry {
-                analyzers: self.options.diagnostics.to_string(),
+            diagnostics: (!diagnostics.is_empty()).then(|| DiagnosticsEntry {
+                analyzers: diagnostics.to_string(),
                 ..DiagnosticsEntry::default()
             }),
             ..Manifest::default()
@@ -263,19 +304,11 @@ impl LogStore {
         self.unsynced.dirs.push(self.options.dir.clone());
         self.unsynced.dirs.push(dir.clone());
         let gates = std::iter::repeat_with(|| None)
-            .take(self.options.columns.len() + 1)
+            .take(columns.len() + 1)
             .chain(buffers.map(|b| Some(EventGate::new(b.clone()))))
             .collect();
-        let watch = (!self.options.triggers.is_empty()
-            || !self.options.event_buffers.is_empty()
-            || !self.options.diagnostics.is_empty())
-        .then(|| {
-            TriggerWatch::new(
-                self.options.triggers.clone(),
-                self.options.diagnostics,
-                !self.options.event_buffers.is_empty(),
-            )
-        });
+        let watch = (!triggers.is_empty() || !event_buffers.is_empty() || !diagnostics.is_empty())
+            .then(|| TriggerWatch::new(triggers, diagnostics, !event_buffers.is_empty()));
         let router = (!all_columns.is_empty()).then(|| ColumnRouter::new(all_columns));
         self.session = Some(OpenSession {
             gates,
@@ -283,6 +316,10 @@ impl LogStore {
             recorded: Vec::new(),
             event_on_diagnostic: self.options.event_on_diagnostic,
             framer: Framer::file(),
+            bin: (!ulog).then(|| BinGaps {
+                framer: crate::dataflash::Framer::new(),
+                gaps: crate::dataflash::GapMarker::new(),
+            }),
             gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
             dropped_own: false,
             router,
@@ -297,6 +334,12 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Err(io::Error::other("no log session open"));
         };
+        if let Some(bin) = &mut s.bin {
+            let out = bin_messages(bin, bytes);
+            s.split(&out);
+            self.unsynced.data |= !out.is_empty();
+            return self.absorb();
+        }
         let mut out = BytesMut::with_capacity(bytes.len() + 16);
         let (gaps, manifest) = (&mut s.gaps, &mut s.manifest);
         let _ = s.framer.push(bytes, |unit| {
@@ -481,7 +524,10 @@ impl LogStore {
     /// they were, as long as the samples around the gap tell.
     pub fn lost(&mut self, samples: u64) {
         if let Some(s) = &mut self.session {
-            s.gaps.gap(samples);
+            match &mut s.bin {
+                Some(bin) => bin.gaps.gap(0),
+                None => s.gaps.gap(samples),
+            }
             // A dropout of the store's own may end the log: what the link lost there is
             // no longer all the end lost.
             s.dropped_own = true;
@@ -507,7 +553,18 @@ impl LogStore {
             return Ok(None);
         };
         let mut out = BytesMut::new();
-        s.gaps.finish(&mut out);
+        match &mut s.bin {
+            Some(bin) => {
+                let mut tail = Vec::new();
+                bin.framer.finish(|m, _| tail.extend_from_slice(m));
+                let mut marked = bin_marked(bin, &tail);
+                bin.gaps.finish(&bin.framer, &mut marked);
+                out.extend_from_slice(&marked);
+            }
+            None => {
+                s.gaps.finish(&mut out);
+            }
+        }
         s.split(&out);
         for c in &mut s.columns {
             c.splitter.finish(&mut c.sink);
@@ -662,7 +719,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ulog-recv-rounds-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
-        store.begin_log((1, 1), SystemTime::now()).unwrap();
+        store
+            .begin_log((1, 1), SystemTime::now(), crate::autopilot::LogFormat::ULog)
+            .unwrap();
         let mut header = FILE_MAGIC.to_vec();
         header.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 0]);
         store.write(&header).unwrap();

@@ -7,13 +7,15 @@ use std::path::PathBuf;
 use bytes::BytesMut;
 
 use super::sink::FileSink;
+use crate::autopilot::LogFormat;
 use crate::diagnose::FindingFilter;
+use crate::store::bin_splitter::BinSplitter;
 use crate::store::columns::ColumnRouter;
 use crate::store::events::{
     BufferWindow, EventGate, EventRecord, EventSource, MAX_LISTED_EVENTS, TriggerWatch,
 };
 use crate::store::manifest::Manifest;
-use crate::store::splitter::Splitter;
+use crate::store::splitter::{SplitPolicy, SplitSummary, Splitter};
 use crate::ulog::framer::Framer;
 use crate::ulog::gaps::GapMarker;
 
@@ -21,8 +23,10 @@ use crate::ulog::gaps::GapMarker;
 pub(super) struct OpenSession {
     pub(super) dir: PathBuf,
     pub(super) manifest: Manifest,
-    /// Cuts the bytes written, in any pieces, into whole messages.
+    /// Cuts the bytes written, in any pieces, into whole messages (a ULog log's).
     pub(super) framer: Framer,
+    /// A DataFlash log's framing and marks; `None` for a ULog log.
+    pub(super) bin: Option<BinGaps>,
     /// Marks samples dropped before the store (its queue was full) with a dropout.
     pub(super) gaps: GapMarker,
     /// The store dropped samples of its own (a dropout the link did not make).
@@ -43,8 +47,72 @@ pub(super) struct OpenSession {
 
 /// One column's splitter and files.
 pub(super) struct ColumnWriter {
-    pub(super) splitter: Splitter,
+    pub(super) splitter: LogSplitter,
     pub(super) sink: FileSink,
+}
+
+/// The splitter of the log's format.
+pub(super) enum LogSplitter {
+    ULog(Splitter),
+    DataFlash(BinSplitter),
+}
+
+impl LogSplitter {
+    pub(super) fn new(format: LogFormat, policy: SplitPolicy) -> Self {
+        match format {
+            LogFormat::ULog => LogSplitter::ULog(Splitter::new(policy)),
+            LogFormat::DataFlash => LogSplitter::DataFlash(BinSplitter::new(policy)),
+        }
+    }
+
+    pub(super) fn push(&mut self, bytes: &[u8], sink: &mut FileSink) {
+        match self {
+            LogSplitter::ULog(s) => s.push(bytes, sink),
+            LogSplitter::DataFlash(s) => s.push(bytes, sink),
+        }
+    }
+
+    pub(super) fn finish(&mut self, sink: &mut FileSink) {
+        match self {
+            LogSplitter::ULog(s) => s.finish(sink),
+            LogSplitter::DataFlash(s) => s.finish(sink),
+        }
+    }
+
+    pub(super) fn current(&self) -> Option<&SplitSummary> {
+        match self {
+            LogSplitter::ULog(s) => s.current(),
+            LogSplitter::DataFlash(s) => s.current(),
+        }
+    }
+
+    pub(super) fn set_policy(&mut self, policy: SplitPolicy) {
+        match self {
+            LogSplitter::ULog(s) => s.set_policy(policy),
+            LogSplitter::DataFlash(s) => s.set_policy(policy),
+        }
+    }
+
+    pub(super) fn request_roll(&mut self) {
+        match self {
+            LogSplitter::ULog(s) => s.request_roll(),
+            LogSplitter::DataFlash(s) => s.request_roll(),
+        }
+    }
+
+    pub(super) fn log_time(&self) -> u64 {
+        match self {
+            LogSplitter::ULog(s) => s.log_time(),
+            LogSplitter::DataFlash(s) => s.log_time(),
+        }
+    }
+}
+
+/// A DataFlash log's own framing in the store: whole messages, and the marks of samples the
+/// store dropped (its queue was full).
+pub(super) struct BinGaps {
+    pub(super) framer: crate::dataflash::Framer,
+    pub(super) gaps: crate::dataflash::GapMarker,
 }
 
 /// Opens `event`'s window in `gate`, noting it in the event; the held samples it takes go to

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::sink::make_closed;
+use crate::autopilot::LogFormat;
+use crate::store::bin_splitter::summarize_bin;
 use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
 use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
@@ -227,7 +229,7 @@ fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) ->
     let mut files: Vec<String> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("split_") && n.ends_with(".ulg"))
+        .filter(|n| n.starts_with("split_") && LogFormat::of_file_name(n).is_some())
         .map(|n| format!("{prefix}{n}"))
         .collect();
     files.sort();
@@ -275,6 +277,9 @@ pub(super) fn repair_split(
             "not a regular file",
         ));
     }
+    if LogFormat::of_file_name(name) == Some(LogFormat::DataFlash) {
+        return repair_bin_split(path, meta.len(), known, name);
+    }
     let mut file = File::open(path)?;
     let mut block = vec![0u8; REPAIR_BLOCK];
     let mut scan = PrefixScan::default();
@@ -312,16 +317,8 @@ pub(super) fn repair_split(
         splitter.push(&block[..n], &mut last);
     }
     splitter.finish(&mut last);
-    let index: u32 = name
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("split_")
-        .trim_end_matches(".ulg")
-        .parse()
-        .unwrap_or(0);
     let mut summary = last.0.unwrap_or_default();
-    summary.index = index;
+    summary.index = split_index(name);
     // What only the writer knew (the preamble's extent) comes from the manifest's last word.
     if let Some(k) = known.iter().find(|e| e.file == name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep);
@@ -332,6 +329,47 @@ pub(super) fn repair_split(
         file: name.to_owned(),
         closed: true,
         sha256: Some(hex(&hash.finalize())),
+        summary,
+    }))
+}
+
+/// The index a split's name gives (`split_0007.ulg` → 7).
+fn split_index(name: &str) -> u32 {
+    let file = name.rsplit('/').next().unwrap_or_default();
+    let stem = file.rsplit_once('.').map_or(file, |(stem, _)| stem);
+    stem.trim_start_matches("split_").parse().unwrap_or(0)
+}
+
+/// [`repair_split`] for a DataFlash split (ArduPilot's `.bin`): read whole (a split is at
+/// most the split size), cut after its last whole message, summarised as the splitter does.
+fn repair_bin_split(
+    path: &Path,
+    len: u64,
+    known: &[SplitEntry],
+    name: &str,
+) -> io::Result<Option<SplitEntry>> {
+    let bytes = std::fs::read(path)?;
+    let (keep, mut summary) = summarize_bin(&bytes, split_index(name));
+    if keep == 0 {
+        return Ok(None);
+    }
+    if (keep as u64) < len {
+        tracing::warn!(file = %path.display(), cut = len - keep as u64, "cutting a torn end");
+        OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_len(keep as u64)?;
+    }
+    // Durable before a manifest says the split is closed (see repair_split).
+    File::open(path)?.sync_all()?;
+    if let Some(k) = known.iter().find(|e| e.file == name) {
+        summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
+    }
+    make_closed(path)?;
+    Ok(Some(SplitEntry {
+        file: name.to_owned(),
+        closed: true,
+        sha256: Some(hex(&Sha256::digest(&bytes[..keep]))),
         summary,
     }))
 }

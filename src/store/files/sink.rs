@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::autopilot::LogFormat;
 use crate::monitor::catalogue::{SPLITS_CLOSED, STORE_WRITTEN_BYTES};
 use crate::store::manifest::hex;
 use crate::store::splitter::{SplitSink, SplitSummary};
@@ -19,6 +20,8 @@ pub(super) struct FileSink {
     pub(super) dir: PathBuf,
     /// What the manifest puts before a split's name (`imu/`; empty for the main column).
     pub(super) prefix: String,
+    /// The splits' format, which names their files.
+    pub(super) format: LogFormat,
     /// The split being written: its index, file and running hash.
     pub(super) file: Option<(u32, BufWriter<File>, Sha256)>,
     /// The split a write failure hit (its file may end in a torn message).
@@ -41,10 +44,11 @@ pub(super) struct FileSink {
 }
 
 impl FileSink {
-    pub(super) fn new(dir: PathBuf, prefix: String) -> Self {
+    pub(super) fn new(dir: PathBuf, prefix: String, format: LogFormat) -> Self {
         Self {
             dir,
             prefix,
+            format,
             file: None,
             ended: Vec::new(),
             begun: Vec::new(),
@@ -66,12 +70,12 @@ impl FileSink {
     }
 
     fn split_path(&self, index: u32) -> PathBuf {
-        self.dir.join(split_name(index))
+        self.dir.join(split_name(index, self.format))
     }
 
     /// The split's name in the manifest (relative to the session).
     pub(super) fn entry_name(&self, index: u32) -> String {
-        format!("{}{}", self.prefix, split_name(index))
+        format!("{}{}", self.prefix, split_name(index, self.format))
     }
 
     fn fail(&mut self, e: io::Error) {
@@ -81,8 +85,8 @@ impl FileSink {
     }
 }
 
-fn split_name(index: u32) -> String {
-    format!("split_{index:04}.ulg")
+fn split_name(index: u32, format: LogFormat) -> String {
+    format!("split_{index:04}.{}", format.extension())
 }
 
 impl SplitSink for FileSink {

@@ -2,6 +2,7 @@
 //! into the same JSON shape as pyulog's `NAME.expected.json`, so results compare directly.
 #![allow(dead_code)]
 
+pub mod ardupilot;
 pub mod flight_review;
 pub mod garage;
 pub mod http_relay;
@@ -758,6 +759,7 @@ pub fn store_session(
         .begin_log(
             (system_id, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(started_s),
+            ulog_recv::autopilot::LogFormat::ULog,
         )
         .unwrap();
     for piece in log.chunks(piece) {

@@ -395,7 +395,9 @@ fn crashed_session(log_dir: &Path, second: u64) -> PathBuf {
     use ulog_recv::store::{LogStore, StoreOptions};
     let mut store = LogStore::open(StoreOptions::new(log_dir.to_owned())).unwrap();
     let t = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + second);
-    let dir = store.begin_log((1, 1), t).unwrap();
+    let dir = store
+        .begin_log((1, 1), t, ulog_recv::autopilot::LogFormat::ULog)
+        .unwrap();
     store
         .write(&generate(SynthOptions {
             duration_s: 5,

@@ -478,7 +478,7 @@ fn a_refused_start_names_the_cause_and_is_retried_slowly() {
     let mut h = Harness::new(
         log,
         VehicleConfig {
-            refuse_start: Some(mavlink::dialects::common::MavResult::MAV_RESULT_DENIED),
+            refuse_start: Some(mavlink::dialects::ardupilotmega::MavResult::MAV_RESULT_DENIED),
             ..VehicleConfig::default()
         },
         SessionConfig::default(),
@@ -508,8 +508,8 @@ fn a_refused_start_names_the_cause_and_is_retried_slowly() {
 }
 
 /// Sends `command` to the vehicle as if from our ids (someone else's STOP or START).
-fn command_to_vehicle(h: &mut Harness, command: mavlink::dialects::common::MavCmd) {
-    use mavlink::dialects::common::{COMMAND_LONG_DATA, MavMessage};
+fn command_to_vehicle(h: &mut Harness, command: mavlink::dialects::ardupilotmega::MavCmd) {
+    use mavlink::dialects::ardupilotmega::{COMMAND_LONG_DATA, MavMessage};
     let mut frame = Vec::new();
     let header = mavlink::MavHeader {
         system_id: 1,
@@ -529,7 +529,7 @@ fn command_to_vehicle(h: &mut Harness, command: mavlink::dialects::common::MavCm
 
 #[test]
 fn a_stream_restarted_at_sequence_0_closes_the_log_and_opens_a_new_one() {
-    use mavlink::dialects::common::MavCmd;
+    use mavlink::dialects::ardupilotmega::MavCmd;
     let (_, mut h) = synthetic_mid_stream();
     // The vehicle restarts its stream to us (as if our STOP and START had crossed an old
     // stream): it stops (its post-flight data ends the log), then chunks begin again at 0
@@ -551,7 +551,7 @@ fn a_stream_restarted_at_sequence_0_closes_the_log_and_opens_a_new_one() {
 
 /// A CRC-valid LOGGING_DATA from the vehicle to us, as anyone on the link could send it.
 fn forged_chunk(seq: u16, first_message_offset: u8, bytes: &[u8]) -> Vec<u8> {
-    use mavlink::dialects::common::{LOGGING_DATA_DATA, MavMessage};
+    use mavlink::dialects::ardupilotmega::{LOGGING_DATA_DATA, MavMessage};
     let mut data = [0u8; 249];
     data[..bytes.len()].copy_from_slice(bytes);
     let msg = MavMessage::LOGGING_DATA(LOGGING_DATA_DATA {

@@ -111,7 +111,7 @@ fn with_a_wrong_key_nothing_is_accepted_and_the_key_is_blamed() {
 
 #[test]
 fn an_unsigned_heartbeat_never_takes_the_signed_vehicles_place() {
-    use mavlink::dialects::common::{HEARTBEAT_DATA, MavAutopilot, MavMessage, MavType};
+    use mavlink::dialects::ardupilotmega::{HEARTBEAT_DATA, MavAutopilot, MavMessage, MavType};
     let file = std::fs::read(&common::synthetic_logs()[0]).unwrap();
     let mut h = Harness::new(
         chunk_log(&file, 0).unwrap(),

@@ -172,6 +172,11 @@ pub(crate) struct ReceiveArgs {
     /// Take only this system as the vehicle [default: the first autopilot heard].
     #[arg(long, value_name = "ID", help_heading = IDENTITY)]
     pub(crate) target_system: Option<u8>,
+    /// Whose log stream to ask for: PX4's ULog streaming or ArduPilot's DataFlash remote
+    /// logging; auto tells them by the vehicle's HEARTBEAT.
+    #[arg(long, value_enum, default_value_t = AutopilotArg::Auto, value_name = "AUTOPILOT",
+          help_heading = IDENTITY)]
+    pub(crate) autopilot: AutopilotArg,
     /// MAVLink 2 signing with the vehicle's key: FILE holds 64 hex digits or a passphrase
     /// (whose SHA-256 is the key, as QGroundControl derives it) and must not be readable by
     /// others [default: $CREDENTIALS_DIRECTORY/signing-key when systemd gives one].
@@ -318,6 +323,25 @@ pub(crate) struct UploadArgs {
     /// `Authorization: Bearer`), readable by its owner only.
     #[arg(long, value_name = "FILE")]
     pub(crate) flight_review_key: Option<PathBuf>,
+}
+
+/// `--autopilot`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum AutopilotArg {
+    #[default]
+    Auto,
+    Px4,
+    Ardupilot,
+}
+
+impl AutopilotArg {
+    pub(crate) fn autopilot(self) -> Option<ulog_recv::autopilot::Autopilot> {
+        match self {
+            AutopilotArg::Auto => None,
+            AutopilotArg::Px4 => Some(ulog_recv::autopilot::Autopilot::Px4),
+            AutopilotArg::Ardupilot => Some(ulog_recv::autopilot::Autopilot::ArduPilot),
+        }
+    }
 }
 
 /// `--fill`.
@@ -683,6 +707,7 @@ impl ReceiveArgs {
             system_id: self.sysid,
             component_id: self.compid,
             target_system: self.target_system,
+            autopilot: self.autopilot.autopilot(),
             signing,
             ftp: ulog_recv::link::ftp::FtpConfig {
                 rate: self.ftp_rate,

@@ -35,7 +35,13 @@ fn a_subscriber_gets_every_sample_of_its_channels_and_the_log_strings() {
         r#"{"op":"subscribe","subscriptions":[{"id":100,"channelId":1}]}"#,
         now,
     );
-    p.handle_event(&Event::LogOpened { number: 1 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 1,
+            format: crate::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     let mut subs: HashMap<u32, String> = HashMap::new();
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut removed_in_flight = 0;
@@ -131,7 +137,13 @@ fn a_new_channel_holds_its_first_samples_for_a_while_and_within_bounds() {
     let run = |subscribe_at: Duration| {
         let mut p = FoxglovePublisher::new("test", "s1");
         let c = p.connect().unwrap();
-        p.handle_event(&Event::LogOpened { number: 1 }, t0);
+        p.handle_event(
+            &Event::LogOpened {
+                number: 1,
+                format: crate::autopilot::LogFormat::ULog,
+            },
+            t0,
+        );
         // The whole log arrives at t0 (as a burst would).
         p.handle_log_bytes(&log, t0);
         let attitude = drain(&mut p)
@@ -170,7 +182,13 @@ fn a_client_that_connects_mid_flight_gets_every_current_channel() {
     });
     let now = Instant::now();
     let mut p = FoxglovePublisher::new("test", "s1");
-    p.handle_event(&Event::LogOpened { number: 1 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 1,
+            format: crate::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     // Past the topic added in flight (sensor_accel/1, half a second in).
     let half = log.len() / 2;
     p.handle_log_bytes(&log[..half], now);
@@ -248,7 +266,13 @@ fn findings_go_to_diagnostics_subscribers_and_a_late_one_gets_the_flights_so_far
     assert_eq!(subscribe_late(&mut p, early, channel, now), 0);
     // A finding of a previous flight is not this flight's.
     p.handle_finding(&finding(1_000_000), now);
-    p.handle_event(&Event::LogOpened { number: 1 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 1,
+            format: crate::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     drain(&mut p);
     p.handle_finding(&finding(20_000_000), now);
     p.handle_finding(&finding(30_000_000), now);

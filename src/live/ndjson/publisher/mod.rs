@@ -372,6 +372,7 @@ impl Publisher {
             Event::VehicleFound {
                 system_id,
                 component_id,
+                ..
             } => {
                 self.vehicle = Some((*system_id, *component_id));
                 json!({"type": "session", "event": "vehicle_found", "vehicle": self.vehicle_json()})
@@ -392,7 +393,7 @@ impl Publisher {
                 json!({"type": "session", "event": "link_problem", "problem": problem,
                        "reason": problem.to_string()})
             }
-            Event::LogOpened { number } => {
+            Event::LogOpened { number, .. } => {
                 self.log = Some(LogState {
                     number: *number,
                     start_us: None,

@@ -121,10 +121,17 @@ fn hello_tells_the_vehicle_and_the_log_as_they_are_now() {
         &Event::VehicleFound {
             system_id: 7,
             component_id: 1,
+            autopilot: crate::autopilot::Autopilot::Px4,
         },
         now,
     );
-    p.handle_event(&Event::LogOpened { number: 3 }, now);
+    p.handle_event(
+        &Event::LogOpened {
+            number: 3,
+            format: crate::autopilot::LogFormat::ULog,
+        },
+        now,
+    );
     let hello = hello_of_a_new_client(&mut p);
     assert_eq!(hello["vehicle"]["sysid"], 7);
     assert_eq!(hello["log"]["number"], 3);

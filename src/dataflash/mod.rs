@@ -1,0 +1,26 @@
+//! The DataFlash engine (ArduPilot's log format), sans-IO: what a `.bin` log is made of and
+//! how the receiver cuts, marks and replays it. Bytes in, whole messages and bytes out.
+//!
+//! A message is `0xA3 0x95`, a type byte, then the payload its FMT lays out; FMT (type 128,
+//! 89 bytes) defines every other type. There is no index and no sync marker but the two
+//! header bytes.
+//!
+//! - [`format`]: FMT records ([`Format`]), the sizes of their field characters, and the
+//!   types every reader knows by name (FMTU, UNIT, MULT, PARM, VER, MSG).
+//! - [`framer`]: [`Framer`]: bytes in any pieces → whole messages, learning each type's
+//!   length from its FMT; after a gap (or garbage) a header is taken only when the next one
+//!   confirms it, so a torn message never passes for a whole one.
+//! - [`gaps`]: [`GapMarker`]: a gap in the stream marked in the log itself, as a `MSG`
+//!   record every DataFlash tool shows, whose duration the messages around it tell.
+//! - [`preamble`]: [`Preamble`]: what a split needs to open alone (every FMT, FMTU, UNIT,
+//!   MULT, the startup VER and MSGs, the parameters in force, the flight mode).
+
+pub mod format;
+pub mod framer;
+pub mod gaps;
+pub mod preamble;
+
+pub use format::{FMT_LEN, FMT_TYPE, Format, HEADER};
+pub use framer::{Framer, FramerStats};
+pub use gaps::{GapMarker, Resolved};
+pub use preamble::Preamble;

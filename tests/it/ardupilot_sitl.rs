@@ -1,0 +1,220 @@
+//! Against the real ArduPilot: its SITL build (`../shared/vendor/ardupilot-sitl`, ArduCopter
+//! with its own `AP_Logger`, the card's file backend and the MAVLink backend on together)
+//! streams its DataFlash log to the daemon, a process, over UDP through a relay that can
+//! lose, reorder and cut datagrams. What the daemon wrote is held against the SITL's own
+//! card log of the same boot, both read by pymavlink's DFReader
+//! (`tests/dataflash_compare.py`): every message of the card inside the streamed window is in
+//! the received `.bin` with the same fields, none invented, but what the vehicle dropped at
+//! the source (its own `DMS.Dp`).
+//!
+//! Without the SITL the test says SKIPPED, and fails under CI.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::ardupilot::{ArduPilot, Impairment, Relay, compare};
+use common::procs::{Proc, files_with_extension, fresh_dir, session_dirs};
+use serde_json::Value as Json;
+
+/// The daemon on `port`, writing into `dir`, a split every `split_s` seconds of log.
+fn daemon(dir: &Path, port: u16, split_s: u32) -> (Proc, std::sync::mpsc::Receiver<String>) {
+    Proc::spawn_watched(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{port}"),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--no-socket".into(),
+            "--split-duration".into(),
+            split_s.to_string(),
+        ],
+    )
+}
+
+/// The report's counts, for a message.
+fn brief(report: &Json) -> String {
+    let mut r = report.clone();
+    r.as_object_mut().unwrap().remove("windows");
+    r.to_string()
+}
+
+/// Nothing the vehicle put into its stream is missing, nothing is invented: a card message
+/// inside the window that is not in the received log can only be one the vehicle dropped at
+/// the source (DMS.Dp rose in its second), a received one the card does not hold one the
+/// card's own buffer dropped (DSF.Dp rose).
+fn check_whole(report: &Json, what: &str) {
+    assert!(
+        report["card_in_window"].as_u64().unwrap() > 5000,
+        "{what}: {}",
+        brief(report)
+    );
+    assert_eq!(
+        report["unexplained_missing"],
+        0,
+        "{what}: {}",
+        brief(report)
+    );
+    assert_eq!(
+        report["unexplained_invented"],
+        0,
+        "{what}: {}",
+        brief(report)
+    );
+
+    assert!(
+        report["types"].as_u64().unwrap() >= 30,
+        "{what}: {}",
+        brief(report)
+    );
+}
+
+/// Waits until the relay has seen `blocks` log blocks (the vehicle takes 10-20 s to boot
+/// and start logging).
+fn wait_for_blocks(relay: &Relay, blocks: u64) {
+    let t0 = Instant::now();
+    while relay.blocks() < blocks {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "the vehicle streamed {} blocks in 90 s",
+            relay.blocks()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn splits(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+    let sessions = session_dirs(dir);
+    assert_eq!(sessions.len(), 1, "one session: {sessions:?}");
+    let splits = files_with_extension(&sessions[0], "bin");
+    (sessions[0].clone(), splits)
+}
+
+#[test]
+fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_opens_alone() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let relay = Relay::start(Impairment::default());
+    let Some(sitl) = ArduPilot::start("ground", 1, relay.listen) else {
+        return;
+    };
+    let dir = fresh_dir("ground-ours");
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 8);
+    wait_for_blocks(&relay, 1);
+    std::thread::sleep(Duration::from_secs(30));
+    assert!(d.terminate().success());
+    let summary = d.stdout_text();
+    // The STOP reached the vehicle: no block after it (unacked ones would come again every
+    // 100 ms for 10 s).
+    std::thread::sleep(Duration::from_millis(500));
+    let after_stop = relay.blocks();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(relay.blocks(), after_stop, "blocks after the STOP");
+    let card = sitl.stop();
+    let (session, splits) = splits(&dir);
+    assert!(splits.len() >= 4, "splits: {splits:?}");
+    let report = compare(&py, &card, &splits);
+    eprintln!("ground: {}\n{summary}", brief(&report));
+    check_whole(&report, "on the ground");
+    assert_eq!(report["marks"], 0, "{}", brief(&report));
+    // Each split alone: read by DFReader from its own definitions, nothing in it that the
+    // card log does not hold.
+    for split in &splits {
+        let alone = compare(&py, &card, std::slice::from_ref(split));
+        assert_eq!(
+            alone["unexplained_invented"],
+            0,
+            "{}: {}",
+            split.display(),
+            brief(&alone)
+        );
+        assert!(
+            alone["received"].as_u64().unwrap() > 500,
+            "{}: {}",
+            split.display(),
+            brief(&alone)
+        );
+        assert!(alone["types"].as_u64().unwrap() >= 20, "{}", brief(&alone));
+    }
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["log_format"], "dataflash");
+    assert_eq!(manifest["closed"], true);
+    assert_eq!(manifest["splits"].as_array().unwrap().len(), splits.len());
+}
+
+#[test]
+fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let relay = Relay::start(Impairment {
+        loss_down: 0.02,
+        loss_up: 0.10,
+        reorder: 0.02,
+    });
+    let Some(sitl) = ArduPilot::start("lossy", 2, relay.listen) else {
+        return;
+    };
+    let dir = fresh_dir("lossy-ours");
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600);
+    wait_for_blocks(&relay, 1);
+    std::thread::sleep(Duration::from_secs(30));
+    assert!(d.terminate().success());
+    let summary = d.stdout_text();
+    let card = sitl.stop();
+    let (_, splits) = splits(&dir);
+    let report = compare(&py, &card, &splits);
+    eprintln!("lossy: {}\n{summary}", brief(&report));
+    assert!(
+        relay
+            .counts
+            .dropped
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 20,
+        "the relay lost little"
+    );
+    check_whole(&report, "2 % loss, 2 % reorder, 10 % of acks lost");
+    // Lost blocks came again (NACKed or resent), lost acks made duplicates: no gap stayed.
+    assert_eq!(report["marks"], 0, "{}", brief(&report));
+    assert!(summary.contains(" 0 lost in 0 gaps"), "{summary}");
+}
+
+#[test]
+fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_its_length() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let relay = Relay::start(Impairment::default());
+    let Some(sitl) = ArduPilot::start("outage", 3, relay.listen) else {
+        return;
+    };
+    let dir = fresh_dir("outage-ours");
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600);
+    wait_for_blocks(&relay, 1);
+    std::thread::sleep(Duration::from_secs(10));
+    // Past the vehicle's 10 s: it drops us, and starts again from seqno 0 on our next START.
+    relay.cut(true);
+    std::thread::sleep(Duration::from_secs(15));
+    relay.cut(false);
+    std::thread::sleep(Duration::from_secs(15));
+    assert!(d.terminate().success());
+    let summary = d.stdout_text();
+    let card = sitl.stop();
+    let (_, splits) = splits(&dir);
+    let report = compare(&py, &card, &splits);
+    eprintln!("outage: {}\n{summary}", brief(&report));
+    check_whole(&report, "15 s outage");
+    // Two streams in one flight, the outage between them marked once, as long as the log
+    // says it was (the link's 15 s, and the vehicle's restart of its stream after it).
+    assert_eq!(report["marks"], 1, "{}", brief(&report));
+    let windows = report["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 2, "{}", report);
+    let ms = report["mark_ms"][0]
+        .as_u64()
+        .expect("the mark says its length");
+    assert!((15_000..25_000).contains(&ms), "the dropout says {ms} ms");
+}

@@ -1,0 +1,249 @@
+//! ArduPilot itself, for the tests that run against it: its SITL build
+//! (`../shared/vendor/ardupilot-sitl`, ArduCopter with its own `AP_Logger`: the card's
+//! `.BIN` and the MAVLink stream side by side) started in a directory of its own, and a UDP
+//! relay between it and the daemon that loses, reorders and cuts datagrams and counts the
+//! log blocks the vehicle sends.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// An ArduCopter SITL in a directory of its own (it writes `eeprom.bin` and `logs/` there),
+/// streaming its log to UDP `stream_port` (its SERIAL1, MAVLink 2); stopped with SIGTERM on
+/// drop. The test runs alone while it runs (as a PX4's does: a vehicle starved of the CPU
+/// drops at moments of its own).
+pub struct ArduPilot {
+    dir: PathBuf,
+    child: Child,
+    _alone: super::machine::Alone,
+}
+
+impl ArduPilot {
+    /// Starts instance `instance` (its own ports shifted by 10 per instance), its ground
+    /// station port on a port nobody listens on, its SERIAL1 sending to `stream_port`.
+    #[track_caller]
+    pub fn start(name: &str, instance: u16, stream_port: u16) -> Option<Self> {
+        let sitl = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vendor/ardupilot-sitl");
+        if !sitl.join("bin/arducopter").is_file() {
+            eprintln!("SKIPPED: no ArduPilot SITL at {}", sitl.display());
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the ArduPilot SITL tests"
+            );
+            return None;
+        }
+        let sitl = sitl.canonicalize().unwrap();
+        let alone = super::machine::alone();
+        let dir = super::procs::fresh_dir(&format!("ardupilot-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("sitl.log")).unwrap();
+        let gcs = super::procs::free_udp_port();
+        let defaults = format!(
+            "{0}/params/copter.parm,{0}/params/log-stream.parm",
+            sitl.display()
+        );
+        let child = Command::new(sitl.join("bin/arducopter"))
+            .args([
+                "--model",
+                "+",
+                "--speedup",
+                "1",
+                "-I",
+                &instance.to_string(),
+            ])
+            .args(["--defaults", &defaults])
+            .args(["--serial0", &format!("udpclient:127.0.0.1:{gcs}")])
+            .args(["--serial1", &format!("udpclient:127.0.0.1:{stream_port}")])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("the ArduPilot SITL starts");
+        Some(ArduPilot {
+            dir,
+            child,
+            _alone: alone,
+        })
+    }
+
+    /// Stops the SITL and returns its card log (`logs/00000001.BIN`).
+    pub fn stop(mut self) -> PathBuf {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while self.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let card = self.dir.join("logs/00000001.BIN");
+        assert!(card.is_file(), "no card log in {}", self.dir.display());
+        card
+    }
+}
+
+impl Drop for ArduPilot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How a [`Relay`] treats datagrams.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Impairment {
+    /// Share lost from the vehicle to the daemon.
+    pub loss_down: f64,
+    /// Share lost from the daemon to the vehicle (its acks, NACKs, heartbeats).
+    pub loss_up: f64,
+    /// Share of the vehicle's datagrams held back and sent after the next one.
+    pub reorder: f64,
+}
+
+/// What passes the relay, counted.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Log blocks (REMOTE_LOG_DATA_BLOCK) the vehicle sent.
+    pub blocks: AtomicU64,
+    pub dropped: AtomicU64,
+    pub reordered: AtomicU64,
+}
+
+/// Relays UDP between the vehicle (sending to `listen`) and the daemon (on `daemon_port`).
+pub struct Relay {
+    pub listen: u16,
+    pub daemon_port: u16,
+    pub counts: Arc<Counts>,
+    cut: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The MAVLink message ids of the frames in a datagram (MAVLink 2, and 1).
+fn message_ids(mut d: &[u8]) -> Vec<u32> {
+    let mut ids = Vec::new();
+    while d.len() >= 8 {
+        match d[0] {
+            0xFD if d.len() >= 12 => {
+                let len = d[1] as usize;
+                let signed = d[2] & 1 != 0;
+                ids.push(u32::from_le_bytes([d[7], d[8], d[9], 0]));
+                d = d
+                    .get(12 + len + if signed { 13 } else { 0 }..)
+                    .unwrap_or(&[]);
+            }
+            0xFE => {
+                ids.push(u32::from(d[5]));
+                d = d.get(8 + d[1] as usize..).unwrap_or(&[]);
+            }
+            _ => break,
+        }
+    }
+    ids
+}
+
+impl Relay {
+    pub fn start(impairment: Impairment) -> Self {
+        let outer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let listen = outer.local_addr().unwrap().port();
+        let daemon_port = super::procs::free_udp_port();
+        let inner = UdpSocket::bind("127.0.0.1:0").unwrap();
+        inner.connect(("127.0.0.1", daemon_port)).unwrap();
+        outer.set_nonblocking(true).unwrap();
+        inner.set_nonblocking(true).unwrap();
+        let counts = Arc::new(Counts::default());
+        let cut = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, cut2, stop2) = (counts.clone(), cut.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut rng = fastrand::Rng::with_seed(77);
+            let mut vehicle = None;
+            let mut held: Option<Vec<u8>> = None;
+            let mut buf = vec![0u8; 65536];
+            while !stop2.load(Ordering::Relaxed) {
+                let mut idle = true;
+                while let Ok((n, from)) = outer.recv_from(&mut buf) {
+                    idle = false;
+                    vehicle = Some(from);
+                    let d = &buf[..n];
+                    let blocks = message_ids(d).iter().filter(|&&id| id == 184).count();
+                    c.blocks.fetch_add(blocks as u64, Ordering::Relaxed);
+                    if cut2.load(Ordering::Relaxed) || rng.f64() < impairment.loss_down {
+                        c.dropped.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if held.is_none() && rng.f64() < impairment.reorder {
+                        c.reordered.fetch_add(1, Ordering::Relaxed);
+                        held = Some(d.to_vec());
+                        continue;
+                    }
+                    let _ = inner.send(d);
+                    if let Some(h) = held.take() {
+                        let _ = inner.send(&h);
+                    }
+                }
+                while let Ok(n) = inner.recv(&mut buf) {
+                    idle = false;
+                    if cut2.load(Ordering::Relaxed) || rng.f64() < impairment.loss_up {
+                        continue;
+                    }
+                    if let Some(to) = vehicle {
+                        let _ = outer.send_to(&buf[..n], to);
+                    }
+                }
+                if idle {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        Relay {
+            listen,
+            daemon_port,
+            counts,
+            cut,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Cuts the link both ways (`true`: nothing passes) or restores it.
+    pub fn cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::Relaxed);
+    }
+
+    /// Log blocks the vehicle sent so far.
+    pub fn blocks(&self) -> u64 {
+        self.counts.blocks.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `tests/dataflash_compare.py` on the card log and the received splits: its report.
+pub fn compare(py: &Path, card: &Path, splits: &[PathBuf]) -> serde_json::Value {
+    let out = Command::new(py)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/dataflash_compare.py"
+        ))
+        .arg(card)
+        .args(splits)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dataflash_compare.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
