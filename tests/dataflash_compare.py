@@ -28,6 +28,7 @@ DEFINITIONS = {"FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "FILE"}
 # Each backend's own statistics (the card's file backend, the stream's MAVLink backend).
 BACKEND_STATS = {"DMS", "DSF"}
 MARK = "ulog-recv: dropout of "
+OPENING = {"FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "MSG", "MODE"}
 
 
 def key(m):
@@ -69,8 +70,14 @@ def main():
     marks = 0
     mark_ms = []
     dms_dropped = 0
-    for path in received_paths:
+    for n, path in enumerate(received_paths):
+        # A split after the first opens with the preamble that replays the log's state (its
+        # definitions, parameters, startup texts and mode): the same records again.
+        opening = n > 0
         for m in messages(path):
+            opening = opening and m.get_type() in OPENING
+            if opening:
+                continue
             if not hasattr(m, "TimeUS") and m.get_type() != "MSG":
                 continue
             if m.get_type() == "MSG" and str(m.Message).startswith(MARK):

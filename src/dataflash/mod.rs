@@ -14,13 +14,17 @@
 //!   record every DataFlash tool shows, whose duration the messages around it tell.
 //! - [`preamble`]: [`Preamble`]: what a split needs to open alone (every FMT, FMTU, UNIT,
 //!   MULT, the startup VER and MSGs, the parameters in force, the flight mode).
+//! - [`summary`]: [`BinSummary`]: a log's vehicle, times, types, dropouts and the vehicle's
+//!   own drops at the source, for `info`.
 
 pub mod format;
 pub mod framer;
 pub mod gaps;
 pub mod preamble;
+pub mod summary;
 
 pub use format::{FMT_LEN, FMT_TYPE, Format, HEADER};
 pub use framer::{Framer, FramerStats};
 pub use gaps::{GapMarker, Resolved};
 pub use preamble::Preamble;
+pub use summary::{BinSummary, BinSummaryBuilder};

@@ -4,10 +4,12 @@
 //!
 //! - [`session`]: a session's whole report (its splits, fills, columns, events, and the
 //!   flight as it reads now), which reads every byte of the flight;
+//! - [`bin_session`]: an ArduPilot session's (DataFlash splits) report;
 //! - [`uploads`]: what a session has uploaded, has pending, fails on;
 //! - [`flights`]: a session in a line of the flights' list, from its manifest and journal
 //!   only (a list of a thousand sessions reads no log).
 
+pub mod bin_session;
 pub mod flights;
 pub mod session;
 pub mod uploads;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
 
+use crate::autopilot::Autopilot;
 use crate::link::{Event, SessionStats};
 use crate::store::thread::StorageStats;
 
@@ -69,10 +70,11 @@ impl Notifier {
     }
 }
 
-/// The daemon's one-line status: "streaming from sysid 1: 96.3 KB/s, 0.2 % lost, 3 clients".
+/// The daemon's one-line status: "streaming from sysid 1 (PX4): 96.3 KB/s, 0.2 % lost, 3
+/// clients".
 #[derive(Debug, Default)]
 pub struct StatusText {
-    vehicle: Option<u8>,
+    vehicle: Option<(u8, Autopilot)>,
     streaming: bool,
     previous: Option<(Instant, SessionStats)>,
 }
@@ -81,7 +83,11 @@ impl StatusText {
     /// Follows the session's events (vehicle found or lost, log opened or closed).
     pub fn event(&mut self, event: &Event) {
         match event {
-            Event::VehicleFound { system_id, .. } => self.vehicle = Some(*system_id),
+            Event::VehicleFound {
+                system_id,
+                autopilot,
+                ..
+            } => self.vehicle = Some((*system_id, *autopilot)),
             Event::VehicleLost => {
                 self.vehicle = None;
                 self.streaming = false;
@@ -116,9 +122,11 @@ impl StatusText {
         };
         let line = match (self.vehicle, self.streaming) {
             (None, _) => format!("waiting for a vehicle on {waiting_on}{clients}"),
-            (Some(id), false) => format!("vehicle sysid {id} found, not streaming{clients}"),
-            (Some(id), true) => format!(
-                "streaming from sysid {id}: {:.1} KB/s, {:.1} % lost{clients}",
+            (Some((id, autopilot)), false) => {
+                format!("vehicle sysid {id} ({autopilot}) found, not streaming{clients}")
+            }
+            (Some((id, autopilot)), true) => format!(
+                "streaming from sysid {id} ({autopilot}): {:.1} KB/s, {:.1} % lost{clients}",
                 rates.log_bytes_per_s / 1000.0,
                 rates.loss_percent
             ),
@@ -168,7 +176,7 @@ mod tests {
         });
         assert_eq!(
             s.line(&stats, &none, None, "x", t0),
-            "vehicle sysid 1 found, not streaming"
+            "vehicle sysid 1 (PX4) found, not streaming"
         );
         s.event(&Event::LogOpened {
             number: 0,
@@ -179,7 +187,7 @@ mod tests {
         stats.lost_chunks = 2;
         assert_eq!(
             s.line(&stats, &none, Some(3), "x", t0 + Duration::from_secs(1)),
-            "streaming from sysid 1: 96.3 KB/s, 0.2 % lost, 3 clients"
+            "streaming from sysid 1 (PX4): 96.3 KB/s, 0.2 % lost, 3 clients"
         );
         s.event(&Event::VehicleLost);
         assert!(

@@ -142,7 +142,7 @@ fn systemd_hears_ready_status_watchdog_and_stopping_and_no_pings_from_a_stuck_lo
     let m = &systemd.messages;
     let streaming = m.iter().find_map(|(_, x)| {
         x.lines()
-            .find(|l| l.starts_with("STATUS=streaming from sysid 1: "))
+            .find(|l| l.starts_with("STATUS=streaming from sysid 1 (PX4): "))
     });
     let streaming = streaming.unwrap_or_else(|| panic!("no streaming status: {m:?}"));
     assert!(

@@ -28,6 +28,9 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
     if path.is_file() && ulog_recv::export::tide::read::is_tide(path) {
         return tide_info(path, json);
     }
+    if let Some(json_or_text) = dataflash_info(path, json) {
+        return json_or_text;
+    }
     let mut builder = SummaryBuilder::default();
     let input = ulog_recv::store::input::log_input(path)?;
     if input == ulog_recv::store::input::LogInput::Snippet {
@@ -57,6 +60,97 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
             .with_context(|| format!("{} cannot be read", path.display()))?;
     }
     print_summary(builder.finish(), json)
+}
+
+/// A DataFlash log (ArduPilot's `.bin`: it begins with an FMT record) or an ArduPilot
+/// session; `None` for anything else.
+fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
+    use ulog_recv::autopilot::LogFormat;
+    use ulog_recv::dataflash::{BinSummaryBuilder, FMT_TYPE, HEADER};
+    if path.is_dir() {
+        let manifest = ulog_recv::store::manifest::read_manifest(path).ok()?;
+        if manifest.log_format != LogFormat::DataFlash {
+            return None;
+        }
+        return Some((|| {
+            let report = ulog_recv::report::bin_session::BinSessionReport::read(path)?;
+            if json {
+                say!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(());
+            }
+            let s = &report.session;
+            say!(
+                "Session {}: {}, {} split(s){}, {} dropout(s) as received ({:.1} s of log)",
+                path.display(),
+                s.autopilot,
+                s.splits,
+                if s.closed { "" } else { " (still recording)" },
+                s.dropouts_received,
+                s.dropout_ms as f64 / 1e3
+            );
+            print_bin_summary(&report.flight);
+            Ok(())
+        })());
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; 3];
+    file.read_exact(&mut head).ok()?;
+    if head[..2] != HEADER || head[2] != FMT_TYPE {
+        return None;
+    }
+    Some((|| {
+        let mut builder = BinSummaryBuilder::default();
+        builder.push(&head);
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = file
+                .read(&mut buf)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            if n == 0 {
+                break;
+            }
+            builder.push(&buf[..n]);
+        }
+        let summary = builder.finish();
+        if json {
+            say!("{}", serde_json::to_string_pretty(&summary)?);
+        } else {
+            print_bin_summary(&summary);
+        }
+        Ok(())
+    })())
+}
+
+fn print_bin_summary(s: &ulog_recv::dataflash::BinSummary) {
+    let secs = |t: Option<u64>| t.unwrap_or(0) as f64 * 1e-6;
+    say!(
+        "DataFlash log (ArduPilot) of {}: log time {:.3} s to {:.3} s after boot ({:.1} s), {} \
+         messages of {} types, {} parameters",
+        s.vehicle.as_deref().unwrap_or("an unnamed vehicle"),
+        secs(s.first_us),
+        secs(s.last_us),
+        secs(s.last_us) - secs(s.first_us),
+        s.messages,
+        s.types.len(),
+        s.parameters
+    );
+    let lost_ms: u64 = s.dropouts.iter().filter_map(|d| d.duration_ms).sum();
+    say!(
+        "Lost: {} dropout(s) on the link ({:.1} s of log), {} message(s) the vehicle dropped \
+         at the source (its DMS counts){}",
+        s.dropouts.len(),
+        lost_ms as f64 / 1e3,
+        s.dropped_at_source,
+        if s.skipped_bytes > 0 {
+            format!(", {} bytes that were not whole messages", s.skipped_bytes)
+        } else {
+            String::new()
+        }
+    );
+    say!("\n{:<8} {:>9} {:>10}", "Type", "messages", "rate (Hz)");
+    for t in &s.types {
+        say!("{:<8} {:>9} {:>10.1}", t.name, t.messages, t.rate_hz);
+    }
 }
 
 fn print_summary(summary: Summary, json: bool) -> anyhow::Result<()> {
