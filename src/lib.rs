@@ -1,5 +1,6 @@
 //! `ulog-recv`: receives the flight log a PX4 autopilot streams over MAVLink ("ULog
-//! streaming"), writes it to disk as rolling standalone `.ulg` splits, publishes its topics
+//! streaming") or an ArduPilot autopilot streams ("remote logging" of its DataFlash log),
+//! writes it to disk as rolling standalone `.ulg` (or `.bin`) splits, publishes its topics
 //! live (a local socket, Foxglove) and exports flights (MCAP, ROS bags). This page is the map
 //! of the crate for the engineer who works on it; the operator's guide (`docs/`, an mdBook)
 //! is the user's.
@@ -68,6 +69,13 @@
 //! ranges the sans-IO [`fill::Filler`] asks for, and the recovered records go beside the
 //! splits as amendments ([`store::amend`]), which every reader merges.
 //!
+//! An ArduPilot vehicle (told by its HEARTBEAT, [`autopilot`]) takes the same path with
+//! its own protocol and format: the session's ArduPilot concern acks, NACKs and reorders
+//! its `REMOTE_LOG_DATA_BLOCK`s ([`link::log_block`]), the DataFlash engine
+//! ([`dataflash`]) frames and marks the log, and the store writes `.bin` splits
+//! ([`store::bin_splitter`]) under the same session directories and manifests. The live
+//! servers, the diagnostics, the fill and the exports read ULog only.
+//!
 //! Afterwards, `export` reads a `.ulg` or a session's splits back as one ULog stream
 //! ([`export::flight`]) and writes MCAP, ROS bags or TIDE through the same ROS types the live
 //! Foxglove server uses.
@@ -125,6 +133,10 @@
 //!   client. `tests/it/export.rs`: MCAP read by the `mcap` packages, bags by rosbags and ROS's
 //!   `rosbag`, all against pyulog. `tests/it/tide.rs`: TIDE read by a reader written from the
 //!   draft's text (`tests/tide_read.py`) and by ours, against pyulog.
+//! - `tests/it/ardupilot_sitl.rs`: a real ArduPilot (SITL) streams its DataFlash log to the
+//!   daemon through a relay (loopback; 2 % loss, 2 % reorder and 10 % of acks lost; a 15 s
+//!   outage); what the daemon wrote is held against the SITL's own card log, both read by
+//!   pymavlink's DFReader (`tests/dataflash_compare.py`), each split alone too.
 //! - `tests/it/px4_sitl.rs`: a real PX4 (SITL) streams to the daemon; what it wrote is held
 //!   against PX4's own file log of the same boot (`tests/px4_compare.py`, pyulog): also a
 //!   restart while PX4 streams and 5 % of its datagrams lost.

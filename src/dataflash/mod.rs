@@ -5,7 +5,7 @@
 //! 89 bytes) defines every other type. There is no index and no sync marker but the two
 //! header bytes.
 //!
-//! - [`format`]: FMT records ([`Format`]), the sizes of their field characters, and the
+//! - [`format`](mod@format): FMT records ([`Format`]), the sizes of their field characters, and the
 //!   types every reader knows by name (FMTU, UNIT, MULT, PARM, VER, MSG).
 //! - [`framer`]: [`Framer`]: bytes in any pieces → whole messages, learning each type's
 //!   length from its FMT; after a gap (or garbage) a header is taken only when the next one

@@ -125,6 +125,8 @@ pub struct Session {
     /// When the vehicle of an open ArduPilot log was lost (the log waits for it to come
     /// back, for [`SessionConfig::rejoin_timeout`]).
     lost_since: Option<Instant>,
+    /// When we last said that the vehicle streams its log to another client.
+    foreign_stream_said: Option<Instant>,
     pending_new_log: Option<PendingNewLog>,
     next_heartbeat: Option<Instant>,
     /// When the last START went out: a new log's chunk 0 is taken only shortly after one.
@@ -165,6 +167,7 @@ impl Session {
             autopilot: None,
             blocks: None,
             lost_since: None,
+            foreign_stream_said: None,
             pending_new_log: None,
             next_heartbeat: Some(now),
             start_sent: None,

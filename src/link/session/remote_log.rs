@@ -40,6 +40,8 @@ pub const NACKS_PER_ROUND: usize = 32;
 pub const GIVE_UP: Duration = Duration::from_secs(5);
 /// A START goes out again this often until blocks come.
 pub const START_INTERVAL: Duration = Duration::from_secs(1);
+/// The vehicle's stream going to another client is said again at most this often.
+pub const FOREIGN_STREAM_REPEAT: Duration = Duration::from_secs(60);
 
 /// The ArduPilot log being received.
 pub(super) struct BlockLog {
@@ -131,12 +133,28 @@ impl Session {
             self.stats.ignored_chunks += 1;
             return;
         };
-        if header.system_id != u32::from(v.system_id)
-            || block.target_system != self.system_id()
-            || block.target_component != self.config.component_id
-            || self.phase == Phase::Closed
-        {
+        if header.system_id != u32::from(v.system_id) || self.phase == Phase::Closed {
             self.stats.ignored_chunks += 1;
+            return;
+        }
+        if block.target_system != self.system_id()
+            || block.target_component != self.config.component_id
+        {
+            // The vehicle serves one client at a time, and it is another one.
+            self.stats.ignored_chunks += 1;
+            if self
+                .foreign_stream_said
+                .is_none_or(|t| now.duration_since(t) >= FOREIGN_STREAM_REPEAT)
+            {
+                self.foreign_stream_said = Some(now);
+                tracing::warn!(
+                    "the vehicle streams its log to system {} component {}, not to us: another \
+                     recorder on the link has its stream (a log endpoint of mavlink-router or \
+                     Rpanion-server, MAVSDK); turn it off",
+                    block.target_system,
+                    block.target_component
+                );
+            }
             return;
         }
         let s = block.seqno;

@@ -27,6 +27,7 @@ struct ChapterRun {
     /// What the last foreground block printed, for an output block after it.
     last: Option<(Block, String)>,
     px4: Option<common::px4::Px4>,
+    ardupilot: Option<common::ardupilot::ArduPilot>,
     flight_review: Option<common::flight_review::FlightReviewServer>,
 }
 
@@ -72,6 +73,7 @@ impl ChapterRun {
             background: Vec::new(),
             last: None,
             px4: None,
+            ardupilot: None,
             flight_review: None,
         }
     }
@@ -283,6 +285,13 @@ impl ChapterRun {
                     };
                     self.px4 = Some(px4);
                 }
+                "ardupilot-sitl" => {
+                    let name = format!("guide-{}", self.name.replace(['/', '.'], "-"));
+                    let Some(sitl) = common::ardupilot::ArduPilot::start(&name, 0, 14551) else {
+                        panic!("{place}: no ArduPilot SITL")
+                    };
+                    self.ardupilot = Some(sitl);
+                }
                 "flight-review" => {
                     self.flight_review =
                         common::flight_review::FlightReviewServer::start("guide", 5006);
@@ -296,6 +305,7 @@ impl ChapterRun {
     fn check(&mut self, place: &str, name: &str) {
         match name {
             "px4-session-whole" => self.check_px4_session_whole(place),
+            "ardupilot-session-whole" => self.check_ardupilot_session_whole(place),
             other => panic!("{place}: no check named {other}"),
         }
         eprintln!("[guide] {place}: check {name} passed");
@@ -320,6 +330,27 @@ impl ChapterRun {
             report["postflight"], true,
             "{place}: no post-flight data: the STOP handshake was not answered"
         );
+    }
+
+    /// The chapter's one session under `logs/` holds every message of the ArduPilot SITL's
+    /// card log inside the streamed window, none invented (pymavlink on both sides).
+    fn check_ardupilot_session_whole(&mut self, place: &str) {
+        let py = common::venv_python().expect("the project's virtualenv");
+        let sessions = common::procs::session_dirs(&self.dir.join("logs"));
+        assert_eq!(sessions.len(), 1, "{place}: sessions {sessions:?}");
+        let sitl = self
+            .ardupilot
+            .take()
+            .expect("the chapter needs ardupilot-sitl");
+        let card = sitl.stop();
+        let splits = common::procs::files_with_extension(&sessions[0], "bin");
+        let report = common::ardupilot::compare(&py, &card, &splits);
+        assert!(
+            report["card_in_window"].as_u64().unwrap() > 5000,
+            "{place}: {report}"
+        );
+        assert_eq!(report["unexplained_missing"], 0, "{place}: {report}");
+        assert_eq!(report["unexplained_invented"], 0, "{place}: {report}");
     }
 
     /// A background block that ended before it was stopped (a daemon that could not bind
