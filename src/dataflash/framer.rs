@@ -184,7 +184,8 @@ impl Framer {
 }
 
 /// Length of the longest prefix of `bytes` that is whole messages, read in step from the
-/// start (a file cut by a crash ends in a torn message, zeros or garbage: it ends before).
+/// start (a file cut by a crash ends in a torn message, zeros or garbage: it ends before;
+/// an FMT record that does not add up ends it too).
 pub fn whole_prefix(bytes: &[u8]) -> usize {
     let mut lengths = [0usize; 256];
     lengths[FMT_TYPE as usize] = crate::dataflash::format::FMT_LEN;
@@ -197,11 +198,15 @@ pub fn whole_prefix(bytes: &[u8]) -> usize {
         if len == 0 || rest.len() < len {
             break;
         }
-        if rest[2] == FMT_TYPE
-            && let Ok(f) = Format::parse(&rest[..len])
-            && f.type_id != FMT_TYPE
-        {
-            lengths[f.type_id as usize] = f.length as usize;
+        if rest[2] == FMT_TYPE {
+            // An FMT that does not add up is no record a logger wrote: the end of the
+            // whole part (a torn header, zeros after it).
+            let Ok(f) = Format::parse(&rest[..len]) else {
+                break;
+            };
+            if f.type_id != FMT_TYPE {
+                lengths[f.type_id as usize] = f.length as usize;
+            }
         }
         p += len;
     }

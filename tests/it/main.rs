@@ -13,6 +13,7 @@ mod common;
 mod ardupilot_sitl;
 mod cli;
 mod columns;
+mod dataflash;
 mod dataset;
 mod dataset_props;
 mod diagnostics;
