@@ -82,6 +82,11 @@ pub const LINK_UP: MetricDef = gauge(
     LINK,
     "1 while the vehicle is heard on the link (its heartbeat within the vehicle timeout), else 0.",
 );
+pub const VEHICLE_AUTOPILOT: MetricDef = gauge(
+    "ulog_recv_vehicle_autopilot",
+    &["autopilot"],
+    "1 for the autopilot the vehicle found speaks (px4, ardupilot: whose log stream is asked for), 0 for the other.",
+);
 pub const LINK_OPEN: MetricDef = gauge(
     "ulog_recv_link_open",
     LINK,
@@ -290,6 +295,8 @@ pub const BUILD_INFO: MetricDef = gauge(
     "The daemon's version, as a label; the value is 1.",
 );
 
+/// The values of [`VEHICLE_AUTOPILOT`]'s `autopilot`.
+pub const AUTOPILOTS: &[&str] = &["px4", "ardupilot"];
 /// The values of [`FILL_RUNS`]'s `outcome`.
 pub const FILL_OUTCOMES: &[&str] = &["done", "failed"];
 /// The values of [`UPLOAD_FAILURES`]'s `reason`.
@@ -309,6 +316,7 @@ pub const UPLOAD_FAILURE_REASONS: &[&str] = &[
 /// Every metric of the daemon's own (the process collector's `process_*` beside them).
 pub const ALL: &[MetricDef] = &[
     LINK_UP,
+    VEHICLE_AUTOPILOT,
     LINK_OPEN,
     LINK_RECEIVED_BYTES,
     LINK_RECEIVED_FRAMES,

@@ -127,7 +127,13 @@ impl StatusMetrics {
     /// An event of the session.
     pub fn event(&mut self, e: &Event) {
         match e {
-            Event::VehicleFound { .. } => self.link_up.set(1.0),
+            Event::VehicleFound { autopilot, .. } => {
+                self.link_up.set(1.0);
+                for name in m::AUTOPILOTS {
+                    let value = if *name == autopilot.name() { 1.0 } else { 0.0 };
+                    metrics::gauge!(m::VEHICLE_AUTOPILOT.name, "autopilot" => *name).set(value);
+                }
+            }
             Event::VehicleLost => self.link_up.set(0.0),
             Event::Dropout {
                 duration_ms: Some(ms),

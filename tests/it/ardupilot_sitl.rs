@@ -18,8 +18,14 @@ use common::ardupilot::{ArduPilot, Impairment, Relay, compare};
 use common::procs::{Proc, files_with_extension, fresh_dir, session_dirs};
 use serde_json::Value as Json;
 
-/// The daemon on `port`, writing into `dir`, a split every `split_s` seconds of log.
-fn daemon(dir: &Path, port: u16, split_s: u32) -> (Proc, std::sync::mpsc::Receiver<String>) {
+/// The daemon on `port`, writing into `dir`, a split every `split_s` seconds of log, its
+/// metrics on `metrics`.
+fn daemon(
+    dir: &Path,
+    port: u16,
+    split_s: u32,
+    metrics: u16,
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
     Proc::spawn_watched(
         "the daemon",
         &[
@@ -30,8 +36,29 @@ fn daemon(dir: &Path, port: u16, split_s: u32) -> (Proc, std::sync::mpsc::Receiv
             "--no-socket".into(),
             "--split-duration".into(),
             split_s.to_string(),
+            "--metrics".into(),
+            format!("127.0.0.1:{metrics}"),
         ],
     )
+}
+
+/// The daemon's metrics exposition.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    text
+}
+
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// The report's counts, for a message.
@@ -102,9 +129,17 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
         return;
     };
     let dir = fresh_dir("ground-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 8);
+    let metrics = free_tcp_port();
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 8, metrics);
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(30));
+    // The metrics name the autopilot.
+    let exposition = scrape(metrics);
+    assert!(
+        exposition.contains("ulog_recv_vehicle_autopilot{autopilot=\"ardupilot\"} 1"),
+        "{exposition}"
+    );
+    assert!(exposition.contains("ulog_recv_vehicle_autopilot{autopilot=\"px4\"} 0"));
     assert!(d.terminate().success());
     let summary = d.stdout_text();
     // The STOP reached the vehicle: no block after it (unacked ones would come again every
@@ -160,7 +195,7 @@ fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
         return;
     };
     let dir = fresh_dir("lossy-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600);
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port());
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(30));
     assert!(d.terminate().success());
@@ -193,7 +228,7 @@ fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_i
         return;
     };
     let dir = fresh_dir("outage-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600);
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port());
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(10));
     // Past the vehicle's 10 s: it drops us, and starts again from seqno 0 on our next START.
