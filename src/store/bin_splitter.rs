@@ -17,7 +17,9 @@
 use crate::dataflash::format::time_us;
 use crate::dataflash::gaps::dropout_ms;
 use crate::dataflash::{Format, Framer, Preamble};
-use crate::store::splitter::{INDEX_MIN_BYTES, IndexEntry, SplitPolicy, SplitSink, SplitSummary};
+use crate::store::splitter::{
+    INDEX_MIN_BYTES, IndexEntry, LastSummary, SplitPolicy, SplitSink, SplitSummary,
+};
 
 /// Types that define others: a split never begins right before one of them.
 const DEFINITIONS: &[&str] = &["FMT", "FMTU", "UNIT", "MULT"];
@@ -207,17 +209,9 @@ impl BinSplitter {
 /// What a `.bin` split holds, read from its bytes (after a crash): its whole messages'
 /// length, and its summary as the splitter would have made it.
 pub fn summarize_bin(bytes: &[u8], index: u32) -> (usize, SplitSummary) {
-    struct Last(Option<SplitSummary>);
-    impl SplitSink for Last {
-        fn begin(&mut self, _: u32) {}
-        fn write(&mut self, _: &[u8]) {}
-        fn end(&mut self, s: &SplitSummary) {
-            self.0 = Some(s.clone());
-        }
-    }
     let whole = complete_bin_prefix(bytes);
     let mut splitter = BinSplitter::new(SplitPolicy::unlimited());
-    let mut sink = Last(None);
+    let mut sink = LastSummary(None);
     splitter.push(&bytes[..whole], &mut sink);
     splitter.finish(&mut sink);
     let mut summary = sink.0.unwrap_or_default();

@@ -47,19 +47,30 @@ pub(crate) fn info(path: &Path, json: bool) -> anyhow::Result<()> {
     }
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    read_in_pieces(&mut file, path, |piece| {
+        builder
+            .push(piece)
+            .with_context(|| format!("{} cannot be read", path.display()))
+    })?;
+    print_summary(builder.finish(), json)
+}
+
+/// Hands `file` (at `path`) to `each` in pieces, to its end.
+fn read_in_pieces(
+    file: &mut std::fs::File,
+    path: &Path,
+    mut each: impl FnMut(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = file
             .read(&mut buf)
             .with_context(|| format!("cannot read {}", path.display()))?;
         if n == 0 {
-            break;
+            return Ok(());
         }
-        builder
-            .push(&buf[..n])
-            .with_context(|| format!("{} cannot be read", path.display()))?;
+        each(&buf[..n])?;
     }
-    print_summary(builder.finish(), json)
 }
 
 /// A DataFlash log (ArduPilot's `.bin`: it begins with an FMT record) or an ArduPilot
@@ -101,16 +112,10 @@ fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
     Some((|| {
         let mut builder = BinSummaryBuilder::default();
         builder.push(&head);
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = file
-                .read(&mut buf)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            if n == 0 {
-                break;
-            }
-            builder.push(&buf[..n]);
-        }
+        read_in_pieces(&mut file, path, |piece| {
+            builder.push(piece);
+            Ok(())
+        })?;
         let summary = builder.finish();
         if json {
             say!("{}", serde_json::to_string_pretty(&summary)?);

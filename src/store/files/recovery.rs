@@ -13,7 +13,7 @@ use super::sink::make_closed;
 use crate::autopilot::LogFormat;
 use crate::store::bin_splitter::summarize_bin;
 use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
-use crate::store::splitter::{SplitPolicy, SplitSink, SplitSummary, Splitter};
+use crate::store::splitter::{LastSummary, SplitPolicy, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, plausible_header};
 
@@ -372,17 +372,6 @@ fn repair_bin_split(
         sha256: Some(hex(&Sha256::digest(&bytes[..keep]))),
         summary,
     }))
-}
-
-/// A splitter's sink that keeps only the summary of the (one) split it closes.
-struct LastSummary(Option<SplitSummary>);
-
-impl SplitSink for LastSummary {
-    fn begin(&mut self, _: u32) {}
-    fn write(&mut self, _: &[u8]) {}
-    fn end(&mut self, s: &SplitSummary) {
-        self.0 = Some(s.clone());
-    }
 }
 
 /// The summary of a split file, recomputed from its bytes (its preamble not told apart).
