@@ -137,6 +137,11 @@ impl Session {
             self.stats.ignored_chunks += 1;
             return;
         }
+        // ArduPilot's log component is the autopilot's own: its blocks prove it is there
+        // (a lossy link may drop its heartbeats while the log streams on).
+        if let Some(v) = &mut self.vehicle {
+            v.last_heartbeat = now;
+        }
         if block.target_system != self.system_id()
             || block.target_component != self.config.component_id
         {

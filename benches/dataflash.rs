@@ -1,0 +1,179 @@
+//! ArduPilot's log on the receiving side, on ArduPilot's own logs (`../shared/testdata/bin/`):
+//!
+//! - `receive`: the whole log cut into 200-byte `REMOTE_LOG_DATA_BLOCK` frames (the crate's
+//!   framing), fed to the session as the datagrams the vehicle sends; the session checks and
+//!   acks every block, frames and marks the DataFlash messages and hands the log bytes out
+//!   (what the network loop does for each datagram, the store's thread aside). Its rate,
+//!   against the fastest link an ArduPilot streams over (921600 baud: 92 KB/s).
+//! - `decode`: the log framed and summarised (every message's type, time and counts), against
+//!   pymavlink's `DFReader` reading every message of the same file in the same run (from the
+//!   project's `.venv`; without it that column says so).
+//!
+//! Best of 5 runs for ours, of 3 for DFReader. Run: `cargo bench --bench dataflash`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mavlink::MavHeader;
+use mavlink::dialects::ardupilotmega::{HEARTBEAT_DATA, MavAutopilot, MavMessage, MavType};
+use ulog_recv::dataflash::BinSummaryBuilder;
+use ulog_recv::link::frames::encode;
+use ulog_recv::link::log_block::{BLOCK_BYTES, LOG_COMPONENT, LogBlock, encode_block};
+use ulog_recv::link::{Event, Session, SessionConfig};
+
+/// The fastest serial link a flight controller's TELEM port runs at, bytes per second.
+const FASTEST_LINK: f64 = 921_600.0 / 10.0;
+
+fn logs() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/bin");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+                .collect()
+        })
+        .unwrap_or_default();
+    logs.sort();
+    if logs.is_empty() {
+        eprintln!(
+            "WARNING: no ArduPilot logs in {}: nothing to measure",
+            dir.display()
+        );
+    }
+    logs
+}
+
+fn best(runs: usize, mut f: impl FnMut()) -> Duration {
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+/// The log as the vehicle's datagrams: one block frame each.
+fn datagrams(log: &[u8]) -> Vec<Vec<u8>> {
+    let header = MavHeader {
+        system_id: 1,
+        component_id: LOG_COMPONENT,
+        sequence: 0,
+    };
+    log.chunks(BLOCK_BYTES)
+        .enumerate()
+        .map(|(k, c)| {
+            let mut block = LogBlock {
+                target_system: 1,
+                target_component: 155,
+                seqno: k as u32,
+                ..LogBlock::default()
+            };
+            block.data[..c.len()].copy_from_slice(c);
+            let mut f = Vec::with_capacity(220);
+            encode_block(header, &block, &mut f);
+            f
+        })
+        .collect()
+}
+
+/// Every datagram through a session that found an ArduPilot vehicle; the log bytes out.
+fn receive(frames: &[Vec<u8>]) -> u64 {
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig::default(), t0);
+    let mut hb = Vec::new();
+    let heartbeat = MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+        autopilot: MavAutopilot::MAV_AUTOPILOT_ARDUPILOTMEGA,
+        mavtype: MavType::MAV_TYPE_QUADROTOR,
+        ..Default::default()
+    });
+    encode(
+        MavHeader {
+            system_id: 1,
+            component_id: 1,
+            sequence: 0,
+        },
+        &heartbeat,
+        &mut hb,
+    );
+    s.handle_datagram(&hb, t0);
+    let mut out = 0u64;
+    for f in frames {
+        s.handle_datagram(f, t0);
+        while s.poll_transmit().is_some() {}
+        while let Some(e) = s.poll_event() {
+            if let Event::LogBytes(b) = e {
+                out += b.len() as u64;
+            }
+        }
+    }
+    s.shutdown(t0);
+    while let Some(e) = s.poll_event() {
+        if let Event::LogBytes(b) = e {
+            out += b.len() as u64;
+        }
+    }
+    out
+}
+
+/// DFReader's best time to read every message of `path`, if the project's virtualenv is there.
+fn dfreader_seconds(path: &Path) -> Option<f64> {
+    let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = "import sys, time\n\
+                  from pymavlink import DFReader\n\
+                  def read():\n    \
+                      t = time.perf_counter()\n    \
+                      log = DFReader.DFReader_binary(sys.argv[1])\n    \
+                      while log.recv_msg() is not None:\n        pass\n    \
+                      return time.perf_counter() - t\n\
+                  print(min(read() for _ in range(3)))\n";
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .arg(path)
+        .output()
+        .ok()?;
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+}
+
+fn main() {
+    println!(
+        "| log | MB | receive MB/s | × a 921600-baud link | decode MB/s | DFReader s | decode time / DFReader's |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for path in logs() {
+        let log = std::fs::read(&path).unwrap();
+        let mb = log.len() as f64 / 1e6;
+        let frames = datagrams(&log);
+        let mut received = 0;
+        let t_receive = best(5, || received = receive(&frames));
+        assert!(
+            received as usize + 200 >= log.len(),
+            "the session handed out {received} of {} bytes",
+            log.len()
+        );
+        let mut messages = 0;
+        let t_decode = best(5, || {
+            let mut b = BinSummaryBuilder::default();
+            for piece in log.chunks(1 << 16) {
+                b.push(piece);
+            }
+            messages = b.finish().messages;
+        });
+        let receive_rate = mb / t_receive.as_secs_f64();
+        let dfreader = dfreader_seconds(&path);
+        println!(
+            "| {} | {mb:.1} | {receive_rate:.0} | {:.0} | {:.0} | {} | {} |",
+            path.file_name().unwrap().to_string_lossy(),
+            receive_rate * 1e6 / FASTEST_LINK,
+            mb / t_decode.as_secs_f64(),
+            dfreader.map_or("no .venv".to_owned(), |s| format!("{s:.2}")),
+            dfreader.map_or("-".to_owned(), |s| format!(
+                "{:.3}",
+                t_decode.as_secs_f64() / s
+            )),
+        );
+        eprintln!("{messages} messages decoded");
+    }
+}
