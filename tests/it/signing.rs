@@ -76,7 +76,7 @@ fn frames_signed_by_pymavlink_verify_in_ours() {
         for f in frames {
             FrameDecoder::new().datagram(f, |frame| {
                 let check = signer.check(frame.raw_v2().unwrap(), t);
-                out.push((check, format!("{:?}", frame.message)));
+                out.push((check, format!("{:?}", frame.message.mav().unwrap())));
             });
         }
         out
