@@ -13,7 +13,9 @@ and count it: a missing message is explained when the stream's DMS.Dp rose in it
 invented one when the card's DSF.Dp did; `unexplained_missing` and `unexplained_invented`
 count the rest, which must be none. The startup records the vehicle writes again at each start of
 its stream (FMT, FMTU, UNIT, MULT, PARM, VER, and the startup MSGs), our dropout marks and
-the splits' replayed preambles are not data and are left out. `dms_dropped` is the sum of
+the splits' replayed preambles are not data and are left out; the window of each stream
+begins after its startup (its parameters, the texts written again, its first MODE and ORGN),
+as the vehicle skips data while it writes them. `dms_dropped` is the sum of
 the vehicle's own count of messages it dropped at the source (DMS.Dp, per stream), the one
 loss a receiver cannot recover.
 """
@@ -107,6 +109,16 @@ def main():
                 break
         startup += [m.TimeUS for m in stream if m.get_type() == "VER"][:1]
         startup += [m.TimeUS for m in rewrites]
+        # The vehicle's startup ends with its own startup records (the flight mode, the
+        # EKF origin), written to the card too: the data of that moment is skipped.
+        if startup:
+            base = max(startup)
+            for t in ("MODE", "ORGN"):
+                startup += [
+                    m.TimeUS
+                    for m in stream
+                    if m.get_type() == t and base <= m.TimeUS <= base + 1_000_000
+                ][:1]
         data = [m for m in stream if m.get_type() not in DEFINITIONS]
         if not data:
             continue
