@@ -226,19 +226,20 @@ impl Session {
         self.stats.discarded_bytes += a.discarded_bytes;
         self.stats.framing_errors += a.framing_errors;
         if log.opened {
-            self.flush_out();
-            tracing::info!(
-                number = log.number,
-                ?reason,
-                bytes = log.bytes,
-                "log closed"
-            );
-            self.events.push_back(Event::LogClosed {
-                number: log.number,
-                reason,
-                bytes: log.bytes,
-            });
+            self.log_closed(log.number, reason, log.bytes);
         }
+    }
+
+    /// A log is over (either autopilot's): the bytes still held go out first, then
+    /// [`Event::LogClosed`].
+    pub(super) fn log_closed(&mut self, number: u32, reason: CloseReason, bytes: u64) {
+        self.flush_out();
+        tracing::info!(number, ?reason, bytes, "log closed");
+        self.events.push_back(Event::LogClosed {
+            number,
+            reason,
+            bytes,
+        });
     }
 
     /// Moves everything the reorder buffer releases through the assembler and the decoder.

@@ -378,12 +378,7 @@ impl Session {
             number = log.number,
             "the vehicle rebooted: a new log begins"
         );
-        self.flush_out();
-        self.events.push_back(Event::LogClosed {
-            number: log.number,
-            reason: CloseReason::NewLog,
-            bytes: log.bytes,
-        });
+        self.log_closed(log.number, CloseReason::NewLog, log.bytes);
         self.logs_opened += 1;
         self.stats.logs += 1;
         log.number = self.logs_opened;
@@ -441,18 +436,7 @@ impl Session {
         self.stats.log_bytes += out.len() as u64;
         self.out.extend_from_slice(&out);
         self.stats.discarded_bytes += log.framer.stats().skipped_bytes;
-        self.flush_out();
-        tracing::info!(
-            number = log.number,
-            ?reason,
-            bytes = log.bytes,
-            "log closed"
-        );
-        self.events.push_back(Event::LogClosed {
-            number: log.number,
-            reason,
-            bytes: log.bytes,
-        });
+        self.log_closed(log.number, reason, log.bytes);
     }
 }
 
