@@ -147,6 +147,16 @@ pub fn put_text(field: &mut [u8], s: &str) {
     field[n..].fill(0);
 }
 
+/// True for a type whose records are data samples: not a definition (FMT, FMTU, UNIT,
+/// MULT), a parameter, a text, the version or a mode change. A reader short of time may
+/// skip samples and still decode the rest.
+pub fn is_sample(format: &Format) -> bool {
+    !matches!(
+        format.name.as_str(),
+        "FMT" | "FMTU" | "UNIT" | "MULT" | "PARM" | "MSG" | "VER" | "MODE"
+    )
+}
+
 /// The log time of a message whose type has a `TimeUS` first.
 pub fn time_us(format: &Format, message: &[u8]) -> Option<u64> {
     if !format.has_time_us() || message.len() < MSG_HEADER_LEN + 8 {

@@ -16,12 +16,15 @@
 //!   MULT, the startup VER and MSGs, the parameters in force, the flight mode).
 //! - [`summary`]: [`BinSummary`]: a log's vehicle, times, types, dropouts and the vehicle's
 //!   own drops at the source, for `info`.
+//! - [`values`]: a message's field values, scaled as ArduPilot's tools show them, and the
+//!   instance field FMTU marks.
 
 pub mod format;
 pub mod framer;
 pub mod gaps;
 pub mod preamble;
 pub mod summary;
+pub mod values;
 
 pub use format::{FMT_LEN, FMT_TYPE, Format, HEADER};
 pub use framer::{Framer, FramerStats};
