@@ -7,7 +7,8 @@
 //! the feed is an unbounded channel whose backlog (bytes handed over, not yet published) is
 //! counted; past [`PublishConfig::backlog_bytes`] the feed strips data samples from what it
 //! hands over (definitions, parameters, logged strings and dropouts still go) and the clients
-//! get `{"type":"lagged","cause":"server_busy"}`. Each client's writer drains its own
+//! get `{"type":"lagged","cause":"server_busy"}`. Both formats are published on the live
+//! socket; the Foxglove server publishes ULog logs, and a DataFlash log passes it by. Each client's writer drains its own
 //! [`Outbox`](crate::live::Outbox), so a client that does not read only loses its own oldest
 //! lines.
 
@@ -22,6 +23,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+use crate::autopilot::LogFormat;
+use crate::dataflash::{self, format::is_sample};
 use crate::link::{Event, SessionStats};
 use crate::live::clients::{ClientTasks, ServeError, bind_tcp, deliver};
 use crate::live::foxglove::{
@@ -94,6 +97,9 @@ pub struct PublishFeed {
     batch_arrived: Option<Instant>,
     /// File header bytes still to come in this log (they are not framed as messages).
     header_left: usize,
+    /// The open log's framer when it is a DataFlash log: it learns the types' lengths as
+    /// their FMTs pass, so that samples can be told apart when the server is behind.
+    bin: Option<dataflash::Framer>,
 }
 
 impl std::fmt::Debug for PublishFeed {
@@ -118,8 +124,11 @@ impl PublishFeed {
             return;
         }
         self.flush();
-        if let Event::LogOpened { .. } = event {
-            self.header_left = FILE_HEADER_LEN;
+        if let Event::LogOpened { format, .. } = event {
+            (self.header_left, self.bin) = match format {
+                LogFormat::ULog => (FILE_HEADER_LEN, None),
+                LogFormat::DataFlash => (0, Some(dataflash::Framer::new())),
+            };
         }
         let _ = self.tx.send(Feed::Event(event.clone()));
     }
@@ -148,7 +157,26 @@ impl PublishFeed {
         }
         let mut bytes = self.batch.split().freeze();
         let arrived = self.batch_arrived.take().unwrap_or_else(Instant::now);
-        if self.backlog.load(Ordering::Relaxed) > self.limit {
+        let behind = self.backlog.load(Ordering::Relaxed) > self.limit;
+        if let Some(framer) = self.bin.as_mut() {
+            // Every message passes the framer (it learns the formats); when behind, only
+            // what is not a sample goes on.
+            let mut kept = Vec::new();
+            let mut skipped = 0u64;
+            framer.push(&bytes, |m, f| {
+                if !behind || !is_sample(f) {
+                    kept.extend_from_slice(m);
+                } else {
+                    skipped += 1;
+                }
+            });
+            if behind {
+                bytes = Bytes::from(kept);
+                if skipped > 0 {
+                    let _ = self.tx.send(Feed::Skipped(skipped));
+                }
+            }
+        } else if behind {
             let (kept, skipped) = strip_samples(&bytes, self.header_left);
             bytes = kept;
             if skipped > 0 {
@@ -188,6 +216,7 @@ impl PublishServer {
             batch: BytesMut::new(),
             batch_arrived: None,
             header_left: 0,
+            bin: None,
         };
         let queue = config.client_queue_bytes;
         let event_requests = config.event_requests.clone();
@@ -295,6 +324,8 @@ async fn serve(
         }
         None => None,
     };
+    // The open log is DataFlash, which the Foxglove server does not publish.
+    let mut dataflash_open = false;
     // Lines dropped from the queues of clients that have left.
     let mut lagged_departed = 0u64;
     // The clients by protocol last set in the metrics.
@@ -306,7 +337,7 @@ async fn serve(
                 Some(Feed::Log { bytes, arrived }) => {
                     backlog.fetch_sub(bytes.len(), Ordering::Relaxed);
                     publisher.handle_log_bytes(&bytes, arrived);
-                    if let Some(fox) = fox.as_mut() {
+                    if let Some(fox) = fox.as_mut().filter(|_| !dataflash_open) {
                         fox.handle_log_bytes(&bytes, arrived);
                     }
                 }
@@ -322,7 +353,11 @@ async fn serve(
                 }
                 Some(Feed::Event(e)) => {
                     publisher.handle_event(&e, Instant::now());
-                    if let Some(fox) = fox.as_mut() {
+                    let of_log = matches!(&e, Event::LogOpened { .. } | Event::LogClosed { .. } | Event::Dropout { .. });
+                    if let Event::LogOpened { format, .. } = &e {
+                        dataflash_open = *format == LogFormat::DataFlash;
+                    }
+                    if let Some(fox) = fox.as_mut().filter(|_| !(of_log && dataflash_open)) {
                         fox.handle_event(&e, Instant::now());
                     }
                 }

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mavlink::dialects::ardupilotmega::MavSeverity;
 
-use crate::autopilot::Autopilot;
 use crate::diagnose::{Finding, FindingFilter, Severity};
 use crate::link::ftp::{FtpError, FtpReply, FtpStats};
 use crate::link::{Event, Session, SessionConfig, SessionStats};
@@ -388,16 +387,7 @@ fn handle_events(
             }
             continue;
         }
-        // The live servers decode ULog: an ArduPilot log's events pass them by.
-        let dataflash = session.autopilot() == Some(Autopilot::ArduPilot)
-            && matches!(
-                event,
-                Event::LogOpened { .. }
-                    | Event::LogBytes(_)
-                    | Event::LogClosed { .. }
-                    | Event::Dropout { .. }
-            );
-        if let Some(p) = publish.as_deref_mut().filter(|_| !dataflash) {
+        if let Some(p) = publish.as_deref_mut() {
             match &event {
                 Event::LogBytes(bytes) => p.log_bytes(bytes, arrived),
                 other => p.event(other),

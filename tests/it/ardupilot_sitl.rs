@@ -19,27 +19,46 @@ use common::procs::{Proc, files_with_extension, fresh_dir, session_dirs};
 use serde_json::Value as Json;
 
 /// The daemon on `port`, writing into `dir`, a split every `split_s` seconds of log, its
-/// metrics on `metrics`.
+/// metrics on `metrics`, its live socket at `socket` (none without).
 fn daemon(
     dir: &Path,
     port: u16,
     split_s: u32,
     metrics: u16,
+    socket: Option<&Path>,
 ) -> (Proc, std::sync::mpsc::Receiver<String>) {
-    Proc::spawn_watched(
-        "the daemon",
-        &[
-            "--udp".into(),
-            format!("127.0.0.1:{port}"),
-            "--log-dir".into(),
-            dir.display().to_string(),
-            "--no-socket".into(),
-            "--split-duration".into(),
-            split_s.to_string(),
-            "--metrics".into(),
-            format!("127.0.0.1:{metrics}"),
-        ],
-    )
+    let mut args: Vec<String> = vec![
+        "--udp".into(),
+        format!("127.0.0.1:{port}"),
+        "--log-dir".into(),
+        dir.display().to_string(),
+        "--split-duration".into(),
+        split_s.to_string(),
+        "--metrics".into(),
+        format!("127.0.0.1:{metrics}"),
+    ];
+    match socket {
+        Some(path) => args.extend(["--socket".into(), path.display().to_string()]),
+        None => args.push("--no-socket".into()),
+    }
+    Proc::spawn_watched("the daemon", &args)
+}
+
+/// `ulog-recv tail --json` on `socket` (once the daemon made it), every topic, its lines
+/// into `lines`.
+fn tail_into(socket: &Path, lines: &Path) -> Proc {
+    let t0 = Instant::now();
+    while !socket.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no live socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let child = std::process::Command::new(common::procs::BIN)
+        .args(["tail", "--json", "--socket"])
+        .arg(socket)
+        .stdout(std::fs::File::create(lines).unwrap())
+        .spawn()
+        .unwrap();
+    Proc(child, "tail")
 }
 
 /// The daemon's metrics exposition.
@@ -130,7 +149,11 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
     };
     let dir = fresh_dir("ground-ours");
     let metrics = free_tcp_port();
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 8, metrics);
+    let socket = dir.with_extension("sock");
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 8, metrics, Some(&socket));
+    // A live client from before the log opens, for all of it.
+    let live = dir.with_extension("ndjson");
+    let mut tail = tail_into(&socket, &live);
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(30));
     // The metrics name the autopilot.
@@ -179,6 +202,24 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
     assert_eq!(manifest["log_format"], "dataflash");
     assert_eq!(manifest["closed"], true);
     assert_eq!(manifest["splits"].as_array().unwrap().len(), splits.len());
+    // Live: every message written was published, by its own name, instance and values.
+    // The daemon's end closes the socket: tail ends.
+    tail.wait(Duration::from_secs(10));
+    let published = common::ardupilot::compare_live(&py, &live, &splits);
+    eprintln!("ground, live: {published}");
+    assert!(
+        published["published"].as_u64().unwrap() > 5000,
+        "{published}"
+    );
+    assert_eq!(published["missing"], 0, "{published}");
+    assert_eq!(published["invented"], 0, "{published}");
+    assert_eq!(published["bad_instances"], 0, "{published}");
+    assert!(published["topics"].as_u64().unwrap() >= 30, "{published}");
+    assert!(
+        !published["instanced_topics"].as_array().unwrap().is_empty(),
+        "{published}"
+    );
+    assert!(published["lines"].get("lagged").is_none(), "{published}");
 }
 
 #[test]
@@ -195,7 +236,7 @@ fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
         return;
     };
     let dir = fresh_dir("lossy-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port());
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), None);
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(30));
     assert!(d.terminate().success());
@@ -228,7 +269,7 @@ fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_i
         return;
     };
     let dir = fresh_dir("outage-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port());
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), None);
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(10));
     // Past the vehicle's 10 s: it drops us, and starts again from seqno 0 on our next START.

@@ -397,7 +397,9 @@ impl TailView {
                 self.topic_width = self.topic_width.max(name.len());
                 let fields = if self.options.fields.is_empty() {
                     let mut all = line["fields"].as_object().cloned().unwrap_or_default();
+                    // The time column shows it (a ULog `timestamp`, a DataFlash `TimeUS`).
                     all.shift_remove("timestamp");
+                    all.shift_remove("TimeUS");
                     all
                 } else {
                     select(&line["fields"], &self.options.fields)
@@ -631,6 +633,14 @@ mod tests {
             panic!()
         };
         assert!(s.ends_with("  q[3]=0.5000 esc[1].rpm=20"), "{s}");
+            // An ArduPilot message: its instance in the name, its TimeUS in the time column.
+        let bat = json!({"type":"data","topic":"BAT","multi_id":1,"timestamp":1500000,
+                         "fields":{"TimeUS":1500000,"Inst":1,"Volt":12.5}});
+        let Shown::Out(s) = TailView::new(TailOptions::default()).render(&bat, "") else {
+            panic!()
+        };
+        assert!(s.starts_with("BAT[1] "), "{s}");
+        assert!(s.ends_with("1.500000  Inst=1 Volt=12.5000"), "{s}");
     }
 
     #[test]

@@ -247,3 +247,23 @@ pub fn compare(py: &Path, card: &Path, splits: &[PathBuf]) -> serde_json::Value 
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// `tests/dataflash_live.py` on the live socket's lines (`tail --json`) and the received
+/// splits: its report.
+pub fn compare_live(py: &Path, lines: &Path, splits: &[PathBuf]) -> serde_json::Value {
+    let out = Command::new(py)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/dataflash_live.py"
+        ))
+        .arg(lines)
+        .args(splits)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dataflash_live.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -17,6 +17,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use serde_json::{Value as Json, json};
 
+use crate::autopilot::{Autopilot, LogFormat};
 use crate::link::{CloseReason, Event, SessionStats};
 use crate::live::ndjson::JsonShape;
 use crate::live::ndjson::protocol::{Line, PROTOCOL_VERSION, Request, RequestError, level_name};
@@ -65,7 +66,11 @@ pub struct Publisher {
     clients: BTreeMap<ClientId, Client>,
     next_client: ClientId,
     vehicle: Option<(u8, u8)>,
+    autopilot: Option<Autopilot>,
+    /// The open ULog log; at most one of it and `bin` is open.
     log: Option<LogState>,
+    /// The open DataFlash log.
+    bin: Option<BinLog>,
     out: VecDeque<Outgoing>,
     /// The catalogue changed since it was last sent.
     catalogue_dirty: bool,
@@ -93,16 +98,23 @@ struct LogState {
     in_data: bool,
 }
 
-/// A subscribed topic instance, with what its lines need.
+/// A topic instance of the open log, with what its lines need.
 #[derive(Debug)]
 struct Topic {
     name: String,
     multi_id: u8,
     /// `{"type":"data","topic":"NAME","multi_id":N,"timestamp":`
     prefix: Vec<u8>,
-    shape: JsonShape,
+    shape: TopicShape,
     /// Its catalogue entry.
     entry: Json,
+}
+
+/// How a topic's samples become JSON, by the log's format.
+#[derive(Debug)]
+enum TopicShape {
+    ULog(JsonShape),
+    DataFlash(BinShape),
 }
 
 #[derive(Debug, Default)]
@@ -187,7 +199,9 @@ impl Publisher {
             clients: BTreeMap::new(),
             next_client: 1,
             vehicle: None,
+            autopilot: None,
             log: None,
+            bin: None,
             out: VecDeque::new(),
             catalogue_dirty: false,
             last_stats: None,
@@ -206,13 +220,21 @@ impl Publisher {
         let id = self.next_client;
         self.next_client += 1;
         self.clients.insert(id, Client::default());
-        let log = self.log.as_ref().map(|l| {
-            json!({
+        let log = match (&self.log, &self.bin) {
+            (Some(l), _) => Some(json!({
                 "number": l.number,
+                "format": LogFormat::ULog.extension(),
                 "start_us": l.start_us,
                 "time_us": l.decoder.last_timestamp(),
-            })
-        });
+            })),
+            (None, Some(b)) => Some(json!({
+                "number": b.number,
+                "format": LogFormat::DataFlash.extension(),
+                "start_us": b.start_us,
+                "time_us": b.last_us,
+            })),
+            (None, None) => None,
+        };
         let hello = json!({
             "type": "hello",
             "protocol": PROTOCOL_VERSION,
@@ -324,12 +346,19 @@ impl Publisher {
     }
 
     fn topics(&self) -> impl Iterator<Item = &Topic> {
-        self.log.iter().flat_map(|l| l.topics.iter().flatten())
+        let ulog = self.log.iter().flat_map(|l| l.topics.iter().flatten());
+        ulog.chain(self.bin.iter().flat_map(|b| b.topics.iter()))
+    }
+
+    /// The open log's number.
+    fn log_number(&self) -> Option<u32> {
+        (self.log.as_ref().map(|l| l.number)).or(self.bin.as_ref().map(|b| b.number))
     }
 
     fn vehicle_json(&self) -> Json {
         match self.vehicle {
-            Some((sysid, compid)) => json!({"sysid": sysid, "compid": compid}),
+            Some((sysid, compid)) => json!({"sysid": sysid, "compid": compid,
+                                            "autopilot": self.autopilot.map(Autopilot::name)}),
             None => Json::Null,
         }
     }
@@ -341,7 +370,7 @@ impl Publisher {
         let entries: Vec<&Json> = topics.iter().map(|t| &t.entry).collect();
         line(&json!({
             "type": "topics",
-            "log": self.log.as_ref().map(|l| l.number),
+            "log": self.log_number(),
             "topics": entries,
         }))
     }
@@ -372,9 +401,10 @@ impl Publisher {
             Event::VehicleFound {
                 system_id,
                 component_id,
-                ..
+                autopilot,
             } => {
                 self.vehicle = Some((*system_id, *component_id));
+                self.autopilot = Some(*autopilot);
                 json!({"type": "session", "event": "vehicle_found", "vehicle": self.vehicle_json()})
             }
             Event::VehicleLost => {
@@ -393,20 +423,27 @@ impl Publisher {
                 json!({"type": "session", "event": "link_problem", "problem": problem,
                        "reason": problem.to_string()})
             }
-            Event::LogOpened { number, .. } => {
-                self.log = Some(LogState {
-                    number: *number,
-                    start_us: None,
-                    framer: Framer::file(),
-                    decoder: Decoder::new(),
-                    topics: Vec::new(),
-                    in_data: false,
-                });
+            Event::LogOpened { number, format } => {
+                (self.log, self.bin) = match format {
+                    LogFormat::ULog => (
+                        Some(LogState {
+                            number: *number,
+                            start_us: None,
+                            framer: Framer::file(),
+                            decoder: Decoder::new(),
+                            topics: Vec::new(),
+                            in_data: false,
+                        }),
+                        None,
+                    ),
+                    LogFormat::DataFlash => (None, Some(BinLog::new(*number))),
+                };
                 for c in self.clients.values_mut() {
                     c.forget_topics();
                 }
                 self.catalogue_dirty = true;
-                json!({"type": "session", "event": "start", "log": number, "vehicle": self.vehicle_json()})
+                json!({"type": "session", "event": "start", "log": number,
+                       "format": format.extension(), "vehicle": self.vehicle_json()})
             }
             Event::LogBytes(bytes) => return self.handle_log_bytes(bytes, now),
             Event::LogClosed {
@@ -415,6 +452,7 @@ impl Publisher {
                 bytes,
             } => {
                 self.log = None;
+                self.bin = None;
                 self.catalogue_dirty = true;
                 json!({"type": "session", "event": "end", "log": number,
                        "reason": close_reason(*reason), "bytes": bytes})
@@ -429,6 +467,9 @@ impl Publisher {
 
     /// The next bytes of the open log (whole messages), which arrived at `arrived`.
     pub fn handle_log_bytes(&mut self, bytes: &[u8], arrived: Instant) {
+        if self.bin.is_some() {
+            return self.handle_bin_bytes(bytes, arrived);
+        }
         let Some(log) = self.log.as_mut() else {
             return;
         };
@@ -487,7 +528,7 @@ impl Publisher {
         let message = json!({
             "type": "stats",
             "vehicle": self.vehicle_json(),
-            "log": self.log.as_ref().map(|l| l.number),
+            "log": self.log_number(),
             "log_bytes_per_s": rates.log_bytes_per_s.round(),
             "chunks_per_s": rates.chunks_per_s.round(),
             "loss_percent": (rates.loss_percent * 100.0).round() / 100.0,
@@ -628,6 +669,9 @@ impl Publisher {
         let Some(Some(topic)) = topics.get(msg_id as usize) else {
             return;
         };
+        let TopicShape::ULog(shape) = &topic.shape else {
+            return;
+        };
         let log_time = sample.timestamp.unwrap_or(0);
         let mut rendered: Option<Bytes> = None;
         for (&id, client) in clients.iter_mut() {
@@ -642,7 +686,7 @@ impl Publisher {
                     None => buf.extend_from_slice(b"null"),
                 }
                 buf.extend_from_slice(b",\"fields\":");
-                topic.shape.write(&sample, &mut buf);
+                shape.write(&sample, &mut buf);
                 buf.extend_from_slice(b"}\n");
                 Bytes::from(buf)
             });
@@ -695,7 +739,7 @@ impl LogState {
             name,
             multi_id: sub.multi_id,
             prefix,
-            shape: JsonShape::new(&sub.layout),
+            shape: TopicShape::ULog(JsonShape::new(&sub.layout)),
             entry,
         };
         let i = msg_id as usize;
@@ -706,5 +750,8 @@ impl LogState {
     }
 }
 
+mod bin;
 #[cfg(test)]
 mod tests;
+
+use bin::{BinLog, BinShape};

@@ -150,3 +150,151 @@ fn hello_tells_the_vehicle_and_the_log_as_they_are_now() {
         (true, true)
     );
 }
+
+/// A DataFlash message of `format` with these field bytes after the header.
+fn df(format: &crate::dataflash::Format, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![0xA3, 0x95, format.type_id];
+    m.extend_from_slice(body);
+    assert_eq!(m.len(), format.length as usize, "{}", format.name);
+    m
+}
+
+fn df_format(type_id: u8, name: &str, chars: &str, labels: &str) -> crate::dataflash::Format {
+    let length = 3 + chars
+        .bytes()
+        .map(|c| crate::dataflash::format::field_size(c).unwrap())
+        .sum::<usize>();
+    crate::dataflash::Format {
+        type_id,
+        length: length as u8,
+        name: name.into(),
+        format: chars.into(),
+        labels: labels.split(',').map(String::from).collect(),
+    }
+}
+
+fn padded<const N: usize>(s: &str) -> [u8; N] {
+    let mut b = [0u8; N];
+    b[..s.len()].copy_from_slice(s.as_bytes());
+    b
+}
+
+#[test]
+fn an_ardupilot_log_is_published_by_its_own_names_instances_and_scaling() {
+    let fmtu = df_format(172, "FMTU", "QBNN", "TimeUS,FmtType,UnitIds,MultIds");
+    let att = df_format(35, "ATT", "Qffc", "TimeUS,Roll,Pitch,Yaw");
+    let bat = df_format(40, "BAT", "QBf", "TimeUS,Inst,Volt");
+    let msg = df_format(91, "MSG", "QZ", "TimeUS,Message");
+    let parm = df_format(64, "PARM", "QNf", "TimeUS,Name,Value");
+    let mut log: Vec<u8> = [&fmtu, &att, &bat, &msg, &parm]
+        .iter()
+        .flat_map(|f| f.to_bytes())
+        .collect();
+    let body = |t: u64, rest: &[&[u8]]| -> Vec<u8> {
+        let mut b = t.to_le_bytes().to_vec();
+        rest.iter().for_each(|r| b.extend_from_slice(r));
+        b
+    };
+    log.extend(df(
+        &fmtu,
+        &body(1, &[&[40], &padded::<16>("s#v"), &[0; 16]]),
+    ));
+    log.extend(df(
+        &parm,
+        &body(2, &[&padded::<16>("LOG_BACKEND_TYPE"), &3f32.to_le_bytes()]),
+    ));
+    log.extend(df(&msg, &body(3, &[&padded::<64>("ArduCopter V4.6.0")])));
+    let att_body = body(
+        1_000,
+        &[
+            &0.25f32.to_le_bytes(),
+            &(-0.5f32).to_le_bytes(),
+            &(-1234i16).to_le_bytes(),
+        ],
+    );
+    log.extend(df(&att, &att_body));
+    log.extend(df(&bat, &body(1_100, &[&[1], &12.5f32.to_le_bytes()])));
+    log.extend(df(&bat, &body(1_200, &[&[0], &16.0f32.to_le_bytes()])));
+    log.extend(df(
+        &parm,
+        &body(1_300, &[&padded::<16>("LOG_DISARMED"), &1f32.to_le_bytes()]),
+    ));
+    log.extend(df(
+        &msg,
+        &body(1_400, &[&padded::<64>("ulog-recv: dropout of 250 ms")]),
+    ));
+
+    let mut p = Publisher::new("test");
+    let now = Instant::now();
+    p.handle_event(
+        &Event::VehicleFound {
+            system_id: 1,
+            component_id: 1,
+            autopilot: crate::autopilot::Autopilot::ArduPilot,
+        },
+        now,
+    );
+    p.handle_event(
+        &Event::LogOpened {
+            number: 1,
+            format: crate::autopilot::LogFormat::DataFlash,
+        },
+        now,
+    );
+    let client = p.connect().unwrap();
+    p.handle_request(client, Line::Text(br#"{"subscribe": ["*"]}"#));
+    while p.poll_transmit().is_some() {}
+    // In pieces that cut messages anywhere.
+    for piece in log.chunks(37) {
+        p.handle_log_bytes(piece, now);
+    }
+    let lines: Vec<Json> = std::iter::from_fn(|| p.poll_transmit())
+        .map(|o| serde_json::from_slice(&o.line).unwrap())
+        .collect();
+    let data: Vec<&Json> = lines.iter().filter(|l| l["type"] == "data").collect();
+    assert_eq!(data.len(), 3, "{lines:?}");
+    assert_eq!(
+        (&data[0]["topic"], &data[0]["multi_id"]),
+        (&json!("ATT"), &json!(0))
+    );
+    assert_eq!(data[0]["timestamp"], 1_000);
+    assert_eq!(data[0]["fields"]["Roll"], 0.25);
+    assert_eq!(data[0]["fields"]["Yaw"], -12.34);
+    assert_eq!(
+        (&data[1]["topic"], &data[1]["multi_id"]),
+        (&json!("BAT"), &json!(1))
+    );
+    assert_eq!(data[1]["fields"]["Volt"], 12.5);
+    assert_eq!(data[2]["multi_id"], 0);
+    // The startup's parameters and texts: a text line, no param line until the data began.
+    let kinds: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["type"].as_str())
+        .filter(|k| *k != "data")
+        .collect();
+    assert_eq!(kinds, ["log", "param", "dropout"], "{lines:?}");
+    let log_line = lines.iter().find(|l| l["type"] == "log").unwrap();
+    assert_eq!(log_line["text"], "ArduCopter V4.6.0");
+    let param = lines.iter().find(|l| l["type"] == "param").unwrap();
+    assert_eq!(
+        (&param["name"], &param["value"]),
+        (&json!("LOG_DISARMED"), &json!(1.0))
+    );
+    let dropout = lines.iter().find(|l| l["type"] == "dropout").unwrap();
+    assert_eq!(dropout["duration_ms"], 250);
+
+    let hello = hello_of_a_new_client(&mut p);
+    assert_eq!(hello["vehicle"]["autopilot"], "ardupilot");
+    assert_eq!(hello["log"]["format"], "bin");
+    assert_eq!(hello["log"]["start_us"], 1);
+    let catalogue: Json = serde_json::from_slice(&p.poll_transmit().unwrap().line).unwrap();
+    let names: Vec<String> = catalogue["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| format!("{}[{}]", t["name"].as_str().unwrap(), t["multi_id"]))
+        .collect();
+    assert_eq!(names, ["ATT[0]", "BAT[0]", "BAT[1]"]);
+    assert_eq!(catalogue["topics"][1]["instance_field"], "Inst");
+    assert_eq!(catalogue["topics"][0]["fields"][3]["type"], "double");
+}
