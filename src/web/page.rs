@@ -12,6 +12,8 @@ const STYLE_CSS: &str = include_str!("page/style.css");
 const UPLOT_JS: &str = include_str!("page/vendor/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("page/vendor/uPlot.min.css");
 const UPLOT_LICENSE: &str = include_str!("page/vendor/uPlot.LICENSE");
+/// The page's icon (also served as `/favicon.ico`, where browsers look without being told).
+const ICON_SVG: &str = include_str!("page/icon.svg");
 
 /// An asset by name: its content type and bytes.
 pub fn asset(name: &str) -> Option<(&'static str, &'static str)> {
@@ -21,6 +23,7 @@ pub fn asset(name: &str) -> Option<(&'static str, &'static str)> {
         "uPlot.iife.min.js" => Some(("text/javascript; charset=utf-8", UPLOT_JS)),
         "uPlot.min.css" => Some(("text/css; charset=utf-8", UPLOT_CSS)),
         "uPlot.LICENSE" => Some(("text/plain; charset=utf-8", UPLOT_LICENSE)),
+        "icon.svg" => Some(("image/svg+xml", ICON_SVG)),
         _ => None,
     }
 }

@@ -59,6 +59,7 @@ pub fn router(served: Shared) -> Router {
         .merge(guarded)
         .route("/login", get(login_page).post(login))
         .route("/assets/{name}", get(asset))
+        .route("/favicon.ico", get(favicon))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(from_fn(limits))
         .with_state(served)
@@ -150,6 +151,11 @@ async fn asset(Path(name): Path<String>) -> Response {
             .into_response(),
         None => json_error(StatusCode::NOT_FOUND, "no such asset"),
     }
+}
+
+/// `GET /favicon.ico`: the page's icon, for browsers that ask for it there.
+async fn favicon() -> Response {
+    asset(Path("icon.svg".to_owned())).await
 }
 
 #[derive(serde::Deserialize)]

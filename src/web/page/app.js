@@ -125,6 +125,10 @@ function bucketCell(f) {
   const u = f.uploads;
   if (u.complete) return el("span", { className: "ok", textContent: "uploaded" });
   if (u.failing) return el("span", { className: "bad", textContent: "failing: " + u.failing });
+  // This daemon uploads nothing: what was not uploaded before is not waiting for anything.
+  if (!offered.upload && !u.splits_uploaded && !u.manifest_uploaded) {
+    return el("span", { className: "muted", textContent: "off", title: "uploads are not configured" });
+  }
   if (!u.closed) return el("span", { className: "muted", textContent: "recording" });
   if (u.splits_uploaded || u.manifest_uploaded) return el("span", { className: "info",
     textContent: u.splits_uploaded + "/" + u.splits_closed + " splits" + (u.in_progress ? ", " + u.in_progress : "") });
@@ -277,7 +281,7 @@ async function showFlight(id, replot = false) {
   $("flight-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: v })]));
   $("flight-findings").replaceChildren(...(f.findings.length ? f.findings.map((x) => el("li", {},
     el("span", { className: "sev " + x.severity, textContent: x.severity }),
-    " " + (x.at_us / 1e6).toFixed(1) + " s  " + x.analyzer + ": " + x.summary)) : [el("li", { className: "muted", textContent: "none" })]));
+    " " + ((x.at_us - from) / 1e6).toFixed(1) + " s  " + x.analyzer + ": " + x.summary)) : [el("li", { className: "muted", textContent: "none" })]));
   $("flight-files").replaceChildren(...f.splits.map((sp) => el("li", {},
     el("a", { href: "api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
     " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));

@@ -247,6 +247,11 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         assert!(facts.contains(&received), "{facts}");
         let marks = until(&client, "the finding on the timeline", "return document.querySelectorAll('#timeline .finding').length;").await;
         assert_eq!(marks, 1);
+        // The finding's time in the list is where the timeline puts it: seconds since the
+        // log's start.
+        let times = until(&client, "the finding's time", "const li = document.querySelector('#flight-findings li'); const m = li && li.textContent.match(/ (-?[0-9.]+) s  motor_failure/); return m && [parseFloat(m[1]), parseFloat(document.querySelector('#timeline .finding').style.left) * plotSpan / 100, plotSpan];").await;
+        let [listed, on_timeline, span] = [0, 1, 2].map(|i| times[i].as_f64().unwrap());
+        assert!((listed - on_timeline).abs() <= 0.1 && (0.0..=span).contains(&listed), "{times}");
         let fills = info["session"]["filled"].as_array().unwrap().len();
         assert!(fills > 0, "{}", info["session"]);
         let drawn = client.execute("return document.querySelectorAll('#timeline .filled').length;", vec![]).await.unwrap();
@@ -297,6 +302,24 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         let wide = client.execute("return document.documentElement.scrollWidth <= window.innerWidth + 1;", vec![]).await.unwrap();
         assert_eq!(wide, json!(true), "the page scrolls sideways on a phone");
         screenshot(&client, "05-phone.png").await;
+
+        // The page's icon, where the page names it and where browsers look unasked.
+        for path in ["assets/icon.svg", "favicon.ico"] {
+            let got = client.execute_async(&format!("const done = arguments[0]; fetch('{path}').then(r => done([r.status, r.headers.get('content-type')]));"), vec![]).await.unwrap();
+            assert_eq!(got, json!([200, "image/svg+xml"]), "{path}");
+        }
+        let icon = client.execute("const l = document.querySelector('link[rel=icon]'); return l && l.getAttribute('href');", vec![]).await.unwrap();
+        assert_eq!(icon, json!("assets/icon.svg"));
+
+        // A daemon that uploads nothing: a flight it records is not "pending" for a bucket.
+        assert!(daemon.terminate().success());
+        let (again, udp, addr) = super::daemon(&logs, &free_http_port(), &[]);
+        daemon = again;
+        let (mut sim, _sim_lines) = stream_again(&flight, udp, &["--link-rate", "40000"]);
+        sim_keeps_streaming(&mut sim);
+        client.goto(&format!("http://{addr}/")).await.unwrap();
+        let bucket = until(&client, "a flight recorded without uploads", "const r = document.querySelector('tr[data-closed=\"false\"] td.bucket'); return r && r.textContent;").await;
+        assert_eq!(bucket, json!("off"));
         client.close().await.unwrap();
     });
     assert!(daemon.terminate().success());
