@@ -1,12 +1,15 @@
 //! What a command was pointed at: a ULog file, a log session, or a referencing snippet.
 //! Anything else is refused before anything is written, naming the path and why (a file
 //! that is empty, shorter than a ULog header, or does not begin with the ULog magic; a
-//! directory without a manifest).
+//! directory without a manifest; an ArduPilot DataFlash log, file or session, which the
+//! commands that read ULog cannot read).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::store::manifest::MANIFEST;
+use crate::autopilot::LogFormat;
+use crate::dataflash::HEADER as DATAFLASH_HEADER;
+use crate::store::manifest::{MANIFEST, read_manifest};
 use crate::store::reference::is_snippet;
 use crate::ulog::message::{FILE_HEADER_LEN, FileHeader, NotULog};
 
@@ -37,10 +40,17 @@ pub enum InputError {
     )]
     NotSession { path: PathBuf },
     #[error(
-        "{path} is a ULog file; {what} takes a log session (a directory holding {MANIFEST}, \
-         as the daemon writes under --log-dir)"
+        "{path} is a file; {what} takes a log session (a directory holding {MANIFEST}, as the \
+         daemon writes under --log-dir)"
     )]
     FileNotSession { path: PathBuf, what: &'static str },
+    #[error(
+        "{path} is an ArduPilot DataFlash log{}: this command reads ULog (PX4's logs) only; \
+         `ulog-recv info` reads it, and pymavlink, MAVExplorer, Mission Planner and UAV Log \
+         Viewer open its .bin files",
+        if *session { " session" } else { "" }
+    )]
+    DataFlash { path: PathBuf, session: bool },
 }
 
 /// What `path` is, judged by its first bytes or its directory's files.
@@ -54,7 +64,13 @@ pub fn log_input(path: &Path) -> Result<LogInput, InputError> {
         return if is_snippet(path) {
             Ok(LogInput::Snippet)
         } else if path.join(MANIFEST).is_file() {
-            Ok(LogInput::Session)
+            match read_manifest(path) {
+                Ok(m) if m.log_format == LogFormat::DataFlash => Err(InputError::DataFlash {
+                    path: path.to_owned(),
+                    session: true,
+                }),
+                _ => Ok(LogInput::Session),
+            }
         } else {
             Err(InputError::NotSession {
                 path: path.to_owned(),
@@ -67,6 +83,13 @@ pub fn log_input(path: &Path) -> Result<LogInput, InputError> {
         .take(FILE_HEADER_LEN as u64)
         .read_to_end(&mut first)
         .map_err(io)?;
+    if first.len() >= 3 && first[..2] == DATAFLASH_HEADER && first[2] == crate::dataflash::FMT_TYPE
+    {
+        return Err(InputError::DataFlash {
+            path: path.to_owned(),
+            session: false,
+        });
+    }
     FileHeader::check_file_start(&first)
         .map(LogInput::File)
         .map_err(|why| InputError::NotULog {
@@ -75,17 +98,45 @@ pub fn log_input(path: &Path) -> Result<LogInput, InputError> {
         })
 }
 
-/// `path` as a session directory, for `what` (the command) that takes only sessions: a ULog
-/// file or anything else is refused, saying which it is.
-pub fn session_input(path: &Path, what: &'static str) -> Result<(), InputError> {
-    match log_input(path)? {
-        LogInput::Session => Ok(()),
-        LogInput::File(_) => Err(InputError::FileNotSession {
+/// `path` as a session directory of either format, for `what` (the command) that takes only
+/// sessions: a file or anything else is refused, saying which it is (a file that is no log
+/// as [`log_input`] refuses it). Returns the format of
+/// its splits.
+pub fn session_input(path: &Path, what: &'static str) -> Result<LogFormat, InputError> {
+    let not_session = || InputError::NotSession {
+        path: path.to_owned(),
+    };
+    let meta = std::fs::metadata(path).map_err(|source| InputError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        // What the file is, if it is not a log at all; else that it is not a session.
+        log_input(path)?;
+        return Err(InputError::FileNotSession {
             path: path.to_owned(),
             what,
-        }),
-        LogInput::Snippet => Err(InputError::NotSession {
+        });
+    }
+    if is_snippet(path) || !path.join(MANIFEST).is_file() {
+        return Err(not_session());
+    }
+    read_manifest(path)
+        .map(|m| m.log_format)
+        .map_err(|source| InputError::Io {
+            path: path.join(MANIFEST),
+            source,
+        })
+}
+
+/// `path` as a ULog session (PX4's), for `what` that reads ULog: [`session_input`], and an
+/// ArduPilot session refused as such.
+pub fn ulog_session_input(path: &Path, what: &'static str) -> Result<(), InputError> {
+    match session_input(path, what)? {
+        LogFormat::ULog => Ok(()),
+        LogFormat::DataFlash => Err(InputError::DataFlash {
             path: path.to_owned(),
+            session: true,
         }),
     }
 }
@@ -145,6 +196,37 @@ mod tests {
             session_input(&dir.join("header.ulg"), "fill"),
             Err(InputError::FileNotSession { what: "fill", .. })
         ));
+        assert!(matches!(
+            session_input(&plain, "upload"),
+            Err(InputError::NotSession { .. })
+        ));
+        // ArduPilot's logs, a file and a session, are named as what they are.
+        let bin = write("00000001.BIN", &crate::dataflash::Format::fmt().to_bytes());
+        let e = log_input(&bin).unwrap_err();
+        assert!(matches!(e, InputError::DataFlash { session: false, .. }));
+        assert!(
+            e.to_string().contains("is an ArduPilot DataFlash log: "),
+            "{e}"
+        );
+        let session = dir.join("ardupilot-session");
+        std::fs::create_dir_all(&session).unwrap();
+        let manifest = crate::store::manifest::Manifest {
+            log_format: LogFormat::DataFlash,
+            ..Default::default()
+        };
+        crate::store::manifest::write_manifest(&session, &manifest).unwrap();
+        // A command that takes either autopilot's sessions takes it.
+        assert_eq!(
+            session_input(&session, "upload").unwrap(),
+            LogFormat::DataFlash
+        );
+        assert!(ulog_session_input(&session, "fill").is_err());
+        let e = log_input(&session).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is an ArduPilot DataFlash log session: this command reads ULog"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

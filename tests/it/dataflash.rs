@@ -146,4 +146,39 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
     assert_eq!(together["invented"], 0, "{together}");
     assert_eq!(together["missing"], 0, "{together}");
     assert_eq!(session_dirs(&dir).len(), 1);
+    // The commands that read ULog refuse the session and its splits, naming what they are,
+    // and write nothing; `info` reads them.
+    let out_file = dir.join("flight.mcap");
+    let session_arg = session.display().to_string();
+    let split_arg = splits[0].display().to_string();
+    let out_arg = out_file.display().to_string();
+    for args in [
+        vec!["export", &session_arg, &out_arg],
+        vec!["export", &split_arg, &out_arg],
+        vec![
+            "snippet",
+            &session_arg,
+            "--from",
+            "0",
+            "--to",
+            "10",
+            "--output",
+            &out_arg,
+        ],
+        vec!["fill", &session_arg],
+    ] {
+        let out = std::process::Command::new(common::procs::BIN)
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.contains("is an ArduPilot DataFlash log"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!out_file.exists());
+    let info = common::procs::run_ok(&["info", &session_arg]);
+    assert!(info.contains("ArduPilot"), "{info}");
 }

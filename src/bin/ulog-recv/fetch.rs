@@ -47,7 +47,7 @@ pub(crate) async fn fill(
     json: bool,
     vehicle: &VehicleLinkArgs,
 ) -> anyhow::Result<()> {
-    ulog_recv::store::input::session_input(session, "fill")?;
+    ulog_recv::store::input::ulog_session_input(session, "fill")?;
     let spec = vehicle.spec()?;
     let mut files =
         VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.signing()?, vehicle.wait).await?;
