@@ -289,6 +289,11 @@ pub const LIVE_CLIENTS: MetricDef = gauge(
     &["protocol"],
     "Clients following the flight live, by protocol: ndjson (the live socket), foxglove.",
 );
+pub const HTTP_PASSWORDS: MetricDef = counter(
+    "ulog_recv_http_passwords_total",
+    &["outcome"],
+    "Passwords for the web page that did not get in, by outcome: wrong (checked), refused (not checked: too many wrong ones from the address or in all).",
+);
 pub const BUILD_INFO: MetricDef = gauge(
     "ulog_recv_build_info",
     &["version"],
@@ -355,6 +360,7 @@ pub const ALL: &[MetricDef] = &[
     UPLOAD_LAST_COMPLETE,
     FINDINGS,
     LIVE_CLIENTS,
+    HTTP_PASSWORDS,
     BUILD_INFO,
 ];
 
@@ -376,6 +382,9 @@ pub fn start_at_zero() {
     }
     for protocol in ["ndjson", "foxglove"] {
         metrics::gauge!(LIVE_CLIENTS.name, "protocol" => protocol).set(0.0);
+    }
+    for outcome in ["wrong", "refused"] {
+        metrics::counter!(HTTP_PASSWORDS.name, "outcome" => outcome).absolute(0);
     }
     metrics::gauge!(STORE_WRITING.name).set(1.0);
     metrics::gauge!(FILL_MISSING_DROPOUTS.name).set(0.0);

@@ -4,14 +4,20 @@
 //! POST) also carries the CSRF token `GET /api/session` hands out, so that another site open
 //! in the operator's browser cannot make it act.
 //!
-//! Plain state: requests' headers in, a verdict out; the server applies it.
+//! Wrong passwords, by either way, are throttled per address and in all
+//! ([`crate::web::throttle`]).
+//!
+//! Plain state: requests' headers and address in, a verdict out; the server applies it.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
+
+use crate::web::throttle::{Gate, Throttle};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "ulog_recv_session";
@@ -44,6 +50,19 @@ pub enum Verdict {
     Allowed,
     /// It has no valid credentials: 401.
     Unauthorised,
+    /// Its address guessed wrong too often: its password was not checked; 429, try again
+    /// after this.
+    Throttled(Duration),
+}
+
+/// What a login with the form came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Login {
+    /// The new session's token.
+    In(String),
+    Wrong,
+    /// Not checked: see [`Verdict::Throttled`].
+    Throttled(Duration),
 }
 
 /// See the module docs.
@@ -52,6 +71,7 @@ pub struct Access {
     password: Option<[u8; 32]>,
     csrf: String,
     sessions: Mutex<HashMap<String, Instant>>,
+    throttle: Mutex<Throttle>,
 }
 
 impl Access {
@@ -70,6 +90,7 @@ impl Access {
             password,
             csrf: random_token(),
             sessions: Mutex::new(HashMap::new()),
+            throttle: Mutex::new(Throttle::new(Instant::now())),
         }
     }
 
@@ -83,20 +104,24 @@ impl Access {
         &self.csrf
     }
 
-    /// A request's verdict, from its `Authorization` and `Cookie` headers, at `now`.
+    /// A request's verdict, from its `Authorization` and `Cookie` headers and the address
+    /// it came from, at `now`.
     pub fn check(
         &self,
         authorization: Option<&str>,
         cookie: Option<&str>,
+        client: IpAddr,
         now: Instant,
     ) -> Verdict {
         if self.password.is_none() {
             return Verdict::Allowed;
         }
-        if let Some(given) = authorization.and_then(basic_password)
-            && self.is_password(&given)
-        {
-            return Verdict::Allowed;
+        if let Some(given) = authorization.and_then(basic_password) {
+            match self.try_password(&given, client, now) {
+                Ok(true) => return Verdict::Allowed,
+                Ok(false) => {}
+                Err(retry_after) => return Verdict::Throttled(retry_after),
+            }
         }
         if let Some(token) = cookie.and_then(session_cookie) {
             let mut sessions = self.sessions.lock().expect("sessions lock");
@@ -116,10 +141,34 @@ impl Access {
         self.password.is_some_and(|p| digest(given.as_bytes()) == p)
     }
 
-    /// A login with `given` at `now`: the new session's token, or none for a wrong password.
-    pub fn login(&self, given: &str, now: Instant) -> Option<String> {
-        if !self.is_password(given) {
-            return None;
+    /// `given` tried as the password by `client` at `now`, through the throttle: whether it
+    /// is right, or how long until the address may try again.
+    fn try_password(&self, given: &str, client: IpAddr, now: Instant) -> Result<bool, Duration> {
+        let mut throttle = self.throttle.lock().expect("throttle lock");
+        if let Some(r) = throttle.report(now) {
+            tracing::warn!(
+                wrong = r.wrong,
+                refused_unchecked = r.refused,
+                addresses = r.addresses,
+                "wrong passwords for the web page in the last minute"
+            );
+        }
+        match throttle.before(client, now) {
+            Gate::Refuse { retry_after } => Err(retry_after),
+            Gate::Check(ticket) => {
+                let right = self.is_password(given);
+                throttle.outcome(client, ticket, right, now);
+                Ok(right)
+            }
+        }
+    }
+
+    /// A login with `given` from `client` at `now`.
+    pub fn login(&self, given: &str, client: IpAddr, now: Instant) -> Login {
+        match self.try_password(given, client, now) {
+            Ok(true) => {}
+            Ok(false) => return Login::Wrong,
+            Err(retry_after) => return Login::Throttled(retry_after),
         }
         let token = random_token();
         let mut sessions = self.sessions.lock().expect("sessions lock");
@@ -135,7 +184,7 @@ impl Access {
             };
         }
         sessions.insert(token.clone(), now);
-        Some(token)
+        Login::In(token)
     }
 
     /// Ends the session of `cookie`'s token.
@@ -182,6 +231,17 @@ fn session_cookie(header: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
+    fn me() -> IpAddr {
+        "192.0.2.1".parse().unwrap()
+    }
+
+    fn logged_in(login: Login) -> String {
+        match login {
+            Login::In(token) => token,
+            other => panic!("not logged in: {other:?}"),
+        }
+    }
+
     fn basic(user_password: &str) -> String {
         format!(
             "Basic {}",
@@ -193,7 +253,7 @@ mod tests {
     fn open_access_lets_every_request_in_and_still_asks_actions_for_the_token() {
         let access = Access::open();
         let now = Instant::now();
-        assert_eq!(access.check(None, None, now), Verdict::Allowed);
+        assert_eq!(access.check(None, None, me(), now), Verdict::Allowed);
         assert!(!access.csrf_ok(None));
         assert!(!access.csrf_ok(Some("guess")));
         assert!(access.csrf_ok(Some(access.csrf_token())));
@@ -203,35 +263,44 @@ mod tests {
     fn with_a_password_only_basic_or_a_login_cookie_gets_in() {
         let access = Access::with_password("correct horse");
         let now = Instant::now();
-        assert_eq!(access.check(None, None, now), Verdict::Unauthorised);
+        assert_eq!(access.check(None, None, me(), now), Verdict::Unauthorised);
         let right = basic("anyone:correct horse");
         let wrong = basic("anyone:battery staple");
-        assert_eq!(access.check(Some(&right), None, now), Verdict::Allowed);
-        assert_eq!(access.check(Some(&wrong), None, now), Verdict::Unauthorised);
         assert_eq!(
-            access.check(Some("Bearer x"), None, now),
+            access.check(Some(&right), None, me(), now),
+            Verdict::Allowed
+        );
+        assert_eq!(
+            access.check(Some(&wrong), None, me(), now),
             Verdict::Unauthorised
         );
-        assert!(access.login("wrong", now).is_none());
-        let token = access.login("correct horse", now).expect("logged in");
+        assert_eq!(
+            access.check(Some("Bearer x"), None, me(), now),
+            Verdict::Unauthorised
+        );
+        assert_eq!(access.login("wrong", me(), now), Login::Wrong);
+        let token = logged_in(access.login("correct horse", me(), now));
         let cookie = format!("theme=dark; {COOKIE}={token}");
-        assert_eq!(access.check(None, Some(&cookie), now), Verdict::Allowed);
+        assert_eq!(
+            access.check(None, Some(&cookie), me(), now),
+            Verdict::Allowed
+        );
         let forged = format!("{COOKIE}={}", random_token());
         assert_eq!(
-            access.check(None, Some(&forged), now),
+            access.check(None, Some(&forged), me(), now),
             Verdict::Unauthorised
         );
         // Idle too long, then logged out.
         let later = now + SESSION_IDLE;
         assert_eq!(
-            access.check(None, Some(&cookie), later),
+            access.check(None, Some(&cookie), me(), later),
             Verdict::Unauthorised
         );
-        let token = access.login("correct horse", now).expect("logged in");
+        let token = logged_in(access.login("correct horse", me(), now));
         let cookie = format!("{COOKIE}={token}");
         access.logout(Some(&cookie));
         assert_eq!(
-            access.check(None, Some(&cookie), now),
+            access.check(None, Some(&cookie), me(), now),
             Verdict::Unauthorised
         );
     }
@@ -240,18 +309,56 @@ mod tests {
     fn logins_are_bounded_and_the_oldest_go_first() {
         let access = Access::with_password("pw");
         let start = Instant::now();
-        let first = access.login("pw", start).expect("login");
+        let first = logged_in(access.login("pw", me(), start));
         for k in 1..=MAX_SESSIONS as u64 {
-            access
-                .login("pw", start + Duration::from_secs(k))
-                .expect("login");
+            logged_in(access.login("pw", me(), start + Duration::from_secs(k)));
         }
         let cookie = format!("{COOKIE}={first}");
         let now = start + Duration::from_secs(MAX_SESSIONS as u64 + 1);
         assert_eq!(
-            access.check(None, Some(&cookie), now),
+            access.check(None, Some(&cookie), me(), now),
             Verdict::Unauthorised
         );
         assert_eq!(access.sessions.lock().unwrap().len(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn wrong_passwords_by_basic_and_by_the_form_share_one_throttle() {
+        let access = Access::with_password("correct horse");
+        let now = Instant::now();
+        let wrong = basic("anyone:battery staple");
+        let mut answers = Vec::new();
+        for k in 0..8 {
+            answers.push(if k % 2 == 0 {
+                access.check(Some(&wrong), None, me(), now)
+            } else {
+                match access.login("staple", me(), now) {
+                    Login::Wrong => Verdict::Unauthorised,
+                    Login::Throttled(d) => Verdict::Throttled(d),
+                    Login::In(_) => Verdict::Allowed,
+                }
+            });
+        }
+        let checked = answers
+            .iter()
+            .filter(|v| **v == Verdict::Unauthorised)
+            .count();
+        assert_eq!(
+            checked,
+            crate::web::throttle::CLIENT_BURST as usize,
+            "{answers:?}"
+        );
+        // Held back, even with the right password: the answer tells nothing of it.
+        let right = basic("anyone:correct horse");
+        assert!(matches!(
+            access.check(Some(&right), None, me(), now),
+            Verdict::Throttled(_)
+        ));
+        // Another address gets in at once.
+        let other: IpAddr = "192.0.2.2".parse().unwrap();
+        assert_eq!(
+            access.check(Some(&right), None, other, now),
+            Verdict::Allowed
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! - [`flights`]: the flights' list kept from the log directory, and the one way a request's
 //!   flight id becomes a directory;
 //! - [`auth`]: who may use it (loopback open, a password beyond), the CSRF token;
+//! - [`throttle`]: wrong passwords held back, per address and in all;
 //! - [`served`]: what every handler shares;
 //! - [`routes`]: the page, the API, the event stream, downloads and the delete;
 //! - [`actions`]: fill now, upload now, through the daemon's parts;
@@ -30,3 +31,4 @@ pub mod routes;
 pub mod sd_card;
 pub mod served;
 pub mod server;
+pub mod throttle;

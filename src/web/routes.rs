@@ -4,10 +4,11 @@
 //! the page from being framed or its types guessed).
 
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Form, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Form, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -18,7 +19,7 @@ use futures_util::{Stream, StreamExt};
 use crate::export::dataset::key_safe;
 use crate::export::signals::Ask;
 use crate::report::session::SessionReport;
-use crate::web::auth::{COOKIE, CSRF_HEADER, Verdict};
+use crate::web::auth::{COOKIE, CSRF_HEADER, Login, Verdict};
 use crate::web::download::{Download, stream_blocking};
 use crate::web::flights::{listed_file, plain_files};
 use crate::web::live::{Change, StatusView};
@@ -105,8 +106,12 @@ async fn guard(State(served): State<Shared>, request: Request, next: Next) -> Re
     let verdict = served.access.check(
         header_str(headers, header::AUTHORIZATION.as_str()),
         header_str(headers, header::COOKIE.as_str()),
+        peer(&request),
         Instant::now(),
     );
+    if let Verdict::Throttled(retry_after) = verdict {
+        return too_many_guesses(retry_after);
+    }
     if verdict == Verdict::Unauthorised {
         if request.uri().path() == "/" {
             // A browser's first visit: the login form, still a 401.
@@ -125,6 +130,26 @@ async fn guard(State(served): State<Shared>, request: Request, next: Next) -> Re
         );
     }
     next.run(request).await
+}
+
+/// The address a request came from (the server puts it in every request's extensions).
+fn peer(request: &Request) -> IpAddr {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
+/// 429: the address guessed wrong too often; its password was not checked.
+fn too_many_guesses(retry_after: Duration) -> Response {
+    let mut response = json_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many wrong passwords from this address: try again later",
+    );
+    if let Ok(v) = HeaderValue::from_str(&retry_after.as_secs().max(1).to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -163,18 +188,26 @@ struct LoginForm {
     password: String,
 }
 
-async fn login(State(served): State<Shared>, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(served): State<Shared>,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
+    Form(form): Form<LoginForm>,
+) -> Response {
     if !served.access.needs_login() {
         return redirect_home(None);
     }
-    match served.access.login(&form.password, Instant::now()) {
-        Some(token) => redirect_home(Some(format!(
+    match served
+        .access
+        .login(&form.password, from.ip(), Instant::now())
+    {
+        Login::In(token) => redirect_home(Some(format!(
             "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
         ))),
-        None => {
+        Login::Wrong => {
             tokio::time::sleep(WRONG_PASSWORD_DELAY).await;
             html(StatusCode::UNAUTHORIZED, page::LOGIN_HTML)
         }
+        Login::Throttled(retry_after) => too_many_guesses(retry_after),
     }
 }
 

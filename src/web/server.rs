@@ -152,8 +152,8 @@ async fn serve(
             _ = &mut stopped => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, from) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, most likely: wait rather than spin.
                 tracing::warn!(error = %e, "the web page cannot take a connection");
@@ -165,7 +165,11 @@ async fn serve(
             drop(stream);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        // Every request knows the address it came from (the password throttle's key).
+        let service = TowerToHyperService::new(
+            app.clone()
+                .layer(axum::Extension(axum::extract::ConnectInfo(from))),
+        );
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -5,6 +5,7 @@
 
 mod api;
 mod browser;
+mod guessing;
 mod security;
 
 use std::io::{Read, Write};
@@ -46,7 +47,26 @@ impl Reply {
 /// Sends `request` (a whole HTTP/1.0 request, as written) to `addr` and reads the answer to
 /// the connection's end.
 pub(crate) fn raw(addr: &str, request: &[u8]) -> Reply {
-    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    let s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    exchange(s, request)
+}
+
+/// [`raw`] from the loopback address `source` (`127.0.0.66`: another client, as the page
+/// sees it).
+pub(crate) fn raw_from(source: std::net::Ipv4Addr, addr: &str, request: &[u8]) -> Reply {
+    use socket2::{Domain, Socket, Type};
+    let to: std::net::SocketAddr = addr.parse().unwrap();
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from((source, 0)).into())
+        .unwrap();
+    socket
+        .connect(&to.into())
+        .unwrap_or_else(|e| panic!("{addr} from {source}: {e}"));
+    exchange(socket.into(), request)
+}
+
+fn exchange(mut s: std::net::TcpStream, request: &[u8]) -> Reply {
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     s.write_all(request).unwrap();
     let mut bytes = Vec::new();
@@ -82,6 +102,26 @@ pub(crate) fn request(
     headers: &[String],
     body: &[u8],
 ) -> Reply {
+    raw(addr, &request_bytes(addr, method, path, headers, body))
+}
+
+/// [`request`] from the loopback address `source`.
+pub(crate) fn request_from(
+    source: std::net::Ipv4Addr,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[String],
+    body: &[u8],
+) -> Reply {
+    raw_from(
+        source,
+        addr,
+        &request_bytes(addr, method, path, headers, body),
+    )
+}
+
+fn request_bytes(addr: &str, method: &str, path: &str, headers: &[String], body: &[u8]) -> Vec<u8> {
     let mut r = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
     for h in headers {
         r.push_str(h);
@@ -93,7 +133,7 @@ pub(crate) fn request(
     r.push_str("\r\n");
     let mut bytes = r.into_bytes();
     bytes.extend_from_slice(body);
-    raw(addr, &bytes)
+    bytes
 }
 
 pub(crate) fn get(addr: &str, path: &str, headers: &[String]) -> Reply {
