@@ -24,6 +24,8 @@ pub mod framer;
 pub mod gaps;
 pub mod preamble;
 pub mod summary;
+#[cfg(test)]
+pub mod testing;
 pub mod values;
 
 pub use format::{FMT_LEN, FMT_TYPE, Format, HEADER};

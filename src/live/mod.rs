@@ -9,6 +9,7 @@
 //!   scripts and `ulog-recv tail` / `topics`.
 //! - [`foxglove`]: the Foxglove WebSocket server (Foxglove, Lichtblick, PlotJuggler): ROS 2
 //!   types and CDR.
+//! - [`dataflash_json`]: an ArduPilot message as JSON, and its type's JSON Schema, for both.
 //! - [`outbox`]: each client's queue, bounded in bytes (oldest dropped first); [`clients`]:
 //!   the plumbing both servers share (a client's queue and tasks, delivery, listeners).
 //!
@@ -17,6 +18,7 @@
 //! events and the store's counters; nothing below it knows it exists.
 
 pub mod clients;
+pub mod dataflash_json;
 pub mod foxglove;
 pub mod ndjson;
 pub mod outbox;

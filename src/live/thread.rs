@@ -7,8 +7,8 @@
 //! the feed is an unbounded channel whose backlog (bytes handed over, not yet published) is
 //! counted; past [`PublishConfig::backlog_bytes`] the feed strips data samples from what it
 //! hands over (definitions, parameters, logged strings and dropouts still go) and the clients
-//! get `{"type":"lagged","cause":"server_busy"}`. Both formats are published on the live
-//! socket; the Foxglove server publishes ULog logs, and a DataFlash log passes it by. Each client's writer drains its own
+//! get `{"type":"lagged","cause":"server_busy"}`. Both servers publish both formats (a PX4's
+//! ULog, an ArduPilot's DataFlash). Each client's writer drains its own
 //! [`Outbox`](crate::live::Outbox), so a client that does not read only loses its own oldest
 //! lines.
 
@@ -324,8 +324,6 @@ async fn serve(
         }
         None => None,
     };
-    // The open log is DataFlash, which the Foxglove server does not publish.
-    let mut dataflash_open = false;
     // Lines dropped from the queues of clients that have left.
     let mut lagged_departed = 0u64;
     // The clients by protocol last set in the metrics.
@@ -337,7 +335,7 @@ async fn serve(
                 Some(Feed::Log { bytes, arrived }) => {
                     backlog.fetch_sub(bytes.len(), Ordering::Relaxed);
                     publisher.handle_log_bytes(&bytes, arrived);
-                    if let Some(fox) = fox.as_mut().filter(|_| !dataflash_open) {
+                    if let Some(fox) = fox.as_mut() {
                         fox.handle_log_bytes(&bytes, arrived);
                     }
                 }
@@ -353,11 +351,7 @@ async fn serve(
                 }
                 Some(Feed::Event(e)) => {
                     publisher.handle_event(&e, Instant::now());
-                    let of_log = matches!(&e, Event::LogOpened { .. } | Event::LogClosed { .. } | Event::Dropout { .. });
-                    if let Event::LogOpened { format, .. } = &e {
-                        dataflash_open = *format == LogFormat::DataFlash;
-                    }
-                    if let Some(fox) = fox.as_mut().filter(|_| !(of_log && dataflash_open)) {
+                    if let Some(fox) = fox.as_mut() {
                         fox.handle_event(&e, Instant::now());
                     }
                 }

@@ -49,6 +49,17 @@ pub struct ChannelInfo {
     pub topic: String,
     pub schema_name: String,
     pub schema: String,
+    /// How its messages and its schema are written.
+    pub encoding: Encoding,
+}
+
+/// A channel's message encoding and its schema's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// CDR messages, a ROS 2 `.msg` schema (a PX4 log's topics, `/log`, `/diagnostics`).
+    Ros2,
+    /// JSON messages, a JSON Schema (an ArduPilot log's message types).
+    Json,
 }
 
 impl ChannelInfo {
@@ -56,10 +67,16 @@ impl ChannelInfo {
         json!({
             "id": self.id,
             "topic": self.topic,
-            "encoding": "cdr",
+            "encoding": match self.encoding {
+                Encoding::Ros2 => "cdr",
+                Encoding::Json => "json",
+            },
             "schemaName": self.schema_name,
             "schema": self.schema,
-            "schemaEncoding": "ros2msg",
+            "schemaEncoding": match self.encoding {
+                Encoding::Ros2 => "ros2msg",
+                Encoding::Json => "jsonschema",
+            },
         })
     }
 }

@@ -633,7 +633,7 @@ mod tests {
             panic!()
         };
         assert!(s.ends_with("  q[3]=0.5000 esc[1].rpm=20"), "{s}");
-            // An ArduPilot message: its instance in the name, its TimeUS in the time column.
+        // An ArduPilot message: its instance in the name, its TimeUS in the time column.
         let bat = json!({"type":"data","topic":"BAT","multi_id":1,"timestamp":1500000,
                          "fields":{"TimeUS":1500000,"Inst":1,"Volt":12.5}});
         let Shown::Out(s) = TailView::new(TailOptions::default()).render(&bat, "") else {

@@ -23,6 +23,7 @@
 //! takes the clients' subscriptions, `samples` turns the log's messages and the findings
 //! into channels and messages; `tests` runs the synthetic flight through it.
 
+mod bin;
 mod requests;
 mod samples;
 #[cfg(test)]
@@ -33,9 +34,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::autopilot::LogFormat;
 use crate::diagnose::Finding;
 use crate::link::Event;
-use crate::live::foxglove::protocol::{self, ChannelInfo};
+use crate::live::dataflash_json::BinShape;
+use crate::live::foxglove::protocol::{self, ChannelInfo, Encoding};
 use crate::live::outbox::Keep;
 use crate::ros::diagnostics::{DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE};
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type};
@@ -82,6 +85,24 @@ enum Kind {
     Log,
     Diagnostics,
     Topic(Ros2Type),
+    /// An ArduPilot message type (and instance), as JSON.
+    DataFlash(BinShape),
+}
+
+impl Kind {
+    /// A topic's sample (ULog sample bytes, or a whole DataFlash message) encoded into `out`;
+    /// false when it cannot be.
+    fn encode(&self, data: &[u8], out: &mut Vec<u8>) -> bool {
+        match self {
+            Kind::Topic(ty) => ty.encode(data, out).is_ok(),
+            Kind::DataFlash(shape) => {
+                out.clear();
+                shape.write(data, out);
+                true
+            }
+            Kind::Log | Kind::Diagnostics => false,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -133,6 +154,8 @@ pub struct FoxglovePublisher {
     /// [`KEEP_FINDINGS`].
     findings: VecDeque<Finding>,
     log: Option<LogState>,
+    /// The open DataFlash log (at most one of it and `log` is open).
+    bin: Option<bin::BinLog>,
     out: VecDeque<Outgoing>,
     /// Sample bytes held by new channels, all together.
     held_bytes: usize,
@@ -156,6 +179,7 @@ impl FoxglovePublisher {
             diagnostics_channel: 0,
             findings: VecDeque::new(),
             log: None,
+            bin: None,
             out: VecDeque::new(),
             held_bytes: 0,
             cdr: Vec::new(),
@@ -189,6 +213,10 @@ impl FoxglovePublisher {
     ) -> u32 {
         let id = self.next_channel;
         self.next_channel = self.next_channel.wrapping_add(1).max(1);
+        let encoding = match kind {
+            Kind::DataFlash(_) => Encoding::Json,
+            _ => Encoding::Ros2,
+        };
         self.channels.insert(
             id,
             Channel {
@@ -197,6 +225,7 @@ impl FoxglovePublisher {
                     topic,
                     schema_name,
                     schema,
+                    encoding,
                 },
                 kind,
                 subscribers: Vec::new(),
@@ -247,14 +276,19 @@ impl FoxglovePublisher {
     /// One of the session's events ([`Event::LogBytes`] taken as arriving at `now`).
     pub fn handle_event(&mut self, event: &Event, now: Instant) {
         match event {
-            Event::LogOpened { .. } => {
+            Event::LogOpened { format, .. } => {
                 self.end_log();
                 self.findings.clear();
-                self.log = Some(LogState {
-                    framer: Framer::file(),
-                    decoder: Decoder::new(),
-                    channels: Vec::new(),
-                });
+                match format {
+                    LogFormat::ULog => {
+                        self.log = Some(LogState {
+                            framer: Framer::file(),
+                            decoder: Decoder::new(),
+                            channels: Vec::new(),
+                        })
+                    }
+                    LogFormat::DataFlash => self.bin = Some(bin::BinLog::new()),
+                }
             }
             Event::LogBytes(bytes) => self.handle_log_bytes(bytes, now),
             Event::LogClosed { .. } => self.end_log(),
@@ -264,8 +298,10 @@ impl FoxglovePublisher {
 
     /// The log ends: its channels are unadvertised.
     fn end_log(&mut self) {
-        let Some(log) = self.log.take() else { return };
-        let ids: Vec<u32> = log.channels.into_iter().flatten().collect();
+        let mut ids: Vec<u32> = (self.log.take().into_iter())
+            .flat_map(|log| log.channels.into_iter().flatten())
+            .collect();
+        ids.extend(self.bin.take().into_iter().flat_map(|b| b.channel_ids()));
         self.remove_channels(&ids);
     }
 

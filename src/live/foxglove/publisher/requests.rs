@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::{ClientId, FoxglovePublisher, Kind, MAX_SUBSCRIPTIONS, Outgoing};
+use super::{ClientId, FoxglovePublisher, MAX_SUBSCRIPTIONS, Outgoing};
 use crate::live::foxglove::protocol::{self, Level, Request};
 use crate::live::outbox::Keep;
 use crate::ros::diagnostics::encode_finding;
@@ -74,14 +74,14 @@ impl FoxglovePublisher {
         }
         // A new channel's first samples, to this subscriber only.
         let c = &self.channels[&channel];
-        let (Some(held), Kind::Topic(ty)) = (&c.held, &c.kind) else {
+        let Some(held) = &c.held else {
             return;
         };
         if now >= held.until {
             return;
         }
         for (data, log_time) in &held.samples {
-            if ty.encode(data, &mut self.cdr).is_ok() {
+            if c.kind.encode(data, &mut self.cdr) {
                 protocol::message_data(
                     sub,
                     log_time.saturating_mul(1000),

@@ -5,7 +5,9 @@
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-use super::{FoxglovePublisher, HOLD_CHANNEL_BYTES, HOLD_TOTAL_BYTES, KEEP_FINDINGS, Kind};
+use super::{
+    Channel, FoxglovePublisher, HOLD_CHANNEL_BYTES, HOLD_TOTAL_BYTES, KEEP_FINDINGS, Kind,
+};
 use crate::diagnose::Finding;
 use crate::live::foxglove::protocol;
 use crate::live::outbox::Keep;
@@ -18,6 +20,9 @@ use crate::ulog::message::Message;
 impl FoxglovePublisher {
     /// The next bytes of the open log (whole messages), which arrived at `arrived`.
     pub fn handle_log_bytes(&mut self, bytes: &[u8], arrived: Instant) {
+        if self.bin.is_some() {
+            return self.handle_bin_bytes(bytes, arrived);
+        }
         let Some(log) = self.log.as_mut() else { return };
         let mut framer = std::mem::take(&mut log.framer);
         let _ = framer.push(bytes, |unit| {
@@ -56,27 +61,19 @@ impl FoxglovePublisher {
                     return;
                 };
                 let log_time = sample.timestamp.unwrap_or(latest);
-                if let Some(held) = channel.held.as_mut() {
-                    let len = sample.data.len();
-                    if arrived < held.until
-                        && held.bytes + len <= HOLD_CHANNEL_BYTES
-                        && self.held_bytes + len <= HOLD_TOTAL_BYTES
-                    {
-                        held.samples.push((sample.data.to_vec(), log_time));
-                        held.bytes += len;
-                        self.held_bytes += len;
-                    } else {
-                        self.held_bytes -= held.bytes;
-                        channel.held = None;
-                    }
-                }
+                Self::hold(
+                    &mut self.held_bytes,
+                    channel,
+                    sample.data,
+                    log_time,
+                    arrived,
+                );
                 if channel.subscribers.is_empty() {
                     return;
                 }
-                let Kind::Topic(ty) = &channel.kind else {
-                    return;
-                };
-                if ty.encode(sample.data, &mut self.cdr).is_err() {
+                if !matches!(channel.kind, Kind::Topic(_))
+                    || !channel.kind.encode(sample.data, &mut self.cdr)
+                {
                     return;
                 }
                 Self::fan_out(
@@ -148,6 +145,32 @@ impl FoxglovePublisher {
         }
     }
 
+    /// Keeps a sample of a channel that is still new (see the module docs), within its
+    /// bounds; past them, or once the channel is no longer new, the channel holds nothing.
+    pub(super) fn hold(
+        held_bytes: &mut usize,
+        channel: &mut Channel,
+        data: &[u8],
+        log_time: u64,
+        arrived: Instant,
+    ) {
+        let Some(held) = channel.held.as_mut() else {
+            return;
+        };
+        let len = data.len();
+        if arrived < held.until
+            && held.bytes + len <= HOLD_CHANNEL_BYTES
+            && *held_bytes + len <= HOLD_TOTAL_BYTES
+        {
+            held.samples.push((data.to_vec(), log_time));
+            held.bytes += len;
+            *held_bytes += len;
+        } else {
+            *held_bytes -= held.bytes;
+            channel.held = None;
+        }
+    }
+
     /// A finding of the flight's diagnostics (made by the store as the log passed), published
     /// on `/diagnostics` at the log time it was made.
     pub fn handle_finding(&mut self, finding: &Finding, arrived: Instant) {
@@ -170,7 +193,14 @@ impl FoxglovePublisher {
         );
     }
 
-    fn log_string(&mut self, timestamp: u64, level: u8, name: &str, text: &[u8], arrived: Instant) {
+    pub(super) fn log_string(
+        &mut self,
+        timestamp: u64,
+        level: u8,
+        name: &str,
+        text: &[u8],
+        arrived: Instant,
+    ) {
         let channel = &self.channels[&self.log_channel];
         if channel.subscribers.is_empty() {
             return;

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::link::CloseReason;
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 
 fn json_of(o: &Outgoing) -> Json {
     assert!(is_text(&o.message));
@@ -339,4 +339,87 @@ fn clients_are_bounded() {
     assert!(p.connect().is_none());
     p.disconnect(1);
     assert!(p.connect().is_some());
+}
+
+/// An ArduPilot log: a JSON channel per type and instance, messages as the socket's fields,
+/// texts on `/log`.
+#[test]
+fn an_ardupilot_log_gets_json_channels_by_type_and_instance() {
+    let now = Instant::now();
+    let mut p = FoxglovePublisher::new("test", "s1");
+    let c = p.connect().unwrap();
+    drain(&mut p);
+    p.handle_text(
+        c,
+        r#"{"op":"subscribe","subscriptions":[{"id":100,"channelId":1}]}"#,
+        now,
+    );
+    p.handle_event(
+        &Event::LogOpened {
+            number: 1,
+            format: crate::autopilot::LogFormat::DataFlash,
+        },
+        now,
+    );
+    let log = crate::dataflash::testing::ardupilot_log();
+    p.handle_log_bytes(&log, now);
+    let mut channels: HashMap<String, Json> = HashMap::new();
+    let mut texts = 0;
+    for o in drain(&mut p) {
+        if is_text(&o.message) {
+            let m = json_of(&o);
+            assert_eq!(m["op"], "advertise", "{m}");
+            for ch in m["channels"].as_array().unwrap() {
+                channels.insert(ch["topic"].as_str().unwrap().to_owned(), ch.clone());
+            }
+        } else {
+            texts += 1;
+        }
+    }
+    let mut topics: Vec<&String> = channels.keys().collect();
+    topics.sort();
+    assert_eq!(topics, ["/ATT", "/BAT", "/BAT/1"]);
+    let att = &channels["/ATT"];
+    assert_eq!(
+        (&att["encoding"], &att["schemaEncoding"]),
+        (&json!("json"), &json!("jsonschema"))
+    );
+    let schema: Json = serde_json::from_str(att["schema"].as_str().unwrap()).unwrap();
+    assert_eq!(schema["properties"]["Yaw"]["type"], "number");
+    assert_eq!(schema["properties"]["TimeUS"]["type"], "integer");
+    // The two texts of the log (its startup's and the dropout mark) on /log.
+    assert_eq!(texts, 2);
+    // A late subscriber to the new channel gets its held message, as JSON, at its TimeUS.
+    let id = att["id"].as_u64().unwrap();
+    p.handle_text(
+        c,
+        &format!(r#"{{"op":"subscribe","subscriptions":[{{"id":7,"channelId":{id}}}]}}"#),
+        now,
+    );
+    let held = drain(&mut p);
+    assert_eq!(held.len(), 1);
+    let frame = &held[0].message;
+    assert_eq!(frame[0], protocol::MESSAGE_DATA);
+    assert_eq!(u32::from_le_bytes(frame[1..5].try_into().unwrap()), 7);
+    assert_eq!(
+        u64::from_le_bytes(frame[5..13].try_into().unwrap()),
+        1_000_000
+    );
+    let fields: Json = serde_json::from_slice(&frame[13..]).unwrap();
+    assert_eq!(
+        (&fields["Roll"], &fields["Yaw"]),
+        (&json!(0.25), &json!(-12.34))
+    );
+    // The log's end takes its channels away.
+    p.handle_event(
+        &Event::LogClosed {
+            number: 1,
+            reason: CloseReason::Shutdown,
+            bytes: log.len() as u64,
+        },
+        now,
+    );
+    let gone = json_of(&drain(&mut p)[0]);
+    assert_eq!(gone["op"], "unadvertise");
+    assert_eq!(gone["channelIds"].as_array().unwrap().len(), 3);
 }

@@ -17,8 +17,8 @@ use crate::dataflash::format::{Format, time_us};
 use crate::dataflash::gaps::dropout_ms;
 use crate::dataflash::values::{Value, fields, fmtu_instance, instance_of};
 use crate::dataflash::{FMT_TYPE, Framer};
+use crate::live::dataflash_json::{BinShape, type_name};
 use crate::live::outbox::Keep;
-use crate::ulog;
 
 /// The open DataFlash log.
 #[derive(Debug)]
@@ -37,91 +37,6 @@ pub(super) struct BinLog {
     pub(super) topics: Vec<Topic>,
     /// Past the startup: `PARM` records are changes from here on.
     in_data: bool,
-}
-
-/// How a DataFlash topic's fields are written: each label quoted once, with its character.
-#[derive(Debug)]
-pub(super) struct BinShape {
-    format: Format,
-    keys: Vec<Vec<u8>>,
-}
-
-impl BinShape {
-    fn new(format: &Format) -> Self {
-        let keys = format
-            .labels
-            .iter()
-            .map(|l| {
-                let mut k = serde_json::to_vec(l).expect("a string serialises");
-                k.push(b':');
-                k
-            })
-            .collect();
-        Self {
-            format: format.clone(),
-            keys,
-        }
-    }
-
-    /// Appends the message's fields as one JSON object.
-    pub(super) fn write(&self, message: &[u8], out: &mut Vec<u8>) {
-        out.push(b'{');
-        for (i, ((_, _, value), key)) in fields(&self.format, message).zip(&self.keys).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(key);
-            write_bin_value(value, out);
-        }
-        out.push(b'}');
-    }
-}
-
-/// One field's value as JSON: numbers as the ULog side writes them, texts as strings, `a`
-/// fields as arrays.
-fn write_bin_value(value: Value<'_>, out: &mut Vec<u8>) {
-    use crate::live::ndjson::sample_json::write_value;
-    match value {
-        Value::Int(v) => write_value(ulog::Value::I64(v), out),
-        Value::UInt(v) => write_value(ulog::Value::U64(v), out),
-        Value::F32(v) => write_value(ulog::Value::F32(v), out),
-        Value::F64(v) => write_value(ulog::Value::F64(v), out),
-        Value::Text(t) => serde_json::to_writer(&mut *out, &String::from_utf8_lossy(t))
-            .expect("writing to a Vec cannot fail"),
-        Value::Int16s(raw) => {
-            out.push(b'[');
-            for (i, pair) in raw.chunks_exact(2).enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let v = i16::from_le_bytes([pair[0], pair[1]]);
-                write_value(ulog::Value::I16(v), out);
-            }
-            out.push(b']');
-        }
-    }
-}
-
-/// A field character's type as the catalogue names it (what the line carries: scaled
-/// integers are published as `double`).
-fn type_name(c: u8) -> &'static str {
-    match c {
-        b'b' => "int8_t",
-        b'B' | b'M' => "uint8_t",
-        b'h' => "int16_t",
-        b'H' => "uint16_t",
-        b'i' => "int32_t",
-        b'I' => "uint32_t",
-        b'q' => "int64_t",
-        b'Q' => "uint64_t",
-        b'f' => "float",
-        b'd' | b'c' | b'C' | b'e' | b'E' | b'L' => "double",
-        b'n' => "char[4]",
-        b'N' => "char[16]",
-        b'Z' => "char[64]",
-        b'a' => "int16_t[32]",
-        _ => "unknown",
-    }
 }
 
 impl BinLog {

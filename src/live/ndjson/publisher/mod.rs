@@ -754,4 +754,5 @@ mod bin;
 #[cfg(test)]
 mod tests;
 
-use bin::{BinLog, BinShape};
+use crate::live::dataflash_json::BinShape;
+use bin::BinLog;

@@ -2,6 +2,7 @@
 //! client, `stats` tells the vehicle, arming and uploads, `hello` tells the vehicle and the log.
 
 use super::*;
+use crate::dataflash::testing::ardupilot_log;
 
 fn hello_of_a_new_client(p: &mut Publisher) -> Json {
     while p.poll_transmit().is_some() {}
@@ -151,78 +152,9 @@ fn hello_tells_the_vehicle_and_the_log_as_they_are_now() {
     );
 }
 
-/// A DataFlash message of `format` with these field bytes after the header.
-fn df(format: &crate::dataflash::Format, body: &[u8]) -> Vec<u8> {
-    let mut m = vec![0xA3, 0x95, format.type_id];
-    m.extend_from_slice(body);
-    assert_eq!(m.len(), format.length as usize, "{}", format.name);
-    m
-}
-
-fn df_format(type_id: u8, name: &str, chars: &str, labels: &str) -> crate::dataflash::Format {
-    let length = 3 + chars
-        .bytes()
-        .map(|c| crate::dataflash::format::field_size(c).unwrap())
-        .sum::<usize>();
-    crate::dataflash::Format {
-        type_id,
-        length: length as u8,
-        name: name.into(),
-        format: chars.into(),
-        labels: labels.split(',').map(String::from).collect(),
-    }
-}
-
-fn padded<const N: usize>(s: &str) -> [u8; N] {
-    let mut b = [0u8; N];
-    b[..s.len()].copy_from_slice(s.as_bytes());
-    b
-}
-
 #[test]
 fn an_ardupilot_log_is_published_by_its_own_names_instances_and_scaling() {
-    let fmtu = df_format(172, "FMTU", "QBNN", "TimeUS,FmtType,UnitIds,MultIds");
-    let att = df_format(35, "ATT", "Qffc", "TimeUS,Roll,Pitch,Yaw");
-    let bat = df_format(40, "BAT", "QBf", "TimeUS,Inst,Volt");
-    let msg = df_format(91, "MSG", "QZ", "TimeUS,Message");
-    let parm = df_format(64, "PARM", "QNf", "TimeUS,Name,Value");
-    let mut log: Vec<u8> = [&fmtu, &att, &bat, &msg, &parm]
-        .iter()
-        .flat_map(|f| f.to_bytes())
-        .collect();
-    let body = |t: u64, rest: &[&[u8]]| -> Vec<u8> {
-        let mut b = t.to_le_bytes().to_vec();
-        rest.iter().for_each(|r| b.extend_from_slice(r));
-        b
-    };
-    log.extend(df(
-        &fmtu,
-        &body(1, &[&[40], &padded::<16>("s#v"), &[0; 16]]),
-    ));
-    log.extend(df(
-        &parm,
-        &body(2, &[&padded::<16>("LOG_BACKEND_TYPE"), &3f32.to_le_bytes()]),
-    ));
-    log.extend(df(&msg, &body(3, &[&padded::<64>("ArduCopter V4.6.0")])));
-    let att_body = body(
-        1_000,
-        &[
-            &0.25f32.to_le_bytes(),
-            &(-0.5f32).to_le_bytes(),
-            &(-1234i16).to_le_bytes(),
-        ],
-    );
-    log.extend(df(&att, &att_body));
-    log.extend(df(&bat, &body(1_100, &[&[1], &12.5f32.to_le_bytes()])));
-    log.extend(df(&bat, &body(1_200, &[&[0], &16.0f32.to_le_bytes()])));
-    log.extend(df(
-        &parm,
-        &body(1_300, &[&padded::<16>("LOG_DISARMED"), &1f32.to_le_bytes()]),
-    ));
-    log.extend(df(
-        &msg,
-        &body(1_400, &[&padded::<64>("ulog-recv: dropout of 250 ms")]),
-    ));
+    let log = ardupilot_log();
 
     let mut p = Publisher::new("test");
     let now = Instant::now();
