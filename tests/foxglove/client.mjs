@@ -1,6 +1,8 @@
 // A Foxglove WebSocket client built from Foxglove's own libraries, for tests/it/foxglove.rs:
 // @foxglove/ws-protocol over the `ws` package, @foxglove/rosmsg to parse each advertised
-// schema, @foxglove/rosmsg2-serialization to decode each message.
+// schema, @foxglove/rosmsg2-serialization to decode each message. A JSON channel (an
+// ArduPilot log's, `json` with a `jsonschema`) is read as JSON, each message held against its
+// schema: the same keys, each of its type (a message that is not counts in `trailing`).
 //
 // Usage: node client.mjs URL SUBPROTOCOL [STALL_MS]   (env LINGER_MS: see below)
 //
@@ -89,6 +91,32 @@ function report() {
   process.stdout.write(text, () => process.exit(0));
 }
 
+// A JSON channel's reader, with the interface of MessageReader: a message that does not
+// follow its schema (other keys, or a value of another type) counts as having trailing bytes.
+class JsonReader {
+  constructor(schema) {
+    this.properties = schema.properties;
+    this.bad = false;
+  }
+  readMessage(data) {
+    const message = JSON.parse(new TextDecoder().decode(data));
+    const keys = Object.keys(message);
+    const types = {
+      integer: (v) => Number.isInteger(v),
+      number: (v) => typeof v === "number" || v === null,
+      string: (v) => typeof v === "string",
+      array: (v) => Array.isArray(v),
+    };
+    this.bad =
+      keys.join() !== Object.keys(this.properties).join() ||
+      keys.some((k) => !types[this.properties[k].type](message[k]));
+    return message;
+  }
+  lastReadHadTrailingBytes() {
+    return this.bad;
+  }
+}
+
 let stalled = null;
 process.on("SIGUSR2", () => {
   ws.resume();
@@ -107,15 +135,19 @@ client.on("close", () => {
 client.on("status", (s) => statuses.push(s));
 client.on("advertise", (list) => {
   for (const ch of list) {
-    if (ch.encoding !== "cdr" || ch.schemaEncoding !== "ros2msg") {
+    let reader;
+    if (ch.encoding === "cdr" && ch.schemaEncoding === "ros2msg") {
+      reader = new MessageReader(parse(ch.schema, { ros2: true }));
+    } else if (ch.encoding === "json" && ch.schemaEncoding === "jsonschema") {
+      reader = new JsonReader(JSON.parse(ch.schema));
+    } else {
       console.error(`foxglove client: ${ch.topic}: encoding ${ch.encoding}/${ch.schemaEncoding}`);
       process.exit(2);
     }
-    const definitions = parse(ch.schema, { ros2: true });
     const state = {
       topic: ch.topic,
       schemaName: ch.schemaName,
-      reader: new MessageReader(definitions),
+      reader,
       count: 0,
       first: null,
       last: null,
@@ -183,6 +215,8 @@ client.on("message", ({ subscriptionId, timestamp, data }) => {
     const stampNs = BigInt(stamp.sec) * 1000000000n + BigInt(stamp.nanosec);
     if (stampNs !== timestamp) state.timeMismatches += 1;
   } else if (message.timestamp !== undefined && BigInt(message.timestamp) * 1000n !== timestamp) {
+    state.timeMismatches += 1;
+  } else if (message.TimeUS !== undefined && BigInt(message.TimeUS) * 1000n !== timestamp) {
     state.timeMismatches += 1;
   }
 });

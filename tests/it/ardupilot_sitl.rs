@@ -19,13 +19,13 @@ use common::procs::{Proc, files_with_extension, fresh_dir, session_dirs};
 use serde_json::Value as Json;
 
 /// The daemon on `port`, writing into `dir`, a split every `split_s` seconds of log, its
-/// metrics on `metrics`, its live socket at `socket` (none without).
+/// metrics on `metrics`, and `extra` (without a live socket unless `extra` names one).
 fn daemon(
     dir: &Path,
     port: u16,
     split_s: u32,
     metrics: u16,
-    socket: Option<&Path>,
+    extra: &[String],
 ) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut args: Vec<String> = vec![
         "--udp".into(),
@@ -37,10 +37,10 @@ fn daemon(
         "--metrics".into(),
         format!("127.0.0.1:{metrics}"),
     ];
-    match socket {
-        Some(path) => args.extend(["--socket".into(), path.display().to_string()]),
-        None => args.push("--no-socket".into()),
+    if !extra.iter().any(|a| a == "--socket") {
+        args.push("--no-socket".into());
     }
+    args.extend(extra.iter().cloned());
     Proc::spawn_watched("the daemon", &args)
 }
 
@@ -150,10 +150,26 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
     let dir = fresh_dir("ground-ours");
     let metrics = free_tcp_port();
     let socket = dir.with_extension("sock");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 8, metrics, Some(&socket));
-    // A live client from before the log opens, for all of it.
+    let extra = [
+        "--socket".into(),
+        socket.display().to_string(),
+        "--foxglove".into(),
+        "0".into(),
+    ];
+    let (mut d, lines) = daemon(&dir, relay.daemon_port, 8, metrics, &extra);
+    // Live clients from before the log opens, for all of it: tail on the socket, and a
+    // client made of Foxglove's own libraries.
     let live = dir.with_extension("ndjson");
     let mut tail = tail_into(&socket, &live);
+    let line = common::procs::wait_for_line(&lines, "ws://", Duration::from_secs(10));
+    let url = line[line.find("ws://").unwrap()..]
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '"')
+        .next()
+        .unwrap()
+        .to_owned();
+    std::thread::spawn(move || for _ in lines {});
+    let foxglove = crate::foxglove::client_dir()
+        .map(|dir| crate::foxglove::NodeClient::start(&dir, &url, "foxglove.websocket.v1", None));
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(30));
     // The metrics name the autopilot.
@@ -220,6 +236,29 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
         "{published}"
     );
     assert!(published["lines"].get("lagged").is_none(), "{published}");
+    // Foxglove: a JSON channel per type and instance, every message as the socket's.
+    if let Some(client) = foxglove {
+        let report = client.report(Duration::from_secs(30));
+        let channels = report["channels"].as_array().unwrap();
+        let of = |topic: &str| channels.iter().find(|c| c["topic"] == topic);
+        let att = of("/ATT").unwrap_or_else(|| panic!("no /ATT: {report}"));
+        let socket_att = std::fs::read_to_string(&live)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(r#""type":"data","topic":"ATT""#))
+            .count();
+        assert_eq!(att["count"].as_u64().unwrap() as usize, socket_att, "{att}");
+        assert!(channels.len() >= 30, "{} channels", channels.len());
+        for c in channels {
+            assert_eq!(c["timeMismatches"], 0, "{c}");
+            assert_eq!(c["trailing"], 0, "{c}");
+        }
+        assert!(att["first"]["Roll"].is_number(), "{att}");
+        assert!(
+            !report["logs"].as_array().unwrap().is_empty(),
+            "no texts on /log"
+        );
+    }
 }
 
 #[test]
@@ -236,7 +275,7 @@ fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
         return;
     };
     let dir = fresh_dir("lossy-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), None);
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), &[]);
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(30));
     assert!(d.terminate().success());
@@ -269,7 +308,7 @@ fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_i
         return;
     };
     let dir = fresh_dir("outage-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), None);
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), &[]);
     wait_for_blocks(&relay, 1);
     std::thread::sleep(Duration::from_secs(10));
     // Past the vehicle's 10 s: it drops us, and starts again from seqno 0 on our next START.

@@ -29,7 +29,7 @@ const DROPPED_SUFFIX: &str =
 
 /// The client's folder, with Foxglove's npm packages installed (`.ci/run` does it). Missing:
 /// a loud skip, or a failure under CI.
-fn client_dir() -> Option<PathBuf> {
+pub(crate) fn client_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/foxglove");
     if dir.join("node_modules/@foxglove/ws-protocol").exists() {
         return Some(dir);
@@ -43,7 +43,7 @@ fn client_dir() -> Option<PathBuf> {
 }
 
 /// A running Node client; its stderr lines go to a channel (and are shown).
-struct NodeClient {
+pub(crate) struct NodeClient {
     child: Child,
     lines: std::sync::mpsc::Receiver<String>,
     /// Its stdout, read as it comes (the report can be larger than a pipe holds).
@@ -53,7 +53,7 @@ struct NodeClient {
 impl NodeClient {
     /// A client of `url` under `subprotocol`; with `stall`, it stops reading that long after
     /// the first topic channels, until [`resume`](Self::resume).
-    fn start(dir: &Path, url: &str, subprotocol: &str, stall: Option<Duration>) -> Self {
+    pub(crate) fn start(dir: &Path, url: &str, subprotocol: &str, stall: Option<Duration>) -> Self {
         let mut child = Command::new("node")
             .arg(dir.join("client.mjs"))
             .arg(url)
@@ -92,7 +92,7 @@ impl NodeClient {
     }
 
     /// The client's report, once it has seen the log end.
-    fn report(mut self, limit: Duration) -> Json {
+    pub(crate) fn report(mut self, limit: Duration) -> Json {
         let t0 = Instant::now();
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {

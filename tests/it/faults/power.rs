@@ -273,7 +273,9 @@ pub(super) fn wait_session_opened(
 fn stop_whole(pid: i32) {
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(2) {
+    // A write to LazyFS returns when LazyFS (a FUSE server, on the same busy cores) has
+    // taken it: seconds, at worst.
+    while t0.elapsed() < Duration::from_secs(10) {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
         let all_stopped = tasks.into_iter().flatten().flatten().all(|task| {
             let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
@@ -286,7 +288,7 @@ fn stop_whole(pid: i32) {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    panic!("the daemon (pid {pid}) did not stop within 2 s of SIGSTOP");
+    panic!("the daemon (pid {pid}) did not stop within 10 s of SIGSTOP");
 }
 
 pub(super) fn newest_session(logs: &Path) -> PathBuf {
