@@ -153,8 +153,8 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
     let split_arg = splits[0].display().to_string();
     let out_arg = out_file.display().to_string();
     for args in [
-        vec!["export", &session_arg, &out_arg],
-        vec!["export", &split_arg, &out_arg],
+        vec!["export", &session_arg, "-o", &out_arg],
+        vec!["export", &split_arg, "-o", &out_arg],
         vec![
             "snippet",
             &session_arg,
