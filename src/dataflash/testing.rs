@@ -29,8 +29,8 @@ pub fn padded<const N: usize>(s: &str) -> [u8; N] {
 }
 
 /// A short ArduPilot log: FMTU marks BAT's instance field; a PARM and a text at startup; an
-/// ATT (its yaw in hundredths), BAT instance 1 then 0, a PARM change, and the receiver's own
-/// dropout mark.
+/// ATT (its yaw in hundredths), BAT instance 1 then 0, the PARM changed (and written again
+/// unchanged), and the receiver's own dropout mark.
 pub fn ardupilot_log() -> Vec<u8> {
     let fmtu = df_format(172, "FMTU", "QBNN", "TimeUS,FmtType,UnitIds,MultIds");
     let att = df_format(35, "ATT", "Qffc", "TimeUS,Roll,Pitch,Yaw");
@@ -66,10 +66,13 @@ pub fn ardupilot_log() -> Vec<u8> {
     log.extend(df(&att, &att_body));
     log.extend(df(&bat, &body(1_100, &[&[1], &12.5f32.to_le_bytes()])));
     log.extend(df(&bat, &body(1_200, &[&[0], &16.0f32.to_le_bytes()])));
-    log.extend(df(
-        &parm,
-        &body(1_300, &[&padded::<16>("LOG_DISARMED"), &1f32.to_le_bytes()]),
-    ));
+    // A parameter the startup listed, changed in flight, then written again unchanged.
+    for t in [1_300, 1_350] {
+        log.extend(df(
+            &parm,
+            &body(t, &[&padded::<16>("LOG_BACKEND_TYPE"), &7f32.to_le_bytes()]),
+        ));
+    }
     log.extend(df(
         &msg,
         &body(1_400, &[&padded::<64>("ulog-recv: dropout of 250 ms")]),

@@ -46,7 +46,7 @@ pub enum InputError {
     FileNotSession { path: PathBuf, what: &'static str },
     #[error(
         "{path} is an ArduPilot DataFlash log{}: this command reads ULog (PX4's logs) only; \
-         `ulog-recv info` reads it, and pymavlink, MAVExplorer, Mission Planner and UAV Log \
+         ulog-recv info reads it, and pymavlink, MAVExplorer, Mission Planner and UAV Log \
          Viewer open its .bin files",
         if *session { " session" } else { "" }
     )]

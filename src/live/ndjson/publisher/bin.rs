@@ -3,8 +3,8 @@
 //! instance field (FMTU's `#`) is one topic instance per value of it, so `BAT[1]` is the
 //! second battery. Fields keep their FMT labels and are scaled as ArduPilot's tools show them
 //! ([`crate::dataflash::values`]); `TimeUS` is the line's timestamp. `MSG` records become
-//! `log` lines (the receiver's own dropout marks `dropout` lines), `PARM` after the startup
-//! `param` lines; FMT, FMTU, UNIT and MULT only teach the publisher.
+//! `log` lines (the receiver's own dropout marks `dropout` lines), a `PARM` that changes a
+//! parameter's value a `param` line; FMT, FMTU, UNIT and MULT only teach the publisher.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
@@ -35,8 +35,9 @@ pub(super) struct BinLog {
     /// instance.
     ids: HashMap<(u8, u8), u16>,
     pub(super) topics: Vec<Topic>,
-    /// Past the startup: `PARM` records are changes from here on.
-    in_data: bool,
+    /// Each parameter's latest value: the log's startup lists them all (again at each start
+    /// of the stream); a `PARM` that changes one is a change.
+    params: HashMap<Vec<u8>, u32>,
 }
 
 impl BinLog {
@@ -49,7 +50,7 @@ impl BinLog {
             instance_field: vec![None; 256],
             ids: HashMap::new(),
             topics: Vec::new(),
-            in_data: false,
+            params: HashMap::new(),
         }
     }
 
@@ -130,10 +131,26 @@ impl Publisher {
                 None
             }
             "UNIT" | "MULT" => None,
-            _ if self.clients.is_empty() => {
-                bin.in_data |= !matches!(format.name.as_str(), "PARM" | "MSG" | "VER");
-                None
+            "PARM" => {
+                let mut name = None;
+                let mut value = None;
+                for (l, _, v) in fields(format, m) {
+                    match (l, v) {
+                        ("Name", Value::Text(n)) => name = Some(n),
+                        ("Value", v) => value = v.as_f64(),
+                        _ => {}
+                    }
+                }
+                let (name, value) = (name?, value?);
+                let bits = (value as f32).to_bits();
+                let before = bin.params.insert(name.to_vec(), bits);
+                let changed = before.is_some_and(|b| b != bits);
+                (changed && !self.clients.is_empty()).then(|| {
+                    json!({"type": "param", "name": String::from_utf8_lossy(name),
+                           "value": value, "timestamp": t})
+                })
             }
+            _ if self.clients.is_empty() => None,
             "MSG" => {
                 let text = fields(format, m).find_map(|(l, _, v)| match (l, v) {
                     ("Message", Value::Text(t)) => Some(t),
@@ -146,22 +163,8 @@ impl Publisher {
                                    "text": String::from_utf8_lossy(text.unwrap_or_default())}),
                 })
             }
-            "PARM" if !bin.in_data => None,
-            "PARM" => {
-                let mut name = None;
-                let mut value = None;
-                for (l, _, v) in fields(format, m) {
-                    match (l, v) {
-                        ("Name", Value::Text(n)) => name = Some(String::from_utf8_lossy(n)),
-                        ("Value", v) => value = v.as_f64(),
-                        _ => {}
-                    }
-                }
-                Some(json!({"type": "param", "name": name, "value": value, "timestamp": t}))
-            }
             "VER" => None,
             _ => {
-                bin.in_data = true;
                 let before = bin.topics.len();
                 let id = bin.topic_id(format, m)?;
                 if bin.topics.len() > before {

@@ -198,7 +198,7 @@ fn an_ardupilot_log_is_published_by_its_own_names_instances_and_scaling() {
     );
     assert_eq!(data[1]["fields"]["Volt"], 12.5);
     assert_eq!(data[2]["multi_id"], 0);
-    // The startup's parameters and texts: a text line, no param line until the data began.
+    // The startup's texts and parameters: a text line; a param line only for the change.
     let kinds: Vec<&str> = lines
         .iter()
         .filter_map(|l| l["type"].as_str())
@@ -210,7 +210,7 @@ fn an_ardupilot_log_is_published_by_its_own_names_instances_and_scaling() {
     let param = lines.iter().find(|l| l["type"] == "param").unwrap();
     assert_eq!(
         (&param["name"], &param["value"]),
-        (&json!("LOG_DISARMED"), &json!(1.0))
+        (&json!("LOG_BACKEND_TYPE"), &json!(7.0))
     );
     let dropout = lines.iter().find(|l| l["type"] == "dropout").unwrap();
     assert_eq!(dropout["duration_ms"], 250);
