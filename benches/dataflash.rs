@@ -9,6 +9,11 @@
 //!   pymavlink's `DFReader` reading every message of the same file in the same run (from the
 //!   project's `.venv`; without it that column says so).
 //!
+//! - `PX4 peer`: PX4's stream of its own largest log in `../shared/testdata/ulog/` (its chunks
+//!   as the simulated PX4 sends them, acks answered, recorded once), fed to a session the same
+//!   way: the receive rate of a PX4 stream in the same run, and ArduPilot's CPU time per MB
+//!   as a share of PX4's.
+//!
 //! Best of 5 runs for ours, of 3 for DFReader. Run: `cargo bench --bench dataflash`.
 
 use std::path::{Path, PathBuf};
@@ -117,6 +122,79 @@ fn receive(frames: &[Vec<u8>]) -> u64 {
     out
 }
 
+/// PX4's datagrams for the largest real ULog log: the simulated PX4 streaming it to a session
+/// (acks answered), every datagram it sent recorded.
+fn px4_datagrams() -> Option<(f64, Vec<Vec<u8>>)> {
+    use ulog_recv::sim::{SimVehicle, VehicleConfig, chunk_log};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/ulog");
+    let largest = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))?;
+    let file = std::fs::read(&largest).ok()?;
+    let log = chunk_log(&file, 0).ok()?;
+    let mb = log.stream.len() as f64 / 1e6;
+    let config = VehicleConfig {
+        link_rate: None,
+        sd_log: false,
+        ..VehicleConfig::default()
+    };
+    let mut now = Instant::now();
+    let mut vehicle = SimVehicle::new(log, config, now, std::time::SystemTime::now());
+    let mut session = Session::new(SessionConfig::default(), now);
+    let mut sent = Vec::new();
+    let mut turns = 0u32;
+    while !vehicle.finished() {
+        turns += 1;
+        if turns > 10_000_000 {
+            eprintln!("PX4 peer: the simulated PX4 never finished streaming");
+            return None;
+        }
+        loop {
+            let mut moved = false;
+            while let Some(f) = vehicle.poll_transmit() {
+                session.handle_datagram(&f, now);
+                sent.push(f);
+                moved = true;
+            }
+            while let Some(f) = session.poll_transmit() {
+                vehicle.handle_bytes(&f, now);
+                moved = true;
+            }
+            while session.poll_event().is_some() {}
+            if !moved {
+                break;
+            }
+        }
+        let next = [vehicle.poll_timeout(), session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()?;
+        now = now.max(next);
+        vehicle.handle_timeout(now);
+        session.handle_timeout(now);
+    }
+    Some((mb, sent))
+}
+
+/// Every recorded datagram through a fresh session; the log bytes out.
+fn receive_px4(frames: &[Vec<u8>]) -> u64 {
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig::default(), t0);
+    let mut out = 0u64;
+    for f in frames {
+        s.handle_datagram(f, t0);
+        while s.poll_transmit().is_some() {}
+        while let Some(e) = s.poll_event() {
+            if let Event::LogBytes(b) = e {
+                out += b.len() as u64;
+            }
+        }
+    }
+    out
+}
+
 /// DFReader's best time to read every message of `path`, if the project's virtualenv is there.
 fn dfreader_seconds(path: &Path) -> Option<f64> {
     let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
@@ -138,10 +216,20 @@ fn dfreader_seconds(path: &Path) -> Option<f64> {
 }
 
 fn main() {
+    let px4 = px4_datagrams().map(|(mb, frames)| {
+        let mut received = 0;
+        let t = best(5, || received = receive_px4(&frames));
+        assert!(received as f64 >= mb * 1e6 * 0.99, "{received} bytes out");
+        mb / t.as_secs_f64()
+    });
+    match px4 {
+        Some(rate) => println!("PX4 peer: a PX4 stream received at {rate:.0} MB/s\n"),
+        None => println!("PX4 peer: no log in ../shared/testdata/ulog\n"),
+    }
     println!(
-        "| log | MB | receive MB/s | × a 921600-baud link | decode MB/s | DFReader s | decode time / DFReader's |"
+        "| log | MB | receive MB/s | × a 921600-baud link | CPU per MB / PX4's | decode MB/s | DFReader s | decode time / DFReader's |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for path in logs() {
         let log = std::fs::read(&path).unwrap();
         let mb = log.len() as f64 / 1e6;
@@ -164,9 +252,10 @@ fn main() {
         let receive_rate = mb / t_receive.as_secs_f64();
         let dfreader = dfreader_seconds(&path);
         println!(
-            "| {} | {mb:.1} | {receive_rate:.0} | {:.0} | {:.0} | {} | {} |",
+            "| {} | {mb:.1} | {receive_rate:.0} | {:.0} | {} | {:.0} | {} | {} |",
             path.file_name().unwrap().to_string_lossy(),
             receive_rate * 1e6 / FASTEST_LINK,
+            px4.map_or("-".to_owned(), |r| format!("{:.2}", r / receive_rate)),
             mb / t_decode.as_secs_f64(),
             dfreader.map_or("no .venv".to_owned(), |s| format!("{s:.2}")),
             dfreader.map_or("-".to_owned(), |s| format!(

@@ -11,8 +11,9 @@
 //! A password tried without a token is not checked at all: the answer (429, with when to try
 //! again) says nothing of it. An address that never guessed wrong is not held back by the
 //! others' guesses, so the operator with the right password gets in at once during an attack
-//! from elsewhere. At one guess every 10 s, a list of ten million common passwords takes over
-//! three years.
+//! from elsewhere; the price is that each address's first wrong password in
+//! [`SUSPECT_FOR`] is always checked. At one guess every 10 s, a list of ten million common
+//! passwords takes over three years; each further address adds a guess an hour.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
