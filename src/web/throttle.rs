@@ -153,7 +153,8 @@ impl Throttle {
         };
         if let Some(retry_after) = refused {
             self.pending.refused += 1;
-            if !c.said {
+            // Said once per address it remembers (the rest are in the minute's sum).
+            if !c.said && remembered {
                 c.said = true;
                 tracing::warn!(
                     client = %client,
