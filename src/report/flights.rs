@@ -19,6 +19,8 @@ pub struct FlightRow {
     pub started_utc: String,
     pub system_id: u8,
     pub component_id: u8,
+    /// The format of its splits: `ulog` (a PX4's) or `dataflash` (an ArduPilot's).
+    pub log_format: crate::autopilot::LogFormat,
     /// Over: its last split is closed (false: still recording).
     pub closed: bool,
     /// Log time from the first sample to the last, seconds.
@@ -124,6 +126,7 @@ impl FlightRow {
             started_utc: manifest.started_utc.clone(),
             system_id: manifest.system_id,
             component_id: manifest.component_id,
+            log_format: manifest.log_format,
             closed: manifest.closed,
             duration_s,
             size_bytes: manifest.all_splits().map(|s| s.summary.bytes).sum(),

@@ -67,6 +67,8 @@ pub struct LinkView {
 pub struct VehicleView {
     pub system_id: u8,
     pub component_id: u8,
+    /// Whose log stream it speaks: `px4` or `ardupilot`.
+    pub autopilot: &'static str,
     /// Unknown until its first HEARTBEAT says.
     pub armed: Option<bool>,
     /// Seconds since a frame of the link last came in.
@@ -149,12 +151,13 @@ impl LiveState {
             Event::VehicleFound {
                 system_id,
                 component_id,
-                ..
+                autopilot,
             } => {
                 self.last_heard = Some(now);
                 self.view.vehicle = Some(VehicleView {
                     system_id: *system_id,
                     component_id: *component_id,
+                    autopilot: autopilot.name(),
                     ..VehicleView::default()
                 });
             }
@@ -408,6 +411,7 @@ mod tests {
         let view = live.view(t1 + std::time::Duration::from_secs(3));
         let vehicle = view.vehicle.expect("vehicle");
         assert_eq!((vehicle.system_id, vehicle.armed), (1, Some(true)));
+        assert_eq!(vehicle.autopilot, "px4");
         assert_eq!(vehicle.last_heard_s_ago, 3.0);
         assert_eq!(view.link.log_bytes_per_s, 10_000.0);
         assert_eq!(view.link.loss_percent, 10.0);

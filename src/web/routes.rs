@@ -272,6 +272,10 @@ async fn flight(State(served): State<Shared>, Path(id): Path<String>) -> Respons
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
+    if let Some(row) = served.flights.row(&id).filter(is_dataflash) {
+        // Its line, its files and its actions; the report (read from ULog) is not for it.
+        return json(&serde_json::json!({"flight": row, "report": null}));
+    }
     let report = tokio::task::spawn_blocking(move || SessionReport::read(&dir)).await;
     match (report, served.flights.row(&id)) {
         (Ok(Ok(report)), Some(row)) => json(&serde_json::json!({"flight": row, "report": report})),
@@ -300,6 +304,9 @@ async fn signals(
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
+    if served.flights.row(&id).is_some_and(|r| is_dataflash(&r)) {
+        return not_for_dataflash("plots");
+    }
     let read = tokio::task::spawn_blocking(move || {
         let flight = crate::export::flight::open(&dir, &Default::default())?;
         crate::export::signals::read(&*flight, &ask)
@@ -332,6 +339,9 @@ async fn download(
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
+    if served.flights.row(&id).is_some_and(|r| is_dataflash(&r)) {
+        return not_for_dataflash("a .ulg or .mcap download");
+    }
     if !plain_files(&dir) {
         return json_error(
             StatusCode::NOT_FOUND,
@@ -405,6 +415,19 @@ async fn events(
         .chain(changes)
         .map(|c| Ok(SseEvent::default().event(c.kind).data(&*c.json)));
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// An ArduPilot flight (DataFlash splits).
+fn is_dataflash(row: &crate::report::flights::FlightRow) -> bool {
+    row.log_format == crate::autopilot::LogFormat::DataFlash
+}
+
+/// 422: what was asked reads ULog, and the flight is an ArduPilot's.
+fn not_for_dataflash(what: &str) -> Response {
+    json_error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &format!("{what}: not for an ArduPilot flight yet (its .bin splits are in its files)"),
+    )
 }
 
 fn no_flight() -> Response {

@@ -63,7 +63,8 @@ function renderStatus(s) {
   const v = s.vehicle;
   if (v) {
     const armed = v.armed == null ? "armed state unknown" : v.armed ? "ARMED" : "disarmed";
-    setCard("vehicle", "sysid " + v.system_id + ", " + armed,
+    const autopilot = { px4: "PX4", ardupilot: "ArduPilot" }[v.autopilot] || v.autopilot;
+    setCard("vehicle", "sysid " + v.system_id + " (" + autopilot + "), " + armed,
       "component " + v.component_id + ", heard " + v.last_heard_s_ago.toFixed(0) + " s ago",
       v.last_heard_s_ago > 5 ? "warn" : null);
   } else {
@@ -136,6 +137,9 @@ function bucketCell(f) {
 }
 
 function reviewCell(f) {
+  if (f.log_format === "dataflash") {
+    return el("span", { className: "muted", textContent: "not for ArduPilot", title: "Flight Review reads PX4's ULog logs only" });
+  }
   const r = f.uploads.flight_review;
   if (!r) return el("span", { className: "muted", textContent: "—" });
   if (/^https?:\/\//.test(r)) return el("a", { href: r, textContent: "open", target: "_blank", rel: "noopener" });
@@ -143,6 +147,14 @@ function reviewCell(f) {
 }
 
 function downloads(f) {
+  if (f.log_format === "dataflash") {
+    // An ArduPilot flight: its .bin splits, each of which opens alone.
+    const first = f.splits[0];
+    if (!first) return el("span", { className: "muted", textContent: "—" });
+    return el("span", {},
+      el("a", { href: "api/flights/" + encodeURIComponent(f.id) + "/files/" + encodeURIComponent(first.file), textContent: ".bin", className: "dl-bin" }),
+      f.splits.length > 1 ? el("span", { className: "muted", textContent: " +" + (f.splits.length - 1) + " in its view" }) : "");
+  }
   const base = "api/flights/" + encodeURIComponent(f.id) + "/download?format=";
   return el("span", {},
     el("a", { href: base + "ulg", textContent: ".ulg", className: "dl-ulg" }), " ",
@@ -161,7 +173,7 @@ function renderFlights() {
     };
     const tr = el("tr", {},
       td("start", "Start", startCell(f.started_utc)),
-      td("vehicle", "Vehicle", "sysid " + f.system_id),
+      td("vehicle", "Vehicle", "sysid " + f.system_id + (f.log_format === "dataflash" ? " · ArduPilot" : "")),
       td("duration", "Duration", seconds(f.duration_s)),
       td("size", "Size", bytes(f.size_bytes)),
       td("stream", "Stream", streamCell(f)),
@@ -248,6 +260,7 @@ async function showFlight(id, replot = false) {
   $("flight").hidden = false;
   $("flight").dataset.id = id;
   $("flight-title").textContent = started(f.started_utc);
+  if (!report) return showFlightFiles(id, f);
   const s = report.session, log = report.flight;
   const from = log.start_timestamp, to = Math.max(log.last_timestamp, from + 1);
   const at = (us) => Math.min(100, Math.max(0, (100 * (us - from)) / (to - from)));
@@ -287,6 +300,30 @@ async function showFlight(id, replot = false) {
     " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));
   $("flight-delete").disabled = !f.closed;
   $("flight-fill").hidden = !(offered.fill && f.closed);
+  $("flight-upload").hidden = !(offered.upload && f.closed && !f.uploads.complete);
+}
+
+// An ArduPilot flight's view: its line's facts, its files and its actions; the timeline, the
+// plots and the fill read PX4's ULog and are not for it yet.
+function showFlightFiles(id, f) {
+  $("timeline").replaceChildren();
+  $("plots").replaceChildren(el("p", { className: "muted", textContent: "Plots: not for an ArduPilot flight yet." }));
+  plotted = null;
+  const facts = [
+    ["Vehicle", "sysid " + f.system_id + ", component " + f.component_id + ", ArduPilot"],
+    ["Duration", seconds(f.duration_s)],
+    ["Size", bytes(f.size_bytes) + " in " + f.splits.length + " splits" + (f.closed ? "" : " (still recording)")],
+    ["As received", f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost"],
+    ["Bucket", bucketCell(f).textContent],
+    ["Flight Review", "not for ArduPilot logs"],
+  ];
+  $("flight-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: v })]));
+  $("flight-findings").replaceChildren(el("li", { className: "muted", textContent: "none" }));
+  $("flight-files").replaceChildren(...f.splits.map((sp) => el("li", {},
+    el("a", { href: "api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
+    " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));
+  $("flight-delete").disabled = !f.closed;
+  $("flight-fill").hidden = true;
   $("flight-upload").hidden = !(offered.upload && f.closed && !f.uploads.complete);
 }
 

@@ -267,3 +267,35 @@ pub fn compare_live(py: &Path, lines: &Path, splits: &[PathBuf]) -> serde_json::
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// An ArduPilot session in `logs`, closed: ArduPilot's own hover log
+/// (`../shared/testdata/bin/sitl_copter_hover.bin`) written through the store in 20 s splits,
+/// as the daemon writes a stream. `None` (said loudly; CI fails) without the log.
+pub fn write_bin_session(logs: &Path) -> Option<PathBuf> {
+    use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
+    let log = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/testdata/bin/sitl_copter_hover.bin");
+    let Ok(bytes) = std::fs::read(&log) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} missing: CI must run the ArduPilot session checks",
+            log.display()
+        );
+        eprintln!("\n!!! SKIPPED: no {} !!!\n", log.display());
+        return None;
+    };
+    let mut options = StoreOptions::new(logs.to_path_buf());
+    options.policy = SplitPolicy {
+        max_duration_us: Some(20_000_000),
+        ..SplitPolicy::unlimited()
+    };
+    let mut store = LogStore::open(options).unwrap();
+    let started = std::time::SystemTime::now() - Duration::from_secs(3600);
+    store
+        .begin_log((1, 1), started, ulog_recv::autopilot::LogFormat::DataFlash)
+        .unwrap();
+    for piece in bytes.chunks(4000) {
+        store.write(piece).unwrap();
+    }
+    Some(store.end_log().unwrap().expect("a session"))
+}

@@ -178,7 +178,7 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         .await;
         let id = id.as_str().unwrap().to_owned();
         until(&client, "its dropouts as they happen", &format!("const t = (function(){{{}}})(); return t && t.includes('dropouts');", cell(&id, "stream"))).await;
-        until(&client, "the vehicle in the status bar", "return document.getElementById('vehicle').textContent.startsWith('sysid 1');").await;
+        until(&client, "the vehicle in the status bar", "return document.getElementById('vehicle').textContent.startsWith('sysid 1 (PX4)');").await;
         until(&client, "the disk in the status bar", "return document.getElementById('disk').textContent.endsWith('B');").await;
         until(&client, "streaming in the status bar", "return document.getElementById('logging').textContent === 'streaming';").await;
         screenshot(&client, "01-streaming.png").await;
@@ -312,7 +312,9 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         assert_eq!(icon, json!("assets/icon.svg"));
 
         // A daemon that uploads nothing: a flight it records is not "pending" for a bucket.
+        // And an ArduPilot flight beside the PX4 ones.
         assert!(daemon.terminate().success());
+        let ardupilot = crate::common::ardupilot::write_bin_session(&logs).map(|s| s.file_name().unwrap().to_string_lossy().into_owned());
         let (again, udp, addr) = super::daemon(&logs, &free_http_port(), &[]);
         daemon = again;
         let (mut sim, _sim_lines) = stream_again(&flight, udp, &["--link-rate", "40000"]);
@@ -320,6 +322,15 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         client.goto(&format!("http://{addr}/")).await.unwrap();
         let bucket = until(&client, "a flight recorded without uploads", "const r = document.querySelector('tr[data-closed=\"false\"] td.bucket'); return r && r.textContent;").await;
         assert_eq!(bucket, json!("off"));
+        if let Some(id) = ardupilot {
+            let row = until(&client, "the ArduPilot flight", &format!("const r = document.querySelector('tr[data-id=\"{id}\"]'); return r && [r.querySelector('.vehicle').textContent, r.querySelector('.review').textContent, !!r.querySelector('a.dl-bin'), !!r.querySelector('a.dl-ulg')];")).await;
+            assert_eq!(row, json!(["sysid 1 · ArduPilot", "not for ArduPilot", true, false]));
+            click(&client, &format!("tr[data-id=\"{id}\"] td.start")).await;
+            let view = until(&client, "its view", "const f = document.getElementById('flight'); const p = document.getElementById('plots').textContent; return !f.hidden && p.includes('ArduPilot') && [document.getElementById('flight-facts').textContent, document.querySelectorAll('#flight-files li').length];").await;
+            assert!(view[0].as_str().unwrap().contains("not for ArduPilot logs"), "{view}");
+            assert!(view[1].as_u64().unwrap() >= 3, "{view}");
+            screenshot(&client, "06-ardupilot.png").await;
+        }
         client.close().await.unwrap();
     });
     assert!(daemon.terminate().success());

@@ -4,6 +4,7 @@
 //! a real browser, Debian's chromium driven over WebDriver ([`browser`]).
 
 mod api;
+mod ardupilot;
 mod browser;
 mod guessing;
 mod security;
