@@ -7,6 +7,8 @@
 //!   gives up) and nothing else meanwhile, PX4's rate limiter (70 % of the link rate, per
 //!   100 ms), the STOP handshake with post-flight data, signing, a new header time for every
 //!   new log; seeded loss, duplication, reordering, uplink (ack) loss and outages.
+//! - [`impaired`]: the vehicle's side of an impaired link (loss, duplication, reordering,
+//!   uplink loss, outages), from one seeded RNG.
 //! - [`ftp_server`]: the vehicle's MAVLink FTP server over its SD card's log (the file it
 //!   streams, with the post-flight data), one session at a time, bursts of ~35 KB, as PX4's.
 //! - [`chunker`]: cuts a `.ulg` into chunks the way PX4 does (reliable sections, the
@@ -27,6 +29,7 @@ pub mod chunker;
 pub mod config;
 pub mod faults;
 pub mod ftp_server;
+pub mod impaired;
 pub mod synth;
 pub mod vehicle;
 

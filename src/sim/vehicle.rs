@@ -41,11 +41,9 @@ use crate::link::ftp::FtpPayload;
 use crate::link::signing::{Check, Signer, timestamp_at};
 use crate::sim::chunker::{ChunkedLog, LogChunk, StopUndo};
 use crate::sim::config::{MIN_LINK_RATE, VehicleConfig, VehicleStats};
+use crate::sim::impaired::ImpairedLink;
 use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
 
-/// The longest a reordered frame is held back (a link reorders within milliseconds, however
-/// few frames follow, e.g. while the vehicle waits for an ack).
-const MAX_REORDER_DELAY: Duration = Duration::from_millis(20);
 
 /// Wire bytes of a full FILE_TRANSFER_PROTOCOL frame.
 const FTP_WIRE_BYTES: f64 = 266.0;
@@ -84,7 +82,6 @@ pub struct SimVehicle {
     first_header_time: u64,
     /// How to put the log back as loaded after a STOP cut it (for the next stream).
     stop_undo: Option<StopUndo>,
-    rng: fastrand::Rng,
     frames: FrameDecoder,
     signer: Option<Signer>,
     stream: Stream,
@@ -101,10 +98,8 @@ pub struct SimVehicle {
     next_slot: Instant,
     next_heartbeat: Option<Instant>,
     tx_sequence: u8,
-    out: VecDeque<Vec<u8>>,
-    /// Frames held back by the reordering impairment, with the frames still to pass them and
-    /// the latest time they go out anyway.
-    delayed: Vec<(usize, Instant, Vec<u8>)>,
+    /// The link between it and the receiver, impaired as configured.
+    link: ImpairedLink,
     /// Per chunk of the current stream: it went through the link at least once.
     arrived: Vec<bool>,
     ack_round_trips: Vec<Duration>,
@@ -137,7 +132,7 @@ impl SimVehicle {
             ftp: FtpServer::new(files),
             ftp_out: VecDeque::new(),
             ftp_slot: now,
-            rng: fastrand::Rng::with_seed(config.seed),
+            link: ImpairedLink::new(config.impairment, config.seed, now),
             config,
             arrived: vec![false; log.chunks.len()],
             first_header_time: u64::from_le_bytes(log.stream[8..16].try_into().expect("8 bytes")),
@@ -154,15 +149,17 @@ impl SimVehicle {
             next_slot: now,
             next_heartbeat: Some(now),
             tx_sequence: 0,
-            out: VecDeque::new(),
-            delayed: Vec::new(),
             ack_round_trips: Vec::new(),
             stats: VehicleStats::default(),
         }
     }
 
     pub fn stats(&self) -> VehicleStats {
-        self.stats
+        VehicleStats {
+            frames_sent: self.link.frames_sent,
+            frames_dropped: self.link.frames_dropped,
+            ..self.stats
+        }
     }
 
     /// The log being streamed (after a restart, its header carries the new start time;
@@ -198,8 +195,7 @@ impl SimVehicle {
         self.stream = Stream::Idle;
         self.stopping = false;
         self.down_until = Some(now + downtime);
-        self.out.clear();
-        self.delayed.clear();
+        self.link.clear();
     }
 
     /// The SD card's log as the FTP server serves it: its path and bytes (the file as loaded,
@@ -214,7 +210,7 @@ impl SimVehicle {
 
     /// The next frame on the wire to the receiver.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.out.pop_front()
+        self.link.poll_transmit()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work.
@@ -233,7 +229,7 @@ impl SimVehicle {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let t = match (t, self.delayed.iter().map(|d| d.1).min()) {
+        let t = match (t, self.link.next_release()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -247,11 +243,8 @@ impl SimVehicle {
     pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) {
         self.frames.push(bytes);
         while let Some(frame) = self.frames.next_frame() {
-            if self.is_down(now)
-                || self.in_outage(now)
-                || self.chance(self.config.impairment.uplink_loss)
-            {
-                self.stats.frames_dropped += 1;
+            let cut = self.is_down(now) || self.cut_off();
+            if self.link.lost_inbound(now, cut) {
                 continue;
             }
             if !self.authentic(&frame, now) {
@@ -291,7 +284,7 @@ impl SimVehicle {
             return;
         }
         self.down_until = None;
-        self.release_delayed(Some(now));
+        self.link.release(Some(now));
         self.send_ftp(now);
         if self.next_heartbeat.is_none_or(|t| t <= now) {
             self.send(self.heartbeat(now), now);
@@ -523,7 +516,7 @@ impl SimVehicle {
             }
             Some(_) => self.send_unacked(index, now),
             None if self.stopping => {
-                self.flush_delayed();
+                self.link.flush();
                 self.stopping = false;
                 self.stream = Stream::Idle;
                 self.stats.stops_completed += 1;
@@ -534,7 +527,7 @@ impl SimVehicle {
                 );
             }
             None => {
-                self.flush_delayed();
+                self.link.flush();
                 self.stream = Stream::Finished;
             }
         }
@@ -627,91 +620,29 @@ impl SimVehicle {
             Some(signer) => signer.sign(header, &message, now, &mut frame),
             None => encode(header, &message, &mut frame),
         }
-        let imp = self.config.impairment;
-        if self.in_outage(now) || self.chance(imp.loss) {
-            self.stats.frames_dropped += 1;
-            return false;
-        }
-        let copies = if self.chance(imp.duplicate) { 2 } else { 1 };
-        for copy in 1..=copies {
-            let frame = if copy == copies {
-                std::mem::take(&mut frame)
-            } else {
-                frame.clone()
-            };
-            if imp.reorder_depth > 0 && self.chance(imp.reorder) {
-                let behind = self.rng.usize(1..=imp.reorder_depth);
-                self.delayed.push((behind, now + MAX_REORDER_DELAY, frame));
-            } else {
-                self.push_out(frame);
-            }
-        }
-        true
-    }
-
-    /// Sends a frame; frames held back are released once enough have passed them.
-    fn push_out(&mut self, frame: Vec<u8>) {
-        self.out.push_back(frame);
-        self.stats.frames_sent += 1;
-        for d in &mut self.delayed {
-            d.0 = d.0.saturating_sub(1);
-        }
-        self.release_delayed(None);
-    }
-
-    /// Releases the held-back frames that enough frames passed, or whose time is up at `now`.
-    fn release_delayed(&mut self, now: Option<Instant>) {
-        let mut i = 0;
-        while i < self.delayed.len() {
-            let (behind, until, _) = &self.delayed[i];
-            if *behind == 0 || now.is_some_and(|n| n >= *until) {
-                let (_, _, f) = self.delayed.swap_remove(i);
-                self.out.push_back(f);
-                self.stats.frames_sent += 1;
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    fn flush_delayed(&mut self) {
-        for (_, _, f) in self.delayed.drain(..) {
-            self.out.push_back(f);
-            self.stats.frames_sent += 1;
-        }
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.rng.f64() < p
+        let cut = self.cut_off();
+        self.link.send(frame, now, cut)
     }
 
     fn is_down(&self, now: Instant) -> bool {
         self.down_until.is_some_and(|t| now < t)
     }
 
-    fn in_outage(&self, now: Instant) -> bool {
-        let imp = &self.config.impairment;
-        if let Some(share) = imp.lost_from {
-            let reached = |index: usize| index as f64 >= share * self.log.chunks.len() as f64;
-            let lost = match self.stream {
-                Stream::Acked { index, .. } | Stream::Unacked { index, .. } => {
-                    self.postflight_from.is_none() && reached(index)
-                }
-                Stream::Finished => imp.lost_for_good,
-                Stream::Idle => imp.lost_for_good && self.stats.starts > 0,
-            };
-            if lost {
-                return true;
+    /// The link is lost for good or until the landing ([`Impairment::lost_from`]).
+    ///
+    /// [`Impairment::lost_from`]: crate::sim::Impairment::lost_from
+    fn cut_off(&self) -> bool {
+        let imp = self.link.impairment();
+        let Some(share) = imp.lost_from else {
+            return false;
+        };
+        let reached = |index: usize| index as f64 >= share * self.log.chunks.len() as f64;
+        match self.stream {
+            Stream::Acked { index, .. } | Stream::Unacked { index, .. } => {
+                self.postflight_from.is_none() && reached(index)
             }
-        }
-        let epoch = self.epoch;
-        match imp.outage_every {
-            Some(every) if !every.is_zero() => {
-                let t = now.duration_since(epoch).as_nanos() % every.as_nanos();
-                // The first period starts with a clear link.
-                now.duration_since(epoch) >= every && t < imp.outage_len.as_nanos()
-            }
-            _ => false,
+            Stream::Finished => imp.lost_for_good,
+            Stream::Idle => imp.lost_for_good && self.stats.starts > 0,
         }
     }
 }
