@@ -16,6 +16,11 @@ const STARTUP: &[&str] = &["FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "MSG"];
 /// Most startup text messages kept.
 const MAX_STARTUP_TEXTS: usize = 64;
 
+/// True for a type of the log's startup records (FMT, FMTU, UNIT, MULT, PARM, VER, MSG).
+pub fn is_startup(name: &str) -> bool {
+    STARTUP.contains(&name)
+}
+
 /// Records kept by a key field, each at its latest value, in first-seen order.
 #[derive(Debug, Default, Clone)]
 struct Keyed {

@@ -1,10 +1,12 @@
-//! The simulated vehicle's shell (tokio): runs a sans-IO [`SimVehicle`] on a [`Link`], in real
-//! time. What `ulog-recv sim`, the demo and the load benchmark run.
+//! The simulated vehicle's shell (tokio): runs a sans-IO simulated autopilot ([`SimVehicle`],
+//! a PX4; [`SimArduPilot`], an ArduPilot) on a [`Link`], in real time. What `ulog-recv sim`,
+//! the demo and the load benchmark run.
 
 use std::time::{Duration, Instant};
 
 use crate::shell::transport::{Link, Received};
-use crate::sim::{ChunkedLog, SimVehicle, VehicleConfig, VehicleStats};
+use crate::sim::ardupilot::{ArduPilotConfig, ArduPilotStats, SimArduPilot};
+use crate::sim::{ChunkedLog, SimVehicle, Simulated, VehicleConfig, VehicleStats};
 
 /// How the simulator runs.
 #[derive(Debug, Clone)]
@@ -46,9 +48,10 @@ pub struct SimReport {
     pub send_failures: u64,
 }
 
-/// Runs the vehicle on `link` until `shutdown` completes (or, with `once`, the log is out).
+/// Runs a simulated PX4 on `link` until `shutdown` completes (or, with `once`, the log is
+/// out).
 pub async fn run(
-    mut link: Link,
+    link: Link,
     log: ChunkedLog,
     config: VehicleConfig,
     options: SimOptions,
@@ -56,6 +59,37 @@ pub async fn run(
 ) -> std::io::Result<SimReport> {
     let start = Instant::now();
     let mut vehicle = SimVehicle::new(log, config, start, std::time::SystemTime::now());
+    let (finished_at, send_failures) = drive(link, &mut vehicle, options, shutdown).await?;
+    Ok(SimReport {
+        stats: vehicle.stats(),
+        ack_round_trips: vehicle.ack_round_trips().to_vec(),
+        streamed_in: finished_at.map(|t| t - start),
+        send_failures,
+    })
+}
+
+/// Runs a simulated ArduPilot with `log` (a `.bin` file's bytes) on `link`, as [`run`] runs
+/// a PX4; its counters at the end.
+pub async fn run_ardupilot(
+    link: Link,
+    log: Vec<u8>,
+    config: ArduPilotConfig,
+    options: SimOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<ArduPilotStats> {
+    let mut vehicle = SimArduPilot::new(log, config, Instant::now());
+    drive(link, &mut vehicle, options, shutdown).await?;
+    Ok(vehicle.stats())
+}
+
+/// Drives `vehicle` on `link` in real time; when the whole log went out, and the frames the
+/// OS refused to send.
+async fn drive(
+    mut link: Link,
+    vehicle: &mut impl Simulated,
+    options: SimOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<(Option<Instant>, u64)> {
     let mut buf = Vec::with_capacity(crate::shell::transport::MAX_READ);
     let mut write = Vec::with_capacity(options.max_write.max(300));
     let mut finished_at: Option<Instant> = None;
@@ -67,7 +101,7 @@ pub async fn run(
             // Work is due already (a fast stream): no trip through the timer wheel, whose
             // resolution is a millisecond; only a look at what arrived.
             while let Some(r) = link.try_recv(&mut buf) {
-                receive(&mut vehicle, &mut link, &buf, r);
+                receive(vehicle, &mut link, &buf, r);
             }
             vehicle.handle_timeout(now);
             tokio::task::yield_now().await;
@@ -80,9 +114,9 @@ pub async fn run(
                 biased;
                 _ = &mut shutdown => break,
                 r = link.recv(&mut buf) => {
-                    receive(&mut vehicle, &mut link, &buf, r?);
+                    receive(vehicle, &mut link, &buf, r?);
                     while let Some(r) = link.try_recv(&mut buf) {
-                        receive(&mut vehicle, &mut link, &buf, r);
+                        receive(vehicle, &mut link, &buf, r);
                     }
                 }
                 _ = tokio::time::sleep_until(wake) => vehicle.handle_timeout(Instant::now()),
@@ -105,7 +139,7 @@ pub async fn run(
         }
         if vehicle.finished() && finished_at.is_none() {
             tracing::info!(
-                chunks = vehicle.stats().chunks_sent,
+                chunks = vehicle.sent(),
                 "the whole log was sent; streaming on until a STOP"
             );
             finished_at = Some(Instant::now());
@@ -113,7 +147,7 @@ pub async fn run(
                 n.notify_one();
             }
         }
-        let stopped = !vehicle.streaming() && vehicle.stats().stops_completed > 0;
+        let stopped = vehicle.stopped();
         if options.once && (stopped || finished_at.is_some_and(|t| t.elapsed() >= options.linger)) {
             break;
         }
@@ -122,17 +156,12 @@ pub async fn run(
     while let Some(frame) = vehicle.poll_transmit() {
         link.send(&frame).await;
     }
-    Ok(SimReport {
-        stats: vehicle.stats(),
-        ack_round_trips: vehicle.ack_round_trips().to_vec(),
-        streamed_in: finished_at.map(|t| t - start),
-        send_failures: link.send_failures(),
-    })
+    Ok((finished_at, link.send_failures()))
 }
 
 /// Hands one received read to the vehicle. A listening link answers whoever speaks MAVLink to
 /// it: the simulator trusts its receiver.
-fn receive(vehicle: &mut SimVehicle, link: &mut Link, buf: &[u8], r: Received) {
+fn receive(vehicle: &mut impl Simulated, link: &mut Link, buf: &[u8], r: Received) {
     let now = Instant::now();
     vehicle.handle_bytes(&buf[..r.len], now);
     link.datagram_checked(r, true, now);

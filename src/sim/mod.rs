@@ -9,6 +9,10 @@
 //!   new log; seeded loss, duplication, reordering, uplink (ack) loss and outages.
 //! - [`impaired`]: the vehicle's side of an impaired link (loss, duplication, reordering,
 //!   uplink loss, outages), from one seeded RNG.
+//! - [`ardupilot`]: [`SimArduPilot`](ardupilot::SimArduPilot), an ArduPilot that streams a
+//!   `.bin` log as `AP_Logger`'s MAVLink backend does: 200-byte blocks acked one by one,
+//!   resent after 100 ms and on a NACK, a buffer that drops at the source, the 10 s client
+//!   timeout, a restart at seqno 0 with the startup records.
 //! - [`ftp_server`]: the vehicle's MAVLink FTP server over its SD card's log (the file it
 //!   streams, with the post-flight data), one session at a time, bursts of ~35 KB, as PX4's.
 //! - [`chunker`]: cuts a `.ulg` into chunks the way PX4 does (reliable sections, the
@@ -25,6 +29,7 @@
 //! never does. It may use the engine ([`crate::ulog`]) and the link's framing and signing
 //! ([`crate::link`]); its tokio loop is in the shell ([`crate::shell::simulator`]).
 
+pub mod ardupilot;
 pub mod chunker;
 pub mod config;
 pub mod faults;
@@ -36,3 +41,66 @@ pub mod vehicle;
 pub use chunker::{CHUNK_DATA_LEN, ChunkedLog, LogChunk, chunk_log};
 pub use config::{Impairment, MIN_LINK_RATE, VehicleConfig, VehicleStats};
 pub use vehicle::SimVehicle;
+
+/// A simulated autopilot as the simulator's shell drives it: bytes and `now` in, frames and
+/// the next time it has work out.
+pub trait Simulated {
+    fn handle_bytes(&mut self, bytes: &[u8], now: std::time::Instant);
+    fn handle_timeout(&mut self, now: std::time::Instant);
+    fn poll_transmit(&mut self) -> Option<Vec<u8>>;
+    fn poll_timeout(&self) -> Option<std::time::Instant>;
+    /// The whole log went out (the stream may still be on, as a vehicle's is).
+    fn finished(&self) -> bool;
+    /// The receiver ended the stream.
+    fn stopped(&self) -> bool;
+    /// Chunks or blocks of the log sent so far (each once).
+    fn sent(&self) -> u64;
+}
+
+impl Simulated for SimVehicle {
+    fn handle_bytes(&mut self, bytes: &[u8], now: std::time::Instant) {
+        SimVehicle::handle_bytes(self, bytes, now)
+    }
+    fn handle_timeout(&mut self, now: std::time::Instant) {
+        SimVehicle::handle_timeout(self, now)
+    }
+    fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        SimVehicle::poll_transmit(self)
+    }
+    fn poll_timeout(&self) -> Option<std::time::Instant> {
+        SimVehicle::poll_timeout(self)
+    }
+    fn finished(&self) -> bool {
+        SimVehicle::finished(self)
+    }
+    fn stopped(&self) -> bool {
+        !self.streaming() && self.stats().stops_completed > 0
+    }
+    fn sent(&self) -> u64 {
+        self.stats().chunks_sent
+    }
+}
+
+impl Simulated for ardupilot::SimArduPilot {
+    fn handle_bytes(&mut self, bytes: &[u8], now: std::time::Instant) {
+        ardupilot::SimArduPilot::handle_bytes(self, bytes, now)
+    }
+    fn handle_timeout(&mut self, now: std::time::Instant) {
+        ardupilot::SimArduPilot::handle_timeout(self, now)
+    }
+    fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        ardupilot::SimArduPilot::poll_transmit(self)
+    }
+    fn poll_timeout(&self) -> Option<std::time::Instant> {
+        ardupilot::SimArduPilot::poll_timeout(self)
+    }
+    fn finished(&self) -> bool {
+        ardupilot::SimArduPilot::finished(self)
+    }
+    fn stopped(&self) -> bool {
+        !self.streaming() && self.stats().stops > 0
+    }
+    fn sent(&self) -> u64 {
+        self.stats().blocks_sent
+    }
+}

@@ -41,9 +41,8 @@ use crate::link::ftp::FtpPayload;
 use crate::link::signing::{Check, Signer, timestamp_at};
 use crate::sim::chunker::{ChunkedLog, LogChunk, StopUndo};
 use crate::sim::config::{MIN_LINK_RATE, VehicleConfig, VehicleStats};
-use crate::sim::impaired::ImpairedLink;
 use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
-
+use crate::sim::impaired::ImpairedLink;
 
 /// Wire bytes of a full FILE_TRANSFER_PROTOCOL frame.
 const FTP_WIRE_BYTES: f64 = 266.0;

@@ -52,6 +52,31 @@ pub(crate) async fn sim(
     Ok(())
 }
 
+/// `ulog-recv sim FILE.bin`: a simulated ArduPilot streams the log.
+pub(crate) async fn sim_ardupilot(
+    file: Vec<u8>,
+    spec: LinkSpec,
+    config: ulog_recv::sim::ardupilot::ArduPilotConfig,
+    once: bool,
+) -> anyhow::Result<()> {
+    let link = Link::open(&spec).await?;
+    eprintln!(
+        "ulog-recv sim: ArduPilot {} on {spec}, {} bytes of log to stream",
+        config.system_id,
+        file.len()
+    );
+    let options = SimOptions {
+        once,
+        ..SimOptions::default()
+    };
+    let stats =
+        ulog_recv::shell::simulator::run_ardupilot(link, file, config, options, shutdown_signal()?)
+            .await?;
+    // The vehicle's counters, one JSON line, for scripts and tests.
+    println!("{}", serde_json::to_string(&stats)?);
+    Ok(())
+}
+
 pub(crate) async fn demo(
     log_dir: Option<PathBuf>,
     duration: u32,

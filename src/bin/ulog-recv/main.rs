@@ -24,7 +24,7 @@ use clap::{CommandFactory, Parser};
 use ulog_recv::live::ndjson::client::{self, TailOptions};
 use ulog_recv::sim::VehicleConfig;
 use ulog_recv::store::SplitPolicy;
-use ulog_recv::store::input::{LogInput, log_input};
+use ulog_recv::store::input::{InputError, LogInput, log_input};
 use ulog_recv::store::output::{OutputFile, WriteAhead};
 
 use crate::args::{Cli, Command};
@@ -153,10 +153,18 @@ fn run() -> anyhow::Result<()> {
             disarm_after,
             impairment,
         }) => {
+            // An ArduPilot log (`.bin`) makes it an ArduPilot.
+            let mut dataflash = false;
             let bytes = match (&file, synthetic) {
                 (Some(path), _) => {
-                    if !matches!(log_input(path)?, LogInput::File(_)) {
-                        bail!("{} is a directory: sim streams a .ulg file", path.display());
+                    match log_input(path) {
+                        Ok(LogInput::File(_)) => {}
+                        Err(InputError::DataFlash { session: false, .. }) => dataflash = true,
+                        Err(e) => return Err(e.into()),
+                        Ok(_) => bail!(
+                            "{} is a directory: sim streams a .ulg or .bin file",
+                            path.display()
+                        ),
                     }
                     std::fs::read(path)
                         .with_context(|| format!("cannot read {}", path.display()))?
@@ -179,6 +187,26 @@ fn run() -> anyhow::Result<()> {
             let Some(spec) = link.spec(baud) else {
                 bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
             };
+            if dataflash {
+                if signing_key.is_some()
+                    || sd_log_missing
+                    || arm_after.is_some()
+                    || impairment.lost_from.is_some()
+                {
+                    bail!(
+                        "--signing-key, --sd-log-missing, --arm-after and --lost-from are for a \
+                         simulated PX4 (a .ulg): the simulated ArduPilot streams its .bin as it is"
+                    );
+                }
+                let config = ulog_recv::sim::ardupilot::ArduPilotConfig {
+                    system_id: sysid,
+                    link_rate: (link_rate > 0).then_some(link_rate),
+                    impairment: impairment.impairment(),
+                    seed: impairment.seed,
+                    ..Default::default()
+                };
+                return runtime()?.block_on(demo::sim_ardupilot(bytes, spec, config, once));
+            }
             let signing = signing_key
                 .map(|path| ulog_recv::shell::keyfile::load_key(&path))
                 .transpose()?;

@@ -147,7 +147,21 @@ pub fn recover(dir: &Path) -> Vec<Recovered> {
             }
             continue;
         }
-        if name.ends_with(SET_ASIDE_SUFFIX) || !path.join(MANIFEST).exists() {
+        if name.ends_with(SET_ASIDE_SUFFIX) {
+            continue;
+        }
+        if !path.join(MANIFEST).exists() {
+            // A crash between a session's directory and its first manifest leaves a directory
+            // with nothing in it but its columns' (empty) directories: nothing to keep.
+            if name.contains("_sys") && holds_no_file(&path) {
+                match std::fs::remove_dir_all(&path).and_then(|()| sync_dir(dir)) {
+                    Ok(()) => tracing::info!(
+                        dir = %path.display(),
+                        "removed the empty directory of a session a crash cut at its start"
+                    ),
+                    Err(e) => tracing::debug!(dir = %path.display(), error = %e, "cannot remove"),
+                }
+            }
             continue;
         }
         match recover_session(dir, &path) {
@@ -181,6 +195,18 @@ pub fn recover(dir: &Path) -> Vec<Recovered> {
         }
     }
     done
+}
+
+/// True for a directory with no file in it, nor in its directories (at most a level down:
+/// a session's columns).
+fn holds_no_file(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().all(|e| {
+        e.file_type().is_ok_and(|t| t.is_dir())
+            && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none())
+    })
 }
 
 /// Repairs one session if it was left open; `Ok(None)` when it was closed.
@@ -412,5 +438,25 @@ mod tests {
         assert_eq!(complete_prefix(&zeros), whole.len());
         // No header: nothing.
         assert_eq!(complete_prefix(&whole[..10]), 0);
+    }
+
+    #[test]
+    fn a_session_cut_before_its_first_manifest_is_removed_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-recovery-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // Cut before its manifest: its directory and an empty column's.
+        let cut = dir.join("2026-12-02T04-00-00Z_sys1");
+        std::fs::create_dir_all(cut.join("esc")).unwrap();
+        // Not ours to touch: a session directory with a file in it, and another folder.
+        let kept = dir.join("2026-12-02T05-00-00Z_sys1");
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::write(kept.join("split_0000.ulg"), b"ULog").unwrap();
+        let other = dir.join("sd-card");
+        std::fs::create_dir_all(&other).unwrap();
+        recover(&dir);
+        assert!(!cut.exists());
+        assert!(kept.join("split_0000.ulg").exists());
+        assert!(other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -197,8 +197,11 @@ impl Bucket {
             .await
         {
             // A server that forgot the upload (expired, or completed before a crash cut our
-            // record): begin again with the next try.
-            if matches!(e, object_store::Error::NotFound { .. }) {
+            // record), or holds other parts than those recorded (a part a killed run had on
+            // the way landed after): begin again with the next try, never the same refusal
+            // for ever.
+            let invalid_part = e.to_string().contains("InvalidPart");
+            if matches!(e, object_store::Error::NotFound { .. }) || invalid_part {
                 checkpoint(&ObjectRecord::Multipart {
                     key: key.to_string(),
                     sha256: String::new(),

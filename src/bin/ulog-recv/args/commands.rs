@@ -108,9 +108,11 @@ pub(crate) enum Command {
         )]
         analyzers: ulog_recv::diagnose::Selection,
     },
-    /// Be a PX4 vehicle that streams FILE (or a synthetic flight) when a receiver asks.
+    /// Be a PX4 vehicle that streams FILE (or a synthetic flight) when a receiver asks; an
+    /// ArduPilot one for a .bin FILE.
     Sim {
-        /// The .ulg file to stream.
+        /// The .ulg file to stream (a PX4's), or the .bin (an ArduPilot's: its blocks acked,
+        /// resent and NACKed as AP_Logger's MAVLink backend does).
         #[arg(required_unless_present = "synthetic")]
         file: Option<PathBuf>,
         /// Stream a generated flight instead of a file.

@@ -1,0 +1,428 @@
+//! A simulated ArduPilot that streams a DataFlash log as `AP_Logger`'s MAVLink backend does,
+//! sans-IO (bytes and `now` in, frames out): the receiver's side of ArduPilot's "remote
+//! logging", for the tests and `ulog-recv sim`.
+//!
+//! It plays a `.bin` log in its own time (each message is written when its `TimeUS` comes)
+//! and behaves as `AP_Logger_MAVLink` does (`../shared/docs/ardupilot-remote-logging.md`):
+//! - HEARTBEAT every second (an ArduCopter).
+//! - A START (`REMOTE_LOG_BLOCK_STATUS` with seqno `MAV_REMOTE_LOG_DATA_BLOCK_START`, status
+//!   ACK) while it serves nobody: the sender is its client, the stream begins at seqno 0 with
+//!   the log's startup records (the file's own, the first time; the definitions, units,
+//!   version, startup texts, parameters and mode so far, after that). No answer: the first
+//!   block is one. A START while it serves a client is ignored; STOP ends the stream.
+//! - The log in 200-byte `REMOTE_LOG_DATA_BLOCK`s from component 155, with a sequence counter
+//!   of their own; every block is kept until it is acked, sent again after 100 ms, and at
+//!   once (before new ones) on a NACK.
+//! - Its buffer holds [`ArduPilotConfig::buffer_blocks`] blocks (`LOG_MAV_BUFSIZE`): a
+//!   message written while it is full is dropped at the source and counted
+//!   ([`ArduPilotStats::dropped_messages`], the `DMS.Dp` of a real one). The startup records
+//!   are never dropped: data is, while they go out.
+//! - A client that acked or nacked nothing for 10 s while blocks were out is dropped; the
+//!   next START begins again at seqno 0 with the startup records (same boot: the log time
+//!   goes on).
+//!
+//! The link is impaired as [`Impairment`] says, from one seeded RNG
+//! ([`crate::sim::impaired`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use mavlink::MavHeader;
+use mavlink::dialects::ardupilotmega::{
+    HEARTBEAT_DATA, MavAutopilot, MavMessage, MavModeFlag, MavRemoteLogDataBlockStatuses, MavState,
+    MavType,
+};
+
+use crate::dataflash::format::time_us;
+use crate::dataflash::{Framer, Preamble};
+use crate::link::frames::{FrameDecoder, encode};
+use crate::link::log_block::{
+    BLOCK_BYTES, BLOCK_START, BLOCK_STOP, LOG_COMPONENT, LogBlock, encode_block,
+};
+use crate::sim::config::Impairment;
+use crate::sim::impaired::ImpairedLink;
+
+/// A block unacked this long is sent again (AP_Logger_MAVLink's 10 Hz resend task).
+pub const RESEND_AFTER: Duration = Duration::from_millis(100);
+/// A client silent this long while blocks are out is dropped.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Wire bytes of a REMOTE_LOG_DATA_BLOCK frame (MAVLink 2, no trailing zeros trimmed).
+const BLOCK_WIRE_BYTES: f64 = 218.0;
+/// Blocks sent per poll without a link rate (AP_Logger_MAVLink's most per push).
+const BURST: usize = 9;
+
+/// The simulated ArduPilot's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArduPilotConfig {
+    pub system_id: u8,
+    pub component_id: u8,
+    /// The link's rate in bytes per second (its serial port's); `None`: as fast as the
+    /// caller polls, [`BURST`] blocks a poll.
+    pub link_rate: Option<u64>,
+    /// Blocks its buffer holds (`LOG_MAV_BUFSIZE` 8 KB: 37 blocks of 216 bytes).
+    pub buffer_blocks: usize,
+    pub heartbeat_interval: Duration,
+    pub impairment: Impairment,
+    pub seed: u64,
+}
+
+impl Default for ArduPilotConfig {
+    fn default() -> Self {
+        Self {
+            system_id: 1,
+            component_id: 1,
+            link_rate: Some(92_160),
+            buffer_blocks: 37,
+            heartbeat_interval: Duration::from_secs(1),
+            impairment: Impairment::NONE,
+            seed: 1,
+        }
+    }
+}
+
+/// Counters; all monotonic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ArduPilotStats {
+    pub starts: u64,
+    pub stops: u64,
+    /// Blocks sent for the first time.
+    pub blocks_sent: u64,
+    /// Blocks sent again (after 100 ms, or on a NACK).
+    pub resends: u64,
+    pub nacks: u64,
+    /// Messages written while the buffer was full: dropped at the source.
+    pub dropped_messages: u64,
+    /// Clients dropped for 10 s of silence.
+    pub client_timeouts: u64,
+    pub frames_sent: u64,
+    pub frames_dropped: u64,
+}
+
+/// A whole DataFlash message of the log and when it is written (log time, µs).
+#[derive(Debug, Clone)]
+struct Written {
+    at_us: u64,
+    bytes: Vec<u8>,
+}
+
+/// See the module docs.
+pub struct SimArduPilot {
+    config: ArduPilotConfig,
+    /// Every type's format (the framer that read the whole log).
+    formats: Framer,
+    /// The file's startup records, sent at the first START.
+    startup: Vec<u8>,
+    /// The messages after the startup, in order.
+    messages: Vec<Written>,
+    /// The log time at power-up.
+    first_us: u64,
+    /// Messages written so far.
+    written: usize,
+    /// What a restart of the stream sends first.
+    preamble: Preamble,
+    client: Option<(u8, u8)>,
+    /// Bytes written to the stream, not yet in blocks.
+    pending: Vec<u8>,
+    next_seqno: u32,
+    sent: BTreeMap<u32, (LogBlock, Instant)>,
+    retry: VecDeque<u32>,
+    last_heard: Instant,
+    next_block: Instant,
+    epoch: Instant,
+    next_heartbeat: Instant,
+    tx_sequence: u8,
+    block_sequence: u8,
+    frames: FrameDecoder,
+    link: ImpairedLink,
+    stats: ArduPilotStats,
+}
+
+impl SimArduPilot {
+    /// A vehicle powered up at `now` with `log` (a `.bin` file's bytes) to play, not
+    /// streaming. What is not a whole message in `log` (a torn end) is left out.
+    pub fn new(log: Vec<u8>, config: ArduPilotConfig, now: Instant) -> Self {
+        let mut framer = Framer::new();
+        let mut startup = Vec::new();
+        let mut preamble = Preamble::new();
+        let mut messages = Vec::new();
+        let mut last_us = None;
+        framer.push(&log, |m, format| {
+            if messages.is_empty() && crate::dataflash::preamble::is_startup(&format.name) {
+                startup.extend_from_slice(m);
+                preamble.observe(m, format);
+                return;
+            }
+            last_us = time_us(format, m).or(last_us);
+            messages.push(Written {
+                at_us: last_us.unwrap_or(0),
+                bytes: m.to_vec(),
+            });
+        });
+        let first_us = messages.first().map_or(0, |m| m.at_us);
+        Self {
+            link: ImpairedLink::new(config.impairment, config.seed, now),
+            config,
+            formats: framer,
+            startup,
+            messages,
+            first_us,
+            written: 0,
+            preamble,
+            client: None,
+            pending: Vec::new(),
+            next_seqno: 0,
+            sent: BTreeMap::new(),
+            retry: VecDeque::new(),
+            last_heard: now,
+            next_block: now,
+            epoch: now,
+            next_heartbeat: now,
+            tx_sequence: 0,
+            block_sequence: 0,
+            frames: FrameDecoder::new(),
+            stats: ArduPilotStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> ArduPilotStats {
+        ArduPilotStats {
+            frames_sent: self.link.frames_sent,
+            frames_dropped: self.link.frames_dropped,
+            ..self.stats
+        }
+    }
+
+    /// True while it serves a client.
+    pub fn streaming(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// True once every message was written, and sent and acked if a client is served.
+    pub fn finished(&self) -> bool {
+        self.written == self.messages.len() && self.pending.is_empty() && self.sent.is_empty()
+    }
+
+    /// The next frame on the wire to the receiver.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.link.poll_transmit()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.next_heartbeat;
+        if let Some(m) = self.messages.get(self.written) {
+            t = t.min(self.at(m.at_us));
+        }
+        if self.client.is_some() {
+            if !self.retry.is_empty() || self.pending.len() >= BLOCK_BYTES || self.last_block_due()
+            {
+                t = t.min(self.next_block);
+            }
+            if let Some(oldest) = self.sent.values().map(|(_, at)| *at).min() {
+                t = t.min((oldest + RESEND_AFTER).max(self.next_block));
+                t = t.min(self.last_heard + CLIENT_TIMEOUT);
+            }
+        }
+        Some(self.link.next_release().map_or(t, |r| t.min(r)))
+    }
+
+    /// When log time `us` comes.
+    fn at(&self, us: u64) -> Instant {
+        self.epoch + Duration::from_micros(us.saturating_sub(self.first_us))
+    }
+
+    /// Bytes from the receiver.
+    pub fn handle_bytes(&mut self, bytes: &[u8], now: Instant) {
+        self.frames.push(bytes);
+        while let Some(frame) = self.frames.next_frame() {
+            if self.link.lost_inbound(now, false) {
+                continue;
+            }
+            let from = (frame.header.system_id as u8, frame.header.component_id);
+            if let Some(MavMessage::REMOTE_LOG_BLOCK_STATUS(s)) = frame.message.mav()
+                && s.target_system == self.config.system_id
+            {
+                let ack = s.status == MavRemoteLogDataBlockStatuses::MAV_REMOTE_LOG_DATA_BLOCK_ACK;
+                self.block_status(from, s.seqno, ack, now);
+            }
+        }
+    }
+
+    fn block_status(&mut self, from: (u8, u8), seqno: u32, ack: bool, now: Instant) {
+        match seqno {
+            BLOCK_START if ack && self.client.is_none() => {
+                self.client = Some(from);
+                self.pending = if self.stats.starts == 0 {
+                    self.startup.clone()
+                } else {
+                    self.preamble.bytes()
+                };
+                self.next_seqno = 0;
+                self.sent.clear();
+                self.retry.clear();
+                self.last_heard = now;
+                self.next_block = now;
+                self.stats.starts += 1;
+            }
+            BLOCK_START => {}
+            BLOCK_STOP => {
+                if self.client.take().is_some() {
+                    self.stats.stops += 1;
+                }
+                self.drop_stream();
+            }
+            _ if self.client.is_none() => {}
+            _ if ack => {
+                self.sent.remove(&seqno);
+                self.last_heard = now;
+            }
+            _ => {
+                if self.sent.contains_key(&seqno) && !self.retry.contains(&seqno) {
+                    self.retry.push_back(seqno);
+                    self.stats.nacks += 1;
+                }
+                self.last_heard = now;
+            }
+        }
+    }
+
+    fn drop_stream(&mut self) {
+        self.pending.clear();
+        self.sent.clear();
+        self.retry.clear();
+    }
+
+    /// Writes what is due at `now`, and sends: heartbeat, NACKed blocks, resends, new blocks.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.link.release(Some(now));
+        if now >= self.next_heartbeat {
+            self.send(self.heartbeat(), now);
+            self.next_heartbeat = now + self.config.heartbeat_interval;
+        }
+        self.write_due(now);
+        if self.client.is_some()
+            && !self.sent.is_empty()
+            && now.saturating_duration_since(self.last_heard) >= CLIENT_TIMEOUT
+        {
+            tracing::info!("sim: the client was silent for 10 s: dropped");
+            self.client = None;
+            self.stats.client_timeouts += 1;
+            self.drop_stream();
+        }
+        let Some(client) = self.client else {
+            return;
+        };
+        let mut budget = match self.config.link_rate {
+            Some(_) if now < self.next_block => 0,
+            Some(_) => 1,
+            None => BURST,
+        };
+        while budget > 0 {
+            let seqno = if let Some(s) = self.retry.pop_front() {
+                Some(s)
+            } else {
+                (self.sent.iter())
+                    .find(|(_, (_, at))| now.saturating_duration_since(*at) >= RESEND_AFTER)
+                    .map(|(s, _)| *s)
+            };
+            match seqno {
+                Some(seqno) => {
+                    let Some((block, at)) = self.sent.get_mut(&seqno) else {
+                        continue;
+                    };
+                    *at = now;
+                    let block = block.clone();
+                    self.stats.resends += 1;
+                    self.send_block(&block, now);
+                }
+                None if self.pending.len() >= BLOCK_BYTES || self.last_block_due() => {
+                    let mut block = LogBlock {
+                        target_system: client.0,
+                        target_component: client.1,
+                        seqno: self.next_seqno,
+                        ..LogBlock::default()
+                    };
+                    // The log's last block is whatever is left, zeros after it.
+                    let n = self.pending.len().min(BLOCK_BYTES);
+                    block.data[..n].copy_from_slice(&self.pending[..n]);
+                    self.pending.drain(..n);
+                    self.next_seqno += 1;
+                    self.stats.blocks_sent += 1;
+                    self.send_block(&block, now);
+                    self.sent.insert(block.seqno, (block, now));
+                }
+                None => break,
+            }
+            budget -= 1;
+            if let Some(rate) = self.config.link_rate {
+                self.next_block = now + Duration::from_secs_f64(BLOCK_WIRE_BYTES / rate as f64);
+            }
+        }
+    }
+
+    /// The whole file is written and less than a block of it is left: it goes out as the
+    /// last block.
+    fn last_block_due(&self) -> bool {
+        self.written == self.messages.len() && !self.pending.is_empty()
+    }
+
+    /// The messages whose time has come: into the stream while there is room, dropped at
+    /// the source when the buffer is full (none while no client is served: the card has
+    /// them).
+    fn write_due(&mut self, now: Instant) {
+        while let Some(m) = self.messages.get(self.written) {
+            if self.at(m.at_us) > now {
+                break;
+            }
+            let m = &m.bytes;
+            self.written += 1;
+            if self.client.is_some() {
+                let blocks = self.sent.len() + (self.pending.len() + m.len()).div_ceil(BLOCK_BYTES);
+                if blocks > self.config.buffer_blocks {
+                    self.stats.dropped_messages += 1;
+                } else {
+                    self.pending.extend_from_slice(m);
+                }
+            }
+            // Followed for the startup records a restart sends.
+            if let Some(format) = self.formats.format(m[2]) {
+                self.preamble.observe(m, format);
+            }
+        }
+    }
+
+    fn heartbeat(&self) -> MavMessage {
+        MavMessage::HEARTBEAT(HEARTBEAT_DATA {
+            custom_mode: 0,
+            mavtype: MavType::MAV_TYPE_QUADROTOR,
+            autopilot: MavAutopilot::MAV_AUTOPILOT_ARDUPILOTMEGA,
+            base_mode: MavModeFlag::MAV_MODE_FLAG_CUSTOM_MODE_ENABLED,
+            system_status: MavState::MAV_STATE_STANDBY,
+            mavlink_version: 3,
+        })
+    }
+
+    fn send(&mut self, message: MavMessage, now: Instant) {
+        let header = MavHeader {
+            system_id: self.config.system_id as _,
+            component_id: self.config.component_id,
+            sequence: self.tx_sequence,
+        };
+        self.tx_sequence = self.tx_sequence.wrapping_add(1);
+        let mut frame = Vec::with_capacity(64);
+        encode(header, &message, &mut frame);
+        self.link.send(frame, now, false);
+    }
+
+    fn send_block(&mut self, block: &LogBlock, now: Instant) {
+        let header = MavHeader {
+            system_id: self.config.system_id as _,
+            component_id: LOG_COMPONENT,
+            sequence: self.block_sequence,
+        };
+        self.block_sequence = self.block_sequence.wrapping_add(1);
+        let mut frame = Vec::with_capacity(230);
+        encode_block(header, block, &mut frame);
+        self.link.send(frame, now, false);
+    }
+}

@@ -1,0 +1,275 @@
+//! The session against the simulated ArduPilot (sans-IO, in simulated time), on ArduPilot's
+//! own logs (`../shared/testdata/bin/`): the log it receives, framed, is the vehicle's,
+//! message for message, through loss, duplication, reordering and lost acks (no gap
+//! stays: every lost block is NACKed or resent); across an outage longer than the vehicle's
+//! 10 s client timeout, one flight with one dropout mark and nothing but the outage's
+//! messages missing; and a buffer too small for the link drops at the source, counted by the
+//! vehicle, never invented.
+
+use std::time::{Duration, Instant};
+
+use crate::common::procs::files_with_extension;
+use ulog_recv::dataflash::Framer;
+use ulog_recv::dataflash::gaps::dropout_ms;
+use ulog_recv::dataflash::preamble::is_startup;
+use ulog_recv::link::{Event, Session, SessionConfig};
+use ulog_recv::sim::Impairment;
+use ulog_recv::sim::ardupilot::{ArduPilotConfig, SimArduPilot};
+
+/// ArduPilot's own logs, or None (said loudly; CI fails).
+fn logs() -> Option<Vec<Vec<u8>>> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/bin");
+    let logs = files_with_extension(&dir, "bin");
+    if logs.is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the ArduPilot simulator tests"
+        );
+        eprintln!(
+            "\n!!! SKIPPED: no ArduPilot logs in {} !!!\n",
+            dir.display()
+        );
+        return None;
+    }
+    Some(logs.iter().map(|p| std::fs::read(p).unwrap()).collect())
+}
+
+/// A log's messages: (type name, bytes), startup records and dropout marks told apart.
+#[derive(Debug, Default)]
+struct Messages {
+    data: Vec<Vec<u8>>,
+    marks: Vec<Option<u64>>,
+    /// Log time of the first and the last timed message, µs.
+    span_us: (Option<u64>, u64),
+}
+
+fn messages(bytes: &[u8]) -> Messages {
+    let mut out = Messages::default();
+    let mut framer = Framer::new();
+    let mut startup = true;
+    framer.push(bytes, |m, f| {
+        if let Some(ms) = dropout_ms(m, f) {
+            out.marks.push(ms);
+            startup = true;
+            return;
+        }
+        // The startup records (again after each restart of the stream) are not data.
+        if is_startup(&f.name) || (startup && f.name == "MODE") {
+            return;
+        }
+        startup = false;
+        if let Some(t) = ulog_recv::dataflash::format::time_us(f, m) {
+            out.span_us.0.get_or_insert(t);
+            out.span_us.1 = t;
+        }
+        out.data.push(m.to_vec());
+    });
+    out
+}
+
+struct Run {
+    vehicle: SimArduPilot,
+    session: Session,
+    now: Instant,
+    t0: Instant,
+    received: Vec<u8>,
+    logs_opened: usize,
+}
+
+impl Run {
+    fn new(log: Vec<u8>, config: ArduPilotConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            vehicle: SimArduPilot::new(log, config, now),
+            session: Session::new(SessionConfig::default(), now),
+            now,
+            t0: now,
+            received: Vec::new(),
+            logs_opened: 0,
+        }
+    }
+
+    fn exchange(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(f) = self.vehicle.poll_transmit() {
+                self.session.handle_datagram(&f, self.now);
+                moved = true;
+            }
+            while let Some(f) = self.session.poll_transmit() {
+                self.vehicle.handle_bytes(&f, self.now);
+                moved = true;
+            }
+            while let Some(e) = self.session.poll_event() {
+                match e {
+                    Event::LogOpened { .. } => self.logs_opened += 1,
+                    Event::LogBytes(b) => self.received.extend_from_slice(&b),
+                    _ => {}
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    /// Until the vehicle has written, sent and had acked its whole log; then the session
+    /// shuts down.
+    fn to_end(&mut self, limit: Duration) {
+        while !self.vehicle.finished() {
+            assert!(
+                self.now - self.t0 < limit,
+                "not done after {limit:?}: {:?} {:?}",
+                self.vehicle.stats(),
+                self.session.stats()
+            );
+            self.exchange();
+            let next = [self.vehicle.poll_timeout(), self.session.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("timers");
+            self.now = self.now.max(next);
+            self.vehicle.handle_timeout(self.now);
+            self.session.handle_timeout(self.now);
+        }
+        self.exchange();
+        self.session.shutdown(self.now);
+        self.exchange();
+    }
+}
+
+/// `received` is a run of `original`'s data messages, in order, but the `holes`: the index in
+/// `original` of its first message, and the messages skipped.
+fn held_against(original: &Messages, received: &Messages) -> (usize, usize) {
+    let first = received.data.first().expect("something received");
+    let start = original
+        .data
+        .iter()
+        .position(|m| m == first)
+        .expect("the first message received is the vehicle's");
+    let mut k = start;
+    let mut skipped = 0;
+    for (i, m) in received.data.iter().enumerate() {
+        let at = original.data[k..]
+            .iter()
+            .position(|o| o == m)
+            .unwrap_or_else(|| panic!("received message {i} is not the vehicle's next ones"));
+        skipped += at;
+        k += at + 1;
+    }
+    (start, skipped)
+}
+
+#[test]
+fn through_loss_duplicates_reordering_and_lost_acks_every_message_arrives_in_order() {
+    let Some(logs) = logs() else { return };
+    for (n, log) in logs.into_iter().enumerate() {
+        let original = messages(&log);
+        let config = ArduPilotConfig {
+            impairment: Impairment {
+                loss: 0.03,
+                duplicate: 0.01,
+                reorder: 0.03,
+                reorder_depth: 4,
+                uplink_loss: 0.10,
+                ..Impairment::NONE
+            },
+            // A buffer no loss can fill: nothing dropped at the source.
+            buffer_blocks: 4096,
+            seed: 7 + n as u64,
+            ..ArduPilotConfig::default()
+        };
+        let mut run = Run::new(log, config);
+        run.to_end(Duration::from_secs(600));
+        let stats = run.vehicle.stats();
+        assert!(
+            stats.frames_dropped > 100 && stats.resends > 100,
+            "{stats:?}"
+        );
+        assert!(stats.nacks > 10, "the session NACKs: {stats:?}");
+        assert_eq!(stats.dropped_messages, 0);
+        assert_eq!(run.logs_opened, 1);
+        let received = messages(&run.received);
+        assert!(received.marks.is_empty(), "{:?}", received.marks);
+        let (start, skipped) = held_against(&original, &received);
+        assert_eq!(skipped, 0, "messages lost though no gap was marked");
+        // The stream began with the vehicle's first messages (those it wrote before the
+        // START are on its card only) and went to the end.
+        assert!(start < 200, "the stream began at message {start}");
+        assert_eq!(start + received.data.len(), original.data.len());
+    }
+}
+
+#[test]
+fn an_outage_longer_than_the_vehicles_patience_is_one_flight_with_one_mark() {
+    let Some(logs) = logs() else { return };
+    let log = logs.into_iter().max_by_key(Vec::len).unwrap();
+    let original = messages(&log);
+    let config = ArduPilotConfig {
+        impairment: Impairment {
+            outage_every: Some(Duration::from_secs(40)),
+            outage_len: Duration::from_secs(15),
+            ..Impairment::NONE
+        },
+        buffer_blocks: 4096,
+        ..ArduPilotConfig::default()
+    };
+    let mut run = Run::new(log, config);
+    run.to_end(Duration::from_secs(900));
+    let stats = run.vehicle.stats();
+    assert!(stats.client_timeouts >= 1, "{stats:?}");
+    assert!(stats.starts >= 2, "{stats:?}");
+    assert_eq!(run.logs_opened, 1, "one flight");
+    let received = messages(&run.received);
+    assert_eq!(
+        received.marks.len() as u64,
+        stats.client_timeouts,
+        "a mark per outage"
+    );
+    for ms in &received.marks {
+        let ms = ms.expect("the mark says its length");
+        assert!((15_000..20_000).contains(&ms), "a dropout of {ms} ms");
+    }
+    let (_, skipped) = held_against(&original, &received);
+    // What the outages took, and no more: the log's rate for 15 s or so each.
+    let seconds = (original.span_us.1 - original.span_us.0.unwrap()) as f64 / 1e6;
+    let per_s = original.data.len() as f64 / seconds;
+    assert!(skipped > 0, "nothing missing across an outage");
+    assert!(
+        (skipped as f64) < per_s * 25.0 * received.marks.len() as f64,
+        "{skipped} messages missing"
+    );
+}
+
+#[test]
+fn a_buffer_too_small_for_the_link_drops_at_the_source_and_nothing_else() {
+    let Some(logs) = logs() else { return };
+    let log = logs.into_iter().min_by_key(Vec::len).unwrap();
+    let original = messages(&log);
+    let config = ArduPilotConfig {
+        // A slow radio: 20 KB/s, less than the log's rate.
+        link_rate: Some(20_000),
+        buffer_blocks: 37,
+        ..ArduPilotConfig::default()
+    };
+    let mut run = Run::new(log, config);
+    run.to_end(Duration::from_secs(900));
+    let stats = run.vehicle.stats();
+    assert!(stats.dropped_messages > 100, "{stats:?}");
+    let received = messages(&run.received);
+    assert!(
+        received.marks.is_empty(),
+        "the link lost nothing: {:?}",
+        received.marks
+    );
+    let (start, skipped) = held_against(&original, &received);
+    assert!(start < 200, "the stream began at message {start}");
+    // Every message missing is one the vehicle dropped at the source (it may have dropped
+    // some while its startup records went out, before the first data received).
+    let (skipped, dropped) = (skipped as u64, stats.dropped_messages);
+    assert!(
+        skipped <= dropped && dropped <= skipped + start as u64,
+        "{skipped} missing, {stats:?}"
+    );
+}
