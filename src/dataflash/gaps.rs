@@ -14,6 +14,11 @@ use crate::dataflash::framer::Framer;
 /// Most bytes held after a gap while waiting for a message with a time.
 pub const MAX_HELD: usize = 256 << 10;
 
+/// How far a log's time must go back across a gap to be another boot's. ArduPilot's
+/// messages are timed by the task that writes each, so consecutive ones may go back by a few
+/// milliseconds; a reboot starts the clock again near zero.
+pub const REBOOT_BACK_US: u64 = 1_000_000;
+
 /// What every dropout mark's text begins with.
 pub const DROPOUT_PREFIX: &str = "ulog-recv: dropout of ";
 
@@ -52,8 +57,8 @@ impl GapMarker {
         self.open_gap.is_some()
     }
 
-    /// True when the last gap was resolved by a time before the one ahead of it: the log
-    /// after the gap is another boot's.
+    /// True when the last gap was resolved by a time more than [`REBOOT_BACK_US`] before the
+    /// one ahead of it: the log after the gap is another boot's.
     pub fn went_back(&self) -> bool {
         self.went_back
     }
@@ -88,9 +93,10 @@ impl GapMarker {
         }
         let (lost, held) = (*lost, std::mem::take(held));
         self.open_gap = None;
-        self.went_back = matches!((self.last_time_us, time), (Some(a), Some(b)) if b < a);
+        self.went_back =
+            matches!((self.last_time_us, time), (Some(a), Some(b)) if b + REBOOT_BACK_US < a);
         let duration_ms = match (self.last_time_us, time) {
-            (Some(a), Some(b)) if b >= a => Some((b - a) / 1000),
+            (Some(a), Some(b)) => Some(b.saturating_sub(a) / 1000),
             _ => None,
         };
         if !self.went_back {
@@ -236,7 +242,14 @@ mod tests {
         );
         assert_eq!(&out[87..91], &[0xA3, 0x95, 8, 5]);
         assert_eq!(out.len(), 12 + 75 + 4 + 12);
-        // A time that goes back is another boot: no mark, and it says so.
+        // A time a few ms back (another task's message) is the same boot: a mark of 0 ms.
+        g.gap(1);
+        let mut out = Vec::new();
+        g.message(&tst(1_249_000), tst_f, &framer, &mut out)
+            .unwrap();
+        assert!(!g.went_back());
+        assert_eq!(dropout_ms(&out[..75], msg_f), Some(Some(0)));
+        // A time that goes back further is another boot: no mark, and it says so.
         g.gap(1);
         let mut out = Vec::new();
         g.message(&tst(5), tst_f, &framer, &mut out).unwrap();

@@ -7,9 +7,9 @@
 //! - HEARTBEAT every second (an ArduCopter).
 //! - A START (`REMOTE_LOG_BLOCK_STATUS` with seqno `MAV_REMOTE_LOG_DATA_BLOCK_START`, status
 //!   ACK) while it serves nobody: the sender is its client, the stream begins at seqno 0 with
-//!   the log's startup records (the file's own, the first time; the definitions, units,
-//!   version, startup texts, parameters and mode so far, after that). No answer: the first
-//!   block is one. A START while it serves a client is ignored; STOP ends the stream.
+//!   the log's startup records (FMT for every type written so far, the units, the version,
+//!   the startup texts, the parameters and the mode, timed now). No answer: the first block
+//!   is one. A START while it serves a client is ignored; STOP ends the stream.
 //! - The log in 200-byte `REMOTE_LOG_DATA_BLOCK`s from component 155, with a sequence counter
 //!   of their own; every block is kept until it is acked, sent again after 100 ms, and at
 //!   once (before new ones) on a NACK.
@@ -110,8 +110,6 @@ pub struct SimArduPilot {
     config: ArduPilotConfig,
     /// Every type's format (the framer that read the whole log).
     formats: Framer,
-    /// The file's startup records, sent at the first START.
-    startup: Vec<u8>,
     /// The messages after the startup, in order.
     messages: Vec<Written>,
     /// The log time at power-up.
@@ -142,13 +140,11 @@ impl SimArduPilot {
     /// streaming. What is not a whole message in `log` (a torn end) is left out.
     pub fn new(log: Vec<u8>, config: ArduPilotConfig, now: Instant) -> Self {
         let mut framer = Framer::new();
-        let mut startup = Vec::new();
         let mut preamble = Preamble::new();
         let mut messages = Vec::new();
         let mut last_us = None;
         framer.push(&log, |m, format| {
             if messages.is_empty() && crate::dataflash::preamble::is_startup(&format.name) {
-                startup.extend_from_slice(m);
                 preamble.observe(m, format);
                 return;
             }
@@ -163,7 +159,6 @@ impl SimArduPilot {
             link: ImpairedLink::new(config.impairment, config.seed, now),
             config,
             formats: framer,
-            startup,
             messages,
             first_us,
             written: 0,
@@ -252,11 +247,7 @@ impl SimArduPilot {
         match seqno {
             BLOCK_START if ack && self.client.is_none() => {
                 self.client = Some(from);
-                self.pending = if self.stats.starts == 0 {
-                    self.startup.clone()
-                } else {
-                    self.preamble.bytes()
-                };
+                self.pending = self.startup_records(now);
                 self.next_seqno = 0;
                 self.sent.clear();
                 self.retry.clear();
@@ -284,6 +275,26 @@ impl SimArduPilot {
                 self.last_heard = now;
             }
         }
+    }
+
+    /// What a START writes first: FMT for every type written so far, then the units, the
+    /// version, the startup texts, the parameters and the mode, each timed now (the log
+    /// time goes on).
+    fn startup_records(&self, now: Instant) -> Vec<u8> {
+        let now_us = self.first_us + now.saturating_duration_since(self.epoch).as_micros() as u64;
+        let mut records = self.preamble.bytes();
+        let mut at = 0;
+        while at + 3 <= records.len() {
+            let Some(format) = self.formats.format(records[at + 2]) else {
+                break;
+            };
+            let len = format.length as usize;
+            if format.has_time_us() && at + 11 <= records.len() {
+                records[at + 3..at + 11].copy_from_slice(&now_us.to_le_bytes());
+            }
+            at += len;
+        }
+        records
     }
 
     fn drop_stream(&mut self) {

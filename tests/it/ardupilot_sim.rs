@@ -115,7 +115,7 @@ impl Run {
 
     /// Until the vehicle has written, sent and had acked its whole log; then the session
     /// shuts down.
-    fn to_end(&mut self, limit: Duration) {
+    fn run_to_end(&mut self, limit: Duration) {
         while !self.vehicle.finished() {
             assert!(
                 self.now - self.t0 < limit,
@@ -181,7 +181,7 @@ fn through_loss_duplicates_reordering_and_lost_acks_every_message_arrives_in_ord
             ..ArduPilotConfig::default()
         };
         let mut run = Run::new(log, config);
-        run.to_end(Duration::from_secs(600));
+        run.run_to_end(Duration::from_secs(600));
         let stats = run.vehicle.stats();
         assert!(
             stats.frames_dropped > 100 && stats.resends > 100,
@@ -216,16 +216,17 @@ fn an_outage_longer_than_the_vehicles_patience_is_one_flight_with_one_mark() {
         ..ArduPilotConfig::default()
     };
     let mut run = Run::new(log, config);
-    run.to_end(Duration::from_secs(900));
+    run.run_to_end(Duration::from_secs(900));
     let stats = run.vehicle.stats();
     assert!(stats.client_timeouts >= 1, "{stats:?}");
     assert!(stats.starts >= 2, "{stats:?}");
     assert_eq!(run.logs_opened, 1, "one flight");
     let received = messages(&run.received);
+    // A mark per outage the stream came back from (the log may end in the last one).
     assert_eq!(
         received.marks.len() as u64,
-        stats.client_timeouts,
-        "a mark per outage"
+        stats.starts - 1,
+        "a mark per restart: {stats:?}"
     );
     for ms in &received.marks {
         let ms = ms.expect("the mark says its length");
@@ -254,7 +255,7 @@ fn a_buffer_too_small_for_the_link_drops_at_the_source_and_nothing_else() {
         ..ArduPilotConfig::default()
     };
     let mut run = Run::new(log, config);
-    run.to_end(Duration::from_secs(900));
+    run.run_to_end(Duration::from_secs(900));
     let stats = run.vehicle.stats();
     assert!(stats.dropped_messages > 100, "{stats:?}");
     let received = messages(&run.received);
@@ -264,9 +265,8 @@ fn a_buffer_too_small_for_the_link_drops_at_the_source_and_nothing_else() {
         received.marks
     );
     let (start, skipped) = held_against(&original, &received);
-    assert!(start < 200, "the stream began at message {start}");
-    // Every message missing is one the vehicle dropped at the source (it may have dropped
-    // some while its startup records went out, before the first data received).
+    // Every message missing is one the vehicle dropped at the source (it drops data while
+    // its startup records go out, before the first data received: at 20 KB/s, seconds).
     let (skipped, dropped) = (skipped as u64, stats.dropped_messages);
     assert!(
         skipped <= dropped && dropped <= skipped + start as u64,

@@ -371,20 +371,21 @@ impl Session {
                 self.lost_since = Some(now);
                 self.phase = Phase::Searching;
                 self.events.push_back(Event::VehicleLost);
-            }
-            let closing = matches!(
-                self.phase,
-                Phase::Stopping {
-                    then: AfterStop::Close,
-                    ..
+            } else {
+                let closing = matches!(
+                    self.phase,
+                    Phase::Stopping {
+                        then: AfterStop::Close,
+                        ..
+                    }
+                );
+                self.close_log(CloseReason::VehicleLost);
+                self.phase = Phase::Searching;
+                self.events.push_back(Event::VehicleLost);
+                if closing {
+                    self.phase = Phase::Closed;
+                    return;
                 }
-            );
-            self.close_log(CloseReason::VehicleLost);
-            self.phase = Phase::Searching;
-            self.events.push_back(Event::VehicleLost);
-            if closing {
-                self.phase = Phase::Closed;
-                return;
             }
         }
         if let Some(t) = self.lost_since

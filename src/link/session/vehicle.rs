@@ -171,6 +171,8 @@ impl Session {
             });
         }
         if self.is_vehicle(&header) {
+            // Back within the wait: its log goes on (a reboot shows in the log's time).
+            self.lost_since = None;
             let armed = hb
                 .base_mode
                 .contains(MavModeFlag::MAV_MODE_FLAG_SAFETY_ARMED);
