@@ -161,12 +161,11 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
     // client made of Foxglove's own libraries.
     let live = dir.with_extension("ndjson");
     let mut tail = tail_into(&socket, &live);
-    let line = common::procs::wait_for_line(&lines, "ws://", Duration::from_secs(10));
-    let url = line[line.find("ws://").unwrap()..]
-        .split(|c: char| c.is_whitespace() || c == ',' || c == '"')
-        .next()
-        .unwrap()
-        .to_owned();
+    let url = crate::foxglove::ws_url(&common::procs::wait_for_line(
+        &lines,
+        "ws://",
+        Duration::from_secs(10),
+    ));
     std::thread::spawn(move || for _ in lines {});
     let foxglove = crate::foxglove::client_dir()
         .map(|dir| crate::foxglove::NodeClient::start(&dir, &url, "foxglove.websocket.v1", None));

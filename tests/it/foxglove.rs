@@ -117,6 +117,15 @@ impl Drop for NodeClient {
     }
 }
 
+/// The Foxglove server's URL in the daemon's line that names it.
+pub(crate) fn ws_url(line: &str) -> String {
+    line[line.find("ws://").unwrap()..]
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '"')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 /// The daemon with a Foxglove server on a free loopback port; returns it and the URL.
 fn start_daemon(dir: &Path, extra: &[&str]) -> (Proc, String, u16) {
     let port = free_udp_port();
@@ -131,12 +140,7 @@ fn start_daemon(dir: &Path, extra: &[&str]) -> (Proc, String, u16) {
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let (daemon, lines) = Proc::spawn_watched("the daemon", &args);
-    let line = wait_for_line(&lines, "ws://", Duration::from_secs(10));
-    let url = line[line.find("ws://").unwrap()..]
-        .split(|c: char| c.is_whitespace() || c == ',' || c == '"')
-        .next()
-        .unwrap()
-        .to_owned();
+    let url = ws_url(&wait_for_line(&lines, "ws://", Duration::from_secs(10)));
     // Drain the rest of its lines in the background.
     std::thread::spawn(move || for _ in lines {});
     (daemon, url, port)
