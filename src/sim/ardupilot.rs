@@ -57,7 +57,7 @@ pub struct ArduPilotConfig {
     pub system_id: u8,
     pub component_id: u8,
     /// The link's rate in bytes per second (its serial port's); `None`: as fast as the
-    /// caller polls, [`BURST`] blocks a poll.
+    /// caller polls, nine blocks a poll.
     pub link_rate: Option<u64>,
     /// Blocks its buffer holds (`LOG_MAV_BUFSIZE` 8 KB: 37 blocks of 216 bytes).
     pub buffer_blocks: usize,
