@@ -24,7 +24,7 @@
 //! | [`diagnose`] | yes | flight diagnostics: detectors fed a log's samples find what went wrong (Flight Review v2's definitions) | `ulog` |
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation; findings as `diagnostic_msgs` | `ulog`, `diagnose` |
 //! | [`link`] | yes | the log-streaming session over MAVLink (PX4's ULog chunks, ArduPilot's DataFlash blocks): framing, signing, reordering, reassembly | `ulog`, `autopilot`, `dataflash` |
-//! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 | `ulog`, `link` |
+//! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 and ArduPilot | `ulog`, `dataflash`, `link` |
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `autopilot`, `dataflash`, `sys`, `fill`, `diagnose`, `monitor` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and as Parquet tables in the fleet's layout | `ulog`, `ros`, `store`, `diagnose` |
@@ -32,7 +32,7 @@
 //! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `autopilot`, `dataflash`, `fill`, `store`, `export`, `upload`, `diagnose` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `autopilot`, `dataflash`, `diagnose`, `ros`, `link`, `store`, `upload`, `sys`, `monitor` |
 //! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `autopilot`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
-//! | [`web`] | no | the companion's web page and its JSON API: the live status, the flights' list, downloads, actions, credentials; its listener's thread | `ulog`, `diagnose`, `link`, `store`, `export`, `upload`, `report`, `sys`, `shell`, `monitor` |
+//! | [`web`] | no | the companion's web page and its JSON API: the live status, the flights' list, downloads, actions, credentials; its listener's thread | `ulog`, `autopilot`, `diagnose`, `link`, `store`, `export`, `upload`, `report`, `sys`, `shell`, `monitor` |
 //! <!-- /parts -->
 //!
 //! The binary (`src/bin/ulog-recv/`) parses the command line and runs the shell; it is the
