@@ -103,16 +103,7 @@ fn receive(frames: &[Vec<u8>]) -> u64 {
         &mut hb,
     );
     s.handle_datagram(&hb, t0);
-    let mut out = 0u64;
-    for f in frames {
-        s.handle_datagram(f, t0);
-        while s.poll_transmit().is_some() {}
-        while let Some(e) = s.poll_event() {
-            if let Event::LogBytes(b) = e {
-                out += b.len() as u64;
-            }
-        }
-    }
+    let mut out = feed(&mut s, frames, t0);
     s.shutdown(t0);
     while let Some(e) = s.poll_event() {
         if let Event::LogBytes(b) = e {
@@ -178,13 +169,11 @@ fn px4_datagrams() -> Option<(f64, Vec<Vec<u8>>)> {
     Some((mb, sent))
 }
 
-/// Every recorded datagram through a fresh session; the log bytes out.
-fn receive_px4(frames: &[Vec<u8>]) -> u64 {
-    let t0 = Instant::now();
-    let mut s = Session::new(SessionConfig::default(), t0);
+/// Every datagram of `frames` through `s` at `now`, its answers dropped; the log bytes out.
+fn feed(s: &mut Session, frames: &[Vec<u8>], now: Instant) -> u64 {
     let mut out = 0u64;
     for f in frames {
-        s.handle_datagram(f, t0);
+        s.handle_datagram(f, now);
         while s.poll_transmit().is_some() {}
         while let Some(e) = s.poll_event() {
             if let Event::LogBytes(b) = e {
@@ -193,6 +182,13 @@ fn receive_px4(frames: &[Vec<u8>]) -> u64 {
         }
     }
     out
+}
+
+/// Every recorded datagram through a fresh session; the log bytes out.
+fn receive_px4(frames: &[Vec<u8>]) -> u64 {
+    let t0 = Instant::now();
+    let mut s = Session::new(SessionConfig::default(), t0);
+    feed(&mut s, frames, t0)
 }
 
 /// DFReader's best time to read every message of `path`, if the project's virtualenv is there.

@@ -231,38 +231,30 @@ impl Drop for Relay {
 
 /// `tests/dataflash_compare.py` on the card log and the received splits: its report.
 pub fn compare(py: &Path, card: &Path, splits: &[PathBuf]) -> serde_json::Value {
-    let out = Command::new(py)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/dataflash_compare.py"
-        ))
-        .arg(card)
-        .args(splits)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "dataflash_compare.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    report_of(py, "dataflash_compare.py", card, splits)
 }
 
 /// `tests/dataflash_live.py` on the live socket's lines (`tail --json`) and the received
 /// splits: its report.
 pub fn compare_live(py: &Path, lines: &Path, splits: &[PathBuf]) -> serde_json::Value {
+    report_of(py, "dataflash_live.py", lines, splits)
+}
+
+/// `tests/SCRIPT FIRST SPLITS...`: the JSON object it prints.
+fn report_of(py: &Path, script: &str, first: &Path, splits: &[PathBuf]) -> serde_json::Value {
     let out = Command::new(py)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/dataflash_live.py"
-        ))
-        .arg(lines)
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests")
+                .join(script),
+        )
+        .arg(first)
         .args(splits)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "dataflash_live.py: {}",
+        "{script}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
