@@ -5,6 +5,7 @@
 //! 89 bytes) defines every other type. There is no index and no sync marker but the two
 //! header bytes.
 //!
+//! - [`drops`]: [`SourceDrops`]: what the vehicle dropped at the source, from its `DMS`.
 //! - [`format`](mod@format): FMT records ([`Format`]), the sizes of their field characters, and the
 //!   types every reader knows by name (FMTU, UNIT, MULT, PARM, VER, MSG).
 //! - [`framer`]: [`Framer`]: bytes in any pieces → whole messages, learning each type's
@@ -19,6 +20,7 @@
 //! - [`values`]: a message's field values, scaled as ArduPilot's tools show them, and the
 //!   instance field FMTU marks.
 
+pub mod drops;
 pub mod format;
 pub mod framer;
 pub mod gaps;
@@ -28,6 +30,7 @@ pub mod summary;
 pub mod testing;
 pub mod values;
 
+pub use drops::SourceDrops;
 pub use format::{FMT_LEN, FMT_TYPE, Format, HEADER};
 pub use framer::{Framer, FramerStats};
 pub use gaps::{GapMarker, Resolved};

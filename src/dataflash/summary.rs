@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use crate::dataflash::drops::SourceDrops;
 use crate::dataflash::format::{Format, field_size, text, time_us};
 use crate::dataflash::framer::Framer;
 use crate::dataflash::gaps::dropout_ms;
@@ -55,9 +56,7 @@ pub struct BinSummaryBuilder {
     counts: BTreeMap<String, u64>,
     parameters: HashSet<Vec<u8>>,
     dropouts: Vec<Dropout>,
-    /// Dp of the streams before the current one, and the current one's latest.
-    dropped_before: u64,
-    dropped_now: u64,
+    drops: SourceDrops,
     /// At the start of a split after the first: its opening records replay the log's state.
     in_preamble: bool,
 }
@@ -91,6 +90,7 @@ impl BinSummaryBuilder {
             self.first_us = Some(self.first_us.map_or(t, |x| x.min(t)));
             self.last_us = Some(self.last_us.map_or(t, |x| x.max(t)));
         }
+        self.drops.observe(m, f);
         let field = |label: &str| {
             let (offset, c) = f.field(label)?;
             m.get(offset..offset + field_size(c)?)
@@ -102,8 +102,6 @@ impl BinSummaryBuilder {
                         at_us: time.unwrap_or(0),
                         duration_ms: d,
                     });
-                    // A new stream follows: its DMS counts from zero.
-                    self.dropped_before += std::mem::take(&mut self.dropped_now);
                 } else if self.vehicle.is_none()
                     && let Some(words) = field("Message")
                 {
@@ -113,15 +111,6 @@ impl BinSummaryBuilder {
             "PARM" => {
                 if let Some(name) = field("Name") {
                     self.parameters.insert(name.to_vec());
-                }
-            }
-            "DMS" => {
-                if let Some(dp) = field("Dp").and_then(|b| b.try_into().ok()) {
-                    let dp = u64::from(u32::from_le_bytes(dp));
-                    if dp < self.dropped_now {
-                        self.dropped_before += self.dropped_now;
-                    }
-                    self.dropped_now = dp;
                 }
             }
             _ => {}
@@ -153,7 +142,7 @@ impl BinSummaryBuilder {
                 .collect(),
             parameters: self.parameters.len(),
             dropouts: self.dropouts,
-            dropped_at_source: self.dropped_before + self.dropped_now,
+            dropped_at_source: self.drops.total(),
             skipped_bytes: framer.stats().skipped_bytes,
         }
     }

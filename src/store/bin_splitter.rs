@@ -16,7 +16,7 @@
 
 use crate::dataflash::format::time_us;
 use crate::dataflash::gaps::dropout_ms;
-use crate::dataflash::{Format, Framer, Preamble};
+use crate::dataflash::{Format, Framer, Preamble, SourceDrops};
 use crate::store::splitter::{
     INDEX_MIN_BYTES, IndexEntry, LastSummary, SplitPolicy, SplitSink, SplitSummary,
 };
@@ -33,6 +33,8 @@ pub struct BinSplitter {
     policy: SplitPolicy,
     framer: Framer,
     preamble: Preamble,
+    /// The vehicle's own drops, read from its DMS records.
+    drops: SourceDrops,
     current: Option<SplitSummary>,
     next_index: u32,
     roll_requested: bool,
@@ -51,6 +53,7 @@ impl BinSplitter {
             policy,
             framer: Framer::new(),
             preamble: Preamble::new(),
+            drops: SourceDrops::default(),
             current: None,
             next_index: 0,
             roll_requested: false,
@@ -130,9 +133,11 @@ impl BinSplitter {
         let offset = self.current.as_ref().map_or(0, |c| c.bytes);
         self.write(sink, m);
         let clock = self.clock;
+        let dropped = self.drops.observe(m, format);
         let Some(split) = &mut self.current else {
             return;
         };
+        *split.dropped_at_source.get_or_insert(0) += dropped;
         if let Some(dropout) = dropout_ms(m, format) {
             split.dropouts += 1;
             split.dropout_ms += dropout.unwrap_or(0);
@@ -194,6 +199,7 @@ impl BinSplitter {
         self.opening = true;
         self.current = Some(SplitSummary {
             index,
+            dropped_at_source: Some(0),
             ..SplitSummary::default()
         });
     }
@@ -326,5 +332,35 @@ mod tests {
         let mut zeros = whole.clone();
         zeros.extend_from_slice(&[0; 100]);
         assert_eq!(complete_bin_prefix(&zeros), whole.len());
+    }
+
+    #[test]
+    fn each_split_counts_the_drops_the_vehicle_reported_in_it() {
+        use crate::dataflash::testing::{df, df_format};
+        let dms = df_format(92, "DMS", "QII", "TimeUS,N,Dp");
+        let att = df_format(35, "ATT", "Qf", "TimeUS,Roll");
+        let mut whole: Vec<u8> = [Format::fmt(), dms.clone(), att.clone()]
+            .iter()
+            .flat_map(Format::to_bytes)
+            .collect();
+        for i in 0..1000u64 {
+            let t = 10_000 * i;
+            whole.extend(df(&att, &[&t.to_le_bytes()[..], &[0; 4]].concat()));
+            if i % 100 == 99 {
+                // Each second the vehicle says it dropped 3 more (a running count).
+                let dp = 3 * (i as u32 / 100 + 1);
+                let body = [&t.to_le_bytes()[..], &[0; 4], &dp.to_le_bytes()].concat();
+                whole.extend(df(&dms, &body));
+            }
+        }
+        let mut s = BinSplitter::new(SplitPolicy {
+            max_duration_us: Some(2_000_000),
+            ..SplitPolicy::unlimited()
+        });
+        let mut files = Files::default();
+        s.push(&whole, &mut files);
+        s.finish(&mut files);
+        let counts: Vec<_> = files.1.iter().map(|s| s.dropped_at_source).collect();
+        assert_eq!(counts, vec![Some(6); 5]);
     }
 }

@@ -91,6 +91,12 @@ pub struct SplitSummary {
     /// The dropouts' durations added up, ms (what the log says it lost there).
     #[serde(default)]
     pub dropout_ms: u64,
+    /// Messages the vehicle itself dropped before they reached its stream, as its own
+    /// records count them in this split (ArduPilot's `DMS.Dp`; a split read back after a
+    /// crash counts from its stream's start). `None` for a log whose vehicle counts none
+    /// (ULog). Never the link's losses: those are the dropouts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_at_source: Option<u64>,
     pub first_timestamp: Option<u64>,
     pub last_timestamp: Option<u64>,
     pub time_index: Vec<IndexEntry>,
