@@ -76,7 +76,7 @@ use crate::link::signing::Signer;
 
 pub use self::config::{DEFAULT_COMPONENT_ID, FALLBACK_SYSTEM_ID, SessionConfig, SigningSetup};
 pub use self::events::{CloseReason, Event, LinkProblem, Rates, SessionStats};
-pub use self::remote_log::{GIVE_UP, MAX_AHEAD, NACK_INTERVAL, START_INTERVAL};
+pub use self::remote_log::{DRAIN, GIVE_UP, MAX_AHEAD, NACK_INTERVAL, START_INTERVAL};
 pub use self::status_text::{STATUS_TEXT_BYTES, STATUS_TEXT_INTERVAL, STATUS_TEXT_QUEUE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +127,9 @@ pub struct Session {
     lost_since: Option<Instant>,
     /// When we last said that the vehicle streams its log to another client.
     foreign_stream_said: Option<Instant>,
+    /// Shutting down an ArduPilot stream with blocks still missing: until when they are
+    /// awaited before the STOP (see [`remote_log::DRAIN`]).
+    draining_until: Option<Instant>,
     pending_new_log: Option<PendingNewLog>,
     next_heartbeat: Option<Instant>,
     /// When the last START went out: a new log's chunk 0 is taken only shortly after one.
@@ -168,6 +171,7 @@ impl Session {
             blocks: None,
             lost_since: None,
             foreign_stream_said: None,
+            draining_until: None,
             pending_new_log: None,
             next_heartbeat: Some(now),
             start_sent: None,
@@ -278,6 +282,7 @@ impl Session {
         }
         earliest(self.log.as_ref().and_then(|l| l.reorder.deadline()));
         earliest(self.blocks.as_ref().and_then(|l| l.deadline()));
+        earliest(self.draining_until);
         earliest(self.lost_since.map(|t| t + self.config.rejoin_timeout));
         earliest(self.ftp.poll_timeout());
         earliest(self.status_texts.deadline());
@@ -411,6 +416,7 @@ impl Session {
                 _ => {}
             }
             self.block_timers(now);
+            self.end_drain_when_done(now);
             return;
         }
         match self.phase {
@@ -489,15 +495,16 @@ impl Session {
     /// until the vehicle confirms, or [`SessionConfig::stop_timeout`] runs out, still goes
     /// into the log), then the log is closed and [`is_closed`](Self::is_closed) turns true.
     /// A vehicle not heard within the vehicle timeout is not waited for. Later input is
-    /// ignored.
+    /// ignored. ArduPilot answers no STOP: its log closes once no block is missing behind
+    /// later ones, at most [`DRAIN`] after this, and the STOP goes out then (twice).
     pub fn shutdown(&mut self, now: Instant) {
         if self.is_ardupilot() && self.phase != Phase::Closed {
-            // ArduPilot answers no STOP: sent twice (a lossy link), the log closes at once.
-            if self.vehicle.is_some() {
-                self.send_block_stop(now);
-                self.send_block_stop(now);
+            // Blocks still missing behind later ones are awaited a moment (NACKed as
+            // usual); then the STOP, which the vehicle does not answer.
+            if self.vehicle.is_some() && self.draining_until.is_none() {
+                self.draining_until = Some(now + remote_log::DRAIN);
             }
-            self.finish();
+            self.end_drain_when_done(now);
             return;
         }
         match self.phase {

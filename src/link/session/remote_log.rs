@@ -38,6 +38,9 @@ pub const NACK_INTERVAL: Duration = Duration::from_millis(100);
 pub const NACKS_PER_ROUND: usize = 32;
 /// A block missing this long is one the vehicle no longer has.
 pub const GIVE_UP: Duration = Duration::from_secs(5);
+/// At shutdown, how long blocks still missing behind later ones are awaited before the STOP
+/// (NACKed as usual: the vehicle sends a NACKed block at once, an unacked one after 100 ms).
+pub const DRAIN: Duration = Duration::from_millis(500);
 /// A START goes out again this often until blocks come.
 pub const START_INTERVAL: Duration = Duration::from_secs(1);
 /// The vehicle's stream going to another client is said again at most this often.
@@ -104,6 +107,26 @@ impl Session {
         };
     }
 
+    /// Ends a shutdown's drain (see [`Session::shutdown`]) once no block is missing behind
+    /// later ones, or its time is up, or the vehicle is gone: STOP (twice: a lossy link), and
+    /// the log closes.
+    pub(super) fn end_drain_when_done(&mut self, now: Instant) {
+        let Some(until) = self.draining_until else {
+            return;
+        };
+        let hole = self.blocks.as_ref().is_some_and(|l| !l.ahead.is_empty());
+        let present = self.vehicle.is_some() && self.phase != Phase::Searching;
+        if hole && present && now < until {
+            return;
+        }
+        self.draining_until = None;
+        if self.vehicle.is_some() {
+            self.send_block_stop(now);
+            self.send_block_stop(now);
+        }
+        self.finish();
+    }
+
     /// Sends STOP; the vehicle stops at once and says nothing.
     pub(super) fn send_block_stop(&mut self, now: Instant) {
         self.send_block_status(BLOCK_STOP, true, now);
@@ -129,6 +152,11 @@ impl Session {
 
     /// One block from the vehicle's log component.
     pub(super) fn on_log_block(&mut self, header: MavHeader, block: &LogBlock, now: Instant) {
+        self.take_log_block(header, block, now);
+        self.end_drain_when_done(now);
+    }
+
+    fn take_log_block(&mut self, header: MavHeader, block: &LogBlock, now: Instant) {
         let Some(v) = self.vehicle else {
             self.stats.ignored_chunks += 1;
             return;
@@ -607,6 +635,54 @@ mod tests {
         let st = s.stats();
         assert_eq!((st.duplicates, st.lost_chunks, st.dropouts), (1, 0, 0));
         assert!(s.is_closed());
+    }
+
+    #[test]
+    fn at_shutdown_a_missing_block_is_awaited_a_moment_before_the_stop() {
+        let t0 = Instant::now();
+        let whole = log(400, 1_000_000);
+        let bs = blocks(&whole);
+        for comes_back in [true, false] {
+            let mut s = found(t0);
+            let mut now = t0;
+            // Block 10 lost: the ones after it wait behind the hole.
+            for b in bs.iter().filter(|b| b.seqno != 10) {
+                now += Duration::from_millis(1);
+                s.handle_datagram(&block_frame(b), now);
+            }
+            statuses(&mut s);
+            s.shutdown(now);
+            assert!(!s.is_closed(), "the hole is awaited");
+            assert_eq!(statuses(&mut s), [], "no STOP yet");
+            if comes_back {
+                // The vehicle's own resend (or our NACK's answer) fills it: STOP at once,
+                // the whole log, no mark.
+                now += Duration::from_millis(100);
+                s.handle_datagram(&block_frame(&bs[10]), now);
+                assert_eq!(
+                    statuses(&mut s),
+                    [(10, true), (BLOCK_STOP, true), (BLOCK_STOP, true)]
+                );
+                assert_eq!(drain(&mut s).0, whole);
+            } else {
+                // Never: NACKed meanwhile, then STOP once the drain's time is up, the hole
+                // marked.
+                let end = now + DRAIN;
+                while let Some(t) = s.poll_timeout().filter(|&t| t < end) {
+                    s.handle_timeout(t);
+                    assert!(!s.is_closed());
+                }
+                s.handle_timeout(end);
+                let sent = statuses(&mut s);
+                assert!(sent.contains(&(10, false)), "{sent:?}");
+                assert_eq!(
+                    sent[sent.len() - 2..],
+                    [(BLOCK_STOP, true), (BLOCK_STOP, true)]
+                );
+                assert_eq!(marks(&drain(&mut s).0).len(), 1);
+            }
+            assert!(s.is_closed());
+        }
     }
 
     #[test]
