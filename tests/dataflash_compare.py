@@ -17,7 +17,8 @@ the splits' replayed preambles are not data and are left out; the window of each
 begins after its startup (its parameters, the texts written again, its first MODE and ORGN),
 as the vehicle skips data while it writes them. `dms_dropped` is the sum of
 the vehicle's own count of messages it dropped at the source (DMS.Dp, per stream), the one
-loss a receiver cannot recover.
+loss a receiver cannot recover; `flight` what the received log says the vehicle did (armed,
+disarmed, its highest CTUN.Alt).
 """
 import collections
 import json
@@ -165,6 +166,15 @@ def main():
     unexplained_invented = sum(
         n for k, n in invented.items() if not explained(times[k], card_drops)
     )
+    # What the received log says the vehicle did: armed and disarmed (ARM.ArmState), how
+    # high it climbed (CTUN.Alt, metres above home).
+    flight = {
+        "armed": sum(1 for m in received if m.get_type() == "ARM" and m.ArmState == 1),
+        "disarmed": sum(1 for m in received if m.get_type() == "ARM" and m.ArmState == 0),
+        "max_alt_m": max(
+            (m.Alt for m in received if m.get_type() == "CTUN"), default=0.0
+        ),
+    }
     missing_types = collections.Counter(k[0] for k in missing.elements())
     invented_types = collections.Counter(k[0] for k in invented.elements())
     print(
@@ -182,6 +192,7 @@ def main():
                 "marks": marks,
                 "mark_ms": mark_ms,
                 "types": len({k[0] for k in have}),
+                "flight": flight,
                 "windows": windows,
             }
         )

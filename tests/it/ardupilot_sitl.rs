@@ -212,6 +212,7 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
         );
         assert!(alone["types"].as_u64().unwrap() >= 20, "{}", brief(&alone));
     }
+    check_drops_in_manifest(&session, &report);
     let manifest: Json =
         serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["log_format"], "dataflash");
@@ -260,8 +261,41 @@ fn on_the_ground_every_message_the_vehicle_streamed_is_written_and_each_split_op
     }
 }
 
+/// The manifest tells the vehicle's own drops apart from the link's, per split, as its DMS
+/// records count them (pymavlink's reading of the same splits says how many).
+fn check_drops_in_manifest(session: &Path, report: &Json) {
+    let manifest: Json =
+        serde_json::from_slice(&std::fs::read(session.join("manifest.json")).unwrap()).unwrap();
+    let splits = manifest["splits"].as_array().unwrap();
+    let dropped: u64 = splits
+        .iter()
+        .map(|s| {
+            s["dropped_at_source"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no dropped_at_source in {s}"))
+        })
+        .sum();
+    assert_eq!(
+        Json::from(dropped),
+        report["dms_dropped"],
+        "{}",
+        brief(report)
+    );
+}
+
+/// The received log holds a flight: armed, up to `alt_m`, down again.
+fn check_flew(report: &Json, alt_m: f64) {
+    let flight = &report["flight"];
+    assert!(flight["armed"].as_u64().unwrap() >= 1, "{flight}");
+    assert!(flight["disarmed"].as_u64().unwrap() >= 1, "{flight}");
+    assert!(
+        flight["max_alt_m"].as_f64().unwrap() > 0.9 * alt_m,
+        "{flight}"
+    );
+}
+
 #[test]
-fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
+fn a_flight_through_a_lossy_reordering_link_loses_or_invents_nothing_streamed() {
     let Some(py) = common::venv_python() else {
         return;
     };
@@ -274,13 +308,15 @@ fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
         return;
     };
     let dir = fresh_dir("lossy-ours");
-    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), &[]);
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 30, free_tcp_port(), &[]);
     wait_for_blocks(&relay, 1);
-    std::thread::sleep(Duration::from_secs(30));
+    let mut flight = sitl.fly(&py, 10, 10);
+    flight.stage("landed", Duration::from_secs(240));
+    std::thread::sleep(Duration::from_secs(2));
     assert!(d.terminate().success());
     let summary = d.stdout_text();
     let card = sitl.stop();
-    let (_, splits) = splits(&dir);
+    let (session, splits) = splits(&dir);
     let report = compare(&py, &card, &splits);
     eprintln!("lossy: {}\n{summary}", brief(&report));
     assert!(
@@ -291,14 +327,20 @@ fn through_a_lossy_reordering_link_nothing_streamed_is_lost_or_invented() {
             > 20,
         "the relay lost little"
     );
-    check_whole(&report, "2 % loss, 2 % reorder, 10 % of acks lost");
+    check_whole(
+        &report,
+        "a flight, 2 % loss, 2 % reorder, 10 % of acks lost",
+    );
+    check_flew(&report, 10.0);
     // Lost blocks came again (NACKed or resent), lost acks made duplicates: no gap stayed.
     assert_eq!(report["marks"], 0, "{}", brief(&report));
     assert!(summary.contains(" 0 lost in 0 gaps"), "{summary}");
+    check_drops_in_manifest(&session, &report);
 }
 
 #[test]
-fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_its_length() {
+fn a_link_lost_for_15_s_in_flight_and_back_is_one_flight_with_the_outage_as_a_dropout_of_its_length()
+ {
     let Some(py) = common::venv_python() else {
         return;
     };
@@ -309,19 +351,23 @@ fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_i
     let dir = fresh_dir("outage-ours");
     let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), &[]);
     wait_for_blocks(&relay, 1);
-    std::thread::sleep(Duration::from_secs(10));
+    let mut flight = sitl.fly(&py, 10, 30);
+    flight.stage("hovering", Duration::from_secs(180));
+    std::thread::sleep(Duration::from_secs(3));
     // Past the vehicle's 10 s: it drops us, and starts again from seqno 0 on our next START.
     relay.cut(true);
     std::thread::sleep(Duration::from_secs(15));
     relay.cut(false);
-    std::thread::sleep(Duration::from_secs(15));
+    flight.stage("landed", Duration::from_secs(120));
+    std::thread::sleep(Duration::from_secs(2));
     assert!(d.terminate().success());
     let summary = d.stdout_text();
     let card = sitl.stop();
-    let (_, splits) = splits(&dir);
+    let (session, splits) = splits(&dir);
     let report = compare(&py, &card, &splits);
     eprintln!("outage: {}\n{summary}", brief(&report));
-    check_whole(&report, "15 s outage");
+    check_whole(&report, "15 s outage in flight");
+    check_flew(&report, 10.0);
     // Two streams in one flight, the outage between them marked once, as long as the log
     // says it was (the link's 15 s, and the vehicle's restart of its stream after it).
     assert_eq!(report["marks"], 1, "{}", brief(&report));
@@ -331,4 +377,5 @@ fn a_link_lost_for_15_s_and_back_is_one_flight_with_the_outage_as_a_dropout_of_i
         .as_u64()
         .expect("the mark says its length");
     assert!((15_000..25_000).contains(&ms), "the dropout says {ms} ms");
+    check_drops_in_manifest(&session, &report);
 }

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 /// drop. The test runs alone while it runs (as a PX4's does: a vehicle starved of the CPU
 /// drops at moments of its own).
 pub struct ArduPilot {
+    /// The UDP port its SERIAL0 (a ground station's) sends to.
+    pub gcs: u16,
     dir: PathBuf,
     child: Child,
     _alone: super::machine::Alone,
@@ -64,10 +66,28 @@ impl ArduPilot {
             .spawn()
             .expect("the ArduPilot SITL starts");
         Some(ArduPilot {
+            gcs,
             dir,
             child,
             _alone: alone,
         })
+    }
+
+    /// Flies it from its ground station port (`tests/ardupilot_fly.py`): ready, GUIDED,
+    /// armed, up to `alt_m`, `hover_s` of hover, LAND, disarmed. The flight's stages come as
+    /// lines (`armed`, `airborne`, `hovering`, `landing`, `landed`) from [`Flight::stage`].
+    pub fn fly(&self, py: &Path, alt_m: u32, hover_s: u32) -> Flight {
+        let mut child = Command::new(py)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ardupilot_fly.py"))
+            .args([self.gcs.to_string(), alt_m.to_string(), hover_s.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the flight script starts");
+        let stages = super::procs::watch_lines(child.stdout.take().unwrap(), "flight: ");
+        Flight {
+            script: super::procs::Proc(child, "the flight"),
+            stages,
+        }
     }
 
     /// Stops the SITL and returns its card log (`logs/00000001.BIN`).
@@ -89,6 +109,32 @@ impl Drop for ArduPilot {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A flight under way (see [`ArduPilot::fly`]).
+pub struct Flight {
+    script: super::procs::Proc,
+    stages: std::sync::mpsc::Receiver<String>,
+}
+
+impl Flight {
+    /// Waits until the flight reaches `stage` (within `limit`); fails if the script fails.
+    #[track_caller]
+    pub fn stage(&mut self, stage: &str, limit: Duration) {
+        let t0 = Instant::now();
+        loop {
+            match self.stages.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) if line == stage => return,
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.script.wait(Duration::from_secs(5));
+                    panic!("the flight ended ({status}) before {stage:?}")
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            assert!(t0.elapsed() < limit, "no {stage:?} within {limit:?}");
+        }
     }
 }
 
