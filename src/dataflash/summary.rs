@@ -77,7 +77,9 @@ impl BinSummaryBuilder {
     }
 
     fn message(&mut self, m: &[u8], f: &Format) {
-        self.in_preamble &= PREAMBLE.contains(&f.name.as_str());
+        // A split that begins at a gap opens with its mark, right after the preamble.
+        let mark = dropout_ms(m, f);
+        self.in_preamble &= PREAMBLE.contains(&f.name.as_str()) && mark.is_none();
         if self.in_preamble {
             return;
         }
@@ -97,7 +99,7 @@ impl BinSummaryBuilder {
         };
         match f.name.as_str() {
             "MSG" => {
-                if let Some(d) = dropout_ms(m, f) {
+                if let Some(d) = mark {
                     self.dropouts.push(Dropout {
                         at_us: time.unwrap_or(0),
                         duration_ms: d,
@@ -208,5 +210,18 @@ mod tests {
             3
         );
         assert_eq!(s.skipped_bytes, 0);
+
+        // The same log cut where the gap is: the second split opens with the preamble (the
+        // definitions and the startup text again), then the mark.
+        let at_gap = log.len() - 2 * 75 - 19 + 75;
+        let definitions = 3 * 89;
+        let mut b = BinSummaryBuilder::default();
+        b.push(&log[..at_gap]);
+        b.next_split();
+        b.push(&log[..definitions + 75]);
+        b.push(&log[at_gap..]);
+        let again = b.finish();
+        assert_eq!(again.dropouts, s.dropouts);
+        assert_eq!(again.messages, s.messages);
     }
 }
