@@ -15,8 +15,12 @@
 //!   once (before new ones) on a NACK.
 //! - Its buffer holds [`ArduPilotConfig::buffer_blocks`] blocks (`LOG_MAV_BUFSIZE`): a
 //!   message written while it is full is dropped at the source and counted
-//!   ([`ArduPilotStats::dropped_messages`], the `DMS.Dp` of a real one). The startup records
-//!   are never dropped: data is, while they go out.
+//!   ([`ArduPilotStats::dropped_messages`]), and its own `DMS` records say so, once a second
+//!   of log time, as a real one's do (`Dp`: the count since the stream began); those of the
+//!   log played, another stream's, are left out. The startup records are never dropped:
+//!   data is, while they go out. As `AP_Logger` does, a type's FMT goes into a stream before
+//!   the type's first message; a FMT dropped is tried again before the next one.
+//!   `ArduPilotConfig::speed` plays the log faster than its own time.
 //! - A client that acked or nacked nothing for 10 s while blocks were out is dropped; the
 //!   next START begins again at seqno 0 with the startup records (same boot: the log time
 //!   goes on).
@@ -24,7 +28,7 @@
 //! The link is impaired as [`Impairment`] says, from one seeded RNG
 //! ([`crate::sim::impaired`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use mavlink::MavHeader;
@@ -34,7 +38,7 @@ use mavlink::dialects::ardupilotmega::{
 };
 
 use crate::dataflash::format::time_us;
-use crate::dataflash::{Framer, Preamble};
+use crate::dataflash::{FMT_LEN, FMT_TYPE, Format, Framer, HEADER, Preamble};
 use crate::link::frames::{FrameDecoder, encode};
 use crate::link::log_block::{
     BLOCK_BYTES, BLOCK_START, BLOCK_STOP, LOG_COMPONENT, LogBlock, encode_block,
@@ -48,6 +52,8 @@ pub const RESEND_AFTER: Duration = Duration::from_millis(100);
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Wire bytes of a REMOTE_LOG_DATA_BLOCK frame (MAVLink 2, no trailing zeros trimmed).
 const BLOCK_WIRE_BYTES: f64 = 218.0;
+/// A DMS record is written this often (log time, µs), as ArduPilot's MAVLink backend does.
+const DMS_INTERVAL_US: u64 = 1_000_000;
 /// Blocks sent per poll without a link rate (AP_Logger_MAVLink's most per push).
 const BURST: usize = 9;
 
@@ -64,6 +70,8 @@ pub struct ArduPilotConfig {
     pub heartbeat_interval: Duration,
     pub impairment: Impairment,
     pub seed: u64,
+    /// The log plays this many times faster than its own time (1: as the vehicle flew).
+    pub speed: u32,
 }
 
 impl Default for ArduPilotConfig {
@@ -76,6 +84,7 @@ impl Default for ArduPilotConfig {
             heartbeat_interval: Duration::from_secs(1),
             impairment: Impairment::NONE,
             seed: 1,
+            speed: 1,
         }
     }
 }
@@ -133,6 +142,14 @@ pub struct SimArduPilot {
     frames: FrameDecoder,
     link: ImpairedLink,
     stats: ArduPilotStats,
+    /// Messages dropped at the source since the stream began (what its DMS records say).
+    stream_dropped: u32,
+    /// The log's DMS type, when it defines one with its `TimeUS` and `Dp`.
+    dms_type: Option<u8>,
+    /// When the next DMS record is written (log time, µs).
+    next_dms_us: u64,
+    /// The types whose FMT the running stream has carried.
+    emitted: HashSet<u8>,
 }
 
 impl SimArduPilot {
@@ -155,6 +172,9 @@ impl SimArduPilot {
             });
         });
         let first_us = messages.first().map_or(0, |m| m.at_us);
+        let dms_type = (framer.formats())
+            .find(|f| f.name == "DMS" && f.field("TimeUS").is_some() && f.field("Dp").is_some())
+            .map(|f| f.type_id);
         Self {
             link: ImpairedLink::new(config.impairment, config.seed, now),
             config,
@@ -176,6 +196,10 @@ impl SimArduPilot {
             block_sequence: 0,
             frames: FrameDecoder::new(),
             stats: ArduPilotStats::default(),
+            stream_dropped: 0,
+            dms_type,
+            next_dms_us: 0,
+            emitted: HashSet::new(),
         }
     }
 
@@ -223,7 +247,17 @@ impl SimArduPilot {
 
     /// When log time `us` comes.
     fn at(&self, us: u64) -> Instant {
-        self.epoch + Duration::from_micros(us.saturating_sub(self.first_us))
+        self.epoch + Duration::from_micros(us.saturating_sub(self.first_us) / self.speed())
+    }
+
+    /// The log time at `now`, µs.
+    fn log_time(&self, now: Instant) -> u64 {
+        let elapsed = now.saturating_duration_since(self.epoch).as_micros() as u64;
+        self.first_us + elapsed * self.speed()
+    }
+
+    fn speed(&self) -> u64 {
+        u64::from(self.config.speed.max(1))
     }
 
     /// Bytes from the receiver.
@@ -247,7 +281,9 @@ impl SimArduPilot {
         match seqno {
             BLOCK_START if ack && self.client.is_none() => {
                 self.client = Some(from);
+                self.stream_dropped = 0;
                 self.pending = self.startup_records(now);
+                self.emitted = defined_types(&self.pending);
                 self.next_seqno = 0;
                 self.sent.clear();
                 self.retry.clear();
@@ -281,7 +317,7 @@ impl SimArduPilot {
     /// version, the startup texts, the parameters and the mode, each timed now (the log
     /// time goes on).
     fn startup_records(&self, now: Instant) -> Vec<u8> {
-        let now_us = self.first_us + now.saturating_duration_since(self.epoch).as_micros() as u64;
+        let now_us = self.log_time(now);
         let mut records = self.preamble.bytes();
         let mut at = 0;
         while at + 3 <= records.len() {
@@ -323,9 +359,16 @@ impl SimArduPilot {
         let Some(client) = self.client else {
             return;
         };
-        let mut budget = match self.config.link_rate {
+        // The link carries a block every `interval`; a caller that wakes late (a timer's
+        // millisecond) sends what the link could have carried meanwhile, a push at most.
+        let interval = (self.config.link_rate)
+            .map(|rate| Duration::from_secs_f64(BLOCK_WIRE_BYTES / rate.max(1) as f64));
+        let mut budget = match interval {
             Some(_) if now < self.next_block => 0,
-            Some(_) => 1,
+            Some(i) => {
+                let late = now.duration_since(self.next_block).as_nanos();
+                (1 + late / i.as_nanos().max(1)).min(BURST as u128) as usize
+            }
             None => BURST,
         };
         while budget > 0 {
@@ -365,8 +408,9 @@ impl SimArduPilot {
                 None => break,
             }
             budget -= 1;
-            if let Some(rate) = self.config.link_rate {
-                self.next_block = now + Duration::from_secs_f64(BLOCK_WIRE_BYTES / rate as f64);
+            if let Some(i) = interval {
+                let earliest = now.checked_sub(i * BURST as u32).unwrap_or(now);
+                self.next_block = self.next_block.max(earliest) + i;
             }
         }
     }
@@ -385,21 +429,96 @@ impl SimArduPilot {
             if self.at(m.at_us) > now {
                 break;
             }
-            let m = &m.bytes;
+            let (at_us, type_id) = (m.at_us, m.bytes[2]);
             self.written += 1;
-            if self.client.is_some() {
-                let blocks = self.sent.len() + (self.pending.len() + m.len()).div_ceil(BLOCK_BYTES);
-                if blocks > self.config.buffer_blocks {
-                    self.stats.dropped_messages += 1;
-                } else {
-                    self.pending.extend_from_slice(m);
-                }
+            // The log's own DMS were another stream's: this vehicle writes its own.
+            if self.dms_type == Some(type_id) {
+                continue;
             }
+            if self.dms_type.is_some() && at_us >= self.next_dms_us {
+                self.next_dms_us = at_us + DMS_INTERVAL_US;
+                let dms = self.dms_record(at_us);
+                self.write_message(dms);
+            }
+            let m = self.messages[self.written - 1].bytes.clone();
             // Followed for the startup records a restart sends.
-            if let Some(format) = self.formats.format(m[2]) {
-                self.preamble.observe(m, format);
+            if let Some(format) = self.formats.format(type_id) {
+                self.preamble.observe(&m, format);
             }
+            self.write_message(m);
         }
+    }
+
+    /// Queues message `m` for the stream as `AP_Logger` writes one: a type's FMT goes
+    /// first, once per stream (a FMT dropped is tried again before the type's next message,
+    /// which is dropped with it).
+    fn write_message(&mut self, m: Vec<u8>) {
+        if self.client.is_none() {
+            return;
+        }
+        if m[2] == FMT_TYPE {
+            let defined = m.get(3).copied().unwrap_or(0);
+            if !self.emitted.contains(&defined) && self.write(m) {
+                self.emitted.insert(defined);
+            }
+            return;
+        }
+        if !self.emitted.contains(&m[2]) {
+            let Some(fmt) = self.formats.format(m[2]).map(Format::to_bytes) else {
+                return;
+            };
+            if !self.write(fmt) {
+                // Counted once: the message goes with its FMT.
+                return;
+            }
+            self.emitted.insert(m[2]);
+        }
+        self.write(m);
+    }
+
+    /// Queues `m` for the stream, or drops it at the source when the buffer is full
+    /// (nothing while no client is served: the card has it). True when queued.
+    fn write(&mut self, m: Vec<u8>) -> bool {
+        if self.client.is_none() {
+            return false;
+        }
+        let blocks = self.sent.len() + (self.pending.len() + m.len()).div_ceil(BLOCK_BYTES);
+        if blocks > self.config.buffer_blocks {
+            self.write_dropped();
+            return false;
+        }
+        self.pending.extend_from_slice(&m);
+        true
+    }
+
+    fn write_dropped(&mut self) {
+        self.stats.dropped_messages += 1;
+        self.stream_dropped = self.stream_dropped.saturating_add(1);
+    }
+
+    /// A DMS record at log time `at_us`: the stream's drops at the source (`Dp`), blocks
+    /// sent (`N`) and resent (`RS`) so far, the rest zero.
+    fn dms_record(&self, at_us: u64) -> Vec<u8> {
+        let format = (self.dms_type)
+            .and_then(|t| self.formats.format(t))
+            .expect("a DMS type");
+        let mut m = vec![0u8; usize::from(format.length)];
+        m[..3].copy_from_slice(&[HEADER[0], HEADER[1], format.type_id]);
+        let mut put = |label: &str, value: u64| match format.field(label) {
+            Some((at, b'Q')) if at + 8 <= m.len() => {
+                m[at..at + 8].copy_from_slice(&value.to_le_bytes())
+            }
+            Some((at, b'I')) if at + 4 <= m.len() => {
+                let v = u32::try_from(value).unwrap_or(u32::MAX);
+                m[at..at + 4].copy_from_slice(&v.to_le_bytes())
+            }
+            _ => {}
+        };
+        put("TimeUS", at_us);
+        put("N", self.stats.blocks_sent);
+        put("Dp", u64::from(self.stream_dropped));
+        put("RS", self.stats.resends);
+        m
     }
 
     fn heartbeat(&self) -> MavMessage {
@@ -436,4 +555,13 @@ impl SimArduPilot {
         encode_block(header, block, &mut frame);
         self.link.send(frame, now, false);
     }
+}
+
+/// The types the FMT records at the head of `records` (a stream's startup) define.
+fn defined_types(records: &[u8]) -> HashSet<u8> {
+    records
+        .chunks_exact(FMT_LEN)
+        .take_while(|r| r[..2] == HEADER && r[2] == FMT_TYPE)
+        .map(|r| r[3])
+        .collect()
 }

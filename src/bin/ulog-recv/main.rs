@@ -151,6 +151,7 @@ fn run() -> anyhow::Result<()> {
             sd_log_missing,
             arm_after,
             disarm_after,
+            speed,
             impairment,
         }) => {
             // An ArduPilot log (`.bin`) makes it an ArduPilot.
@@ -203,9 +204,16 @@ fn run() -> anyhow::Result<()> {
                     link_rate: (link_rate > 0).then_some(link_rate),
                     impairment: impairment.impairment(),
                     seed: impairment.seed,
+                    speed,
                     ..Default::default()
                 };
                 return runtime()?.block_on(demo::sim_ardupilot(bytes, spec, config, once));
+            }
+            if speed != 1 {
+                bail!(
+                    "--speed is for a simulated ArduPilot (a .bin): a simulated PX4 streams as \
+                     fast as its link rate lets it"
+                );
             }
             let signing = signing_key
                 .map(|path| ulog_recv::shell::keyfile::load_key(&path))

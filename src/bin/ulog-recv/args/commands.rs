@@ -169,6 +169,10 @@ pub(crate) enum Command {
         /// ... and disarmed again SECONDS after the start.
         #[arg(long, value_name = "SECONDS", requires = "arm_after")]
         disarm_after: Option<f64>,
+        /// Play a .bin this many times faster than its own log time (the simulated
+        /// ArduPilot writes each message when its time comes: 1 is as the vehicle flew).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        speed: u32,
         #[command(flatten)]
         impairment: ImpairmentArgs,
     },
