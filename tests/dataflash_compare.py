@@ -78,12 +78,14 @@ def main():
         # definitions, parameters, startup texts and mode): the same records again.
         opening = n > 0
         for m in messages(path):
-            opening = opening and m.get_type() in OPENING
+            is_mark = m.get_type() == "MSG" and str(m.Message).startswith(MARK)
+            # A split that begins at a gap opens with its mark, right after the preamble.
+            opening = opening and m.get_type() in OPENING and not is_mark
             if opening:
                 continue
             if not hasattr(m, "TimeUS") and m.get_type() != "MSG":
                 continue
-            if m.get_type() == "MSG" and str(m.Message).startswith(MARK):
+            if is_mark:
                 marks += 1
                 words = str(m.Message)[len(MARK):]
                 mark_ms.append(int(words[:-3]) if words.endswith(" ms") else None)

@@ -3,37 +3,23 @@
 //! message of them in pieces of any size, the splitter's splits each open alone in pymavlink's
 //! DFReader with nothing in them the log does not hold, and a split a crash left open (torn
 //! in a message, zeros after it) is cut back to its last whole message at the next start and
-//! entered in its manifest, the session closed.
+//! entered in its manifest, the session closed. Streamed by the simulated ArduPilot
+//! (`ulog-recv sim FILE.bin`) to the daemon through a lossy, reordering link and an outage
+//! longer than the vehicle's patience, each log comes out message for message, read by
+//! pymavlink on both sides.
 
 use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use common::ardupilot::compare;
+use serde_json::Value as Json;
+
+use common::ardupilot::{ardupilot_logs, compare};
 use common::procs::{files_with_extension, fresh_dir, session_dirs};
 use ulog_recv::autopilot::LogFormat;
 use ulog_recv::dataflash::{BinSummaryBuilder, Framer};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
-
-/// ArduPilot's own logs, or None (said loudly; CI fails).
-fn ardupilot_logs() -> Option<Vec<PathBuf>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/bin");
-    let logs = files_with_extension(&dir, "bin");
-    if logs.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} holds no .bin: CI must run the ArduPilot log tests",
-            dir.display()
-        );
-        eprintln!(
-            "\n!!! SKIPPED: no ArduPilot logs at {} !!!\n",
-            dir.display()
-        );
-        return None;
-    }
-    Some(logs)
-}
 
 #[test]
 fn every_message_of_ardupilots_logs_is_framed_whole_from_pieces_of_any_size() {
@@ -181,4 +167,79 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
     assert!(!out_file.exists());
     let info = common::procs::run_ok(&["info", &session_arg]);
     assert!(info.contains("ArduPilot"), "{info}");
+}
+
+/// `ulog-recv sim LOG` (4 times faster than flown, through `impairments`) into a daemon
+/// until the simulator has sent the whole log; the daemon's splits, and the simulator's
+/// counters.
+fn replay(log: &std::path::Path, name: &str, impairments: &[&str]) -> (Vec<PathBuf>, Json) {
+    let dir = fresh_dir(name);
+    let port = common::procs::free_udp_port();
+    let (mut daemon, _lines) = common::procs::Proc::spawn_watched(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{port}"),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--split-duration".into(),
+            "20".into(),
+            "--no-socket".into(),
+        ],
+    );
+    let mut sim = std::process::Command::new(common::procs::BIN);
+    sim.arg("sim")
+        .arg(log)
+        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
+        .args(["--speed", "4", "--link-rate", "400000", "--once"])
+        .args(impairments);
+    let counters = common::json_output(&mut sim);
+    assert!(daemon.terminate().success());
+    let sessions = session_dirs(&dir);
+    assert_eq!(sessions.len(), 1, "one flight: {sessions:?}");
+    (files_with_extension(&sessions[0], "bin"), counters)
+}
+
+#[test]
+fn real_logs_streamed_through_loss_reordering_and_an_outage_come_out_message_for_message() {
+    let Some(logs) = ardupilot_logs() else { return };
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let lossy = [
+        "--loss",
+        "0.02",
+        "--reorder",
+        "0.02",
+        "--duplicate",
+        "0.01",
+        "--uplink-loss",
+        "0.1",
+    ];
+    for log in &logs {
+        let name = log.file_stem().unwrap().to_str().unwrap();
+        // The hover log (126 s, 32 s played) also loses its link for 11 s from 17 s on:
+        // past the vehicle's 10 s, it drops the daemon and starts its stream again.
+        let outage = name == "sitl_copter_hover";
+        let mut impairments = lossy.to_vec();
+        if outage {
+            impairments.extend(["--outage-every-ms", "17000", "--outage-ms", "11000"]);
+        }
+        let (splits, counters) = replay(log, name, &impairments);
+        let report = compare(&py, log, &splits);
+        let mut brief = report.clone();
+        brief.as_object_mut().unwrap().remove("windows");
+        eprintln!("{name}: {brief}\n{counters}");
+        assert!(counters["resends"].as_u64().unwrap() > 0, "{counters}");
+        assert!(
+            report["card_in_window"].as_u64().unwrap() > 20_000,
+            "{brief}"
+        );
+        assert_eq!(report["unexplained_invented"], 0, "{brief}");
+        assert_eq!(report["unexplained_missing"], 0, "{brief}");
+        let (starts, marks) = if outage { (2, 1) } else { (1, 0) };
+        assert_eq!(counters["starts"], starts, "{counters}");
+        assert_eq!(counters["client_timeouts"], starts - 1, "{counters}");
+        assert_eq!(report["marks"], marks, "{brief}");
+    }
 }

@@ -275,6 +275,26 @@ impl Drop for Relay {
     }
 }
 
+/// ArduPilot's own logs (`../shared/testdata/bin/*.bin`, written by ArduCopter's logger),
+/// or None (said loudly; CI fails).
+pub fn ardupilot_logs() -> Option<Vec<PathBuf>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/bin");
+    let logs = super::procs::files_with_extension(&dir, "bin");
+    if logs.is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} holds no .bin: CI must run the ArduPilot log tests",
+            dir.display()
+        );
+        eprintln!(
+            "\n!!! SKIPPED: no ArduPilot logs at {} !!!\n",
+            dir.display()
+        );
+        return None;
+    }
+    Some(logs)
+}
+
 /// `tests/dataflash_compare.py` on the card log and the received splits: its report.
 pub fn compare(py: &Path, card: &Path, splits: &[PathBuf]) -> serde_json::Value {
     report_of(py, "dataflash_compare.py", card, splits)
