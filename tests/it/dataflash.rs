@@ -243,3 +243,32 @@ fn real_logs_streamed_through_loss_reordering_and_an_outage_come_out_message_for
         assert_eq!(report["marks"], marks, "{brief}");
     }
 }
+
+/// Each simulated autopilot refuses the other's options, saying which they are for.
+#[test]
+fn the_simulator_refuses_options_of_the_other_autopilot() {
+    let Some(logs) = ardupilot_logs() else { return };
+    let ulg = common::synthetic_logs()
+        .into_iter()
+        .next()
+        .expect("a synthetic log");
+    let refusals = [
+        (&logs[0], "--arm-after", "are for a simulated PX4 (a .ulg)"),
+        (
+            &ulg,
+            "--speed",
+            "--speed is for a simulated ArduPilot (a .bin)",
+        ),
+    ];
+    for (log, option, says) in refusals {
+        let out = std::process::Command::new(common::procs::BIN)
+            .arg("sim")
+            .arg(log)
+            .args([option, "2", "--udp-connect", "127.0.0.1:9", "--once"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{option}: {stderr}");
+        assert!(stderr.contains(says), "{option}: {stderr}");
+    }
+}
