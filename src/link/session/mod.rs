@@ -127,6 +127,8 @@ pub struct Session {
     lost_since: Option<Instant>,
     /// When we last said that the vehicle streams its log to another client.
     foreign_stream_said: Option<Instant>,
+    /// When we last stopped an ArduPilot stream found in its middle (to start it again).
+    middle_stopped: Option<Instant>,
     /// Shutting down an ArduPilot stream with blocks still missing: until when they are
     /// awaited before the STOP (see [`remote_log::DRAIN`]).
     draining_until: Option<Instant>,
@@ -172,6 +174,7 @@ impl Session {
             lost_since: None,
             foreign_stream_said: None,
             draining_until: None,
+            middle_stopped: None,
             pending_new_log: None,
             next_heartbeat: Some(now),
             start_sent: None,

@@ -207,10 +207,14 @@ impl Session {
             if s != 0 {
                 // A stream we did not start at its beginning: stop it, start ours.
                 self.stats.ignored_chunks += 1;
+                // Once a START_INTERVAL: the blocks of the stream go on arriving (resent every
+                // 100 ms) until the STOP gets through. Not tied to our own STARTs, which go
+                // out every START_INTERVAL while the vehicle ignores them.
                 if self
-                    .start_sent
+                    .middle_stopped
                     .is_none_or(|t| now.duration_since(t) >= START_INTERVAL)
                 {
+                    self.middle_stopped = Some(now);
                     tracing::info!(
                         seqno = s,
                         "the vehicle streams its log from the middle; stopping it to start \
@@ -764,12 +768,24 @@ mod tests {
         let t0 = Instant::now();
         let mut s = found(t0);
         let bs = blocks(&log(100, 0));
-        let now = t0 + START_INTERVAL;
+        // At once, though our own START went out a moment ago (a daemon that restarted:
+        // the vehicle still streams to the client it had, and ignores STARTs meanwhile).
+        let now = t0 + Duration::from_millis(10);
         s.handle_datagram(&block_frame(&bs[3]), now);
         assert_eq!(statuses(&mut s), [(BLOCK_STOP, true), (BLOCK_START, true)]);
         // Not again for every block of that stream.
         s.handle_datagram(&block_frame(&bs[4]), now);
         assert_eq!(statuses(&mut s), []);
+        // The STOP was lost: the START timer goes on, and the next block a START_INTERVAL
+        // later stops the stream again, whenever it comes.
+        let later = now + START_INTERVAL;
+        s.handle_timeout(later);
+        s.handle_datagram(&block_frame(&bs[5]), later + Duration::from_millis(1));
+        let sent = statuses(&mut s);
+        assert!(
+            sent.ends_with(&[(BLOCK_STOP, true), (BLOCK_START, true)]),
+            "{sent:?}"
+        );
         let (bytes, events) = drain(&mut s);
         assert!(bytes.is_empty() && !events.iter().any(|e| matches!(e, Event::LogOpened { .. })));
     }
