@@ -18,6 +18,10 @@
 //! - the repaired split opens in pyulog (decoded as ours does) and the session in
 //!   `ulog-recv info`.
 //!
+//! The same cuts fall on an ArduPilot's `.bin` splits (ArduPilot's own log played by the
+//! simulated ArduPilot), with the same promises; a repaired `.bin` split opens alone in
+//! pymavlink's DFReader with nothing in it that the vehicle's log does not hold.
+//!
 //! A failure names its seed: `POWER_CUT_SEED=N` replays the same schedule of cuts (the same
 //! modes, steps and delays; the stream's timing is the machine's).
 
@@ -27,8 +31,10 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use ulog_recv::store::bin_splitter::complete_bin_prefix;
 use ulog_recv::store::files::{complete_prefix, hex, read_manifest};
 
+use crate::common::ardupilot::compare;
 use crate::common::lazyfs::{LazyFs, fault_seed};
 use crate::common::procs::{Proc, free_udp_port, run_ok};
 use crate::common::{self, check_with_pyulog};
@@ -37,6 +43,81 @@ use crate::common::{self, check_with_pyulog};
 pub(super) const LINK_RATE: u64 = 1_000_000;
 /// What the log grows by at most, per second (the stream's rate, less the MAVLink framing).
 const LOG_BYTES_PER_S: u64 = LINK_RATE * 7 / 10;
+/// How many times faster than flown the simulated ArduPilot plays its log.
+const ARDUPILOT_SPEED: u64 = 1;
+
+/// Which autopilot's log the cuts fall on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LogKind {
+    /// PX4's ULog: `sample.ulg` streamed at [`LINK_RATE`].
+    Ulog,
+    /// ArduPilot's DataFlash: `sitl_copter_hover.bin` played [`ARDUPILOT_SPEED`] times
+    /// faster than flown.
+    DataFlash,
+}
+
+impl LogKind {
+    fn extension(self) -> &'static str {
+        match self {
+            LogKind::Ulog => "ulg",
+            LogKind::DataFlash => "bin",
+        }
+    }
+
+    /// Length of the whole messages at the start of a split's bytes.
+    fn whole(self, bytes: &[u8]) -> usize {
+        match self {
+            LogKind::Ulog => complete_prefix(bytes),
+            LogKind::DataFlash => complete_bin_prefix(bytes),
+        }
+    }
+
+    /// Bytes of a split that hold no message yet (ULog's file header).
+    fn empty_len(self) -> usize {
+        match self {
+            LogKind::Ulog => ulog_recv::ulog::message::FILE_HEADER_LEN,
+            LogKind::DataFlash => 0,
+        }
+    }
+
+    /// At most what the log grows by per second.
+    fn bytes_per_s(self) -> u64 {
+        match self {
+            LogKind::Ulog => LOG_BYTES_PER_S,
+            // The hover log: 5.3 MB in 126 s.
+            LogKind::DataFlash => 45_000 * ARDUPILOT_SPEED,
+        }
+    }
+
+    /// The split opens alone in the autopilot's own reader, as what the vehicle logged.
+    fn check_opens(self, split: &Path) {
+        match self {
+            LogKind::Ulog => check_with_pyulog(split),
+            LogKind::DataFlash => {
+                let Some(py) = common::venv_python() else {
+                    return;
+                };
+                let log = ardupilot_log().expect("the ArduPilot log");
+                let report = compare(&py, &log, &[split.to_path_buf()]);
+                assert_eq!(
+                    report["unexplained_invented"],
+                    0,
+                    "{}: {report}",
+                    split.display()
+                );
+            }
+        }
+    }
+}
+
+/// ArduPilot's hover log, or None (said loudly; CI fails).
+fn ardupilot_log() -> Option<PathBuf> {
+    let logs = common::ardupilot::ardupilot_logs()?;
+    let log = logs
+        .into_iter()
+        .find(|p| p.ends_with("sitl_copter_hover.bin"));
+    Some(log.expect("sitl_copter_hover.bin among ArduPilot's logs"))
+}
 
 /// Bytes of each file of a session, by its path relative to the session.
 pub(super) type Snapshot = BTreeMap<String, Vec<u8>>;
@@ -71,15 +152,16 @@ pub(super) enum Cut {
 
 /// The exact steps: each split's data sync, the manifest's write, sync and rename (a
 /// split's beginning and end, every 10 s), a new split's file.
+/// `EXT` stands for the splits' extension.
 const STEPS: &[(bool, &str, &str)] = &[
-    (true, "fsync", r"split_[0-9]+\.ulg"),
-    (false, "fsync", r"split_[0-9]+\.ulg"),
+    (true, "fsync", r"split_[0-9]+\.EXT"),
+    (false, "fsync", r"split_[0-9]+\.EXT"),
     (true, "write", r"manifest\.json\.tmp"),
     (true, "fsync", r"manifest\.json\.tmp"),
     (true, "rename", r"manifest\.json\.tmp"),
     (false, "rename", r"manifest\.json\.tmp"),
-    (true, "create", r"split_000[1-9]\.ulg"),
-    (true, "write", r"split_[0-9]+\.ulg"),
+    (true, "create", r"split_000[1-9]\.EXT"),
+    (true, "write", r"split_[0-9]+\.EXT"),
 ];
 
 fn pick(rng: &mut fastrand::Rng) -> Cut {
@@ -95,6 +177,7 @@ fn pick(rng: &mut fastrand::Rng) -> Cut {
 
 /// What one cut left, to be checked once the next start has repaired it.
 pub(super) struct CutSession {
+    pub(super) kind: LogKind,
     pub(super) dir: PathBuf,
     pub(super) cut: Cut,
     /// The files as the daemon had written them (unsynced included); none for a cut at a
@@ -106,19 +189,37 @@ pub(super) struct CutSession {
 
 #[test]
 fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
-    let seed = fault_seed("power cuts");
     let cuts = common::env_number("POWER_CUTS", 100) as usize;
-    let Some(mut fs) = LazyFs::mount("power-cuts", &[]) else {
+    power_cuts(LogKind::Ulog, cuts, &["--split-size", "1M"]);
+}
+
+#[test]
+fn power_cuts_on_ardupilots_bin_splits_keep_the_same_promises() {
+    // The flight lasts two minutes (as flown): fifteen cuts fit in it (the vehicle sends
+    // nothing once its log is over, and a daemon started then opens no session).
+    let cuts = common::env_number("POWER_CUTS_BIN", 15) as usize;
+    power_cuts(LogKind::DataFlash, cuts, &["--split-duration", "2"]);
+}
+
+/// `cuts` power cuts (see the module docs) on a daemon receiving `kind`'s log, `split` its
+/// split options.
+fn power_cuts(kind: LogKind, cuts: usize, split: &[&str]) {
+    let seed = fault_seed("power cuts");
+    let Some(mut fs) = LazyFs::mount(&format!("power-cuts-{}", kind.extension()), &[]) else {
         return;
     };
     let logs = fs.mount.join("logs");
     let disk_logs = fs.root.join("logs");
     let mut rng = fastrand::Rng::with_seed(seed);
     let port = free_udp_port();
-    let Some((mut vehicle, _vehicle_lines)) = real_vehicle(port, seed, &[]) else {
+    let vehicle = match kind {
+        LogKind::Ulog => real_vehicle(port, seed, &[]),
+        LogKind::DataFlash => ardupilot_vehicle(port, seed),
+    };
+    let Some((mut vehicle, _vehicle_lines)) = vehicle else {
         return;
     };
-    let daemon_args = daemon_args(port, &logs, &["--split-size", "1M"]);
+    let daemon_args = daemon_args(port, &logs, split);
     let context = |k: usize, cut: Cut| format!("seed {seed}, cut {k} ({cut:?})");
     let mut pending: Option<CutSession> = None;
     let mut worst_lost = 0u64;
@@ -159,7 +260,7 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
             }
             Cut::AtStep { before, op, regex } => {
                 std::thread::sleep(delay / 4);
-                fs.crash_at(before, op, regex);
+                fs.crash_at(before, op, &regex.replace("EXT", kind.extension()));
                 let crashed = fs.wait_crashed(Duration::from_secs(8));
                 let _ = daemon.0.kill();
                 let _ = daemon.0.wait();
@@ -181,6 +282,7 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
             .or_default() += 1;
         let on_disk = snapshot(&disk_logs.join(session.file_name().unwrap()));
         pending = Some(CutSession {
+            kind,
             dir: session,
             cut,
             written,
@@ -189,9 +291,10 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
     }
     let _ = vehicle.0.kill();
     eprintln!(
-        "power cuts: {cuts} ({counts:?}), seed {seed}; at most {worst_lost} bytes of log lost \
-         by a cut ({:.2} s of the stream)",
-        worst_lost as f64 / LOG_BYTES_PER_S as f64
+        "power cuts on .{}: {cuts} ({counts:?}), seed {seed}; at most {worst_lost} bytes of \
+         log lost by a cut ({:.2} s of the stream)",
+        kind.extension(),
+        worst_lost as f64 / kind.bytes_per_s() as f64
     );
 }
 
@@ -234,6 +337,27 @@ pub(super) fn real_vehicle(
         format!("127.0.0.1:{port}"),
     ];
     args.extend(extra.iter().cloned());
+    Some(Proc::spawn_watched("the simulator", &args))
+}
+
+/// The simulated ArduPilot playing its own hover log [`ARDUPILOT_SPEED`] times faster than
+/// flown to `port`, with 2 % loss; `None` (said loudly) without the log.
+fn ardupilot_vehicle(port: u16, seed: u64) -> Option<(Proc, Receiver<String>)> {
+    let log = ardupilot_log()?;
+    let args: Vec<String> = vec![
+        "sim".into(),
+        log.display().to_string(),
+        "--speed".into(),
+        ARDUPILOT_SPEED.to_string(),
+        "--link-rate".into(),
+        LINK_RATE.to_string(),
+        "--loss".into(),
+        "0.02".into(),
+        "--seed".into(),
+        seed.to_string(),
+        "--udp-connect".into(),
+        format!("127.0.0.1:{port}"),
+    ];
     Some(Proc::spawn_watched("the simulator", &args))
 }
 
@@ -301,17 +425,19 @@ pub(super) fn newest_session(logs: &Path) -> PathBuf {
 /// what was written).
 pub(super) fn check_repaired(cut: &CutSession, context: &str, opened: &Path) -> u64 {
     let dir = &cut.dir;
+    let kind = cut.kind;
+    let split_file = |name: &str| name.ends_with(&format!(".{}", kind.extension()));
     // Removed as empty, its name then free for the new session when it opens within the
     // same second.
     if !dir.exists() || dir == opened {
         // Removed as empty: only right if nothing of a message was on the disk.
         for (name, bytes) in &cut.on_disk {
-            if name.ends_with(".ulg") {
+            if split_file(name) {
                 assert!(
-                    complete_prefix(bytes) <= ulog_recv::ulog::message::FILE_HEADER_LEN,
+                    kind.whole(bytes) <= kind.empty_len(),
                     "{context}: {} removed, but {name} held {} bytes of whole messages on the disk",
                     dir.display(),
-                    complete_prefix(bytes)
+                    kind.whole(bytes)
                 );
             }
         }
@@ -343,7 +469,7 @@ pub(super) fn check_repaired(cut: &CutSession, context: &str, opened: &Path) -> 
             .on_disk
             .get(&split.file)
             .unwrap_or_else(|| panic!("{context}: {} is not what the cut left", split.file));
-        let whole = complete_prefix(disk);
+        let whole = kind.whole(disk);
         assert!(
             bytes.len() == whole && disk[..whole] == bytes[..],
             "{context}: {}: {} bytes after the repair, the disk held {} of whole messages",
@@ -365,30 +491,31 @@ pub(super) fn check_repaired(cut: &CutSession, context: &str, opened: &Path) -> 
     }
     // No split the daemon wrote (past its header) is missing from the manifest.
     if let Some(written) = &cut.written {
-        for name in written.keys().filter(|n| n.ends_with(".ulg")) {
-            let on_disk = cut.on_disk.get(name).map_or(0, |b| complete_prefix(b));
+        for name in written.keys().filter(|n| split_file(n)) {
+            let on_disk = cut.on_disk.get(name).map_or(0, |b| kind.whole(b));
             let listed = manifest.all_splits().any(|s| &s.file == name);
             assert!(
-                listed || on_disk <= ulog_recv::ulog::message::FILE_HEADER_LEN,
+                listed || on_disk <= kind.empty_len(),
                 "{context}: {name} ({on_disk} bytes of whole messages on the disk) is not in the manifest"
             );
         }
         // One sync interval of the stream (`--fsync-interval`, 1 s), and what arrives while
         // the sync itself runs (a quarter of a second here, with other tests beside).
-        let bound = LOG_BYTES_PER_S + LOG_BYTES_PER_S / 4;
+        let bound = kind.bytes_per_s() + kind.bytes_per_s() / 4;
         assert!(
             lost <= bound,
             "{context}: the cut lost {lost} bytes of log, more than {bound} (1.25 s of the stream)"
         );
     }
-    // The repaired splits open in pyulog and decode there as here; the session in `info`.
+    // The repaired splits open in the autopilot's reader (pyulog, and decode there as here;
+    // DFReader); the session in `info`.
     for split in manifest.all_splits() {
         let torn = cut.written.as_ref().is_none_or(|w| {
             w.get(&split.file)
                 .is_some_and(|b| b.len() as u64 != split.summary.bytes)
         });
         if torn {
-            check_with_pyulog(&dir.join(&split.file));
+            kind.check_opens(&dir.join(&split.file));
         }
     }
     run_ok(&["info", &dir.display().to_string(), "--json"]);

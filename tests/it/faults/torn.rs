@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::power::{
-    Cut, CutSession, check_repaired, daemon_args, newest_session, real_vehicle, snapshot,
+    Cut, CutSession, LogKind, check_repaired, daemon_args, newest_session, real_vehicle, snapshot,
     wait_session_opened,
 };
 use crate::common::lazyfs::{Injection, LazyFs, fault_seed, frozen_clock_env};
@@ -129,6 +129,7 @@ fn torn_writes_then_a_crash_leave_every_session_repaired_whole() {
         );
         fs.remount(&[]);
         let cut = CutSession {
+            kind: LogKind::Ulog,
             dir: session,
             cut: Cut::Torn,
             written: None,
