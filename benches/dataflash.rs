@@ -5,9 +5,12 @@
 //!   acks every block, frames and marks the DataFlash messages and hands the log bytes out
 //!   (what the network loop does for each datagram, the store's thread aside). Its rate,
 //!   against the fastest link an ArduPilot streams over (921600 baud: 92 KB/s).
-//! - `decode`: the log framed and summarised (every message's type, time and counts), against
-//!   pymavlink's `DFReader` reading every message of the same file in the same run (from the
-//!   project's `.venv`; without it that column says so).
+//! - `decode`: every field of every message read (framed by its FMT, each value scaled as
+//!   ArduPilot's tools show it: [`ulog_recv::dataflash::values`]), against the fastest
+//!   published Rust DataFlash reader (the `ardupilot-binlog` crate, reading the same bytes
+//!   into its entries) and pymavlink's `DFReader` reading every message of the same file, in
+//!   the same run (DFReader from the project's `.venv`; without it that column says so).
+//!   Both Rust readers must find the same number of messages.
 //!
 //! - `PX4 peer`: PX4's stream of its own largest log in `../shared/testdata/ulog/` (its chunks
 //!   as the simulated PX4 sends them, acks answered, recorded once), fed to a session the same
@@ -21,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use mavlink::MavHeader;
 use mavlink::dialects::ardupilotmega::{HEARTBEAT_DATA, MavAutopilot, MavMessage, MavType};
-use ulog_recv::dataflash::BinSummaryBuilder;
+use ulog_recv::dataflash::Framer;
+use ulog_recv::dataflash::values::fields;
 use ulog_recv::link::frames::encode;
 use ulog_recv::link::log_block::{BLOCK_BYTES, LOG_COMPONENT, LogBlock, encode_block};
 use ulog_recv::link::{Event, Session, SessionConfig};
@@ -191,6 +195,31 @@ fn receive_px4(frames: &[Vec<u8>]) -> u64 {
     feed(&mut s, frames, t0)
 }
 
+/// Every field of every message of `log` read by our engine: (messages, a sum of the
+/// numeric values, so that nothing is optimised away).
+fn decode_ours(log: &[u8]) -> (u64, f64) {
+    let mut framer = Framer::new();
+    let (mut messages, mut sum) = (0u64, 0.0f64);
+    for piece in log.chunks(1 << 16) {
+        framer.push(piece, |m, f| {
+            messages += 1;
+            sum += fields(f, m).filter_map(|(_, _, v)| v.as_f64()).sum::<f64>();
+        });
+    }
+    framer.finish(|_, _| messages += 1);
+    (messages, sum)
+}
+
+/// The same, read by the `ardupilot-binlog` crate.
+fn decode_binlog(log: &[u8]) -> (u64, f64) {
+    let (mut messages, mut sum) = (0u64, 0.0f64);
+    for entry in ardupilot_binlog::Reader::new(std::io::Cursor::new(log)).flatten() {
+        messages += 1;
+        sum += entry.fields().filter_map(|(_, v)| v.as_f64()).sum::<f64>();
+    }
+    (messages, sum)
+}
+
 /// DFReader's best time to read every message of `path`, if the project's virtualenv is there.
 fn dfreader_seconds(path: &Path) -> Option<f64> {
     let py = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
@@ -223,9 +252,9 @@ fn main() {
         None => println!("PX4 peer: no log in ../shared/testdata/ulog\n"),
     }
     println!(
-        "| log | MB | receive MB/s | × a 921600-baud link | CPU per MB / PX4's | decode MB/s | DFReader s | decode time / DFReader's |"
+        "| log | MB | receive MB/s | × a 921600-baud link | CPU per MB / PX4's | decode MB/s | ardupilot-binlog MB/s | decode time / ardupilot-binlog's | DFReader s | decode time / DFReader's |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for path in logs() {
         let log = std::fs::read(&path).unwrap();
         let mb = log.len() as f64 / 1e6;
@@ -237,28 +266,26 @@ fn main() {
             "the session handed out {received} of {} bytes",
             log.len()
         );
-        let mut messages = 0;
-        let t_decode = best(5, || {
-            let mut b = BinSummaryBuilder::default();
-            for piece in log.chunks(1 << 16) {
-                b.push(piece);
-            }
-            messages = b.finish().messages;
-        });
+        let (mut ours, mut theirs) = ((0, 0.0), (0, 0.0));
+        let t_decode = best(5, || ours = decode_ours(&log));
+        let t_binlog = best(5, || theirs = decode_binlog(&log));
+        assert_eq!(ours.0, theirs.0, "messages read: ours, ardupilot-binlog's");
         let receive_rate = mb / t_receive.as_secs_f64();
         let dfreader = dfreader_seconds(&path);
         println!(
-            "| {} | {mb:.1} | {receive_rate:.0} | {:.0} | {} | {:.0} | {} | {} |",
+            "| {} | {mb:.1} | {receive_rate:.0} | {:.0} | {} | {:.0} | {:.0} | {:.2} | {} | {} |",
             path.file_name().unwrap().to_string_lossy(),
             receive_rate * 1e6 / FASTEST_LINK,
             px4.map_or("-".to_owned(), |r| format!("{:.2}", r / receive_rate)),
             mb / t_decode.as_secs_f64(),
+            mb / t_binlog.as_secs_f64(),
+            t_decode.as_secs_f64() / t_binlog.as_secs_f64(),
             dfreader.map_or("no .venv".to_owned(), |s| format!("{s:.2}")),
             dfreader.map_or("-".to_owned(), |s| format!(
                 "{:.3}",
                 t_decode.as_secs_f64() / s
             )),
         );
-        eprintln!("{messages} messages decoded");
+        eprintln!("{} messages decoded", ours.0);
     }
 }
