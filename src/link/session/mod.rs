@@ -263,6 +263,10 @@ impl Session {
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.phase == Phase::Closed {
+            // Shut down: nothing is ever due again.
+            return None;
+        }
         let mut t = self.next_heartbeat;
         let mut earliest = |x: Option<Instant>| {
             if let Some(x) = x {
