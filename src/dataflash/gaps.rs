@@ -3,7 +3,8 @@
 //! `ulog-recv: dropout of N ms` at the log time of the first message after the gap, N being
 //! the time between the last message before it and that one: the two times the log itself
 //! tells. The messages after a gap are held until one carries a time (at most
-//! [`MAX_HELD`] bytes: then the mark says the duration is unknown).
+//! [`MAX_HELD`] bytes: then the mark says the duration is unknown); they go out before the
+//! mark, which they may define (a gap in the startup's FMT records).
 //!
 //! The same record read back ([`dropout_ms`]) is how a split's summary counts its dropouts,
 //! so a split read after a crash says what the daemon said while writing it.
@@ -99,11 +100,12 @@ impl GapMarker {
             (Some(a), Some(b)) => Some(b.saturating_sub(a) / 1000),
             _ => None,
         };
+        // The held messages first: they may define the MSG type the mark is written as.
+        out.extend_from_slice(&held);
         if !self.went_back {
             let at = time.or(self.last_time_us).unwrap_or(0);
             mark(framer, at, duration_ms, out);
         }
-        out.extend_from_slice(&held);
         out.extend_from_slice(message);
         if time.is_some() {
             self.last_time_us = time;
@@ -117,8 +119,8 @@ impl GapMarker {
     /// The end of the log: a gap still open is marked with its duration unknown.
     pub fn finish(&mut self, framer: &Framer, out: &mut Vec<u8>) -> Option<Resolved> {
         let (lost, held) = self.open_gap.take()?;
-        mark(framer, self.last_time_us.unwrap_or(0), None, out);
         out.extend_from_slice(&held);
+        mark(framer, self.last_time_us.unwrap_or(0), None, out);
         Some(Resolved {
             lost_blocks: lost,
             duration_ms: None,
@@ -232,15 +234,16 @@ mod tests {
                 duration_ms: Some(250)
             }
         );
-        // The mark, then the held message, then the timed one.
+        // The held message (it may define the mark's type), then the mark, then the timed
+        // one.
         let msg_f = framer.format(91).unwrap();
-        let mark = &out[12..12 + 75];
+        assert_eq!(&out[12..16], &[0xA3, 0x95, 8, 5]);
+        let mark = &out[16..16 + 75];
         assert_eq!(dropout_ms(mark, msg_f), Some(Some(250)));
         assert_eq!(
             u64::from_le_bytes(mark[3..11].try_into().unwrap()),
             1_250_000
         );
-        assert_eq!(&out[87..91], &[0xA3, 0x95, 8, 5]);
         assert_eq!(out.len(), 12 + 75 + 4 + 12);
         // A time a few ms back (another task's message) is the same boot: a mark of 0 ms.
         g.gap(1);
