@@ -98,7 +98,9 @@ impl Simulated for ardupilot::SimArduPilot {
         ardupilot::SimArduPilot::finished(self)
     }
     fn stopped(&self) -> bool {
-        !self.streaming() && self.stats().stops > 0
+        // A STOP in the middle of the flight is no end: a receiver stops a stream it found
+        // in its middle and STARTs it again (in another datagram), and the vehicle flies on.
+        !self.streaming() && self.stats().stops > 0 && self.finished()
     }
     fn sent(&self) -> u64 {
         self.stats().blocks_sent
