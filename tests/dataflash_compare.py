@@ -15,7 +15,7 @@ count the rest, which must be none. The startup records the vehicle writes again
 its stream (FMT, FMTU, UNIT, MULT, PARM, VER, and the startup MSGs), our dropout marks and
 the splits' replayed preambles are not data and are left out; the window of each stream
 begins after its startup (its parameters, the texts written again, its first MODE and ORGN),
-as the vehicle skips data while it writes them. `dms_dropped` is the sum of
+and a second more, as the vehicle skips data while it writes them. `dms_dropped` is the sum of
 the vehicle's own count of messages it dropped at the source (DMS.Dp, per stream), the one
 loss a receiver cannot recover; `flight` what the received log says the vehicle did (armed,
 disarmed, its highest CTUN.Alt).
@@ -31,6 +31,7 @@ DEFINITIONS = {"FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "FILE"}
 # Each backend's own statistics (the card's file backend, the stream's MAVLink backend).
 BACKEND_STATS = {"DMS", "DSF"}
 MARK = "ulog-recv: dropout of "
+STARTUP_TAIL_US = 1_000_000
 OPENING = {"FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "MSG", "MODE"}
 
 
@@ -126,6 +127,10 @@ def main():
         if not data:
             continue
         begin = max(startup) if startup else min(m.TimeUS for m in data) - 1
+        # The vehicle's startup writer goes on past its last startup record (the mission,
+        # fences and rally points), skipping data uncounted meanwhile (seen: 50 ms after
+        # it): the window begins a second after the startup.
+        begin += STARTUP_TAIL_US
         # The stream's last moment may be cut (its last block lost at a gap, or the stop):
         # the window ends before it, and where the card log ends (the SITL stopped).
         end = min(max(m.TimeUS for m in data), card_end)
