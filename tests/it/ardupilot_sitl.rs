@@ -379,3 +379,92 @@ fn a_link_lost_for_15_s_in_flight_and_back_is_one_flight_with_the_outage_as_a_dr
     assert!((15_000..25_000).contains(&ms), "the dropout says {ms} ms");
     check_drops_in_manifest(&session, &report);
 }
+
+/// Side by side with mavlink-router's log endpoint (`-l DIR`, the recorder companion images
+/// ship): the same SITL, the same lossy link (the same seed), a minute on the ground each,
+/// one after the other (the vehicle serves one client). Each recording is held against its
+/// own card log: ours keeps every message the vehicle streamed, and at least as many as
+/// the router's; the table (in the guide's performance chapter) says what each kept,
+/// invented and made the vehicle resend.
+#[test]
+fn side_by_side_with_mavlink_routers_log_endpoint_on_the_same_lossy_link() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    if common::router::binary().is_none() {
+        return;
+    }
+    let impairment = Impairment {
+        loss_down: 0.02,
+        loss_up: 0.10,
+        reorder: 0.02,
+    };
+    let mut rows = Vec::new();
+    for recorder in ["mavlink-router", "ulog-recv"] {
+        let relay = Relay::start(impairment);
+        let Some(sitl) = ArduPilot::start(&format!("beside-{recorder}"), 4, relay.listen) else {
+            return;
+        };
+        let dir = fresh_dir(&format!("beside-{recorder}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (daemon, router) = match recorder {
+            "ulog-recv" => {
+                let (d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), &[]);
+                (Some(d), None)
+            }
+            _ => (
+                None,
+                common::router::start_logging(relay.daemon_port, &[], &dir),
+            ),
+        };
+        wait_for_blocks(&relay, 1);
+        std::thread::sleep(Duration::from_secs(30));
+        let files = match (daemon, router) {
+            (Some(mut d), _) => {
+                assert!(d.terminate().success());
+                splits(&dir).1
+            }
+            (None, router) => {
+                drop(router);
+                files_with_extension(&dir, "bin")
+            }
+        };
+        let card = sitl.stop();
+        assert!(!files.is_empty(), "{recorder} recorded nothing");
+        let report = compare(&py, &card, &files);
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (sent, once) = (load(&relay.counts.blocks), load(&relay.counts.top_seqno));
+        eprintln!(
+            "{recorder}: {} (blocks {sent}, {once} once)",
+            brief(&report)
+        );
+        rows.push((recorder, report, files.len(), sent.saturating_sub(once)));
+    }
+    println!(
+        "| recorder | card messages in the window | kept | missing (DMS-explained) | invented | files | blocks resent |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (recorder, r, files, resent) in &rows {
+        let card = r["card_in_window"].as_u64().unwrap();
+        let missing = r["missing"].as_u64().unwrap();
+        let unexplained = r["unexplained_missing"].as_u64().unwrap();
+        println!(
+            "| {recorder} | {card} | {:.5} | {missing} ({}) | {} | {files} | {resent} |",
+            (card - missing.min(card)) as f64 / card.max(1) as f64,
+            missing - unexplained.min(missing),
+            r["invented"],
+        );
+    }
+    let kept = |r: &Json| {
+        let card = r["card_in_window"].as_f64().unwrap();
+        (card - r["unexplained_missing"].as_f64().unwrap()) / card
+    };
+    let (router, ours) = (&rows[0].1, &rows[1].1);
+    check_whole(ours, "beside the router");
+    assert!(
+        kept(ours) >= kept(router),
+        "{} against {}",
+        brief(ours),
+        brief(router)
+    );
+}

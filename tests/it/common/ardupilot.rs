@@ -154,6 +154,8 @@ pub struct Impairment {
 pub struct Counts {
     /// Log blocks (REMOTE_LOG_DATA_BLOCK) the vehicle sent.
     pub blocks: AtomicU64,
+    /// One past the highest seqno sent: of one stream, the blocks sent once.
+    pub top_seqno: AtomicU64,
     pub dropped: AtomicU64,
     pub reordered: AtomicU64,
 }
@@ -168,27 +170,18 @@ pub struct Relay {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The MAVLink message ids of the frames in a datagram (MAVLink 2, and 1).
-fn message_ids(mut d: &[u8]) -> Vec<u32> {
-    let mut ids = Vec::new();
-    while d.len() >= 8 {
-        match d[0] {
-            0xFD if d.len() >= 12 => {
-                let len = d[1] as usize;
-                let signed = d[2] & 1 != 0;
-                ids.push(u32::from_le_bytes([d[7], d[8], d[9], 0]));
-                d = d
-                    .get(12 + len + if signed { 13 } else { 0 }..)
-                    .unwrap_or(&[]);
-            }
-            0xFE => {
-                ids.push(u32::from(d[5]));
-                d = d.get(8 + d[1] as usize..).unwrap_or(&[]);
-            }
-            _ => break,
-        }
-    }
-    ids
+/// The seqnos of the log blocks (REMOTE_LOG_DATA_BLOCK) in a datagram, read by the
+/// project's own MAVLink framer.
+fn block_seqnos(datagram: &[u8]) -> Vec<u32> {
+    use ulog_recv::link::frames::{FrameDecoder, Received};
+    let mut frames = FrameDecoder::new();
+    frames.push(datagram);
+    std::iter::from_fn(|| frames.next_frame())
+        .filter_map(|f| match f.message {
+            Received::LogBlock(b) => Some(b.seqno),
+            Received::Mav(_) => None,
+        })
+        .collect()
 }
 
 impl Relay {
@@ -215,8 +208,11 @@ impl Relay {
                     idle = false;
                     vehicle = Some(from);
                     let d = &buf[..n];
-                    let blocks = message_ids(d).iter().filter(|&&id| id == 184).count();
-                    c.blocks.fetch_add(blocks as u64, Ordering::Relaxed);
+                    let seqnos = block_seqnos(d);
+                    c.blocks.fetch_add(seqnos.len() as u64, Ordering::Relaxed);
+                    if let Some(&top) = seqnos.iter().max() {
+                        c.top_seqno.fetch_max(u64::from(top) + 1, Ordering::Relaxed);
+                    }
                     if cut2.load(Ordering::Relaxed) || rng.f64() < impairment.loss_down {
                         c.dropped.fetch_add(1, Ordering::Relaxed);
                         continue;

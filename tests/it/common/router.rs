@@ -41,9 +41,23 @@ impl Drop for Other {
 /// server there: the autopilot sends first), no TCP server, and one `Normal` UDP endpoint
 /// per port of `endpoints` on loopback. `None` (said loudly) without the router.
 pub fn start(autopilot: u16, endpoints: &[u16]) -> Option<Other> {
+    start_with(autopilot, endpoints, &[])
+}
+
+/// [`start`], with the router's own log endpoint recording the autopilot's log stream into
+/// `dir` (`-l DIR`: a `.ulg` for PX4, a `.bin` for ArduPilot, from the first heartbeat).
+pub fn start_logging(autopilot: u16, endpoints: &[u16], dir: &Path) -> Option<Other> {
+    start_with(
+        autopilot,
+        endpoints,
+        &["-l".into(), dir.display().to_string()],
+    )
+}
+
+fn start_with(autopilot: u16, endpoints: &[u16], extra: &[String]) -> Option<Other> {
     let bin = binary()?;
     let mut command = Command::new(bin);
-    command.args(["-t", "0"]);
+    command.args(["-t", "0"]).args(extra);
     for port in endpoints {
         command.arg("-e").arg(format!("127.0.0.1:{port}"));
     }
