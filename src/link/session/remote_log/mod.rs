@@ -38,6 +38,9 @@ pub const NACK_INTERVAL: Duration = Duration::from_millis(100);
 pub const NACKS_PER_ROUND: usize = 32;
 /// A block missing this long is one the vehicle no longer has.
 pub const GIVE_UP: Duration = Duration::from_secs(5);
+/// Blocks below the next one that arrive after a START of ours are kept aside up to this
+/// seqno: more than the vehicle keeps in flight (`LOG_MAV_BUFSIZE` 64 KB: some 300 blocks).
+pub const KEPT_ASIDE: u32 = 512;
 /// At shutdown, how long blocks still missing behind later ones are awaited before the STOP
 /// (NACKed as usual: the vehicle sends a NACKed block at once, an unacked one after 100 ms).
 pub const DRAIN: Duration = Duration::from_millis(500);
@@ -65,6 +68,10 @@ pub(super) struct BlockLog {
     pub(super) framer: Framer,
     pub(super) gaps: GapMarker,
     pub(super) bytes: u64,
+    /// Blocks with a seqno already taken that came after a START of ours: acked as
+    /// duplicates, but they may be the first blocks of the new stream that START began,
+    /// its block 0 late. When that block 0 comes, they are the new stream's.
+    pub(super) aside: BTreeMap<u32, Box<[u8; BLOCK_BYTES]>>,
     /// Messages of the block in hand.
     pub(super) scratch: Vec<u8>,
 }
@@ -83,6 +90,7 @@ impl BlockLog {
             framer: Framer::new(),
             gaps: GapMarker::new(),
             bytes: 0,
+            aside: BTreeMap::new(),
             scratch: Vec::new(),
         }
     }
@@ -99,6 +107,10 @@ impl BlockLog {
 impl Session {
     /// Sends START (a block status with the START seqno and ACK).
     pub(super) fn send_block_start(&mut self, now: Instant) {
+        // Only a stream this START begins can come after it: what came before is no part.
+        if let Some(log) = &mut self.blocks {
+            log.aside.clear();
+        }
         self.send_block_status(BLOCK_START, true, now);
         self.stats.start_requests += 1;
         self.start_sent = Some(now);
@@ -199,6 +211,7 @@ impl Session {
             self.start_sent
                 .is_some_and(|t| l.began.is_some_and(|b| t > b))
         };
+        let after_start = self.blocks.as_ref().is_some_and(start_since);
         let restarted = s == 0
             && self.blocks.as_ref().is_some_and(|l| {
                 l.stream_open && l.next > 1 && (l.next >= MAX_AHEAD || start_since(l))
@@ -243,8 +256,13 @@ impl Session {
         let Some(log) = &mut self.blocks else { return };
         if s < log.next || log.ahead.contains_key(&s) {
             self.stats.duplicates += 1;
+            if s < log.next && s < KEPT_ASIDE && after_start {
+                log.aside.insert(s, Box::new(block.data));
+            }
             return;
         }
+        // The stream goes on: what was kept aside was duplicates after all.
+        log.aside.clear();
         if s > log.next {
             self.stats.reordered += 1;
             log.ahead.insert(s, Box::new(block.data));
@@ -282,7 +300,8 @@ impl Session {
                 tracing::info!(number = log.number, "the vehicle's log stream began again");
                 log.framer.restart();
                 log.gaps.gap(0);
-                log.ahead.clear();
+                // What came of the new stream before its block 0.
+                log.ahead = std::mem::take(&mut log.aside);
                 log.next = 0;
                 log.nacked_up_to = 0;
                 log.hole_since = None;

@@ -371,3 +371,35 @@ fn a_new_stream_after_an_outage_goes_on_in_the_same_log_and_a_reboot_opens_the_n
     assert!(bytes.ends_with(&log(100, 500_000)[3 * 89..]));
     assert!(marks(&bytes).is_empty());
 }
+
+#[test]
+fn a_new_stream_whose_first_block_comes_late_loses_nothing() {
+    let t0 = Instant::now();
+    let mut s = found(t0);
+    let first = log(2000, 1_000_000);
+    let mut now = t0;
+    for b in blocks(&first) {
+        now += Duration::from_millis(1);
+        s.handle_datagram(&block_frame(&b), now);
+    }
+    now += Duration::from_secs(4);
+    s.handle_datagram(&heartbeat(), now);
+    s.handle_timeout(now);
+    statuses(&mut s);
+    // The new stream's block 0 is lost: 1..5 come first (acked, the vehicle sends them no
+    // more), 0 again 100 ms later (unacked), then the rest.
+    let second = log(500, 36_000_000);
+    let bs = blocks(&second);
+    for b in bs[1..6].iter().chain(&bs[..1]).chain(&bs[6..]) {
+        now += Duration::from_millis(20);
+        s.handle_datagram(&block_frame(b), now);
+        s.handle_timeout(now);
+    }
+    s.shutdown(now);
+    let (bytes, _) = drain(&mut s);
+    assert_eq!(marks(&bytes), ["Some(15010)"]);
+    assert!(
+        bytes.ends_with(&second[3 * 89..]),
+        "the second stream whole"
+    );
+}
