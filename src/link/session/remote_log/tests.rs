@@ -317,22 +317,27 @@ fn a_stream_found_in_its_middle_is_stopped_and_started_from_its_beginning() {
     assert!(bytes.is_empty() && !events.iter().any(|e| matches!(e, Event::LogOpened { .. })));
 }
 
-#[test]
-fn a_new_stream_after_an_outage_goes_on_in_the_same_log_and_a_reboot_opens_the_next() {
+/// A session that received a stream of 20 s of ATT from 1 s of log time on, then nothing
+/// for 4 s while the vehicle is heard: it asked for a new stream (START). When that was.
+fn a_stream_then_silence() -> (Session, Instant) {
     let t0 = Instant::now();
     let mut s = found(t0);
-    let first = log(2000, 1_000_000);
     let mut now = t0;
-    for b in blocks(&first) {
+    for b in blocks(&log(2000, 1_000_000)) {
         now += Duration::from_millis(1);
         s.handle_datagram(&block_frame(&b), now);
     }
-    // Silent, but heard: the session asks again; the vehicle starts a new stream 15 s of
-    // log later.
     now += Duration::from_secs(4);
     s.handle_datagram(&heartbeat(), now);
     s.handle_timeout(now);
     assert!(statuses(&mut s).contains(&(BLOCK_START, true)));
+    (s, now)
+}
+
+#[test]
+fn a_new_stream_after_an_outage_goes_on_in_the_same_log_and_a_reboot_opens_the_next() {
+    let (mut s, mut now) = a_stream_then_silence();
+    // The vehicle starts a new stream 15 s of log later.
     let second = log(500, 36_000_000);
     for b in blocks(&second) {
         now += Duration::from_millis(1);
@@ -374,18 +379,7 @@ fn a_new_stream_after_an_outage_goes_on_in_the_same_log_and_a_reboot_opens_the_n
 
 #[test]
 fn a_new_stream_whose_first_block_comes_late_loses_nothing() {
-    let t0 = Instant::now();
-    let mut s = found(t0);
-    let first = log(2000, 1_000_000);
-    let mut now = t0;
-    for b in blocks(&first) {
-        now += Duration::from_millis(1);
-        s.handle_datagram(&block_frame(&b), now);
-    }
-    now += Duration::from_secs(4);
-    s.handle_datagram(&heartbeat(), now);
-    s.handle_timeout(now);
-    statuses(&mut s);
+    let (mut s, mut now) = a_stream_then_silence();
     // The new stream's block 0 is lost: 1..5 come first (acked, the vehicle sends them no
     // more), 0 again 100 ms later (unacked), then the rest.
     let second = log(500, 36_000_000);
