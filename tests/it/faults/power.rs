@@ -324,9 +324,21 @@ pub(super) fn real_vehicle(
         .into_iter()
         .find(|p| p.ends_with("sample.ulg"))
         .expect("sample.ulg among the real logs");
+    Some(simulator(&real, port, seed, extra))
+}
+
+/// The simulated ArduPilot playing its own hover log [`ARDUPILOT_SPEED`] times faster than
+/// flown to `port`, with 2 % loss; `None` (said loudly) without the log.
+fn ardupilot_vehicle(port: u16, seed: u64) -> Option<(Proc, Receiver<String>)> {
+    let speed = ["--speed".into(), ARDUPILOT_SPEED.to_string()];
+    Some(simulator(&ardupilot_log()?, port, seed, &speed))
+}
+
+/// `ulog-recv sim LOG` to `port` at [`LINK_RATE`] with 2 % loss from `seed`, and `extra`.
+fn simulator(log: &Path, port: u16, seed: u64, extra: &[String]) -> (Proc, Receiver<String>) {
     let mut args = vec![
         "sim".into(),
-        real.display().to_string(),
+        log.display().to_string(),
         "--link-rate".into(),
         LINK_RATE.to_string(),
         "--loss".into(),
@@ -337,28 +349,7 @@ pub(super) fn real_vehicle(
         format!("127.0.0.1:{port}"),
     ];
     args.extend(extra.iter().cloned());
-    Some(Proc::spawn_watched("the simulator", &args))
-}
-
-/// The simulated ArduPilot playing its own hover log [`ARDUPILOT_SPEED`] times faster than
-/// flown to `port`, with 2 % loss; `None` (said loudly) without the log.
-fn ardupilot_vehicle(port: u16, seed: u64) -> Option<(Proc, Receiver<String>)> {
-    let log = ardupilot_log()?;
-    let args: Vec<String> = vec![
-        "sim".into(),
-        log.display().to_string(),
-        "--speed".into(),
-        ARDUPILOT_SPEED.to_string(),
-        "--link-rate".into(),
-        LINK_RATE.to_string(),
-        "--loss".into(),
-        "0.02".into(),
-        "--seed".into(),
-        seed.to_string(),
-        "--udp-connect".into(),
-        format!("127.0.0.1:{port}"),
-    ];
-    Some(Proc::spawn_watched("the simulator", &args))
+    Proc::spawn_watched("the simulator", &args)
 }
 
 /// Waits for the daemon's `log session opened`, after its repair; says which run.
