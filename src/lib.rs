@@ -21,7 +21,7 @@
 //! | [`autopilot`] | yes | the two autopilots (PX4, ArduPilot), told from a HEARTBEAT, and their log formats | — |
 //! | [`dataflash`] | yes | the DataFlash engine (ArduPilot's `.bin`): FMT records, framer, gap marks, a split's preamble | — |
 //! | [`ulog`] | yes | the ULog engine: reader, framer, decoder, writer, dropouts, summaries, topic patterns | — |
-//! | [`diagnose`] | yes | flight diagnostics: detectors fed a log's samples find what went wrong (Flight Review v2's definitions) | `ulog` |
+//! | [`diagnose`] | yes | flight diagnostics: detectors fed a log's samples (PX4's topics, ArduPilot's messages) find what went wrong (Flight Review v2's definitions) | `ulog`, `dataflash` |
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation; findings as `diagnostic_msgs` | `ulog`, `diagnose` |
 //! | [`link`] | yes | the log-streaming session over MAVLink (PX4's ULog chunks, ArduPilot's DataFlash blocks): framing, signing, reordering, reassembly | `ulog`, `autopilot`, `dataflash` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 and ArduPilot | `ulog`, `dataflash`, `link` |

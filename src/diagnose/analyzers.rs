@@ -3,10 +3,11 @@
 //! Flight Review v2's; each says where it keeps one.
 
 use super::{AnalyzerId, Evidence, Finding, Severity};
-use crate::ulog::Field;
 
 /// `vehicle_status.arming_state` of an armed vehicle.
-const ARMED: u8 = 2;
+pub(super) const ARMED: u8 = 2;
+/// `vehicle_status.arming_state` of a vehicle on standby (disarmed, ready to arm).
+pub(super) const STANDBY: u8 = 1;
 
 /// Seconds, for a summary.
 fn secs(us: u64) -> f64 {
@@ -315,11 +316,16 @@ impl Motors {
         }
     }
 
+    /// The flight mode by name (an autopilot whose modes are not PX4's navigation states).
+    pub(super) fn mode_named(&mut self, name: &'static str) {
+        self.mode = name;
+    }
+
+    /// One sample of the outputs, in order (`None`: an output that does not read).
     pub(super) fn sample(
         &mut self,
         ts: u64,
-        data: &[u8],
-        outputs: &[Field],
+        outputs: impl ExactSizeIterator<Item = Option<f32>>,
         out: &mut Vec<Finding>,
     ) {
         if !self.armed {
@@ -332,8 +338,8 @@ impl Motors {
             self.fired = vec![[false; 2]; n];
             n
         });
-        for (motor, &field) in outputs.iter().enumerate().take(count) {
-            let Some(pwm) = super::float(data, Some(field)) else {
+        for (motor, pwm) in outputs.enumerate().take(count) {
+            let Some(pwm) = pwm else {
                 continue;
             };
             let at_top = &mut self.at_top[motor];

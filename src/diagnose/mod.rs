@@ -15,6 +15,9 @@
 //! to the [`Detectors`]. The daemon's store follows the live stream with one
 //! ([`crate::store::events::TriggerWatch`]); [`Diagnosis`] follows a file's or a session's bytes
 //! (`ulog-recv info --diagnostics`, the fleet's tables, the re-run after a fill).
+//! An ArduPilot log feeds the same analyzers through [`dataflash`]: [`BinFollower`] for
+//! its messages, [`BinDiagnosis`] for its bytes, with the vehicle's own `ERR` and `EV`
+//! records kept beside the findings ([`Detectors::vehicle_records`]).
 //!
 //! The samples of the topics no analyzer reads need not be decoded ([`Follower::skips`]): a
 //! walk for the diagnostics alone leaves them unparsed.
@@ -25,6 +28,7 @@
 //! it re-runs the walk on the whole flight.
 
 mod analyzers;
+pub mod dataflash;
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,6 +38,7 @@ use crate::ulog::message::{FileHeader, Message, msg_type};
 use crate::ulog::{BasicType, Decoder, Field, Layout, Sample};
 
 use analyzers::{Battery, Ekf, Gps, Motors, RcLoss};
+pub use dataflash::{BinDiagnosis, BinFollower, VehicleRecord};
 
 /// How bad a finding is. Ordered: `Info < Warning < Critical`.
 #[derive(
@@ -461,6 +466,9 @@ pub struct Detectors {
     new_from: usize,
     /// Log time the detectors did not see: each dropout's `[from, to]`, µs.
     blind: Vec<[u64; 2]>,
+    /// What the vehicle itself logged of its errors and events (an ArduPilot log's `ERR`
+    /// and `EV`), in the log's order.
+    vehicle_records: Vec<VehicleRecord>,
 }
 
 impl Detectors {
@@ -477,6 +485,7 @@ impl Detectors {
             findings: Vec::new(),
             new_from: 0,
             blind: Vec::new(),
+            vehicle_records: Vec::new(),
         }
     }
 
@@ -583,7 +592,8 @@ impl Detectors {
                 );
             }
             Bound::Outputs { outputs } if sel.contains(AnalyzerId::MotorFailure) => {
-                self.motors.sample(ts, data, outputs, out);
+                let pwm = outputs.iter().map(|f| float(data, Some(*f)));
+                self.motors.sample(ts, pwm, out);
             }
             Bound::Rc { lost } if sel.contains(AnalyzerId::RcLoss) => {
                 self.rc.sample(ts, byte(data, *lost), out);
@@ -616,6 +626,21 @@ impl Detectors {
     /// The log time the detectors did not see (dropouts), `[from, to]` µs each.
     pub fn blind(&self) -> &[[u64; 2]] {
         &self.blind
+    }
+
+    /// What the vehicle itself logged of its errors and events, in the log's order (none
+    /// for a ULog log).
+    pub fn vehicle_records(&self) -> &[VehicleRecord] {
+        &self.vehicle_records
+    }
+
+    /// The indices in [`vehicle_records`](Self::vehicle_records) of those of the same moment
+    /// as `finding` ([`VehicleRecord::is_beside`]).
+    pub fn beside(&self, finding: &Finding) -> Vec<usize> {
+        (self.vehicle_records.iter().enumerate())
+            .filter(|(_, r)| r.is_beside(finding))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Hands out every finding.
