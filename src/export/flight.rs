@@ -10,9 +10,9 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::diagnose::{Detectors, Diagnosis, Selection};
+use crate::diagnose::{BinDiagnosis, Detectors, Diagnosis, Selection};
 use crate::export::{ExportError, ExportOptions, Flight, FlightFile, SessionColumnFlight};
-use crate::store::input::{LogInput, log_input};
+use crate::store::input::{LogInput, dataflash_files, log_input};
 use crate::store::reading::{ColumnStream, read_session};
 use crate::store::reference::read_reference;
 use crate::store::snippet::{cut_stream, snippet};
@@ -82,25 +82,47 @@ pub fn load(input: &Path, options: &ExportOptions) -> Result<Vec<u8>, ExportErro
 }
 
 /// The flight diagnostics of `input` (a `.ulg`, a session with its amendments merged, a
-/// snippet), read a piece at a time: the detectors with their findings and blind spans.
+/// snippet; an ArduPilot `.bin` or session, its splits in order), read a piece at a time:
+/// the detectors with their findings, blind spans and, for ArduPilot, the vehicle's own
+/// records.
 pub fn diagnose(input: &Path, selection: Selection) -> Result<Detectors, ExportError> {
+    if let Some(files) = dataflash_files(input) {
+        let mut diagnosis = BinDiagnosis::new(selection);
+        for file in files {
+            let mut reader = std::fs::File::open(&file).map_err(|source| ExportError::Read {
+                path: file.clone(),
+                source,
+            })?;
+            read_in_pieces(&mut reader, &file, |piece| diagnosis.push(piece))?;
+        }
+        return Ok(diagnosis.finish());
+    }
     let flight = open(input, &ExportOptions::default())?;
     let mut reader = flight.open()?;
     let mut diagnosis = Diagnosis::new(selection);
+    read_in_pieces(&mut reader, input, |piece| diagnosis.push(piece))?;
+    Ok(diagnosis.finish())
+}
+
+/// Hands what `reader` (reading `path`) holds to `each`, a piece at a time, to its end.
+fn read_in_pieces(
+    reader: &mut impl Read,
+    path: &Path,
+    mut each: impl FnMut(&[u8]),
+) -> Result<(), ExportError> {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = match reader.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(source) => {
                 return Err(ExportError::Read {
-                    path: input.to_owned(),
+                    path: path.to_owned(),
                     source,
                 });
             }
         };
-        diagnosis.push(&buf[..n]);
+        each(&buf[..n]);
     }
-    Ok(diagnosis.finish())
 }

@@ -1,4 +1,5 @@
-//! An ArduPilot session (DataFlash splits) reported: what its manifest says, and its flight
+//! An ArduPilot session (DataFlash splits) reported: what its manifest says (its splits, the
+//! link's dropouts, the events the daemon's diagnostics made as the log came), and its flight
 //! summarised ([`BinSummary`]), the splits read in order, each one's replayed preamble left
 //! out. `ulog-recv info SESSION` prints it.
 
@@ -23,6 +24,11 @@ pub struct BinSessionFigures {
     /// Dropouts the link made (its marks), and the log time they span.
     pub dropouts_received: u64,
     pub dropout_ms: u64,
+    /// The events made as the log came: the diagnostics' findings, as a PX4 session lists
+    /// them.
+    pub events: Vec<crate::store::events::EventRecord>,
+    /// Which analyzers ran on the stream, and what they could not see.
+    pub diagnostics: Option<crate::store::manifest::DiagnosticsEntry>,
 }
 
 impl BinSessionReport {
@@ -49,6 +55,8 @@ impl BinSessionReport {
             closed: manifest.closed,
             dropouts_received: manifest.splits.iter().map(|s| s.summary.dropouts).sum(),
             dropout_ms: manifest.splits.iter().map(|s| s.summary.dropout_ms).sum(),
+            events: manifest.events.clone(),
+            diagnostics: manifest.diagnostics.clone(),
         };
         Ok(Self {
             session,

@@ -141,6 +141,21 @@ pub fn ulog_session_input(path: &Path, what: &'static str) -> Result<(), InputEr
     }
 }
 
+/// The files of the ArduPilot log `path` names, in log order: a DataFlash file (it begins
+/// with an FMT record) itself, or an ArduPilot session's splits in its manifest's order;
+/// `None` for anything else (a ULog log, a PX4 session, a path that cannot be read).
+pub fn dataflash_files(path: &Path) -> Option<Vec<PathBuf>> {
+    if path.is_dir() {
+        let manifest = read_manifest(path).ok()?;
+        return (manifest.log_format == LogFormat::DataFlash)
+            .then(|| manifest.splits.iter().map(|s| path.join(&s.file)).collect());
+    }
+    let mut head = [0u8; 3];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    (head[..2] == DATAFLASH_HEADER && head[2] == crate::dataflash::FMT_TYPE)
+        .then(|| vec![path.to_owned()])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod ardupilot_diagnostics;
 mod ardupilot_props;
 mod ardupilot_sim;
 mod ardupilot_sitl;

@@ -99,6 +99,17 @@ fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
                 s.dropouts_received,
                 s.dropout_ms as f64 / 1e3
             );
+            for e in &s.events {
+                say!(
+                    "  event {} at {:.3} s ({}): {}",
+                    e.name,
+                    e.at_us as f64 / 1e6,
+                    e.finding
+                        .as_ref()
+                        .map_or("diagnostic", |f| f.severity.as_str()),
+                    e.detail
+                );
+            }
             print_bin_summary(&report.flight);
             Ok(())
         })());
@@ -390,8 +401,10 @@ fn tide_info(path: &Path, json: bool) -> anyhow::Result<()> {
 }
 
 /// `info --diagnostics`: what the flight diagnostics find in a `.ulg`, a session (its
-/// amendments merged) or a snippet, as text or as one JSON object (`diagnostics`, shaped as
-/// Flight Review v2's, and `blind`, the log time dropouts hid from them).
+/// amendments merged) or a snippet, or in an ArduPilot `.bin` or session, as text or as one
+/// JSON object (`diagnostics`, shaped as Flight Review v2's, and `blind`, the log time
+/// dropouts hid from them; for ArduPilot also `vehicle_records`, its own `ERR` and `EV`, and
+/// `beside`, for each finding the indices of those of the same moment).
 pub(crate) fn diagnostics(
     path: &Path,
     selection: ulog_recv::diagnose::Selection,
@@ -399,6 +412,9 @@ pub(crate) fn diagnostics(
 ) -> anyhow::Result<()> {
     let detectors = ulog_recv::export::flight::diagnose(path, selection)
         .with_context(|| format!("cannot read {}", path.display()))?;
+    let ardupilot = ulog_recv::store::input::dataflash_files(path).is_some();
+    let found = detectors.findings();
+    let records = detectors.vehicle_records();
     if json {
         // Serialised as it is (not through `json!`, which would widen the evidence's f32
         // values to f64 digits).
@@ -407,22 +423,35 @@ pub(crate) fn diagnostics(
             analyzers: Vec<&'a str>,
             diagnostics: &'a [ulog_recv::diagnose::Finding],
             blind: &'a [[u64; 2]],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            vehicle_records: Option<&'a [ulog_recv::diagnose::VehicleRecord]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            beside: Option<Vec<Vec<usize>>>,
         }
         let report = Report {
             analyzers: selection.ids().map(|a| a.as_str()).collect(),
-            diagnostics: detectors.findings(),
+            diagnostics: found,
             blind: detectors.blind(),
+            vehicle_records: ardupilot.then_some(records),
+            beside: ardupilot.then(|| found.iter().map(|f| detectors.beside(f)).collect()),
         };
         say!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    let found = detectors.findings();
     say!(
         "{}: {} finding(s) ({})",
         path.display(),
         found.len(),
         selection
     );
+    let record_line = |r: &ulog_recv::diagnose::VehicleRecord| {
+        format!(
+            "{:.3} s  {:<3}  {}",
+            r.timestamp_us as f64 / 1e6,
+            r.record,
+            r.text
+        )
+    };
     for f in found {
         let span = match f.end_timestamp_us {
             Some(end) => format!(
@@ -438,6 +467,9 @@ pub(crate) fn diagnostics(
             f.id,
             f.summary
         );
+        for k in detectors.beside(f) {
+            say!("      the vehicle: {}", record_line(&records[k]));
+        }
     }
     for [from, to] in detectors.blind() {
         say!(
@@ -445,6 +477,12 @@ pub(crate) fn diagnostics(
             *from as f64 / 1e6,
             *to as f64 / 1e6
         );
+    }
+    if ardupilot {
+        say!("The vehicle's own records: {} (ERR, EV)", records.len());
+        for r in records {
+            say!("  {}", record_line(r));
+        }
     }
     Ok(())
 }

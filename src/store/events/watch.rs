@@ -1,10 +1,11 @@
 //! The trigger watch: follows the whole log, says when a logged string or a field's
-//! condition makes an event, and runs the flight diagnostics on the way.
+//! condition makes an event, and runs the flight diagnostics on the way. An ArduPilot log
+//! (DataFlash) is followed by the diagnostics alone ([`TriggerWatch::dataflash`]).
 
 use std::ops::ControlFlow;
 
 use super::{EventRecord, EventSource, Trigger};
-use crate::diagnose::{Follower, Selection};
+use crate::diagnose::{BinDiagnosis, Follower, Selection};
 use crate::ulog::Sample;
 use crate::ulog::framer::{Framer, Unit};
 use crate::ulog::message::Message;
@@ -27,6 +28,8 @@ pub struct TriggerWatch {
     /// Per message id (index): the field conditions on its topic, found at its first sample
     /// (`None` until then, and again when the id is subscribed anew).
     watched: Vec<Option<Vec<WatchedField>>>,
+    /// An ArduPilot log's diagnostics, which then follow the log in place of the ULog walk.
+    dataflash: Option<BinDiagnosis>,
 }
 
 /// A field condition on one subscription's samples.
@@ -54,13 +57,27 @@ impl TriggerWatch {
             has_fields,
             triggers,
             watched: Vec::new(),
+            dataflash: None,
+        }
+    }
+
+    /// A watch of an ArduPilot log (DataFlash): the analyzers `diagnostics` selects, each
+    /// finding an event whose detail adds what the vehicle logged of the same moment (its
+    /// `ERR` and `EV` records so far). It skims: its log time is the analyzers'.
+    pub fn dataflash(diagnostics: Selection) -> Self {
+        Self {
+            dataflash: Some(BinDiagnosis::new(diagnostics)),
+            ..Self::new(Vec::new(), diagnostics, false)
         }
     }
 
     /// The largest sample time seen so far, µs (of the samples the analyzers read, when it
     /// [`skims`](Self::skims)).
     pub fn log_time(&self) -> u64 {
-        self.follower.log_time()
+        match &self.dataflash {
+            Some(d) => d.follower().log_time(),
+            None => self.follower.log_time(),
+        }
     }
 
     /// Whether it leaves the samples no analyzer reads undecoded.
@@ -70,12 +87,30 @@ impl TriggerWatch {
 
     /// The log time the diagnostics did not see (the log's dropouts), `[from, to]` µs each.
     pub fn blind(&self) -> &[[u64; 2]] {
-        self.follower.detectors().map_or(&[], |d| d.blind())
+        match &self.dataflash {
+            Some(d) => d.follower().detectors().blind(),
+            None => self.follower.detectors().map_or(&[], |d| d.blind()),
+        }
     }
 
     /// Takes the log's next bytes (the file header first, then messages, in pieces of any
     /// size); appends the events they make to `events`.
     pub fn push(&mut self, bytes: &[u8], events: &mut Vec<EventRecord>) {
+        if let Some(d) = &mut self.dataflash {
+            d.push(bytes);
+            let detectors = d.follower_mut().detectors_mut();
+            let new: Vec<_> = detectors.take_new().to_vec();
+            events.extend(new.iter().map(|f| {
+                let mut event = EventRecord::of_finding(f);
+                for k in detectors.beside(f) {
+                    let r = &detectors.vehicle_records()[k];
+                    let at = r.timestamp_us as f64 / 1e6;
+                    event.detail += &format!("; the vehicle: {} {} at {at:.3} s", r.record, r.text);
+                }
+                event
+            }));
+            return;
+        }
         let mut framer = std::mem::take(&mut self.framer);
         let _ = framer.push(bytes, |unit| {
             match unit {

@@ -224,7 +224,8 @@ impl LogStore {
     }
     /// Starts a new log session for the vehicle `(system_id, component_id)` whose log is in
     /// `format`; returns its directory. A DataFlash log (ArduPilot's) is written to the main
-    /// column only: columns, event buffers, triggers and diagnostics read ULog.
+    /// column only, and watched by the diagnostics alone: columns, event buffers and
+    /// triggers read ULog.
     pub fn begin_log(
         &mut self,
         vehicle: (u8, u8),
@@ -254,7 +255,7 @@ impl LogStore {
                 self.options.diagnostics,
             )
         } else {
-            (&[][..], &[][..], Vec::new(), Selection::NONE)
+            (&[][..], &[][..], Vec::new(), self.options.diagnostics)
         };
         let buffers = event_buffers.iter();
         let all_columns: Vec<ColumnSpec> = (columns.iter().cloned())
@@ -307,8 +308,11 @@ impl LogStore {
             .take(columns.len() + 1)
             .chain(buffers.map(|b| Some(EventGate::new(b.clone()))))
             .collect();
-        let watch = (!triggers.is_empty() || !event_buffers.is_empty() || !diagnostics.is_empty())
-            .then(|| TriggerWatch::new(triggers, diagnostics, !event_buffers.is_empty()));
+        let watch = match ulog {
+            true => (!triggers.is_empty() || !event_buffers.is_empty() || !diagnostics.is_empty())
+                .then(|| TriggerWatch::new(triggers, diagnostics, !event_buffers.is_empty())),
+            false => (!diagnostics.is_empty()).then(|| TriggerWatch::dataflash(diagnostics)),
+        };
         let router = (!all_columns.is_empty()).then(|| ColumnRouter::new(all_columns));
         self.session = Some(OpenSession {
             gates,

@@ -302,6 +302,46 @@ pub fn compare_live(py: &Path, lines: &Path, splits: &[PathBuf]) -> serde_json::
     report_of(py, "dataflash_live.py", lines, splits)
 }
 
+/// `tests/dataflash_vehicle_said.py` on one flight's files: what pymavlink reads of the
+/// vehicle's own records, arming and RC failsafe.
+pub fn vehicle_said(py: &Path, files: &[PathBuf]) -> serde_json::Value {
+    report_of(py, "dataflash_vehicle_said.py", &files[0], &files[1..])
+}
+
+/// `ulog-recv sim LOG` (4 times faster than flown, through `impairments`) into a daemon
+/// until the simulator has sent the whole log; the daemon's splits, and the simulator's
+/// counters.
+pub fn replay(log: &Path, name: &str, impairments: &[&str]) -> (Vec<PathBuf>, serde_json::Value) {
+    let dir = super::procs::fresh_dir(name);
+    let port = super::procs::free_udp_port();
+    let (mut daemon, _lines) = super::procs::Proc::spawn_watched(
+        "the daemon",
+        &[
+            "--udp".into(),
+            format!("127.0.0.1:{port}"),
+            "--log-dir".into(),
+            dir.display().to_string(),
+            "--split-duration".into(),
+            "20".into(),
+            "--no-socket".into(),
+        ],
+    );
+    let mut sim = std::process::Command::new(super::procs::BIN);
+    sim.arg("sim")
+        .arg(log)
+        .args(["--udp-connect", &format!("127.0.0.1:{port}")])
+        .args(["--speed", "4", "--link-rate", "400000", "--once"])
+        .args(impairments);
+    let counters = super::json_output(&mut sim);
+    assert!(daemon.terminate().success());
+    let sessions = super::procs::session_dirs(&dir);
+    assert_eq!(sessions.len(), 1, "one flight: {sessions:?}");
+    (
+        super::procs::files_with_extension(&sessions[0], "bin"),
+        counters,
+    )
+}
+
 /// `tests/SCRIPT FIRST SPLITS...`: the JSON object it prints.
 fn report_of(py: &Path, script: &str, first: &Path, splits: &[PathBuf]) -> serde_json::Value {
     let out = Command::new(py)
