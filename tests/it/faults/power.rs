@@ -45,6 +45,9 @@ pub(super) const LINK_RATE: u64 = 1_000_000;
 const LOG_BYTES_PER_S: u64 = LINK_RATE * 7 / 10;
 /// How many times faster than flown the simulated ArduPilot plays its log.
 const ARDUPILOT_SPEED: u64 = 1;
+/// How long a simulated ArduPilot streams before the cuts take another (its hover log is
+/// 126 s as flown: a daemon started after its end would wait for a log that never comes).
+const ARDUPILOT_FRESH: Duration = Duration::from_secs(90);
 
 /// Which autopilot's log the cuts fall on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,8 +198,8 @@ fn a_hundred_power_cuts_lose_at_most_one_sync_interval_and_nothing_synced() {
 
 #[test]
 fn power_cuts_on_ardupilots_bin_splits_keep_the_same_promises() {
-    // The flight lasts two minutes (as flown): fifteen cuts fit in it (the vehicle sends
-    // nothing once its log is over, and a daemon started then opens no session).
+    // The flight lasts two minutes (as flown); the vehicle boots again when it nears its
+    // end (see ARDUPILOT_FRESH).
     let cuts = common::env_number("POWER_CUTS_BIN", 15) as usize;
     power_cuts(LogKind::DataFlash, cuts, &["--split-duration", "2"]);
 }
@@ -216,15 +219,24 @@ fn power_cuts(kind: LogKind, cuts: usize, split: &[&str]) {
         LogKind::Ulog => real_vehicle(port, seed, &[]),
         LogKind::DataFlash => ardupilot_vehicle(port, seed),
     };
-    let Some((mut vehicle, _vehicle_lines)) = vehicle else {
+    let Some((mut vehicle, mut _vehicle_lines)) = vehicle else {
         return;
     };
+    let mut vehicle_since = Instant::now();
     let daemon_args = daemon_args(port, &logs, split);
     let context = |k: usize, cut: Cut| format!("seed {seed}, cut {k} ({cut:?})");
     let mut pending: Option<CutSession> = None;
     let mut worst_lost = 0u64;
     let mut counts = BTreeMap::<&str, usize>::new();
     for k in 0..=cuts {
+        if kind == LogKind::DataFlash && vehicle_since.elapsed() > ARDUPILOT_FRESH {
+            // Its flight nears its end: another boot of the vehicle, from the log's start.
+            let _ = vehicle.0.kill();
+            let _ = vehicle.0.wait();
+            (vehicle, _vehicle_lines) =
+                ardupilot_vehicle(port, seed.wrapping_add(k as u64)).expect("the log is there");
+            vehicle_since = Instant::now();
+        }
         let (mut daemon, lines) = Proc::spawn_watched("the daemon", &daemon_args);
         // The start repairs what the last cut left before the new log's session opens.
         let opened = wait_session_opened(&lines, &fs, &daemon_args, k);
