@@ -3,7 +3,11 @@
 waits until it is ready to arm, switches to GUIDED, arms, takes off to ALT metres, hovers
 HOVER seconds, lands and waits until it disarms by itself.
 
-    ardupilot_fly.py PORT ALT HOVER
+    ardupilot_fly.py PORT ALT HOVER [rc]
+
+With `rc`, the hover ends in a radio failure instead of a LAND: the SITL's receiver stops
+(`SIM_RC_FAIL` 1, no pulses), and the vehicle's radio failsafe brings it home and down by
+itself (stage `rc_lost` when the failure is asked for).
 
 PORT is the UDP port the SITL's SERIAL0 sends to (`--serial0 udpclient:127.0.0.1:PORT`).
 Each stage prints one line as it is reached (`armed`, `airborne`, `hovering`, `landing`,
@@ -39,6 +43,7 @@ def fail(why, texts):
 
 def main():
     port, alt, hover = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    fault = sys.argv[4] if len(sys.argv) > 4 else None
     link = mavutil.mavlink_connection(f"udpin:127.0.0.1:{port}", source_system=255)
     link.wait_heartbeat(timeout=60)
     # Positions (GLOBAL_POSITION_INT) four times a second: a ground station asks for them.
@@ -111,14 +116,24 @@ def main():
         m = link.recv_match(blocking=True, timeout=0.5)
         if m is not None and m.get_type() == "STATUSTEXT":
             texts.append(m.text)
-    link.set_mode("LAND")
-    say("landing")
+    if fault == "rc":
+        link.mav.param_set_send(
+            link.target_system,
+            link.target_component,
+            b"SIM_RC_FAIL",
+            1,
+            mavutil.mavlink.MAV_PARAM_TYPE_REAL32,
+        )
+        say("rc_lost")
+    else:
+        link.set_mode("LAND")
+        say("landing")
     pump(
         lambda m: m.get_type() == "HEARTBEAT"
         and m.get_srcComponent() == 1
         and not is_armed(m),
-        "not landed and disarmed within 90 s",
-        90,
+        "not landed and disarmed within 120 s",
+        120,
     )
     say("landed")
 

@@ -5,7 +5,9 @@
 //! card log of the same boot, both read by pymavlink's DFReader
 //! (`tests/dataflash_compare.py`): every message of the card inside the streamed window is in
 //! the received `.bin` with the same fields, none invented, but what the vehicle dropped at
-//! the source (its own `DMS.Dp`).
+//! the source (its own `DMS.Dp`). In flight, a radio failure the SITL is told to have is
+//! found by the diagnostics, live and from the files, beside the vehicle's own `ERR`; a
+//! clean flight gives no finding.
 //!
 //! Without the SITL the test says SKIPPED, and fails under CI.
 
@@ -14,7 +16,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::ardupilot::{ArduPilot, Impairment, Relay, compare};
+use crate::ardupilot_diagnostics::{check_against_the_vehicle, diagnostics_of};
+use common::ardupilot::{ArduPilot, Impairment, Relay, compare, vehicle_said};
 use common::procs::{Proc, files_with_extension, fresh_dir, session_dirs};
 use serde_json::Value as Json;
 
@@ -317,7 +320,8 @@ fn a_flight_through_a_lossy_reordering_link_loses_or_invents_nothing_streamed() 
     let dir = fresh_dir("lossy-ours");
     let (mut d, _lines) = daemon(&dir, relay.daemon_port, 30, free_tcp_port(), &[]);
     wait_for_blocks(&relay, 1);
-    let mut flight = sitl.fly(&py, 10, 10);
+    // The hover ends in a radio failure: the vehicle's failsafe brings it home and down.
+    let mut flight = sitl.fly_into(&py, 10, 10, Some("rc"));
     flight.stage("landed", Duration::from_secs(240));
     std::thread::sleep(Duration::from_secs(2));
     assert!(d.terminate().success());
@@ -343,6 +347,24 @@ fn a_flight_through_a_lossy_reordering_link_loses_or_invents_nothing_streamed() 
     assert_eq!(report["marks"], 0, "{}", brief(&report));
     assert!(summary.contains(" 0 lost in 0 gaps"), "{summary}");
     check_drops_in_manifest(&session, &report);
+    // The radio failure: an RC loss from the vehicle's own failsafe flag to its disarm,
+    // beside its ERR for it, from the files as pymavlink reads them and live, as it came.
+    let said = vehicle_said(&py, &splits);
+    let from_files = diagnostics_of(&session);
+    check_against_the_vehicle("a radio failure", &from_files, &said, true);
+    let info: Json = serde_json::from_str(&common::procs::run_ok(&[
+        "info",
+        "--json",
+        session.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let events = info["session"]["events"].as_array().unwrap();
+    let [event] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(event["finding"], from_files["diagnostics"][0], "{event}");
+    let detail = event["detail"].as_str().unwrap();
+    assert!(detail.contains("ERR radio failsafe: occurred"), "{detail}");
 }
 
 #[test]
@@ -385,6 +407,15 @@ fn a_link_lost_for_15_s_in_flight_and_back_is_one_flight_with_the_outage_as_a_dr
         .expect("the mark says its length");
     assert!((15_000..25_000).contains(&ms), "the dropout says {ms} ms");
     check_drops_in_manifest(&session, &report);
+    // A clean flight: the diagnostics find nothing, the outage listed as unseen.
+    let said = vehicle_said(&py, &splits);
+    let from_files = diagnostics_of(&session);
+    check_against_the_vehicle("a clean flight", &from_files, &said, false);
+    assert_eq!(
+        from_files["blind"].as_array().unwrap().len(),
+        1,
+        "{from_files}"
+    );
 }
 
 /// Side by side with mavlink-router's log endpoint (`-l DIR`, the recorder companion images

@@ -77,9 +77,16 @@ impl ArduPilot {
     /// armed, up to `alt_m`, `hover_s` of hover, LAND, disarmed. The flight's stages come as
     /// lines (`armed`, `airborne`, `hovering`, `landing`, `landed`) from [`Flight::stage`].
     pub fn fly(&self, py: &Path, alt_m: u32, hover_s: u32) -> Flight {
+        self.fly_into(py, alt_m, hover_s, None)
+    }
+
+    /// [`fly`](Self::fly), the hover ending in `fault` (`rc`: the radio fails, and the
+    /// vehicle's failsafe brings it down) instead of a LAND.
+    pub fn fly_into(&self, py: &Path, alt_m: u32, hover_s: u32, fault: Option<&str>) -> Flight {
         let mut child = Command::new(py)
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ardupilot_fly.py"))
             .args([self.gcs.to_string(), alt_m.to_string(), hover_s.to_string()])
+            .args(fault)
             .stdout(Stdio::piped())
             .spawn()
             .expect("the flight script starts");
