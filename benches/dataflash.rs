@@ -17,6 +17,10 @@
 //!   way: the receive rate of a PX4 stream in the same run, and ArduPilot's CPU time per MB
 //!   as a share of PX4's.
 //!
+//! - `diagnose`: the flight diagnostics over the whole log's bytes (as `info --diagnostics`
+//!   reads a `.bin`), against the same over PX4's largest real log (a `.ulg`) in the same
+//!   run: time per MB as a share of the `.ulg`'s.
+//!
 //! Best of 5 runs for ours, of 3 for DFReader. Run: `cargo bench --bench dataflash`.
 
 use std::path::{Path, PathBuf};
@@ -26,6 +30,7 @@ use mavlink::MavHeader;
 use mavlink::dialects::ardupilotmega::{HEARTBEAT_DATA, MavAutopilot, MavMessage, MavType};
 use ulog_recv::dataflash::Framer;
 use ulog_recv::dataflash::values::fields;
+use ulog_recv::diagnose::{BinDiagnosis, Selection, diagnose};
 use ulog_recv::link::frames::encode;
 use ulog_recv::link::log_block::{BLOCK_BYTES, LOG_COMPONENT, LogBlock, encode_block};
 use ulog_recv::link::{Event, Session, SessionConfig};
@@ -117,17 +122,28 @@ fn receive(frames: &[Vec<u8>]) -> u64 {
     out
 }
 
+/// The largest real ULog log in `../shared/testdata/ulog/`.
+fn largest_ulog() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/ulog");
+    std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+}
+
+/// The flight diagnostics over a DataFlash log's bytes, in 64 KB pieces: the findings.
+fn diagnose_bin(log: &[u8]) -> usize {
+    let mut d = BinDiagnosis::new(Selection::ALL);
+    log.chunks(1 << 16).for_each(|piece| d.push(piece));
+    d.finish().findings().len()
+}
+
 /// PX4's datagrams for the largest real ULog log: the simulated PX4 streaming it to a session
 /// (acks answered), every datagram it sent recorded.
 fn px4_datagrams() -> Option<(f64, Vec<Vec<u8>>)> {
     use ulog_recv::sim::{SimVehicle, VehicleConfig, chunk_log};
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/ulog");
-    let largest = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
-        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))?;
-    let file = std::fs::read(&largest).ok()?;
+    let file = std::fs::read(largest_ulog()?).ok()?;
     let log = chunk_log(&file, 0).ok()?;
     let mb = log.stream.len() as f64 / 1e6;
     let config = VehicleConfig {
@@ -287,5 +303,32 @@ fn main() {
             )),
         );
         eprintln!("{} messages decoded", ours.0);
+    }
+    // The diagnostics: seconds per MB of a .bin against a .ulg's.
+    let ulog_per_mb = largest_ulog()
+        .and_then(|p| std::fs::read(p).ok())
+        .map(|ulg| {
+            let t = best(5, || {
+                std::hint::black_box(diagnose(&ulg, Selection::ALL));
+            });
+            t.as_secs_f64() / (ulg.len() as f64 / 1e6)
+        });
+    println!(
+        "\n| log | diagnose MB/s | findings | time per MB / a .ulg's ({}) |",
+        ulog_per_mb.map_or("no .ulg".to_owned(), |s| format!("{:.0} MB/s", 1.0 / s))
+    );
+    println!("|---|---|---|---|");
+    for path in logs() {
+        let log = std::fs::read(&path).unwrap();
+        let mb = log.len() as f64 / 1e6;
+        let mut findings = 0;
+        let t = best(5, || findings = diagnose_bin(&log));
+        let per_mb = t.as_secs_f64() / mb;
+        println!(
+            "| {} | {:.0} | {findings} | {} |",
+            path.file_name().unwrap().to_string_lossy(),
+            1.0 / per_mb,
+            ulog_per_mb.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
+        );
     }
 }
