@@ -77,7 +77,7 @@ fn read_in_pieces(
 /// session; `None` for anything else.
 fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
     use ulog_recv::autopilot::LogFormat;
-    use ulog_recv::dataflash::{BinSummaryBuilder, FMT_TYPE, HEADER};
+    use ulog_recv::dataflash::BinSummaryBuilder;
     if path.is_dir() {
         let manifest = ulog_recv::store::manifest::read_manifest(path).ok()?;
         if manifest.log_format != LogFormat::DataFlash {
@@ -114,15 +114,11 @@ fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
             Ok(())
         })());
     }
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut head = [0u8; 3];
-    file.read_exact(&mut head).ok()?;
-    if head[..2] != HEADER || head[2] != FMT_TYPE {
-        return None;
-    }
+    ulog_recv::store::input::dataflash_files(path)?;
     Some((|| {
         let mut builder = BinSummaryBuilder::default();
-        builder.push(&head);
+        let mut file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         read_in_pieces(&mut file, path, |piece| {
             builder.push(piece);
             Ok(())
