@@ -34,6 +34,24 @@ fn records_as_said(ours: &Json) -> Vec<Json> {
         .collect()
 }
 
+/// The one event the daemon's diagnostics made in `session` (as `info --json` lists it),
+/// which must carry `finding`: its detail, and the session's report.
+pub fn the_live_finding(session: &std::path::Path, finding: &Json) -> (String, Json) {
+    let info: Json = serde_json::from_str(&common::procs::run_ok(&[
+        "info",
+        "--json",
+        session.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let events = info["session"]["events"].as_array().unwrap();
+    let [event] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(event["source"], "diagnostic", "{event}");
+    assert_eq!(event["finding"], *finding, "{event}");
+    (event["detail"].as_str().unwrap().to_owned(), info)
+}
+
 /// An ArduPilot flight's findings (`ours`: `info --diagnostics --json`) against what
 /// pymavlink reads of it (`said`): the vehicle's records all listed; with `rc_failsafe`, one
 /// RC loss (from the `RCI2` failsafe flag to the disarm) beside the vehicle's `ERR` for it,
@@ -128,19 +146,7 @@ fn the_daemon_diagnoses_an_ardupilot_stream_as_it_comes() {
         assert!((a - b).abs() < 100_000, "{key}: {a} vs {b}; {counters}");
     }
     // Live: the daemon made the finding as the log came, an event of the session.
-    let info: Json = serde_json::from_str(&common::procs::run_ok(&[
-        "info",
-        "--json",
-        session.to_str().unwrap(),
-    ]))
-    .unwrap();
-    let events = info["session"]["events"].as_array().unwrap();
-    let [event] = &events[..] else {
-        panic!("{events:?}")
-    };
-    assert_eq!(event["source"], "diagnostic", "{event}");
-    assert_eq!(event["finding"], received["diagnostics"][0], "{event}");
-    let detail = event["detail"].as_str().unwrap();
+    let (detail, info) = the_live_finding(session, &received["diagnostics"][0]);
     assert!(
         detail.contains("the vehicle: ERR radio failsafe: occurred at 57.035 s"),
         "{detail}"

@@ -16,7 +16,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::ardupilot_diagnostics::{check_against_the_vehicle, diagnostics_of};
+use crate::ardupilot_diagnostics::{check_against_the_vehicle, diagnostics_of, the_live_finding};
 use common::ardupilot::{ArduPilot, Impairment, Relay, compare, vehicle_said};
 use common::procs::{Proc, files_with_extension, fresh_dir, session_dirs};
 use serde_json::Value as Json;
@@ -352,18 +352,7 @@ fn a_flight_through_a_lossy_reordering_link_loses_or_invents_nothing_streamed() 
     let said = vehicle_said(&py, &splits);
     let from_files = diagnostics_of(&session);
     check_against_the_vehicle("a radio failure", &from_files, &said, true);
-    let info: Json = serde_json::from_str(&common::procs::run_ok(&[
-        "info",
-        "--json",
-        session.to_str().unwrap(),
-    ]))
-    .unwrap();
-    let events = info["session"]["events"].as_array().unwrap();
-    let [event] = &events[..] else {
-        panic!("{events:?}")
-    };
-    assert_eq!(event["finding"], from_files["diagnostics"][0], "{event}");
-    let detail = event["detail"].as_str().unwrap();
+    let (detail, _) = the_live_finding(&session, &from_files["diagnostics"][0]);
     assert!(detail.contains("ERR radio failsafe: occurred"), "{detail}");
 }
 
