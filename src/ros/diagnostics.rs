@@ -5,7 +5,8 @@
 //! One finding is one array of one status:
 //! - `header.stamp`: when the finding was made ([`Finding::made_at_us`]), `frame_id` empty;
 //! - `level`: OK for an `info` finding, WARN for a `warning`, ERROR for a `critical`;
-//! - `name`: the analyzer (`motor_failure`), `hardware_id`: [`HARDWARE_ID`];
+//! - `name`: the analyzer (`motor_failure`), `hardware_id`: the autopilot whose flight it
+//!   is ([`PX4_HARDWARE_ID`], [`ARDUPILOT_HARDWARE_ID`]);
 //! - `message`: the finding's summary;
 //! - `values`: `severity`, `start_us`, `end_us` (for a finding that spans a window), then the
 //!   evidence's fields as Flight Review v2 names them (`motor_index`, `pwm_value`, ...), each
@@ -20,8 +21,10 @@ pub const DIAGNOSTICS_TYPE: &str = "diagnostic_msgs/msg/DiagnosticArray";
 /// The channel's topic, live and in the MCAP export.
 pub const DIAGNOSTICS_TOPIC: &str = "/diagnostics";
 
-/// The `hardware_id` of every status: what the findings are about.
-pub const HARDWARE_ID: &str = "px4";
+/// The `hardware_id` of a PX4 flight's statuses: what the findings are about.
+pub const PX4_HARDWARE_ID: &str = "px4";
+/// The `hardware_id` of an ArduPilot flight's statuses.
+pub const ARDUPILOT_HARDWARE_ID: &str = "ardupilot";
 
 /// The `ros2msg` text of `diagnostic_msgs/msg/DiagnosticArray` with its dependencies, as ROS 2
 /// defines it (comments left out).
@@ -91,9 +94,9 @@ pub fn status_values(finding: &Finding) -> Vec<(String, String)> {
     values
 }
 
-/// Writes `finding` as a `diagnostic_msgs/msg/DiagnosticArray` CDR message into `out`
-/// (cleared first).
-pub fn encode_finding(finding: &Finding, out: &mut Vec<u8>) {
+/// Writes `finding`, of the flight of `hardware_id`, as a
+/// `diagnostic_msgs/msg/DiagnosticArray` CDR message into `out` (cleared first).
+pub fn encode_finding(finding: &Finding, hardware_id: &str, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(&CDR_LE);
     let at = finding.made_at_us();
@@ -107,7 +110,7 @@ pub fn encode_finding(finding: &Finding, out: &mut Vec<u8>) {
     out.push(status_level(finding.severity));
     write_string(out, finding.id.as_str().as_bytes());
     write_string(out, finding.summary.as_bytes());
-    write_string(out, HARDWARE_ID.as_bytes());
+    write_string(out, hardware_id.as_bytes());
     let values = status_values(finding);
     align(out, 4);
     out.extend_from_slice(&(values.len() as u32).to_le_bytes());
@@ -172,7 +175,7 @@ mod tests {
         assert_eq!(get("motor_index"), Some("2"));
         assert_eq!(get("failure_mode"), Some("drop_to_zero"));
         let mut out = Vec::new();
-        encode_finding(&f, &mut out);
+        encode_finding(&f, PX4_HARDWARE_ID, &mut out);
         // Stamp, empty frame id, one status at level ERROR named after the analyzer.
         assert_eq!(&out[4..8], &15i32.to_le_bytes());
         assert_eq!(&out[8..12], &0u32.to_le_bytes());

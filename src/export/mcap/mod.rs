@@ -54,7 +54,7 @@ use crate::export::{
     WriterAt, walk, with_writer,
 };
 use crate::ros::diagnostics::{
-    DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, encode_finding,
+    DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, PX4_HARDWARE_ID, encode_finding,
 };
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type, encode_log};
 
@@ -325,7 +325,7 @@ impl Sink for ChunkSink {
                 *self.diagnostics_channel.insert(id)
             }
         };
-        encode_finding(finding, &mut self.buffer);
+        encode_finding(finding, PX4_HARDWARE_ID, &mut self.buffer);
         self.put(channel, finding.made_at_us())
     }
 }

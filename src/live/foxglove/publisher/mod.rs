@@ -40,7 +40,9 @@ use crate::link::Event;
 use crate::live::dataflash_json::BinShape;
 use crate::live::foxglove::protocol::{self, ChannelInfo, Encoding};
 use crate::live::outbox::Keep;
-use crate::ros::diagnostics::{DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE};
+use crate::ros::diagnostics::{
+    ARDUPILOT_HARDWARE_ID, DIAGNOSTICS_SCHEMA, DIAGNOSTICS_TOPIC, DIAGNOSTICS_TYPE, PX4_HARDWARE_ID,
+};
 use crate::ros::ros2::{LOG_SCHEMA, LOG_TYPE, Ros2Type};
 use crate::ulog::Decoder;
 use crate::ulog::framer::Framer;
@@ -153,6 +155,8 @@ pub struct FoxglovePublisher {
     /// The findings of the current flight (kept after it ends, until the next), the latest
     /// [`KEEP_FINDINGS`].
     findings: VecDeque<Finding>,
+    /// Whose flight the findings are of: their statuses' `hardware_id`.
+    hardware_id: &'static str,
     log: Option<LogState>,
     /// The open DataFlash log (at most one of it and `log` is open).
     bin: Option<bin::BinLog>,
@@ -178,6 +182,7 @@ impl FoxglovePublisher {
             log_channel: 0,
             diagnostics_channel: 0,
             findings: VecDeque::new(),
+            hardware_id: PX4_HARDWARE_ID,
             log: None,
             bin: None,
             out: VecDeque::new(),
@@ -279,6 +284,10 @@ impl FoxglovePublisher {
             Event::LogOpened { format, .. } => {
                 self.end_log();
                 self.findings.clear();
+                self.hardware_id = match format {
+                    LogFormat::ULog => PX4_HARDWARE_ID,
+                    LogFormat::DataFlash => ARDUPILOT_HARDWARE_ID,
+                };
                 match format {
                     LogFormat::ULog => {
                         self.log = Some(LogState {

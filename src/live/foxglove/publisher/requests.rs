@@ -60,7 +60,7 @@ impl FoxglovePublisher {
         if channel == self.diagnostics_channel {
             // The flight's findings so far, to this subscriber only.
             for finding in &self.findings {
-                encode_finding(finding, &mut self.cdr);
+                encode_finding(finding, self.hardware_id, &mut self.cdr);
                 let log_time = finding.made_at_us().saturating_mul(1000);
                 protocol::message_data(sub, log_time, &self.cdr, &mut self.frame);
                 self.out.push_back(Outgoing {

@@ -182,7 +182,7 @@ impl FoxglovePublisher {
         if channel.subscribers.is_empty() {
             return;
         }
-        encode_finding(finding, &mut self.cdr);
+        encode_finding(finding, self.hardware_id, &mut self.cdr);
         Self::fan_out(
             &mut self.out,
             &mut self.frame,

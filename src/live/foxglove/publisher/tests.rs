@@ -289,6 +289,23 @@ fn findings_go_to_diagnostics_subscribers_and_a_late_one_gets_the_flights_so_far
         data(drain(&mut p)),
         [(early, 40_000_000_000), (late, 40_000_000_000)]
     );
+    let has = |out: &[Outgoing], id: &[u8]| {
+        out.iter()
+            .any(|o| o.message.windows(id.len()).any(|w| w == id))
+    };
+    // An ArduPilot's flight: its findings say so in their hardware id.
+    p.handle_event(
+        &Event::LogOpened {
+            number: 2,
+            format: crate::autopilot::LogFormat::DataFlash,
+        },
+        now,
+    );
+    drain(&mut p);
+    p.handle_finding(&finding(45_000_000), now);
+    let out = drain(&mut p);
+    assert_eq!(out.len(), 2);
+    assert!(has(&out, b"ardupilot") && !has(&out, b"px4"));
     // Bounded: a flight with more findings keeps the latest.
     for k in 0..KEEP_FINDINGS as u64 + 10 {
         p.handle_finding(&finding(50_000_000 + k), now);
