@@ -10,7 +10,7 @@ use crate::common;
 
 use serde_json::Value as Json;
 
-use common::ardupilot::{ardupilot_logs, replay, vehicle_said};
+use common::ardupilot::{ardupilot_logs, replay_with, vehicle_said};
 
 /// `ulog-recv info --diagnostics --json PATH`.
 pub fn diagnostics_of(path: &std::path::Path) -> Json {
@@ -132,7 +132,8 @@ fn the_daemon_diagnoses_an_ardupilot_stream_as_it_comes() {
         .find(|l| l.ends_with("sitl_copter_rc_failsafe.bin"))
         .expect("ArduPilot's RC failsafe log");
     let from_file = diagnostics_of(log);
-    let (splits, counters) = replay(log, "diagnosed_live", &[]);
+    let statustext = ["--diagnostics-statustext", "critical"];
+    let (splits, counters, lines) = replay_with(log, "diagnosed_live", &[], &statustext);
     let session = splits[0].parent().unwrap();
     // The received flight, its splits read in order, is diagnosed against what pymavlink
     // reads of the same splits; the vehicle may have dropped a message at the source, so
@@ -152,4 +153,15 @@ fn the_daemon_diagnoses_an_ardupilot_stream_as_it_comes() {
         "{detail}"
     );
     assert_eq!(info["session"]["diagnostics"]["analyzers"], "all", "{info}");
+    // And told the ground station, as for a PX4.
+    let told: Vec<&String> = (lines.iter())
+        .filter(|l| l.contains("STATUSTEXT for the ground station"))
+        .collect();
+    let [told] = &told[..] else {
+        panic!("{lines:#?}")
+    };
+    assert!(
+        told.contains("text=ulog-recv: RC lost for 28.9 s"),
+        "{told}"
+    );
 }

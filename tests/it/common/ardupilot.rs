@@ -319,20 +319,31 @@ pub fn vehicle_said(py: &Path, files: &[PathBuf]) -> serde_json::Value {
 /// until the simulator has sent the whole log; the daemon's splits, and the simulator's
 /// counters.
 pub fn replay(log: &Path, name: &str, impairments: &[&str]) -> (Vec<PathBuf>, serde_json::Value) {
+    let (splits, counters, _) = replay_with(log, name, impairments, &[]);
+    (splits, counters)
+}
+
+/// [`replay`] into a daemon given `daemon_extra` too; with what it logged (its stderr's
+/// lines).
+pub fn replay_with(
+    log: &Path,
+    name: &str,
+    impairments: &[&str],
+    daemon_extra: &[&str],
+) -> (Vec<PathBuf>, serde_json::Value, Vec<String>) {
     let dir = super::procs::fresh_dir(name);
     let port = super::procs::free_udp_port();
-    let (mut daemon, _lines) = super::procs::Proc::spawn_watched(
-        "the daemon",
-        &[
-            "--udp".into(),
-            format!("127.0.0.1:{port}"),
-            "--log-dir".into(),
-            dir.display().to_string(),
-            "--split-duration".into(),
-            "20".into(),
-            "--no-socket".into(),
-        ],
-    );
+    let mut args = vec![
+        "--udp".into(),
+        format!("127.0.0.1:{port}"),
+        "--log-dir".into(),
+        dir.display().to_string(),
+        "--split-duration".into(),
+        "20".into(),
+        "--no-socket".into(),
+    ];
+    args.extend(daemon_extra.iter().map(|a| a.to_string()));
+    let (mut daemon, lines) = super::procs::Proc::spawn_watched("the daemon", &args);
     let mut sim = std::process::Command::new(super::procs::BIN);
     sim.arg("sim")
         .arg(log)
@@ -346,6 +357,7 @@ pub fn replay(log: &Path, name: &str, impairments: &[&str]) -> (Vec<PathBuf>, se
     (
         super::procs::files_with_extension(&sessions[0], "bin"),
         counters,
+        lines.try_iter().collect(),
     )
 }
 
