@@ -67,7 +67,8 @@ impl TriggerWatch {
     pub fn dataflash(diagnostics: Selection) -> Self {
         Self {
             dataflash: Some(BinDiagnosis::new(diagnostics)),
-            ..Self::new(Vec::new(), diagnostics, false)
+            // The ULog walk stands idle: no analyzer of its own.
+            ..Self::new(Vec::new(), Selection::NONE, false)
         }
     }
 
