@@ -21,6 +21,11 @@
 //!   reads a `.bin`), against the same over PX4's largest real log (a `.ulg`) in the same
 //!   run: time per MB as a share of the `.ulg`'s.
 //!
+//! - `tables`: the flight as the fleet's Parquet tables (`export --dataset`: every type's
+//!   table, the tables beside, written and synced in a temporary folder), against the same
+//!   export of PX4's largest real log in the same run: time per MB as a share of the
+//!   `.ulg`'s.
+//!
 //! Best of 5 runs for ours, of 3 for DFReader. Run: `cargo bench --bench dataflash`.
 
 use std::path::{Path, PathBuf};
@@ -130,6 +135,27 @@ fn largest_ulog() -> Option<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
         .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+}
+
+/// Seconds per MB of exporting `log`'s tables (best of 5), and how many were written.
+fn tables_per_mb(log: &Path) -> (f64, usize) {
+    use ulog_recv::export::ExportOptions;
+    use ulog_recv::export::dataset::{FlightFacts, export_tables};
+    let root = std::env::temp_dir().join(format!("ulog-recv-bench-tables-{}", std::process::id()));
+    let mut tables = 0;
+    let t = best(5, || {
+        let _ = std::fs::remove_dir_all(&root);
+        let written = export_tables(
+            log,
+            &ExportOptions::default(),
+            &FlightFacts::default(),
+            &root,
+        );
+        tables = written.expect("the tables written").len();
+    });
+    let _ = std::fs::remove_dir_all(&root);
+    let mb = std::fs::metadata(log).unwrap().len() as f64 / 1e6;
+    (t.as_secs_f64() / mb, tables)
 }
 
 /// The flight diagnostics over a DataFlash log's bytes, in 64 KB pieces: the findings.
@@ -329,6 +355,22 @@ fn main() {
             path.file_name().unwrap().to_string_lossy(),
             1.0 / per_mb,
             ulog_per_mb.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
+        );
+    }
+    // The tables: seconds per MB of a .bin against a .ulg's.
+    let ulog_tables = largest_ulog().map(|p| tables_per_mb(&p).0);
+    println!(
+        "\n| log | tables MB/s | tables | time per MB / a .ulg's ({}) |",
+        ulog_tables.map_or("no .ulg".to_owned(), |s| format!("{:.0} MB/s", 1.0 / s))
+    );
+    println!("|---|---|---|---|");
+    for path in logs() {
+        let (per_mb, tables) = tables_per_mb(&path);
+        println!(
+            "| {} | {:.0} | {tables} | {} |",
+            path.file_name().unwrap().to_string_lossy(),
+            1.0 / per_mb,
+            ulog_tables.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
         );
     }
 }

@@ -21,7 +21,13 @@ with "-- Spark SQL"), each of the same three queries:
 4. flights with GPS interference since a day: per flight dated on or after the query's day
    where Flight Review v2's converter (`ulog-convert batch --diagnostics`, from
    ../shared/vendor/flight-review-rs or $FLIGHT_REVIEW_CONVERT) finds GPS interference, its
-   vehicle, day, how many findings and the worst severity.
+   vehicle, day, how many findings and the worst severity;
+5. the lowest battery voltage of every flight, PX4's and ArduPilot's alike: its autopilot,
+   vehicle, flight and least voltage (pyulog's battery_status.voltage_v above 0; pymavlink's
+   BAT.Volt of the first battery above 0).
+An ArduPilot log (LOG.bin) is read by pymavlink's DFReader: its failsafe is an ERR of a
+failsafe subsystem saying it occurred, its duration its first TimeUS to its last; Flight
+Review reads ULog only.
 Prints {"queries": N, "rows": N, "engines": [...]}; exits 1 with the differences."""
 import json
 import math
@@ -34,6 +40,10 @@ import sys
 import duckdb
 import numpy
 import pyulog
+from pymavlink import DFReader
+
+# ArduPilot's failsafe subsystems in ERR records.
+FAILSAFES = {5, 6, 7, 8, 9, 17, 20, 23, 26, 27, 29, 31}
 
 
 def guide_blocks(chapter):
@@ -68,6 +78,24 @@ def values(ulog, topic, field):
     return numpy.concatenate(found) if found else numpy.array([])
 
 
+def ardupilot_flight(log):
+    """(duration s, least battery voltage or None, failsafe) pymavlink reads in a .bin."""
+    r = DFReader.DFReader_binary(str(log))
+    times, volts, failsafe = [], [], False
+    while True:
+        m = r.recv_msg()
+        if m is None:
+            break
+        t = m.get_type()
+        if hasattr(m, "TimeUS"):
+            times.append(m.TimeUS)
+        if t == "BAT" and m.Inst == 0 and m.Volt > 0:
+            volts.append(float(m.Volt))
+        elif t == "ERR" and m.Subsys in FAILSAFES and m.ECode != 0:
+            failsafe = True
+    return (max(times) - min(times)) / 1e6, min(volts, default=None), failsafe
+
+
 def flight_review_findings(project, logs):
     """Absolute path of each log -> Flight Review v2's findings in it."""
     converter = os.environ.get("FLIGHT_REVIEW_CONVERT") or str(
@@ -89,17 +117,24 @@ def flight_review_findings(project, logs):
 
 def expected(root, logs, since, project):
     flights = identity(root, "flights")
-    failsafe, voltage, heights, gps = [], {}, [], []
-    diagnostics = flight_review_findings(project, logs)
+    failsafe, voltage, heights, gps, batteries = [], {}, [], [], []
+    diagnostics = flight_review_findings(project, [log for log in logs if log.suffix == ".ulg"])
     for log in logs:
         if log.stem not in flights:
             continue
         vehicle, date = flights[log.stem]
+        if log.suffix == ".bin":
+            duration, least, failed = ardupilot_flight(log)
+            if failed:
+                failsafe.append((vehicle, date, log.stem, duration, least))
+            batteries.append(("ardupilot", vehicle, log.stem, least))
+            continue
         ulog = pyulog.ULog(str(log))
         volts = [float(v) for v in values(ulog, "battery_status", "voltage_v") if v > 0]
         if any(values(ulog, "vehicle_status", "failsafe")):
             duration = (ulog.last_timestamp - ulog.start_timestamp) / 1e6
             failsafe.append((vehicle, date, log.stem, duration, min(volts, default=None)))
+        batteries.append(("px4", vehicle, log.stem, min(volts, default=None)))
         if volts:
             key = (vehicle, date)
             voltage[key] = min(voltage.get(key, math.inf), min(volts))
@@ -114,7 +149,7 @@ def expected(root, logs, since, project):
             worst = "critical" if any(f["severity"] == "critical" for f in found) else "warning"
             gps.append((vehicle, date, log.stem, len(found), worst))
     return [sorted(failsafe), sorted((v, d, m) for (v, d), m in voltage.items()), sorted(heights),
-            sorted(gps)]
+            sorted(gps), sorted(batteries, key=lambda b: b[:3])]
 
 
 def same_rows(got, want):
@@ -142,13 +177,14 @@ def main():
     args = [a for a in args if a != "--spark"]
     chapter, root, logs = args[0], args[1], [pathlib.Path(p) for p in args[2:]]
     duck_queries, spark_statements = guide_blocks(chapter)
-    if len(duck_queries) != 4:
-        sys.exit(f"The guide's DuckDB block has {len(duck_queries)} queries, not the four this test knows")
+    if len(duck_queries) != 5:
+        sys.exit(f"The guide's DuckDB block has {len(duck_queries)} queries, not the five this test knows")
     since = re.search(r"DATE '(\d{4}-\d\d-\d\d)'", duck_queries[2]).group(1)
     if re.search(r"DATE '(\d{4}-\d\d-\d\d)'", duck_queries[3]).group(1) != since:
         sys.exit("The guide's third and fourth queries must start on the same day")
     project = pathlib.Path(chapter).resolve().parents[2]
     want = expected(root, logs, since, project)
+    bins = [log for log in logs if log.suffix == ".bin"]
     errors = []
     answers = {}
     con = duckdb.connect()
@@ -165,18 +201,22 @@ def main():
         answers["spark"] = [as_rows(tuple(row) for row in r) for r in queries]
         spark.stop()
     names = ["flights with a failsafe", "min battery voltage per vehicle per day",
-             "highest point per flight joined to flights", "flights with GPS interference"]
+             "highest point per flight joined to flights", "flights with GPS interference",
+             "least battery voltage per flight, either autopilot"]
     for engine, got in answers.items():
         for name, g, w in zip(names, got, want):
             if not same_rows(g, w):
                 errors.append(f"{engine}, {name}: {g}, pyulog {w}")
     if not want[1] or not want[2]:
         errors.append(f"nothing to compare: {want}")
+    if bins and not any(b[0] == "ardupilot" and b[3] for b in want[4]):
+        errors.append(f"no ArduPilot flight's battery to compare: {want[4]}")
     if errors:
         print("\n".join(errors), file=sys.stderr)
         sys.exit(1)
     print(json.dumps({"queries": len(duck_queries), "rows": sum(len(w) for w in want),
                       "failsafe_flights": len(want[0]), "gps_flights": len(want[3]),
+                      "ardupilot_flights": sum(1 for b in want[4] if b[0] == "ardupilot"),
                       "engines": sorted(answers)}))
 
 

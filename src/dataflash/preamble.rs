@@ -21,6 +21,17 @@ pub fn is_startup(name: &str) -> bool {
     STARTUP.contains(&name)
 }
 
+/// The record types a split's preamble replays (see [`is_replayed`]).
+const REPLAYED: &[&str] = &["FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "MSG", "MODE"];
+
+/// True for a type a split's preamble replays: FMT, FMTU, UNIT, MULT, PARM, VER, MSG (the
+/// startup's) and MODE (the mode in force). At the start of a split after the first, they
+/// are the log's state again, not new data; the first record of another type (or a dropout
+/// mark) ends the preamble.
+pub fn is_replayed(name: &str) -> bool {
+    REPLAYED.contains(&name)
+}
+
 /// Records kept by a key field, each at its latest value, in first-seen order.
 #[derive(Debug, Default, Clone)]
 struct Keyed {

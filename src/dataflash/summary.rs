@@ -10,6 +10,7 @@ use crate::dataflash::drops::SourceDrops;
 use crate::dataflash::format::{Format, field_size, text, time_us};
 use crate::dataflash::framer::Framer;
 use crate::dataflash::gaps::dropout_ms;
+use crate::dataflash::preamble::is_replayed;
 
 /// One message type: how many, and how often over the log's time.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -61,9 +62,6 @@ pub struct BinSummaryBuilder {
     in_preamble: bool,
 }
 
-/// The records a split's preamble replays (see [`crate::dataflash::Preamble`]).
-const PREAMBLE: &[&str] = &["FMT", "FMTU", "UNIT", "MULT", "PARM", "VER", "MSG", "MODE"];
-
 impl BinSummaryBuilder {
     /// The next bytes are another split of the same log: its preamble is not counted again.
     pub fn next_split(&mut self) {
@@ -79,7 +77,7 @@ impl BinSummaryBuilder {
     fn message(&mut self, m: &[u8], f: &Format) {
         // A split that begins at a gap opens with its mark, right after the preamble.
         let mark = dropout_ms(m, f);
-        self.in_preamble &= PREAMBLE.contains(&f.name.as_str()) && mark.is_none();
+        self.in_preamble &= is_replayed(&f.name) && mark.is_none();
         if self.in_preamble {
             return;
         }

@@ -643,6 +643,18 @@ impl Detectors {
             .collect()
     }
 
+    /// What the vehicle logged of `finding`'s moment, a line per record in log order:
+    /// `ERR radio failsafe: occurred at 57.035 s` (the record, its words, its log time).
+    pub fn vehicle_said(&self, finding: &Finding) -> Vec<String> {
+        (self.beside(finding).into_iter())
+            .map(|k| {
+                let r = &self.vehicle_records[k];
+                let at = r.timestamp_us as f64 / 1e6;
+                format!("{} {} at {at:.3} s", r.record, r.text)
+            })
+            .collect()
+    }
+
     /// Hands out every finding.
     pub fn into_findings(self) -> Vec<Finding> {
         self.findings

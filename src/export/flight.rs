@@ -93,27 +93,34 @@ pub fn diagnose(input: &Path, selection: Selection) -> Result<Detectors, ExportE
                 path: file.clone(),
                 source,
             })?;
-            read_in_pieces(&mut reader, &file, |piece| diagnosis.push(piece))?;
+            read_in_pieces(&mut reader, &file, |piece| {
+                diagnosis.push(piece);
+                false
+            })?;
         }
         return Ok(diagnosis.finish());
     }
     let flight = open(input, &ExportOptions::default())?;
     let mut reader = flight.open()?;
     let mut diagnosis = Diagnosis::new(selection);
-    read_in_pieces(&mut reader, input, |piece| diagnosis.push(piece))?;
+    read_in_pieces(&mut reader, input, |piece| {
+        diagnosis.push(piece);
+        false
+    })?;
     Ok(diagnosis.finish())
 }
 
-/// Hands what `reader` (reading `path`) holds to `each`, a piece at a time, to its end.
-fn read_in_pieces(
+/// Hands what `reader` (reading `path`) holds to `each`, a piece at a time, to its end or
+/// until `each` returns `true` (stop); returns whether it stopped early.
+pub(crate) fn read_in_pieces(
     reader: &mut impl Read,
     path: &Path,
-    mut each: impl FnMut(&[u8]),
-) -> Result<(), ExportError> {
+    mut each: impl FnMut(&[u8]) -> bool,
+) -> Result<bool, ExportError> {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = match reader.read(&mut buf) {
-            Ok(0) => return Ok(()),
+            Ok(0) => return Ok(false),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(source) => {
@@ -123,6 +130,8 @@ fn read_in_pieces(
                 });
             }
         };
-        each(&buf[..n]);
+        if each(&buf[..n]) {
+            return Ok(true);
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::export::dataset::{FlightFacts, TableWritten, flight_identity, write_dataset};
+use crate::export::dataset::{FlightFacts, TableWritten, export_tables};
 use crate::export::{ExportError, ExportOptions};
 use crate::store::files::read_manifest;
 use crate::store::manifest::hex;
@@ -88,9 +88,7 @@ fn write_tables(
     facts: &FlightFacts,
     dir: &Path,
 ) -> Result<Vec<(TableWritten, String)>, TablesError> {
-    let flight = crate::export::flight::open(input, options)?;
-    let identity = flight_identity(input, flight.as_ref())?;
-    let written = write_dataset(flight.as_ref(), options, identity, facts, dir)?;
+    let written = export_tables(input, options, facts, dir)?;
     written
         .into_iter()
         .map(|table| {

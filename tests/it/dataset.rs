@@ -352,7 +352,10 @@ print(f.metadata.num_rows, f.num_row_groups, all(g == sorted(g) for g in groups)
 #[test]
 fn the_guides_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() {
     let Some(py) = venv_python() else { return };
-    let logs = all_logs();
+    let mut logs = all_logs();
+    // ArduPilot's flights beside PX4's, read by pymavlink.
+    let ardupilot = common::ardupilot::ardupilot_logs().unwrap_or_default();
+    logs.extend(ardupilot.iter().cloned());
     let root = fresh_dir("dataset-queries");
     for log in &logs {
         export_dataset(log, &root, &[]);
@@ -366,7 +369,8 @@ fn the_guides_queries_run_as_printed_in_duckdb_and_spark_and_answer_as_pyulog() 
             .arg("--spark")
             .args(&logs),
     );
-    assert_eq!(report["queries"], 4, "{report}");
+    assert_eq!(report["queries"], 5, "{report}");
+    assert_eq!(report["ardupilot_flights"], ardupilot.len(), "{report}");
     // Flight Review v2 finds GPS interference in two of the real logs.
     if common::shared_logs().is_some() {
         assert!(report["gps_flights"].as_u64().unwrap() >= 2, "{report}");

@@ -14,6 +14,7 @@ mod ardupilot_diagnostics;
 mod ardupilot_props;
 mod ardupilot_sim;
 mod ardupilot_sitl;
+mod ardupilot_tables;
 mod cli;
 mod columns;
 mod dataflash;

@@ -452,20 +452,24 @@ fn export_dataset(
     root: &std::path::Path,
     options: &ulog_recv::export::ExportOptions,
 ) -> anyhow::Result<()> {
-    log_input(input)?;
-    let flight = ulog_recv::export::flight::open(input, options)
-        .with_context(|| format!("cannot read {}", input.display()))?;
-    let flight = flight.as_ref();
-    let identity = ulog_recv::export::dataset::flight_identity(input, flight)
-        .with_context(|| format!("cannot read {}", input.display()))?;
+    tables_input(input)?;
     let facts = flight_facts(input);
-    let tables = ulog_recv::export::dataset::write_dataset(flight, options, identity, &facts, root)
-        .with_context(|| format!("cannot export to {}", root.display()))?;
+    let tables = ulog_recv::export::dataset::export_tables(input, options, &facts, root)
+        .with_context(|| format!("cannot export {} to {}", input.display(), root.display()))?;
     let rows: u64 = tables.iter().map(|t| t.rows).sum();
     for table in &tables {
         println!("{}: {} rows", root.join(&table.key).display(), table.rows);
     }
     println!("{}: {} tables, {rows} rows", root.display(), tables.len());
+    Ok(())
+}
+
+/// `input` as a flight to make tables of: either autopilot's log or session; anything else
+/// refused as [`log_input`] refuses it.
+fn tables_input(input: &std::path::Path) -> anyhow::Result<()> {
+    if ulog_recv::store::input::dataflash_files(input).is_none() {
+        log_input(input)?;
+    }
     Ok(())
 }
 
@@ -484,7 +488,7 @@ fn export_dataset_to_bucket(
     s3: &ulog_recv::upload::s3::S3Options,
     options: &ulog_recv::export::ExportOptions,
 ) -> anyhow::Result<()> {
-    log_input(input)?;
+    tables_input(input)?;
     let bucket = ulog_recv::upload::s3::Bucket::new(s3)?;
     let staging = std::env::temp_dir().join(format!("ulog-recv-tables-{}", std::process::id()));
     let tables = runtime()?

@@ -146,7 +146,7 @@ pub fn subsystem_name(subsystem: u8) -> Option<&'static str> {
 
 /// Whether `subsystem` is one of the failsafes, whose codes are 1 (occurred) and 0
 /// (resolved).
-fn is_failsafe(subsystem: u8) -> bool {
+pub fn is_failsafe(subsystem: u8) -> bool {
     matches!(
         subsystem,
         5 | 6 | 7 | 8 | 9 | 17 | 20 | 23 | 26 | 27 | 29 | 31

@@ -24,7 +24,6 @@ use super::table::{FlightIdentity, TableError, flight_arrays, utc_array};
 use crate::diagnose::{Evidence, Finding};
 use crate::export::FlightMetadata;
 use crate::store::events::EventRecord;
-use crate::ulog::message::syslog_level;
 
 /// The logged strings' table.
 pub const LOG_MESSAGES: &str = "log_messages";
@@ -35,8 +34,9 @@ pub const PARAMS: &str = "params";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRow {
     pub timestamp: u64,
-    /// The ULog level: the syslog digit as PX4 writes it (`'6'`), or its value.
-    pub ulog_level: u8,
+    /// Its syslog level (0 emergency … 7 debug); `None` where the log says none
+    /// (ArduPilot's texts).
+    pub level: Option<u8>,
     pub tag: Option<u16>,
     pub message: String,
 }
@@ -49,7 +49,7 @@ pub fn log_messages(id: &FlightIdentity, rows: &mut [LogRow]) -> Result<RecordBa
     fields.extend([
         Field::new(IDENTITY[4], DataType::Int64, false),
         utc_field(),
-        Field::new("level", DataType::Int32, false),
+        Field::new("level", DataType::Int32, true),
         Field::new("tag", DataType::Int32, true),
         Field::new("message", DataType::Utf8, false),
     ]);
@@ -59,7 +59,7 @@ pub fn log_messages(id: &FlightIdentity, rows: &mut [LogRow]) -> Result<RecordBa
     let mut tags = Int32Builder::with_capacity(rows.len());
     for row in rows.iter() {
         timestamps.append_value(row.timestamp as i64);
-        levels.append_value(i32::from(syslog_level(row.ulog_level)));
+        levels.append_option(row.level.map(i32::from));
         tags.append_option(row.tag.map(i32::from));
     }
     arrays.push(Arc::new(timestamps.finish()));
@@ -181,8 +181,14 @@ pub fn events(id: &FlightIdentity, events: &[EventRecord]) -> Result<RecordBatch
 /// `motor_index`, `pwm_value`, `failure_mode`, `flight_mode` (motor failure); `eph_m`,
 /// `epv_m`, `num_satellites` (GPS interference); `voltage_v`, `critical_threshold_v`,
 /// `current_a` (battery brownout); `innovation`, `test_ratio`, `threshold` (EKF failure);
-/// `last_signal_timestamp`, `signal_lost_ms` (RC loss).
-pub fn diagnostics(id: &FlightIdentity, findings: &[Finding]) -> Result<RecordBatch, TableError> {
+/// `last_signal_timestamp`, `signal_lost_ms` (RC loss); last `vehicle_said`: what the vehicle
+/// itself logged of the same moment (an ArduPilot's `ERR` and `EV` records, in words; null
+/// for PX4, and where it logged nothing).
+pub fn diagnostics(
+    id: &FlightIdentity,
+    findings: &[Finding],
+    vehicle_said: &dyn Fn(&Finding) -> Option<String>,
+) -> Result<RecordBatch, TableError> {
     let mut rows: Vec<&Finding> = findings.iter().collect();
     rows.sort_by_key(|f| f.timestamp_us);
     let n = rows.len();
@@ -307,5 +313,9 @@ pub fn diagnostics(id: &FlightIdentity, findings: &[Finding]) -> Result<RecordBa
         fields.push(Field::new(name, DataType::Utf8, true));
         arrays.push(Arc::new(StringArray::from(values)));
     }
+    fields.push(Field::new("vehicle_said", DataType::Utf8, true));
+    arrays.push(Arc::new(StringArray::from_iter(
+        rows.iter().map(|f| vehicle_said(f)),
+    )));
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }

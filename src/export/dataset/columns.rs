@@ -46,6 +46,28 @@ pub enum Source {
     Scalar { ty: BasicType, offset: usize },
     /// `len` chars from `offset`, as a string cut at the first NUL.
     Text { offset: usize, len: usize },
+    /// An integer (or float) leaf at `offset` times `factor`, as a double: a DataFlash field
+    /// stored scaled (`c` in hundredths) or given a multiplier by its FMTU record.
+    Scaled {
+        ty: BasicType,
+        offset: usize,
+        factor: Factor,
+    },
+}
+
+/// A column's multiplier, kept as its bits so that a column stays `Eq` and `Hash` (its
+/// table is found by its columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Factor(u64);
+
+impl Factor {
+    pub fn new(factor: f64) -> Self {
+        Self(factor.to_bits())
+    }
+
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
 }
 
 /// A value column of a topic table (after the [`IDENTITY`] columns).
@@ -140,7 +162,7 @@ impl TopicColumns {
 }
 
 /// The [`IDENTITY`] columns' fields.
-fn identity_fields() -> Vec<Field> {
+pub(crate) fn identity_fields() -> Vec<Field> {
     let mut fields = flight_fields();
     fields.push(Field::new(IDENTITY[3], DataType::Int32, false));
     fields.push(Field::new(IDENTITY[4], DataType::Int64, false));
@@ -171,6 +193,7 @@ pub fn utc_field() -> Field {
 pub fn data_type(source: &Source) -> DataType {
     match source {
         Source::Text { .. } => DataType::Utf8,
+        Source::Scaled { .. } => DataType::Float64,
         Source::Scalar { ty, .. } => match ty {
             BasicType::Int8
             | BasicType::UInt8
@@ -206,7 +229,7 @@ pub fn column_name(ulog_name: &str) -> String {
 
 /// `name`, or `name_2`, `name_3`, … when taken already (a field named like an identity column,
 /// or two leaves that flatten alike); the name returned is taken.
-fn unique(name: String, taken: &mut HashSet<String>) -> String {
+pub(crate) fn unique(name: String, taken: &mut HashSet<String>) -> String {
     let mut candidate = name.clone();
     let mut k = 2;
     while taken.contains(&candidate) {

@@ -2,27 +2,31 @@
 //! (how long, how high, how far, the battery's lowest, errors, failsafes, dropouts, where its
 //! logs are).
 //!
-//! `FlightStats` follows the topics it needs as their samples pass on their way to the
-//! topic tables (no second read of the log), by field name, so any PX4 version's formats do:
+//! `FlightStats` follows the messages it needs as they pass on their way to the topic tables
+//! (no second read of the log), by field name, so any version's formats do. A PX4 flight's
+//! row comes from its topics, an ArduPilot flight's from its DataFlash messages
+//! ([`super::dataflash`]):
 //!
-//! | column | from |
-//! |---|---|
-//! | `log_start_us`, `log_end_us`, `duration_s` | the log's header (or `--from`, if later), and its latest sample |
-//! | `start_utc`, `end_utc` | the same by the GPS's UTC reference (`utc_source` `gps`), else from the session's start by the receiver's clock (`receiver`) |
-//! | `armed_s` | `vehicle_status.arming_state` (2: armed): log time from each sample that says armed to the next `vehicle_status` (to the log's last sample after the last one) |
-//! | `failsafe` | `vehicle_status.failsafe` true in any sample |
-//! | `max_altitude_m` | `vehicle_global_position.alt` (AMSL) |
-//! | `max_height_m` | `-vehicle_local_position.z` (above the local origin) |
-//! | `max_distance_m` | horizontal distance of `vehicle_local_position` (x, y) from the latest `home_position` (x, y) logged before it |
-//! | `min_battery_v` | `battery_status.voltage_v` above 0 (0: no battery read) |
-//! | `min_battery_remaining` | `battery_status.remaining` from 0 to 1 (-1: unknown) |
-//! | `errors`, `warnings` | logged strings of syslog level 0 to 3, and 4 |
-//! | `dropouts`, `dropout_ms` | the dropouts left in the exported stream (after a fill) |
-//! | `ANALYZER_findings`, `ANALYZER_worst` | the flight diagnostics' findings of each analyzer (`motor_failure`, `gps_interference`, `battery_brownout`, `ekf_failure`, `rc_loss`) in the exported stream: how many, and the worst severity (null when none) |
+//! | column | PX4 | ArduPilot |
+//! |---|---|---|
+//! | `autopilot` | `px4` | `ardupilot` |
+//! | `log_start_us`, `log_end_us`, `duration_s` | the log's header (or `--from`, if later), and its latest sample | its first and latest `TimeUS` |
+//! | `start_utc`, `end_utc` | the same by the GPS's UTC reference (`utc_source` `gps`), else from the session's start by the receiver's clock (`receiver`) | the same (`GPS` week and ms at its first 3D fix) |
+//! | `armed_s` | `vehicle_status.arming_state` (2: armed): log time from each sample that says armed to the next `vehicle_status` (to the log's last sample after the last one) | `ARM.ArmState`, else `EV` 10 and 11 (armed, disarmed), the same way |
+//! | `failsafe` | `vehicle_status.failsafe` true in any sample | an `ERR` of a failsafe subsystem (radio 5, battery 6, GCS 8, EKF 17, ...) saying it occurred |
+//! | `max_altitude_m` | `vehicle_global_position.alt` (AMSL) | `POS.Alt` |
+//! | `max_height_m` | `-vehicle_local_position.z` (above the local origin) | `POS.RelHomeAlt` (above home) |
+//! | `max_distance_m` | horizontal distance of `vehicle_local_position` (x, y) from the latest `home_position` (x, y) logged before it | of `POS` (Lat, Lng) from the latest home (`ORGN` type 1) logged before it |
+//! | `min_battery_v` | `battery_status.voltage_v` above 0 (0: no battery read) | the first battery's `BAT.Volt` above 0 |
+//! | `min_battery_remaining` | `battery_status.remaining` from 0 to 1 (-1: unknown) | its `BAT.RemPct` / 100 |
+//! | `errors`, `warnings` | logged strings of syslog level 0 to 3, and 4 | `ERR` records of a code other than 0; null (its texts have no level) |
+//! | `dropouts`, `dropout_ms` | the dropouts left in the exported stream (after a fill) | the receiver's dropout marks left in it |
+//! | `ANALYZER_findings`, `ANALYZER_worst` | the flight diagnostics' findings of each analyzer (`motor_failure`, `gps_interference`, `battery_brownout`, `ekf_failure`, `rc_loss`) in the exported stream: how many, and the worst severity (null when none) | the same |
 //!
 //! A column whose topic the log lacks is null, never 0. The rest comes from the log's info
-//! and parameters (`ver_*`, `sys_name`, `SYS_AUTOSTART`, `MAV_TYPE`, `MAV_SYS_ID`) and from
-//! what the receiver knows of the session ([`FlightFacts`]: its manifest and uploads).
+//! and parameters (PX4: `ver_*`, `sys_name`, `SYS_AUTOSTART`, `MAV_TYPE`, `MAV_SYS_ID`;
+//! ArduPilot: `VER`'s firmware string and git hash, `SYSID_THISMAV`) and from what the
+//! receiver knows of the session ([`FlightFacts`]: its manifest and uploads).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -37,6 +41,7 @@ use arrow_schema::{Field, Schema};
 
 use super::columns::flight_fields;
 use super::table::{FlightIdentity, TableError, flight_arrays};
+use crate::autopilot::Autopilot;
 use crate::diagnose::{AnalyzerId, Finding};
 use crate::export::{FlightMetadata, release_text};
 use crate::store::Manifest;
@@ -139,6 +144,12 @@ impl Watched {
     }
 }
 
+/// The length of the horizontal vector (`dx`, `dy`).
+pub(crate) fn planar_distance(dx: f64, dy: f64) -> f64 {
+    // Not `hypot`: glibc's is newer than the packages' floor (2.34).
+    (dx * dx + dy * dy).sqrt()
+}
+
 /// The value of `field` in a sample's `data`, as a double.
 fn read(field: Option<LeafField>, data: &[u8]) -> Option<f64> {
     field?.value_in(data)
@@ -181,8 +192,7 @@ pub(crate) struct FlightStats {
 impl FlightStats {
     /// A sample stamped `timestamp` (µs of log time), of a `watched` topic or not.
     pub(crate) fn sample(&mut self, watched: Option<&Watched>, timestamp: u64, data: &[u8]) {
-        self.first_us = Some(self.first_us.map_or(timestamp, |f| f.min(timestamp)));
-        self.last_us = Some(self.last_us.map_or(timestamp, |l| l.max(timestamp)));
+        self.time(timestamp);
         let Some(watched) = watched else {
             return;
         };
@@ -191,42 +201,21 @@ impl FlightStats {
                 arming_state,
                 failsafe,
             } => {
-                if let Some((then, true)) = self.status {
-                    self.armed_us += timestamp.saturating_sub(then);
-                }
-                let armed = read(arming_state, data) == Some(ARMED);
-                self.status = Some((timestamp, armed));
+                self.armed(timestamp, read(arming_state, data) == Some(ARMED));
                 if let Some(f) = read(failsafe, data) {
-                    self.failsafe = Some(self.failsafe.unwrap_or(false) || f != 0.0);
+                    self.failsafe(f != 0.0);
                 }
             }
             Watched::Battery { voltage, remaining } => {
-                keep(
-                    &mut self.min_voltage,
-                    read(voltage, data).filter(|v| *v > 0.0),
-                    false,
-                );
-                keep(
-                    &mut self.min_remaining,
-                    read(remaining, data).filter(|r| (0.0..=1.0).contains(r)),
-                    false,
-                );
+                self.battery(read(voltage, data), read(remaining, data));
             }
-            Watched::GlobalPosition { alt } => {
-                keep(&mut self.max_altitude, read(alt, data), true);
-            }
+            Watched::GlobalPosition { alt } => self.altitude(read(alt, data)),
             Watched::LocalPosition { x, y, z } => {
-                keep(&mut self.max_height, read(z, data).map(|z| -z), true);
+                self.height(read(z, data).map(|z| -z));
                 if let (Some((hx, hy)), Some(x), Some(y)) =
                     (self.home, read(x, data), read(y, data))
                 {
-                    // Not `hypot`: glibc's is newer than the packages' floor (2.34).
-                    let (dx, dy) = (x - hx, y - hy);
-                    keep(
-                        &mut self.max_distance,
-                        Some((dx * dx + dy * dy).sqrt()),
-                        true,
-                    );
+                    self.distance(Some(planar_distance(x - hx, y - hy)));
                 }
             }
             Watched::Home { x, y } => {
@@ -238,6 +227,57 @@ impl FlightStats {
                 }
             }
         }
+    }
+
+    /// Any message stamped `timestamp`: the flight's first and last.
+    pub(crate) fn time(&mut self, timestamp: u64) {
+        self.first_us = Some(self.first_us.map_or(timestamp, |f| f.min(timestamp)));
+        self.last_us = Some(self.last_us.map_or(timestamp, |l| l.max(timestamp)));
+    }
+
+    /// The vehicle says at `timestamp` whether it is armed: the time since its last word
+    /// counts as armed if that said so.
+    pub(crate) fn armed(&mut self, timestamp: u64, armed: bool) {
+        if let Some((then, true)) = self.status {
+            self.armed_us += timestamp.saturating_sub(then);
+        }
+        self.status = Some((timestamp, armed));
+    }
+
+    /// Whether a failsafe is on (once on, the flight had one).
+    pub(crate) fn failsafe(&mut self, on: bool) {
+        self.failsafe = Some(self.failsafe.unwrap_or(false) || on);
+    }
+
+    /// A battery reading: its voltage (kept above 0: 0 is no reading) and remaining charge
+    /// (0 to 1; anything else is unknown).
+    pub(crate) fn battery(&mut self, voltage: Option<f64>, remaining: Option<f64>) {
+        keep(&mut self.min_voltage, voltage.filter(|v| *v > 0.0), false);
+        keep(
+            &mut self.min_remaining,
+            remaining.filter(|r| (0.0..=1.0).contains(r)),
+            false,
+        );
+    }
+
+    /// An altitude above mean sea level, m.
+    pub(crate) fn altitude(&mut self, amsl: Option<f64>) {
+        keep(&mut self.max_altitude, amsl, true);
+    }
+
+    /// A height above the local origin (or home), m.
+    pub(crate) fn height(&mut self, height: Option<f64>) {
+        keep(&mut self.max_height, height, true);
+    }
+
+    /// A horizontal distance from home, m.
+    pub(crate) fn distance(&mut self, distance: Option<f64>) {
+        keep(&mut self.max_distance, distance, true);
+    }
+
+    /// An error the vehicle logged.
+    pub(crate) fn error(&mut self) {
+        self.errors += 1;
     }
 
     /// A logged string of ULog level `ulog_level`.
@@ -302,8 +342,9 @@ impl Row {
     }
 }
 
-/// The `flights` table's one row for the flight `id`.
+/// The `flights` table's one row for the flight `id`, of `autopilot`'s log.
 pub(crate) fn flights(
+    autopilot: Autopilot,
     id: &FlightIdentity,
     stats: &FlightStats,
     findings: &[Finding],
@@ -348,10 +389,16 @@ pub(crate) fn flights(
     let system_id = facts
         .system_id
         .map(i32::from)
-        .or_else(|| param("MAV_SYS_ID"));
-    let release = info("ver_sw_release")
-        .and_then(|r| r.parse::<u32>().ok())
-        .map(release_text);
+        .or_else(|| param("MAV_SYS_ID"))
+        .or_else(|| param("SYSID_THISMAV"));
+    let release = match autopilot {
+        Autopilot::Px4 => info("ver_sw_release")
+            .and_then(|r| r.parse::<u32>().ok())
+            .map(release_text),
+        // ArduPilot's version is text already (`V4.6.0-dev`).
+        Autopilot::ArduPilot => info("ver_sw_release"),
+    };
+
     let seconds = |us: Option<u64>| us.map(|us| us as f64 / 1e6);
     let us = |v: Option<u64>| v.map(|v| v as i64);
     let count = |n: u64| Some(n as i64);
@@ -360,6 +407,7 @@ pub(crate) fn flights(
         fields: flight_fields(),
         arrays: flight_arrays(id, 1),
     };
+    row.text("autopilot", Some(autopilot.name().to_owned()));
     row.int32("system_id", system_id);
     row.time("start_utc", start.map(|s| s.0));
     row.time("end_utc", end);
@@ -385,7 +433,12 @@ pub(crate) fn flights(
     row.float("min_battery_v", stats.min_voltage);
     row.float("min_battery_remaining", stats.min_remaining);
     row.int64("errors", count(stats.errors));
-    row.int64("warnings", count(stats.warnings));
+    // ArduPilot's texts carry no severity: its warnings are unknown.
+    let warnings = match autopilot {
+        Autopilot::Px4 => count(stats.warnings),
+        Autopilot::ArduPilot => None,
+    };
+    row.int64("warnings", warnings);
     row.int64("dropouts", count(stats.dropouts));
     row.int64("dropout_ms", count(stats.dropout_ms));
     row.int64("dropouts_received", facts.dropouts_received.and_then(count));

@@ -19,7 +19,10 @@
 //! - [`table`]: one topic's file, written a row group at a time.
 //! - [`beside`]: the tables beside the topics (`log_messages`, `params`, `dropouts`,
 //!   `events`, `diagnostics`).
-//! - [`flights`]: the `flights` table, a row per flight.
+//! - [`flights`]: the `flights` table, a row per flight, of either autopilot.
+//! - [`dataflash`]: an ArduPilot flight's tables, in the same layout.
+//! - `encode`: the end of an export: what is left of each table encoded on every core, and
+//!   handed to the [`Filer`].
 //!
 //! One table per topic, every instance in it (`multi_id`); rows sorted by timestamp within
 //! each row group (a topic's samples come in log order, so the file is too, but for instances
@@ -30,24 +33,31 @@
 
 pub mod beside;
 pub mod columns;
+pub mod dataflash;
+mod encode;
 pub mod flights;
 pub mod table;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parquet::file::metadata::KeyValue;
 
+use crate::autopilot::Autopilot;
 use crate::diagnose::Finding;
+use crate::export::FlightMetadata;
 use crate::export::{ExportError, ExportOptions, Flight, Sink, TopicSource, release_text, walk};
 use crate::ros::ros2::Ros2Type;
 use crate::store::manifest::read_manifest;
-use crate::store::output::{Filer, FilerHandle, FilerStopped, OutputFile};
+use crate::store::output::Filer;
+use crate::ulog::message::syslog_level;
 use crate::ulog::{Message, Reader};
 use columns::TopicColumns;
+pub use dataflash::{bin_flight_identity, write_bin_dataset};
+pub use encode::TABLE_IN_MEMORY_BYTES;
+use encode::{Encode, TableOutput, encode_all};
 pub use flights::FlightFacts;
 use flights::{FlightStats, Watched};
 pub use table::{FlightIdentity, TableError, TopicTable};
@@ -208,6 +218,25 @@ pub fn key_safe(name: &str) -> String {
         .collect()
 }
 
+/// Writes the tables of the flight in `input`, as `options` select, under `root`: a PX4
+/// flight (a `.ulg`, a session, a snippet) by [`write_dataset`], an ArduPilot one (a `.bin`,
+/// an ArduPilot session) by [`write_bin_dataset`]; `facts` is what `flights` says beyond the
+/// log.
+pub fn export_tables(
+    input: &Path,
+    options: &ExportOptions,
+    facts: &FlightFacts,
+    root: &Path,
+) -> Result<Vec<TableWritten>, ExportError> {
+    if let Some(files) = crate::store::input::dataflash_files(input) {
+        let identity = bin_flight_identity(input, &files)?;
+        return write_bin_dataset(&files, options, identity, facts, root);
+    }
+    let flight = crate::export::flight::open(input, options)?;
+    let identity = flight_identity(input, flight.as_ref())?;
+    write_dataset(flight.as_ref(), options, identity, facts, root)
+}
+
 /// Writes the topic tables of `flight` (as `options` select its window and topics) under
 /// `root`, each at its [`table_key`], then the tables [`beside`] them and its row of
 /// [`flights`] (with what `facts` add); returns what was written, topics in the order they
@@ -235,16 +264,7 @@ pub fn write_dataset(
     };
     let (_, metadata) = walk(flight, options, &mut sink)?;
     let info = |key: &str| metadata.info.get(key).cloned();
-    let mut flight_metadata = vec![
-        KeyValue::new(
-            "ulog_recv.flight_id".into(),
-            sink.identity.flight_id.clone(),
-        ),
-        KeyValue::new(
-            "ulog_recv.vehicle_uid".into(),
-            sink.identity.vehicle_uid.clone(),
-        ),
-    ];
+    let mut flight_metadata = flight_key_values(&sink.identity);
     if let Some(release) = info("ver_sw_release").and_then(|r| r.parse::<u32>().ok()) {
         flight_metadata.push(KeyValue::new("px4.version".into(), release_text(release)));
     }
@@ -259,13 +279,83 @@ pub fn write_dataset(
             flight_metadata.push(KeyValue::new(format!("ulog.info.{key}"), value));
         }
     }
-    // Committed together at the end: none of the flight's tables appears before all are whole.
-    let mut filer = sink.filer;
-    let mut jobs: Vec<Encode> = Vec::with_capacity(sink.tables.len() + 6);
-    for open in sink.tables {
+    let DatasetSink {
+        filer,
+        identity,
+        tables,
+        mut log_rows,
+        dropouts,
+        stats,
+        findings,
+        ..
+    } = sink;
+    let gathered = Gathered {
+        autopilot: Autopilot::Px4,
+        identity,
+        tables,
+        flight_metadata,
+        metadata,
+        log_rows: &mut log_rows,
+        dropouts: &dropouts,
+        stats: &stats,
+        findings: &findings,
+        vehicle_said: &|_| None,
+    };
+    commit(gathered, filer, facts, options, root)
+}
+
+/// The key/value metadata every table of the flight `identity` names carries.
+fn flight_key_values(identity: &FlightIdentity) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("ulog_recv.flight_id".into(), identity.flight_id.clone()),
+        KeyValue::new("ulog_recv.vehicle_uid".into(), identity.vehicle_uid.clone()),
+    ]
+}
+
+/// What a walk over a flight (either autopilot's) gathered for its tables.
+pub(crate) struct Gathered<'a> {
+    pub autopilot: Autopilot,
+    pub identity: Arc<FlightIdentity>,
+    /// The topic (or message type) tables, each with its last row group waiting.
+    pub tables: Vec<OpenTable>,
+    /// The key/value metadata of every file of the flight.
+    pub flight_metadata: Vec<KeyValue>,
+    /// The log's info and parameters (`params`, `flights`).
+    pub metadata: FlightMetadata,
+    pub log_rows: &'a mut [beside::LogRow],
+    pub dropouts: &'a [(u64, u16)],
+    pub stats: &'a FlightStats,
+    pub findings: &'a [Finding],
+    /// What the vehicle itself logged of a finding's moment, in words (`diagnostics`).
+    pub vehicle_said: &'a dyn Fn(&Finding) -> Option<String>,
+}
+
+/// Writes the tables beside the topics and the flight's row of `flights` from what the walk
+/// `gathered`, encodes what is left of every table on every core, and commits the flight's
+/// files together: none appears before all are whole.
+fn commit(
+    gathered: Gathered<'_>,
+    mut filer: Filer,
+    facts: &FlightFacts,
+    options: &ExportOptions,
+    root: &Path,
+) -> Result<Vec<TableWritten>, ExportError> {
+    let Gathered {
+        autopilot,
+        identity,
+        tables,
+        flight_metadata,
+        metadata,
+        log_rows,
+        dropouts,
+        stats,
+        findings,
+        vehicle_said,
+    } = gathered;
+    let mut jobs: Vec<Encode> = Vec::with_capacity(tables.len() + 6);
+    for open in tables {
         let mut kv = flight_metadata.clone();
-        kv.push(KeyValue::new("ulog.topic".into(), open.topic.clone()));
-        kv.push(KeyValue::new("ulog.format".into(), open.format_texts));
+        kv.extend(open.metadata);
         jobs.push(Encode::Topic {
             key: open.key,
             topic: open.topic,
@@ -273,7 +363,7 @@ pub fn write_dataset(
             metadata: kv,
         });
     }
-    let identity = &sink.identity;
+    let identity = &identity;
     let in_window = |t: &u64| options.in_window(*t);
     let events: Vec<_> = (facts.events.iter())
         .filter(|e| in_window(&e.at_us))
@@ -285,7 +375,7 @@ pub fn write_dataset(
         (
             beside::LOG_MESSAGES,
             "log",
-            beside::log_messages(identity, &mut sink.log_rows)?,
+            beside::log_messages(identity, log_rows)?,
         ),
         (
             beside::PARAMS,
@@ -295,7 +385,7 @@ pub fn write_dataset(
         (
             beside::DROPOUTS,
             beside::DROPOUTS,
-            beside::dropouts(identity, &sink.dropouts)?,
+            beside::dropouts(identity, dropouts)?,
         ),
         (
             beside::EVENTS,
@@ -305,15 +395,16 @@ pub fn write_dataset(
         (
             beside::DIAGNOSTICS,
             beside::DIAGNOSTICS,
-            beside::diagnostics(identity, &sink.findings)?,
+            beside::diagnostics(identity, findings, vehicle_said)?,
         ),
         (
             flights::FLIGHTS,
             flights::FLIGHTS,
             flights::flights(
+                autopilot,
                 identity,
-                &sink.stats,
-                &sink.findings,
+                stats,
+                findings,
                 &metadata,
                 facts,
                 options.from_us,
@@ -340,194 +431,66 @@ pub fn write_dataset(
     Ok(written)
 }
 
-/// A table left to encode once the walk is over: a topic's last row group and footer, or a
-/// table beside the topics whole.
-enum Encode {
-    Topic {
-        key: String,
-        topic: String,
-        /// Boxed: a table with its writer is far larger than a batch.
-        table: Box<TopicTable<TableOutput>>,
-        metadata: Vec<KeyValue>,
-    },
-    Beside {
-        key: String,
-        name: &'static str,
-        out: TableOutput,
-        batch: arrow_array::RecordBatch,
-        metadata: Vec<KeyValue>,
-    },
-}
-
-impl Encode {
-    /// Bytes to encode: the order that keeps the threads evenly busy.
-    fn weight(&self) -> usize {
-        match self {
-            Encode::Topic { table, .. } => table.buffered_bytes(),
-            Encode::Beside { batch, .. } => batch.get_array_memory_size(),
-        }
-    }
-
-    fn run(self) -> Result<(TableOutput, TableWritten), ExportError> {
-        Ok(match self {
-            Encode::Topic {
-                key,
-                topic,
-                table,
-                metadata,
-            } => {
-                let (out, rows, row_groups) = table.finish(metadata)?;
-                let written = TableWritten {
-                    key,
-                    topic,
-                    rows,
-                    row_groups,
-                };
-                (out, written)
-            }
-            Encode::Beside {
-                key,
-                name,
-                out,
-                batch,
-                metadata,
-            } => {
-                let out = table::write_table(out, &batch, metadata)?;
-                let written = TableWritten {
-                    key,
-                    topic: name.to_owned(),
-                    rows: batch.num_rows() as u64,
-                    row_groups: 1,
-                };
-                (out, written)
-            }
-        })
-    }
-}
-
-/// Encodes `jobs` on as many threads as the machine has cores, the caller's among them (each
-/// table is encoded on its own: a flight's tables take the cores together, the largest
-/// first), each thread handing the table it encoded to `filer` itself; returns what was
-/// written in the order of `jobs`. The first error ends the work. On one core, the caller
-/// encodes them all and starts no thread.
-fn encode_all(jobs: Vec<Encode>, filer: &mut Filer) -> Result<Vec<TableWritten>, ExportError> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let count = jobs.len();
-    let mut order: Vec<(usize, Encode)> = jobs.into_iter().enumerate().collect();
-    order.sort_by_key(|(_, job)| std::cmp::Reverse(job.weight()));
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(count)
-        .max(1);
-    let queue = std::sync::Mutex::new(order.into_iter());
-    let stop = AtomicBool::new(false);
-    let (done, finished) = std::sync::mpsc::channel();
-    // Takes jobs until none is left or one has failed, handing each table to the filer.
-    let work = |done: std::sync::mpsc::Sender<_>, filer: FilerHandle| {
-        while !stop.load(Ordering::Relaxed) {
-            let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
-            let Some((index, job)) = next else { break };
-            let result = job.run().and_then(|(out, table)| {
-                out.hand_to(&filer).map_err(ExportError::Write)?;
-                Ok(table)
-            });
-            stop.fetch_or(result.is_err(), Ordering::Relaxed);
-            // Unbounded: the caller reads the results once its own work is done.
-            let _ = done.send((index, result));
-        }
-    };
-    std::thread::scope(|scope| {
-        for _ in 1..threads {
-            let (done, filer) = (done.clone(), filer.handle());
-            scope.spawn(move || work(done, filer));
-        }
-        work(done, filer.handle());
-    });
-    let mut written: Vec<Option<TableWritten>> = (0..count).map(|_| None).collect();
-    for (index, result) in finished.try_iter() {
-        match result {
-            Ok(table) => written[index] = Some(table),
-            // A handover found the filer stopped: why it stopped (a full disk) is the error.
-            Err(ExportError::Write(e)) if FilerStopped::is(&e) => {
-                return Err(ExportError::Write(filer.stopped()));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(written.into_iter().flatten().collect())
-}
-
-/// Encoded bytes a table keeps in memory before they go to its file: a table this small is
-/// handed whole to the [`Filer`], which makes, fills and syncs its file while the next table
-/// is encoded.
-pub const TABLE_IN_MEMORY_BYTES: usize = 4 << 20;
-
-/// A table file's output: in memory up to [`TABLE_IN_MEMORY_BYTES`], then its (temporary)
-/// [`OutputFile`].
-struct TableOutput {
-    path: PathBuf,
-    state: TableBytes,
-}
-
-enum TableBytes {
-    Memory(Vec<u8>),
-    /// Written through as parquet's writer buffers.
-    File(OutputFile),
-}
-
-impl TableOutput {
-    fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            state: TableBytes::Memory(Vec::new()),
-        }
-    }
-
-    /// The whole table to `filer`, to be synced and committed with the flight's others.
-    fn hand_to(self, filer: &FilerHandle) -> std::io::Result<()> {
-        match self.state {
-            TableBytes::Memory(bytes) => filer.write(self.path, bytes),
-            TableBytes::File(file) => filer.sync(file),
-        }
-    }
-}
-
-impl Write for TableOutput {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match &mut self.state {
-            TableBytes::File(file) => file.file().write(buf),
-            TableBytes::Memory(bytes) if bytes.len() + buf.len() <= TABLE_IN_MEMORY_BYTES => {
-                bytes.extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            TableBytes::Memory(bytes) => {
-                // Its folder may be in the making on the filer's thread: made twice is made.
-                if let Some(dir) = self.path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let file = OutputFile::create(&self.path)?;
-                file.file().write_all(bytes)?;
-                let written = file.file().write(buf)?;
-                self.state = TableBytes::File(file);
-                Ok(written)
-            }
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.state {
-            TableBytes::File(file) => file.file().flush(),
-            TableBytes::Memory(_) => Ok(()),
-        }
-    }
-}
-
 /// A table being written, with what its file's metadata will say.
-struct OpenTable {
+pub(crate) struct OpenTable {
     key: String,
     topic: String,
-    format_texts: String,
+    /// What its file's metadata says of its topic (beside what it says of the flight).
+    metadata: Vec<KeyValue>,
     table: TopicTable<TableOutput>,
+}
+
+/// What a table to open is: see [`OpenTable::open`].
+pub(crate) struct TableSpec<'a> {
+    /// The format's (or message type's) name.
+    pub topic: &'a str,
+    /// How many tables of the same name come before it (a format redefined with other
+    /// fields gets a file of its own).
+    pub variant: usize,
+    pub columns: TopicColumns,
+    /// Bytes of a sample.
+    pub sample_size: usize,
+    /// What its file's metadata says of its topic.
+    pub metadata: Vec<KeyValue>,
+}
+
+impl OpenTable {
+    /// The table `spec` describes, of the flight `identity` names, under `root`; its folder
+    /// is made on `filer`'s thread.
+    fn open(
+        spec: TableSpec<'_>,
+        identity: &Arc<FlightIdentity>,
+        root: &Path,
+        filer: &mut Filer,
+    ) -> Result<Self, ExportError> {
+        let TableSpec {
+            topic,
+            variant,
+            columns,
+            sample_size,
+            metadata,
+        } = spec;
+        let mut key = table_key(topic, identity);
+        if variant > 0 {
+            key = key.replace(".parquet", &format!("_{}.parquet", variant + 1));
+        }
+        let path = root.join(&key);
+        if let Some(dir) = path.parent() {
+            filer.make_folder(dir.to_owned())?;
+        }
+        let table = TopicTable::new(
+            columns,
+            sample_size,
+            identity.clone(),
+            TableOutput::new(path),
+        )?;
+        Ok(Self {
+            key,
+            topic: topic.to_owned(),
+            metadata,
+            table,
+        })
+    }
 }
 
 /// The [`Sink`] that buffers samples into topic tables.
@@ -554,20 +517,35 @@ struct DatasetSink {
     findings: Vec<Finding>,
 }
 
-impl DatasetSink {
-    /// Writes the largest buffered row group until the buffers fit [`BUDGET`].
-    fn keep_budget(&mut self) -> Result<(), ExportError> {
-        while self.buffered > BUDGET {
-            let Some(largest) = (self.tables.iter_mut()).max_by_key(|t| t.table.buffered_bytes())
-            else {
-                break;
-            };
-            let before = largest.table.buffered_bytes();
-            largest.table.flush_row_group()?;
-            self.buffered -= before;
-        }
-        Ok(())
+/// Buffers a sample of instance `multi_id` stamped `timestamp` in table `index` of
+/// `tables`: its row group is written once full, and the largest waiting one while all
+/// tables' buffers (`buffered`, kept up to date) exceed [`BUDGET`].
+fn buffer_sample(
+    tables: &mut [OpenTable],
+    buffered: &mut usize,
+    index: usize,
+    multi_id: u8,
+    timestamp: u64,
+    data: &[u8],
+) -> Result<(), ExportError> {
+    let table = &mut tables[index].table;
+    let before = table.buffered_bytes();
+    table.push(multi_id, timestamp, data);
+    if table.row_group_full() {
+        table.flush_row_group()?;
+        *buffered -= before;
+        return Ok(());
     }
+    *buffered += table.buffered_bytes() - before;
+    while *buffered > BUDGET {
+        let Some(largest) = (tables.iter_mut()).max_by_key(|t| t.table.buffered_bytes()) else {
+            break;
+        };
+        let before = largest.table.buffered_bytes();
+        largest.table.flush_row_group()?;
+        *buffered -= before;
+    }
+    Ok(())
 }
 
 impl Sink for DatasetSink {
@@ -582,28 +560,28 @@ impl Sink for DatasetSink {
         let index = match self.by_topic.get(&lookup) {
             Some(&index) => index,
             None => {
-                let variants = self
+                let variant = self
                     .by_topic
                     .keys()
                     .filter(|(name, _)| name == source.format)
                     .count();
-                let mut key = table_key(source.format, &self.identity);
-                if variants > 0 {
-                    key = key.replace(".parquet", &format!("_{}.parquet", variants + 1));
-                }
-                let path = self.root.join(&key);
-                if let Some(dir) = path.parent() {
-                    self.filer.make_folder(dir.to_owned())?;
-                }
-                let out = TableOutput::new(path);
-                let table =
-                    TopicTable::new(columns, source.layout.size, self.identity.clone(), out)?;
-                self.tables.push(OpenTable {
-                    key,
-                    topic: source.format.to_owned(),
-                    format_texts: source.format_texts.to_owned(),
-                    table,
-                });
+                let metadata = vec![
+                    KeyValue::new("ulog.topic".into(), source.format.to_owned()),
+                    KeyValue::new("ulog.format".into(), source.format_texts.to_owned()),
+                ];
+                let spec = TableSpec {
+                    topic: source.format,
+                    variant,
+                    columns,
+                    sample_size: source.layout.size,
+                    metadata,
+                };
+                self.tables.push(OpenTable::open(
+                    spec,
+                    &self.identity,
+                    &self.root,
+                    &mut self.filer,
+                )?);
                 self.by_topic.insert(lookup, self.tables.len() - 1);
                 self.tables.len() - 1
             }
@@ -623,17 +601,15 @@ impl Sink for DatasetSink {
         let (index, multi_id, watched) = &self.channels[channel as usize];
         let (index, multi_id) = (*index, *multi_id);
         self.stats.sample(watched.as_ref(), timestamp_us, data);
-        let table = &mut self.tables[index].table;
-        let before = table.buffered_bytes();
-        table.push(multi_id, timestamp_us, data);
-        if table.row_group_full() {
-            table.flush_row_group()?;
-            self.buffered -= before;
-        } else {
-            self.buffered += table.buffered_bytes() - before;
-            self.keep_budget()?;
-        }
-        Ok(())
+        let tables = &mut self.tables;
+        buffer_sample(
+            tables,
+            &mut self.buffered,
+            index,
+            multi_id,
+            timestamp_us,
+            data,
+        )
     }
 
     fn log(
@@ -646,7 +622,7 @@ impl Sink for DatasetSink {
         self.stats.logged(ulog_level);
         self.log_rows.push(beside::LogRow {
             timestamp: timestamp_us,
-            ulog_level,
+            level: Some(syslog_level(ulog_level)),
             tag: name.strip_prefix("px4/").and_then(|t| t.parse().ok()),
             message: String::from_utf8_lossy(text).into_owned(),
         });

@@ -326,6 +326,12 @@ impl Samples<'_> {
                 return Arc::new(out.finish());
             }
             Source::Scalar { ty, offset } => (ty, offset),
+            Source::Scaled { ty, offset, factor } => {
+                let factor = factor.get();
+                return self.gather::<Float64Type>(offset, |a| {
+                    self.number(ty, a).map_or(f64::NAN, |v| v * factor)
+                });
+            }
         };
         let b = self.bytes;
         match ty {
@@ -357,6 +363,24 @@ impl Samples<'_> {
                 self.at(offset).map(|a| Some(b[a] != 0)),
             )),
         }
+    }
+
+    /// The number of basic type `ty` at `a`, as a double (`None` for a char).
+    fn number(&self, ty: BasicType, a: usize) -> Option<f64> {
+        let b = self.bytes;
+        Some(match ty {
+            BasicType::Int8 => f64::from(b[a] as i8),
+            BasicType::UInt8 | BasicType::Bool => f64::from(b[a]),
+            BasicType::Int16 => f64::from(i16::from_le_bytes(le(b, a))),
+            BasicType::UInt16 => f64::from(u16::from_le_bytes(le(b, a))),
+            BasicType::Int32 => f64::from(i32::from_le_bytes(le(b, a))),
+            BasicType::UInt32 => f64::from(u32::from_le_bytes(le(b, a))),
+            BasicType::Int64 => i64::from_le_bytes(le(b, a)) as f64,
+            BasicType::UInt64 => u64::from_le_bytes(le(b, a)) as f64,
+            BasicType::Float => f64::from(f32::from_le_bytes(le(b, a))),
+            BasicType::Double => f64::from_le_bytes(le(b, a)),
+            BasicType::Char => return None,
+        })
     }
 
     /// Where the value at `offset` of each sample is, in order.

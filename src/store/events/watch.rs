@@ -103,10 +103,8 @@ impl TriggerWatch {
             let new: Vec<_> = detectors.take_new().to_vec();
             events.extend(new.iter().map(|f| {
                 let mut event = EventRecord::of_finding(f);
-                for k in detectors.beside(f) {
-                    let r = &detectors.vehicle_records()[k];
-                    let at = r.timestamp_us as f64 / 1e6;
-                    event.detail += &format!("; the vehicle: {} {} at {at:.3} s", r.record, r.text);
+                for said in detectors.vehicle_said(f) {
+                    event.detail += &format!("; the vehicle: {said}");
                 }
                 event
             }));
