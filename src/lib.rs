@@ -28,7 +28,7 @@
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `autopilot`, `dataflash`, `sys`, `fill`, `diagnose`, `monitor` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and either autopilot's flight as Parquet tables in the fleet's layout | `ulog`, `autopilot`, `dataflash`, `ros`, `store`, `diagnose` |
-//! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `store`, `export`, `sys`, `monitor` |
+//! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `autopilot`, `store`, `export`, `sys`, `monitor` |
 //! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `autopilot`, `dataflash`, `fill`, `store`, `export`, `upload`, `diagnose` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `autopilot`, `dataflash`, `diagnose`, `ros`, `link`, `store`, `upload`, `sys`, `monitor` |
 //! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `autopilot`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |

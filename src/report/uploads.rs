@@ -31,6 +31,10 @@ pub struct UploadReport {
     pub complete: bool,
 }
 
+/// What the uploads say of an ArduPilot flight's Flight Review upload.
+pub const NOT_FOR_FLIGHT_REVIEW: &str =
+    "not sent: an ArduPilot flight, and Flight Review reads ULog only";
+
 impl UploadReport {
     /// Reads the session in `dir`.
     pub fn read(dir: &Path) -> Result<Self, ReportError> {
@@ -88,6 +92,7 @@ impl UploadReport {
                 FlightReviewRecord::Refused { status, message } => {
                     format!("refused (HTTP {status}): {message}")
                 }
+                FlightReviewRecord::NotULog => NOT_FOR_FLIGHT_REVIEW.to_owned(),
             }),
             tables: journal.tables.as_ref().map(|t| match &t.failed {
                 Some(why) => format!("not built: {why}"),

@@ -154,6 +154,9 @@ pub enum FlightReviewRecord {
     Done { url: String },
     /// The server refused it for good (HTTP 4xx): not tried again.
     Refused { status: u16, message: String },
+    /// Not sent: an ArduPilot flight (DataFlash), and Flight Review reads ULog only.
+    #[serde(rename = "not_ulog")]
+    NotULog,
 }
 
 /// The flight's Parquet tables for the fleet.

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::autopilot::LogFormat;
 use crate::monitor::catalogue;
 use crate::store::Manifest;
 use crate::store::files::{
@@ -516,6 +517,11 @@ impl Worker {
                 journal.manifest_amendments = amendments;
                 tracing::info!(key, last = final_one, "uploaded");
                 format!("{MANIFEST} → {key}")
+            }
+            Step::FlightReview if manifest.log_format == LogFormat::DataFlash => {
+                tracing::info!(session = %session.display(), "an ArduPilot flight: not for Flight Review, which reads ULog only");
+                journal.flight_review = Some(FlightReviewRecord::NotULog);
+                "Flight Review: not for an ArduPilot flight (ULog only)".to_owned()
             }
             Step::FlightReview => {
                 let server = self

@@ -554,6 +554,72 @@ fn a_missing_bucket_is_said_as_the_server_named_it_with_the_option_to_check() {
     assert!(!session.join("uploaded").exists());
 }
 
+/// An ArduPilot session (ArduPilot's own hover log in 20 s `.bin` splits, as the daemon
+/// writes a stream) goes up as a PX4 flight does: every split and the manifest once, then
+/// its tables; Flight Review, which reads ULog only, is not sent it (the address given
+/// answers nothing) and the journal and `uploads` say so; a second run sends nothing.
+#[test]
+fn an_ardupilot_session_goes_to_the_bucket_once_with_its_tables_and_not_to_flight_review() {
+    let Some(garage) = garage("ardupilot") else {
+        return;
+    };
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let dir = fresh_dir("upload-ardupilot");
+    let creds = credentials(&dir, SECRET_KEY);
+    let Some(session) = common::ardupilot::write_bin_session(&dir.join("logs")) else {
+        return;
+    };
+    let nobody = format!("http://127.0.0.1:{}", free_tcp_port());
+    let mut args = garage.upload_args("fleet", &creds);
+    args.extend(["--upload-tables", "--flight-review", &nobody].map(String::from));
+    let (ok, said) = upload_by_hand(&session, &args, &[]);
+    assert!(ok, "{said}");
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    assert_eq!(journal["flight_review"]["state"], "not_ulog", "{journal}");
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let found = garage.objects(&py, "fleet/");
+    let objects = found["objects"].as_object().unwrap();
+    let manifest = ulog_recv::store::files::read_manifest(&session).unwrap();
+    assert!(
+        manifest.splits.len() >= 5,
+        "{} splits",
+        manifest.splits.len()
+    );
+    for split in &manifest.splits {
+        let key = format!("fleet/sys1/{name}/{}", split.file);
+        assert!(key.ends_with(".bin"), "{key}");
+        assert_eq!(
+            objects[&key]["sha256"].as_str(),
+            Some(sha256_file(&session.join(&split.file)).as_str()),
+            "{key}"
+        );
+    }
+    let table = |t: &str| {
+        let key = format!("/parquet/v1/{t}/");
+        objects
+            .keys()
+            .any(|k| k.contains(&key) && k.ends_with(&format!("{name}.parquet")))
+    };
+    assert!(table("BAT") && table("ATT") && table("flights"), "{found}");
+    let report = Command::new(common::procs::BIN)
+        .args(["uploads", "--log-dir"])
+        .arg(dir.join("logs"))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.contains(ulog_recv::report::uploads::NOT_FOR_FLIGHT_REVIEW),
+        "{report}"
+    );
+    // Again: everything is where it goes.
+    let (ok, said) = upload_by_hand(&session, &args, &[]);
+    assert!(ok, "{said}");
+    assert!(!said.contains(" → "), "sent again: {said}");
+}
+
 #[test]
 fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_sent_again() {
     let Some(server) = FlightReviewServer::start("flight", free_tcp_port()) else {
