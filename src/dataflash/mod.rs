@@ -17,6 +17,8 @@
 //!   MULT, the startup VER and MSGs, the parameters in force, the flight mode).
 //! - [`summary`]: [`BinSummary`]: a log's vehicle, times, types, dropouts and the vehicle's
 //!   own drops at the source, for `info`.
+//! - [`units`]: [`Units`](units::Units): what FMTU, UNIT and MULT say of each field's unit
+//!   and multiplier.
 //! - [`values`]: a message's field values, scaled as ArduPilot's tools show them, and the
 //!   instance field FMTU marks.
 
@@ -28,6 +30,7 @@ pub mod preamble;
 pub mod summary;
 #[cfg(test)]
 pub mod testing;
+pub mod units;
 pub mod values;
 
 pub use drops::SourceDrops;

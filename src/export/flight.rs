@@ -10,6 +10,10 @@
 use std::io::Read;
 use std::path::Path;
 
+use crate::dataflash::format::Format;
+use crate::dataflash::framer::Framer;
+use crate::dataflash::gaps::dropout_ms;
+use crate::dataflash::preamble::is_replayed;
 use crate::diagnose::{BinDiagnosis, Detectors, Diagnosis, Selection};
 use crate::export::{ExportError, ExportOptions, Flight, FlightFile, SessionColumnFlight};
 use crate::store::input::{LogInput, dataflash_files, log_input};
@@ -108,6 +112,41 @@ pub fn diagnose(input: &Path, selection: Selection) -> Result<Detectors, ExportE
         false
     })?;
     Ok(diagnosis.finish())
+}
+
+/// Reads the DataFlash `files` (a `.bin`, or an ArduPilot session's splits in log order) as
+/// one log, handing each whole message and its format to `each` until it returns `false`.
+/// The preamble each split after the first opens with (the log's state replayed,
+/// [`is_replayed`]) is not handed over: it is what came before, again.
+pub(crate) fn each_dataflash_message(
+    files: &[std::path::PathBuf],
+    mut each: impl FnMut(&[u8], &Format) -> bool,
+) -> Result<(), ExportError> {
+    let mut framer = Framer::new();
+    // Whether to go on, and whether a split's replayed preamble is under way.
+    let (mut going, mut in_preamble) = (true, false);
+    let mut hand = |m: &[u8], f: &Format, going: &mut bool, in_preamble: &mut bool| {
+        *in_preamble &= is_replayed(&f.name) && dropout_ms(m, f).is_none();
+        if !*in_preamble && *going {
+            *going = each(m, f);
+        }
+    };
+    for (split, file) in files.iter().enumerate() {
+        let mut reader = std::fs::File::open(file).map_err(|source| ExportError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        in_preamble = split > 0;
+        let stopped = read_in_pieces(&mut reader, file, |piece| {
+            framer.push(piece, |m, f| hand(m, f, &mut going, &mut in_preamble));
+            !going
+        })?;
+        if stopped {
+            return Ok(());
+        }
+    }
+    framer.finish(|m, f| hand(m, f, &mut going, &mut in_preamble));
+    Ok(())
 }
 
 /// Hands what `reader` (reading `path`) holds to `each`, a piece at a time, to its end or

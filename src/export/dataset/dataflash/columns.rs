@@ -9,57 +9,12 @@ use arrow_schema::{Field, Schema};
 
 use super::{DATAFLASH_LABEL, DATAFLASH_TYPE, MULTIPLIER, UNIT};
 use crate::dataflash::format::{Format, MSG_HEADER_LEN, field_size};
-use crate::dataflash::values::{Value, fields, instance_field};
+use crate::dataflash::units::Units;
+use crate::dataflash::values::instance_field;
 use crate::export::dataset::columns::{
     Column, Factor, IDENTITY, Source, TopicColumns, column_name, data_type, identity_fields, unique,
 };
 use crate::ulog::types::BasicType;
-
-/// What FMTU, UNIT and MULT records said so far.
-#[derive(Debug, Default)]
-pub(super) struct Units {
-    /// By type: its unit and multiplier ids, a character per field.
-    pub(super) of_type: HashMap<u8, (Vec<u8>, Vec<u8>)>,
-    /// By unit id: its name.
-    names: HashMap<u8, String>,
-    /// By multiplier id: its value (as pymavlink takes it, to 7 significant digits).
-    multipliers: HashMap<u8, f64>,
-}
-
-impl Units {
-    /// Takes in a definition record; `false` if `m` is none.
-    pub(super) fn take(&mut self, f: &Format, m: &[u8]) -> bool {
-        let mut values = fields(f, m).map(|(_, _, v)| v).skip(1);
-        match f.name.as_str() {
-            "FMTU" => {
-                if let (Some(Value::UInt(ty)), Some(Value::Text(units)), Some(Value::Text(mults))) =
-                    (values.next(), values.next(), values.next())
-                {
-                    let ty = u8::try_from(ty).unwrap_or(0);
-                    self.of_type.insert(ty, (units.to_vec(), mults.to_vec()));
-                }
-            }
-            "UNIT" => {
-                if let (Some(Value::Int(id)), Some(Value::Text(label))) =
-                    (values.next(), values.next())
-                {
-                    let label = String::from_utf8_lossy(label).into_owned();
-                    self.names.insert(id as u8, label);
-                }
-            }
-            "MULT" => {
-                if let (Some(Value::Int(id)), Some(Value::F64(mult))) =
-                    (values.next(), values.next())
-                {
-                    let rounded = format!("{mult:.6e}").parse().unwrap_or(mult);
-                    self.multipliers.insert(id as u8, rounded);
-                }
-            }
-            _ => return false,
-        }
-        true
-    }
-}
 
 /// The basic type a DataFlash field character is stored as, and the scale its character
 /// itself gives (pymavlink's); `None` for a text or an `a` array.
@@ -93,7 +48,7 @@ pub(super) struct TypeColumns {
 
 impl TypeColumns {
     pub(super) fn new(f: &Format, units: &Units) -> Self {
-        let (unit_ids, mult_ids) = units.of_type.get(&f.type_id).cloned().unwrap_or_default();
+        let (unit_ids, mult_ids) = units.of_type(f.type_id);
         let instance_index = instance_field(&unit_ids);
         let mut taken: HashSet<String> = IDENTITY.iter().map(|n| n.to_string()).collect();
         let mut columns = Vec::new();
@@ -112,9 +67,9 @@ impl TypeColumns {
             }
             let body = at - MSG_HEADER_LEN;
             let unit = (unit_ids.get(i))
-                .and_then(|u| units.names.get(u))
+                .and_then(|&u| units.name(u))
                 .filter(|u| !u.is_empty());
-            let multiplier = mult_ids.get(i).and_then(|m| units.multipliers.get(m));
+            let multiplier = mult_ids.get(i).and_then(|&m| units.multiplier(m));
             let mut add = |name: String, source: Source, factor: Option<f64>| {
                 let name = unique(column_name(&name), &mut taken);
                 let mut metadata = HashMap::from([

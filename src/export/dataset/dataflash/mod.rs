@@ -34,7 +34,8 @@ use parquet::file::metadata::KeyValue;
 
 mod columns;
 
-use columns::{TypeColumns, Units};
+use crate::dataflash::units::Units;
+use columns::TypeColumns;
 
 use super::beside::LogRow;
 use super::columns::Column;
@@ -45,13 +46,11 @@ use super::{
 };
 use crate::autopilot::Autopilot;
 use crate::dataflash::format::{FMT_TYPE, Format, MSG_HEADER_LEN, field_size, text, time_us};
-use crate::dataflash::framer::Framer;
 use crate::dataflash::gaps::dropout_ms;
-use crate::dataflash::preamble::is_replayed;
 use crate::dataflash::values::{Value, fields, value};
 use crate::diagnose::BinFollower;
 use crate::diagnose::dataflash::names::is_failsafe;
-use crate::export::flight::read_in_pieces;
+use crate::export::flight::each_dataflash_message;
 use crate::export::{ExportError, ExportOptions, FlightMetadata};
 use crate::store::manifest::read_manifest;
 use crate::store::output::Filer;
@@ -73,32 +72,6 @@ const GPS_FIX_3D: u64 = 3;
 /// `ORGN.Type` of home.
 const ORGN_HOME: u64 = 1;
 
-/// Reads the DataFlash `files` in order, handing each whole message, its format and the
-/// index of its file to `each` until it returns `false`.
-fn each_message(
-    files: &[PathBuf],
-    mut each: impl FnMut(&[u8], &Format, usize) -> bool,
-) -> Result<(), ExportError> {
-    let mut framer = Framer::new();
-    let mut going = true;
-    for (split, file) in files.iter().enumerate() {
-        let mut reader = std::fs::File::open(file).map_err(|source| ExportError::Read {
-            path: file.clone(),
-            source,
-        })?;
-        let stop = read_in_pieces(&mut reader, file, |piece| {
-            framer.push(piece, |m, f| going = going && each(m, f, split));
-            !going
-        })?;
-        if stop {
-            return Ok(());
-        }
-    }
-    let last = files.len().saturating_sub(1);
-    framer.finish(|m, f| going = going && each(m, f, last));
-    Ok(())
-}
-
 /// The field `label` of `m` (of format `f`), scaled as pymavlink reads it.
 fn field_value<'m>(f: &Format, m: &'m [u8], label: &str) -> Option<Value<'m>> {
     let (offset, c) = f.field(label)?;
@@ -117,7 +90,7 @@ pub fn bin_flight_identity(input: &Path, files: &[PathBuf]) -> Result<FlightIden
     let mut utc_offset_us = None;
     let mut log_start_us = None;
     let mut system_id = None;
-    each_message(files, |m, f, _| {
+    each_dataflash_message(files, |m, f| {
         if let Some(t) = time_us(f, m) {
             log_start_us.get_or_insert(t);
         }
@@ -239,20 +212,11 @@ struct BinWalk<'a> {
     log_rows: Vec<LogRow>,
     dropouts: Vec<(u64, u16)>,
     error: Option<ExportError>,
-    /// The file the messages come from, and whether its replayed preamble is under way.
-    split: usize,
-    in_preamble: bool,
 }
 
 impl BinWalk<'_> {
     /// The log's next whole message `m`, of format `f`.
     fn message(&mut self, m: &[u8], f: &Format) {
-        self.in_preamble &= is_replayed(&f.name) && dropout_ms(m, f).is_none();
-        if self.in_preamble && f.type_id != FMT_TYPE {
-            // Definitions again (taken, the same), and state already in the tables.
-            self.units.take(f, m);
-            return;
-        }
         self.follower.message(m, f);
         if f.type_id == FMT_TYPE {
             if let Some(&t) = m.get(3) {
@@ -334,9 +298,8 @@ impl BinWalk<'_> {
                 let variant = (self.by_type.keys())
                     .filter(|(name, _)| *name == f.name)
                     .count();
-                let (unit_ids, mult_ids) = (self.units.of_type.get(&f.type_id))
-                    .map(|(u, m)| (text(u), text(m)))
-                    .unwrap_or_default();
+                let (unit_ids, mult_ids) = self.units.of_type(f.type_id);
+                let (unit_ids, mult_ids) = (text(&unit_ids), text(&mult_ids));
                 let metadata = vec![
                     KeyValue::new("dataflash.message".into(), f.name.clone()),
                     KeyValue::new("dataflash.format".into(), f.format.clone()),
@@ -513,15 +476,8 @@ pub fn write_bin_dataset(
         log_rows: Vec::new(),
         dropouts: Vec::new(),
         error: None,
-        split: 0,
-        in_preamble: false,
     };
-    each_message(files, |m, f, split| {
-        if split != walk.split {
-            // A split after the first opens with the log's state replayed.
-            walk.split = split;
-            walk.in_preamble = true;
-        }
+    each_dataflash_message(files, |m, f| {
         walk.message(m, f);
         walk.error.is_none()
     })?;
