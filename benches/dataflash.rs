@@ -21,6 +21,9 @@
 //!   reads a `.bin`), against the same over PX4's largest real log (a `.ulg`) in the same
 //!   run: time per MB as a share of the `.ulg`'s.
 //!
+//! - `mcap`: the flight exported as MCAP (`export -o F.mcap`, into memory), against the same
+//!   export of PX4's largest real log in the same run: time per MB as a share of the
+//!   `.ulg`'s.
 //! - `tables`: the flight as the fleet's Parquet tables (`export --dataset`: every type's
 //!   table, the tables beside, written and synced in a temporary folder), against the same
 //!   export of PX4's largest real log in the same run: time per MB as a share of the
@@ -135,6 +138,32 @@ fn largest_ulog() -> Option<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "ulg"))
         .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+}
+
+/// Seconds per MB of exporting `log` (a `.ulg` or a `.bin`) as MCAP into memory (best of 5),
+/// and the bytes written.
+fn mcap_per_mb(log: &Path) -> (f64, usize) {
+    use ulog_recv::export::ExportOptions;
+    use ulog_recv::store::input::dataflash_files;
+    let options = ExportOptions::default();
+    let mut written = 0;
+    let t = best(5, || {
+        let mut out = Vec::new();
+        match dataflash_files(log) {
+            Some(files) => {
+                ulog_recv::export::mcap::dataflash::write_bin(&files, &options, &mut out)
+                    .expect("the .bin exported");
+            }
+            None => {
+                let flight = std::fs::read(log).unwrap();
+                ulog_recv::export::mcap::write(&flight, &options, &mut out)
+                    .expect("the .ulg exported");
+            }
+        }
+        written = out.len();
+    });
+    let mb = std::fs::metadata(log).unwrap().len() as f64 / 1e6;
+    (t.as_secs_f64() / mb, written)
 }
 
 /// Seconds per MB of exporting `log`'s tables (best of 5), and how many were written.
@@ -355,6 +384,24 @@ fn main() {
             path.file_name().unwrap().to_string_lossy(),
             1.0 / per_mb,
             ulog_per_mb.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
+        );
+    }
+    // MCAP: seconds per MB of a .bin against a .ulg's.
+    let ulog_mcap = largest_ulog().map(|p| mcap_per_mb(&p).0);
+    println!(
+        "\n| log | MCAP MB/s | MCAP bytes / log bytes | time per MB / a .ulg's ({}) |",
+        ulog_mcap.map_or("no .ulg".to_owned(), |s| format!("{:.0} MB/s", 1.0 / s))
+    );
+    println!("|---|---|---|---|");
+    for path in logs() {
+        let (per_mb, written) = mcap_per_mb(&path);
+        let len = std::fs::metadata(&path).unwrap().len() as f64;
+        println!(
+            "| {} | {:.0} | {:.2} | {} |",
+            path.file_name().unwrap().to_string_lossy(),
+            1.0 / per_mb,
+            written as f64 / len,
+            ulog_mcap.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
         );
     }
     // The tables: seconds per MB of a .bin against a .ulg's.

@@ -11,10 +11,10 @@
 mod common;
 
 mod ardupilot_diagnostics;
+mod ardupilot_exports;
 mod ardupilot_props;
 mod ardupilot_sim;
 mod ardupilot_sitl;
-mod ardupilot_tables;
 mod cli;
 mod columns;
 mod dataflash;

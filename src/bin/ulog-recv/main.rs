@@ -508,6 +508,35 @@ fn export_dataset_to_bucket(
     Ok(())
 }
 
+/// `ulog-recv export` of an ArduPilot flight (its DataFlash `files`) to `output`: MCAP.
+fn export_bin(
+    input: &std::path::Path,
+    files: &[std::path::PathBuf],
+    output: &std::path::Path,
+    options: &ulog_recv::export::ExportOptions,
+) -> anyhow::Result<()> {
+    if output.extension().and_then(|e| e.to_str()) != Some("mcap") {
+        bail!(
+            "{} is an ArduPilot flight: it exports to NAME.mcap, or as tables (--dataset)",
+            input.display()
+        );
+    }
+    let stats = write_output(output, |file| {
+        let writer = std::io::BufWriter::new(WriteAhead::new(file));
+        ulog_recv::export::mcap::dataflash::write_bin(files, options, writer)
+            .with_context(|| format!("cannot export to {}", output.display()))
+    })?;
+    println!(
+        "{}: {} channels, {} samples, {} logged strings, {} findings",
+        output.display(),
+        stats.channels,
+        stats.samples,
+        stats.log_messages,
+        stats.findings,
+    );
+    Ok(())
+}
+
 /// What `export` writes beside its input and output.
 struct ExportFormat {
     from: Option<f64>,
@@ -562,6 +591,9 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
     let tide = matches!(extension, "tide" | "tid");
     if format.compression.is_some() && !tide {
         bail!("--compression is for a TIDE export (NAME.tide)");
+    }
+    if let Some(files) = ulog_recv::store::input::dataflash_files(input) {
+        return export_bin(input, &files, output, &options);
     }
     // Refused as it is, not as a file `load` cannot read.
     log_input(input)?;

@@ -36,6 +36,7 @@
 //! summary section), `compress` the compressor threads, `records` the records' encoding.
 
 mod compress;
+pub mod dataflash;
 mod file;
 mod records;
 #[cfg(test)]
@@ -99,6 +100,34 @@ pub fn write<W: Write + Send>(
     write_chunked(flight, options, out, chunk_limit, at, compressors)
 }
 
+/// Writes to `out`, as MCAP, what `fill` hands the sink: the messages of a flight of `len`
+/// bytes (what the chunks are sized by), with `/diagnostics` named for `hardware_id`'s
+/// autopilot.
+fn write_sized<W: Write + Send>(
+    len: u64,
+    options: &ExportOptions,
+    hardware_id: &'static str,
+    out: W,
+    fill: impl FnOnce(&mut ChunkSink) -> Result<(ExportStats, FlightMetadata), ExportError>,
+) -> Result<ExportStats, ExportError> {
+    let chunk_limit = chunk_bytes(len);
+    let compressors = compressors_for(len, chunk_limit);
+    let at = WriterAt::for_chunks(len, chunk_limit);
+    let layout = ChunkLayout {
+        limit: chunk_limit,
+        at,
+        compressors,
+    };
+    write_with(layout, options, hardware_id, out, fill)
+}
+
+/// How the chunks are made: their size, where they are written, by how many compressors.
+struct ChunkLayout {
+    limit: usize,
+    at: WriterAt,
+    compressors: usize,
+}
+
 /// [`write`] with chunks of `chunk_limit` bytes, written `at`, compressed by `compressors`
 /// threads.
 fn write_chunked<W: Write + Send>(
@@ -109,6 +138,29 @@ fn write_chunked<W: Write + Send>(
     at: WriterAt,
     compressors: usize,
 ) -> Result<ExportStats, ExportError> {
+    let layout = ChunkLayout {
+        limit: chunk_limit,
+        at,
+        compressors,
+    };
+    write_with(layout, options, PX4_HARDWARE_ID, out, |sink| {
+        walk(flight, options, sink)
+    })
+}
+
+/// Writes to `out`, as MCAP in chunks laid out as `layout` says, what `fill` hands the sink.
+fn write_with<W: Write + Send>(
+    layout: ChunkLayout,
+    options: &ExportOptions,
+    hardware_id: &'static str,
+    out: W,
+    fill: impl FnOnce(&mut ChunkSink) -> Result<(ExportStats, FlightMetadata), ExportError>,
+) -> Result<ExportStats, ExportError> {
+    let ChunkLayout {
+        limit: chunk_limit,
+        at,
+        compressors,
+    } = layout;
     let (written, spares) = mpsc::channel();
     with_writer(
         "mcap-writer",
@@ -124,9 +176,10 @@ fn write_chunked<W: Write + Send>(
                 log_channel: None,
                 diagnostics_channel: None,
                 takes_findings: options.wants("diagnostics"),
+                hardware_id,
                 buffer: Vec::new(),
             };
-            let (stats, metadata) = walk(flight, options, &mut sink)?;
+            let (stats, metadata) = fill(&mut sink)?;
             sink.send_chunk()?;
             let summary = std::mem::take(&mut sink.summary);
             sink.chunks.send(Step::Finish { summary, metadata })?;
@@ -196,6 +249,8 @@ struct ChunkSink {
     diagnostics_channel: Option<u16>,
     /// Whether `/diagnostics` is exported (the topic patterns may leave it out).
     takes_findings: bool,
+    /// The autopilot a finding's status names (`px4`, `ardupilot`).
+    hardware_id: &'static str,
     /// The message being encoded.
     buffer: Vec<u8>,
 }
@@ -325,7 +380,7 @@ impl Sink for ChunkSink {
                 *self.diagnostics_channel.insert(id)
             }
         };
-        encode_finding(finding, PX4_HARDWARE_ID, &mut self.buffer);
+        encode_finding(finding, self.hardware_id, &mut self.buffer);
         self.put(channel, finding.made_at_us())
     }
 }

@@ -160,15 +160,13 @@ mod tests {
             "TimeUS,Inst,Volt,Temp,CurrTot,RemPct,Id,Mode",
         );
         let mut units = Units::default();
-        units.names.insert(b'v', "V".into());
-        units.names.insert(b'#', "instance".into());
-        units.names.insert(b'a', "Ah".into());
-        units.multipliers.insert(b'F', 0.001);
-        units.multipliers.insert(b'B', 0.01);
-        units.multipliers.insert(b'-', 0.0);
-        units
-            .of_type
-            .insert(20, (b"s#vOa%--".to_vec(), b"F--BF---".to_vec()));
+        units.name_unit(b'v', "V");
+        units.name_unit(b'#', "instance");
+        units.name_unit(b'a', "Ah");
+        units.set_multiplier(b'F', 0.001);
+        units.set_multiplier(b'B', 0.01);
+        units.set_multiplier(b'-', 0.0);
+        units.set_type(20, b"s#vOa%--", b"F--BF---");
         let t = TypeColumns::new(&bat, &units);
         let names: Vec<&str> = t.columns.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
