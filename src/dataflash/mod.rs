@@ -15,6 +15,8 @@
 //!   record every DataFlash tool shows, whose duration the messages around it tell.
 //! - [`preamble`]: [`Preamble`]: what a split needs to open alone (every FMT, FMTU, UNIT,
 //!   MULT, the startup VER and MSGs, the parameters in force, the flight mode).
+//! - [`state`]: [`LogState`](state::LogState): what reading a log in order knows at each
+//!   message (its units, its latest `TimeUS`).
 //! - [`summary`]: [`BinSummary`]: a log's vehicle, times, types, dropouts and the vehicle's
 //!   own drops at the source, for `info`.
 //! - [`units`]: [`Units`](units::Units): what FMTU, UNIT and MULT say of each field's unit
@@ -27,6 +29,7 @@ pub mod format;
 pub mod framer;
 pub mod gaps;
 pub mod preamble;
+pub mod state;
 pub mod summary;
 #[cfg(test)]
 pub mod testing;

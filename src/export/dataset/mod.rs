@@ -123,32 +123,12 @@ pub fn flight_identity(
     let utc_offset_us = crate::export::utc_offset_us(flight)?;
     let head = read_head(flight)?;
     let manifest = read_manifest(input).ok();
-    let flight_id = if manifest.is_some() {
-        input.file_name()
-    } else {
-        input.file_stem()
-    }
-    .map_or_else(|| "flight".to_owned(), |n| key_safe(&n.to_string_lossy()));
+    let flight_id = flight_id_of(input, manifest.as_ref());
     let vehicle_uid = hardware_id(&head)
         .or_else(|| manifest.as_ref().map(|m| format!("sys{}", m.system_id)))
         .unwrap_or_else(|| "unknown".to_owned());
     let log_start_us = start_of(&head);
-    let from_gps = utc_offset_us
-        .zip(log_start_us)
-        .map(|(offset, start)| (offset + start as i64).max(0) as u64)
-        .map(|us| days_of(SystemTime::UNIX_EPOCH + Duration::from_micros(us)));
-    let from_manifest = || {
-        let m = manifest.as_ref()?;
-        humantime::parse_rfc3339(&m.started_utc).ok().map(days_of)
-    };
-    let from_file = || {
-        let modified = std::fs::metadata(input).and_then(|m| m.modified()).ok()?;
-        Some(days_of(modified))
-    };
-    let flight_date_days = from_gps
-        .or_else(from_manifest)
-        .or_else(from_file)
-        .unwrap_or(0);
+    let flight_date_days = flight_day(input, manifest.as_ref(), utc_offset_us, log_start_us);
     Ok(FlightIdentity {
         flight_id,
         vehicle_uid,
@@ -156,6 +136,43 @@ pub fn flight_identity(
         utc_offset_us,
         log_start_us,
     })
+}
+
+/// The flight's id: a session's directory name, a file's stem, made [`key_safe`].
+fn flight_id_of(input: &Path, manifest: Option<&crate::store::Manifest>) -> String {
+    match manifest {
+        Some(_) => input.file_name(),
+        None => input.file_stem(),
+    }
+    .map_or_else(|| "flight".to_owned(), |n| key_safe(&n.to_string_lossy()))
+}
+
+/// The flight's day (days since 1970-01-01): of the log's start (`log_start_us`) in UTC by
+/// its GPS reference (`utc_offset_us`), else of the session's start by the receiver's clock
+/// (its `manifest`), else of `input`'s modification time; 0 when none says.
+fn flight_day(
+    input: &Path,
+    manifest: Option<&crate::store::Manifest>,
+    utc_offset_us: Option<i64>,
+    log_start_us: Option<u64>,
+) -> i32 {
+    let from_gps = utc_offset_us
+        .zip(log_start_us)
+        .map(|(offset, start)| (offset + start as i64).max(0) as u64)
+        .map(|us| days_of(SystemTime::UNIX_EPOCH + Duration::from_micros(us)));
+    let from_manifest = || {
+        humantime::parse_rfc3339(&manifest?.started_utc)
+            .ok()
+            .map(days_of)
+    };
+    let from_file = || {
+        let modified = std::fs::metadata(input).and_then(|m| m.modified()).ok()?;
+        Some(days_of(modified))
+    };
+    from_gps
+        .or_else(from_manifest)
+        .or_else(from_file)
+        .unwrap_or(0)
 }
 
 /// The first bytes of a log that hold its header and definitions.

@@ -18,7 +18,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::{ChunkSink, write_sized};
-use crate::dataflash::format::{FMT_TYPE, Format, MSG_HEADER_LEN, field_size, time_us};
+use crate::dataflash::format::{Format, MSG_HEADER_LEN, field_size};
+use crate::dataflash::state::{LogState, Passing};
 use crate::dataflash::units::Units;
 use crate::dataflash::values::{Value, instance_field, value};
 use crate::diagnose::{BinFollower, Detectors};
@@ -174,8 +175,7 @@ pub fn write_bin<W: Write + Send>(
         let mut walk = BinMcap {
             options,
             routes: vec![None; 256],
-            units: Units::default(),
-            last_us: 0,
+            state: LogState::default(),
             follower: BinFollower::new(options.diagnostics),
             stats: ExportStats::default(),
             error: None,
@@ -205,9 +205,7 @@ pub fn write_bin<W: Write + Send>(
 struct BinMcap<'a> {
     options: &'a ExportOptions,
     routes: Vec<Option<Route>>,
-    units: Units,
-    /// The latest `TimeUS` logged.
-    last_us: u64,
+    state: LogState,
     follower: BinFollower,
     stats: ExportStats,
     error: Option<ExportError>,
@@ -216,21 +214,13 @@ struct BinMcap<'a> {
 impl BinMcap<'_> {
     fn message(&mut self, sink: &mut ChunkSink, m: &[u8], f: &Format) {
         self.follower.message(m, f);
-        if f.type_id == FMT_TYPE {
-            if let Some(&t) = m.get(3) {
+        let timestamp = match self.state.pass(m, f) {
+            Passing::Defined(t) => {
                 self.routes[usize::from(t)] = None;
+                return;
             }
-            return;
-        }
-        if self.units.take(f, m) {
-            return;
-        }
-        let timestamp = match time_us(f, m) {
-            Some(t) => {
-                self.last_us = self.last_us.max(t);
-                t
-            }
-            None => self.last_us,
+            Passing::Definition => return,
+            Passing::Data { timestamp } => timestamp,
         };
         if !self.options.in_window(timestamp) {
             return;
@@ -242,7 +232,7 @@ impl BinMcap<'_> {
                 "MSG" => Route::Skip,
                 _ if !options.wants(&f.name) => Route::Skip,
                 _ => Route::Channels {
-                    ty: Box::new(BinType::new(f, &self.units)),
+                    ty: Box::new(BinType::new(f, &self.state.units)),
                     channels: Vec::new(),
                 },
             });

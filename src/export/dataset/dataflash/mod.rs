@@ -28,13 +28,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use parquet::file::metadata::KeyValue;
 
 mod columns;
 
-use crate::dataflash::units::Units;
+use crate::dataflash::state::{LogState, Passing};
 use columns::TypeColumns;
 
 use super::beside::LogRow;
@@ -42,10 +41,10 @@ use super::columns::Column;
 use super::flights::{FlightStats, planar_distance};
 use super::{
     FlightFacts, FlightIdentity, Gathered, OpenTable, TableSpec, TableWritten, buffer_sample,
-    commit, days_of, flight_key_values, key_safe,
+    commit, flight_day, flight_id_of, flight_key_values,
 };
 use crate::autopilot::Autopilot;
-use crate::dataflash::format::{FMT_TYPE, Format, MSG_HEADER_LEN, field_size, text, time_us};
+use crate::dataflash::format::{Format, MSG_HEADER_LEN, field_size, text, time_us};
 use crate::dataflash::gaps::dropout_ms;
 use crate::dataflash::values::{Value, fields, value};
 use crate::diagnose::BinFollower;
@@ -116,33 +115,15 @@ pub fn bin_flight_identity(input: &Path, files: &[PathBuf]) -> Result<FlightIden
         }
         true
     })?;
-    let flight_id = match &manifest {
-        Some(_) => input.file_name(),
-        None => input.file_stem(),
-    }
-    .map_or_else(|| "flight".to_owned(), |n| key_safe(&n.to_string_lossy()));
+    let flight_id = flight_id_of(input, manifest.as_ref());
     let vehicle_uid = (manifest.as_ref().map(|m| m.system_id))
         .or(system_id)
         .map_or_else(|| "unknown".to_owned(), |id| format!("sys{id}"));
-    let from_gps = utc_offset_us
-        .zip(log_start_us)
-        .map(|(offset, start)| (offset + start as i64).max(0) as u64)
-        .map(|us| days_of(SystemTime::UNIX_EPOCH + Duration::from_micros(us)));
-    let from_manifest = || {
-        let m = manifest.as_ref()?;
-        humantime::parse_rfc3339(&m.started_utc).ok().map(days_of)
-    };
-    let from_file = || {
-        let modified = std::fs::metadata(input).and_then(|m| m.modified()).ok()?;
-        Some(days_of(modified))
-    };
+    let flight_date_days = flight_day(input, manifest.as_ref(), utc_offset_us, log_start_us);
     Ok(FlightIdentity {
         flight_id,
         vehicle_uid,
-        flight_date_days: from_gps
-            .or_else(from_manifest)
-            .or_else(from_file)
-            .unwrap_or(0),
+        flight_date_days,
         utc_offset_us,
         log_start_us,
     })
@@ -199,9 +180,7 @@ struct BinWalk<'a> {
     by_type: HashMap<(String, Vec<Column>), usize>,
     routes: Vec<Option<Route>>,
     watches: Vec<Option<Watch>>,
-    units: Units,
-    /// The latest `TimeUS` logged.
-    last_us: u64,
+    state: LogState,
     buffered: usize,
     follower: BinFollower,
     stats: FlightStats,
@@ -218,22 +197,14 @@ impl BinWalk<'_> {
     /// The log's next whole message `m`, of format `f`.
     fn message(&mut self, m: &[u8], f: &Format) {
         self.follower.message(m, f);
-        if f.type_id == FMT_TYPE {
-            if let Some(&t) = m.get(3) {
+        let timestamp = match self.state.pass(m, f) {
+            Passing::Defined(t) => {
                 self.routes[usize::from(t)] = None;
                 self.watches[usize::from(t)] = None;
+                return;
             }
-            return;
-        }
-        if self.units.take(f, m) {
-            return;
-        }
-        let timestamp = match time_us(f, m) {
-            Some(t) => {
-                self.last_us = self.last_us.max(t);
-                t
-            }
-            None => self.last_us,
+            Passing::Definition => return,
+            Passing::Data { timestamp } => timestamp,
         };
         if !self.options.in_window(timestamp) {
             return;
@@ -287,7 +258,7 @@ impl BinWalk<'_> {
         if !self.options.wants(&f.name) {
             return Ok(Route::Skip);
         }
-        let TypeColumns { columns, instance } = TypeColumns::new(f, &self.units);
+        let TypeColumns { columns, instance } = TypeColumns::new(f, &self.state.units);
         if columns.columns.is_empty() {
             return Ok(Route::Skip);
         }
@@ -298,7 +269,7 @@ impl BinWalk<'_> {
                 let variant = (self.by_type.keys())
                     .filter(|(name, _)| *name == f.name)
                     .count();
-                let (unit_ids, mult_ids) = self.units.of_type(f.type_id);
+                let (unit_ids, mult_ids) = self.state.units.of_type(f.type_id);
                 let (unit_ids, mult_ids) = (text(&unit_ids), text(&mult_ids));
                 let metadata = vec![
                     KeyValue::new("dataflash.message".into(), f.name.clone()),
@@ -465,8 +436,7 @@ pub fn write_bin_dataset(
         by_type: HashMap::new(),
         routes: vec![None; 256],
         watches: vec![None; 256],
-        units: Units::default(),
-        last_us: 0,
+        state: LogState::default(),
         buffered: 0,
         follower: BinFollower::new(options.diagnostics),
         stats: FlightStats::default(),
