@@ -129,9 +129,9 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
     assert_eq!(together["invented"], 0, "{together}");
     assert_eq!(together["missing"], 0, "{together}");
     assert_eq!(session_dirs(&dir).len(), 1);
-    // The commands that read ULog refuse the session and its splits, naming what they are,
-    // and write nothing; `info` reads them.
-    let out_file = dir.join("flight.mcap");
+    // The commands that read ULog (and the exports to ROS bags and TIDE) refuse the session
+    // and its splits, naming what they are, and write nothing; `info` reads them.
+    let out_file = dir.join("flight.bag");
     let session_arg = session.display().to_string();
     let split_arg = splits[0].display().to_string();
     let out_arg = out_file.display().to_string();
@@ -156,10 +156,11 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
-        assert!(
-            err.contains("is an ArduPilot DataFlash log"),
-            "{args:?}: {err}"
-        );
+        let said = match args[0] {
+            "export" => "is an ArduPilot flight: it exports to NAME.mcap, or as tables",
+            _ => "is an ArduPilot DataFlash log",
+        };
+        assert!(err.contains(said), "{args:?}: {err}");
     }
     assert!(!out_file.exists());
     let info = common::procs::run_ok(&["info", &session_arg]);
