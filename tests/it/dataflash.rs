@@ -212,8 +212,10 @@ fn real_logs_streamed_through_loss_reordering_and_an_outage_come_out_message_for
         let (starts, stops) = (counters["starts"].as_u64(), counters["stops"].as_u64());
         assert_eq!(starts, Some(1 + timeouts + stops.unwrap()), "{counters}");
         // One mark as long as the outage for each time the vehicle dropped the daemon, and
-        // at most one short one before it: blocks missing behind later ones when the link
-        // went, which the vehicle never sent again (it frees them when it drops a client).
+        // short ones before it: blocks missing behind later ones when the link went, which
+        // the vehicle never sent again (it frees them when it drops a client). Loss can
+        // leave more than one such gap among the blocks in flight, but together they span
+        // well under a second; a link that never went leaves no mark at all.
         let marks: Vec<u64> = report["mark_ms"]
             .as_array()
             .unwrap()
@@ -226,7 +228,9 @@ fn real_logs_streamed_through_loss_reordering_and_an_outage_come_out_message_for
             marks.iter().all(|ms| !(1_000..40_000).contains(ms)),
             "{brief}"
         );
-        assert!(marks.len() as u64 <= 2 * timeouts, "{brief}");
+        let short_ms: u64 = marks.iter().filter(|&&ms| ms < 1_000).sum();
+        assert!(short_ms < 1_000, "{brief}");
+        assert!(timeouts > 0 || marks.is_empty(), "{brief}");
     }
 }
 
