@@ -3,11 +3,16 @@
 waits until it is ready to arm, switches to GUIDED, arms, takes off to ALT metres, hovers
 HOVER seconds, lands and waits until it disarms by itself.
 
-    ardupilot_fly.py PORT ALT HOVER [rc]
+    ardupilot_fly.py PORT ALT HOVER [rc|failures]
 
 With `rc`, the hover ends in a radio failure instead of a LAND: the SITL's receiver stops
 (`SIM_RC_FAIL` 1, no pulses), and the vehicle's radio failsafe brings it home and down by
 itself (stage `rc_lost` when the failure is asked for).
+
+With `failures`, the hover goes through the failures of `FAILURES` one after the other, each
+set by the SITL's `SIM_` parameters, held, taken back, and followed by a calm stretch (a
+stage line with its name as it is set), then LANDs. The battery's low-voltage failsafe is
+set to warn only (`BATT_FS_LOW_ACT` 0), so that the vehicle logs its failsafe and flies on.
 
 PORT is the UDP port the SITL's SERIAL0 sends to (`--serial0 udpclient:127.0.0.1:PORT`).
 Each stage prints one line as it is reached (`armed`, `airborne`, `hovering`, `landing`,
@@ -21,6 +26,24 @@ import time
 from pymavlink import mavutil
 
 TIMEOUT_READY_S = 120
+
+# Set before arming for `failures`: a pack below 10.5 V for 1 s is the vehicle's low-battery
+# failsafe, which only warns.
+BATTERY_FAILSAFE = [("BATT_LOW_VOLT", 10.5), ("BATT_LOW_TIMER", 1), ("BATT_FS_LOW_ACT", 0)]
+
+# (stage, parameters set, seconds held, parameters that take it back, calm seconds after).
+FAILURES = [
+    # Three satellites where there were ten: the fix goes on (the vehicle logs no ERR).
+    ("gps_few", [("SIM_GPS_NUMSATS", 3)], 6, [("SIM_GPS_NUMSATS", 10)], 6),
+    # Every fix 55 m off where it was: the EKF rejects the GPS (a glitch, say its ERR).
+    ("gps_glitch", [("SIM_GPS_GLITCH_X", 0.0005)], 10, [("SIM_GPS_GLITCH_X", 0)], 15),
+    # The simulated pack at 9.6 V, 3.2 V a cell.
+    ("battery_low", [("SIM_BATT_VOLTAGE", 9.6)], 6, [("SIM_BATT_VOLTAGE", 12.6)], 8),
+    # The first motor gives half its thrust: the vehicle sinks, the motor saturates (long
+    # enough for 50 of RCOU's samples, logged at 10 Hz, after the vehicle's thrust boost).
+    ("motor_weak", [("SIM_ENGINE_FAIL", 0), ("SIM_ENGINE_MUL", 0.5)], 12,
+     [("SIM_ENGINE_MUL", 1)], 8),
+]
 
 
 def is_armed(m):
@@ -52,6 +75,16 @@ def main():
     )
     texts = []
 
+    def set_parameters(parameters):
+        for name, value in parameters:
+            link.mav.param_set_send(
+                link.target_system,
+                link.target_component,
+                name.encode(),
+                value,
+                mavutil.mavlink.MAV_PARAM_TYPE_REAL32,
+            )
+
     def pump(until, why, timeout):
         """Reads the vehicle until `until(message)` is true (returns it) or `timeout`
         passes (fails saying `why`; returns None when there is no `why`)."""
@@ -68,6 +101,8 @@ def main():
             fail(why, texts)
         return None
 
+    if fault == "failures":
+        set_parameters(BATTERY_FAILSAFE)
     # GUIDED, then arm, until the vehicle takes it: its pre-arm checks (GPS lock, the EKF
     # aligned, a receiver taking the log stream) pass within a minute of boot.
     t0 = time.monotonic()
@@ -111,11 +146,14 @@ def main():
         60,
     )
     say("hovering")
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < hover:
-        m = link.recv_match(blocking=True, timeout=0.5)
-        if m is not None and m.get_type() == "STATUSTEXT":
-            texts.append(m.text)
+    pump(lambda m: False, None, hover)
+    if fault == "failures":
+        for stage, failure, held_s, back, calm_s in FAILURES:
+            set_parameters(failure)
+            say(stage)
+            pump(lambda m: False, None, held_s)
+            set_parameters(back)
+            pump(lambda m: False, None, calm_s)
     if fault == "rc":
         link.mav.param_set_send(
             link.target_system,

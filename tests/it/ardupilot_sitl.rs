@@ -5,9 +5,9 @@
 //! card log of the same boot, both read by pymavlink's DFReader
 //! (`tests/dataflash_compare.py`): every message of the card inside the streamed window is in
 //! the received `.bin` with the same fields, none invented, but what the vehicle dropped at
-//! the source (its own `DMS.Dp`). In flight, a radio failure the SITL is told to have is
-//! found by the diagnostics, live and from the files, beside the vehicle's own `ERR`; a
-//! clean flight gives no finding.
+//! the source (its own `DMS.Dp`). In flight, the failures the SITL is told to have (its
+//! radio; a GPS glitch, a low battery, a weak motor) are found by the diagnostics, live and
+//! from the files, beside the vehicle's own `ERR`; a clean flight gives no finding.
 //!
 //! Without the SITL the test says SKIPPED, and fails under CI.
 
@@ -494,4 +494,94 @@ fn side_by_side_with_mavlink_routers_log_endpoint_on_the_same_lossy_link() {
         brief(ours),
         brief(router)
     );
+}
+
+/// The SITL told to fail in flight, one failure after the other (`tests/ardupilot_fly.py`'s
+/// `failures`): few satellites, a GPS glitch, a battery let down below its failsafe voltage,
+/// a motor at half thrust. Each but the first gives the vehicle's own `ERR` and the
+/// receiver's finding of the same moment, listed beside each other (the vehicle logs no
+/// `ERR` for few satellites), from the received files and live as the stream came; nothing
+/// else is found.
+#[test]
+fn failures_injected_in_flight_are_found_beside_the_vehicles_own_err() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let relay = Relay::start(Impairment::default());
+    let Some(sitl) = ArduPilot::start("failures", 5, relay.listen) else {
+        return;
+    };
+    let dir = fresh_dir("failures-ours");
+    let (mut d, _lines) = daemon(&dir, relay.daemon_port, 600, free_tcp_port(), &[]);
+    wait_for_blocks(&relay, 1);
+    let mut flight = sitl.fly_into(&py, 10, 5, Some("failures"));
+    flight.stage("landed", Duration::from_secs(300));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(d.terminate().success());
+    let card = sitl.stop();
+    let (session, splits) = splits(&dir);
+    let report = compare(&py, &card, &splits);
+    check_whole(&report, "a flight with failures");
+    check_flew(&report, 10.0);
+    let from_files = diagnostics_of(&session);
+    let findings = from_files["diagnostics"].as_array().unwrap();
+    let records = from_files["vehicle_records"].as_array().unwrap();
+    // Few satellites: found, and nothing of the vehicle's beside it.
+    let gps: Vec<usize> = (findings.iter().enumerate())
+        .filter(|(_, f)| f["id"] == "gps_interference")
+        .map(|(k, _)| k)
+        .collect();
+    assert!(!gps.is_empty(), "{from_files}");
+    for k in gps {
+        assert!(
+            from_files["beside"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| records[r.as_u64().unwrap() as usize]["record"] == "EV"),
+            "{from_files}"
+        );
+    }
+    // (the finding, the vehicle's ERR subsystem and code, in words)
+    let expected = [
+        ("ekf_failure", 11, 2, "GPS: glitch"),
+        ("battery_brownout", 6, 1, "battery failsafe: occurred"),
+        ("motor_failure", 25, 1, "thrust loss check: thrust loss"),
+    ];
+    let mut ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    ids.dedup();
+    let in_order: Vec<&str> = std::iter::once("gps_interference")
+        .chain(expected.iter().map(|e| e.0))
+        .collect();
+    assert_eq!(ids, in_order, "{from_files}");
+    for (id, subsystem, code, text) in expected {
+        let beside: Vec<&Json> = findings
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f["id"] == id)
+            .flat_map(|(k, _)| from_files["beside"][k].as_array().unwrap())
+            .map(|r| &records[r.as_u64().unwrap() as usize])
+            .collect();
+        assert!(
+            beside
+                .iter()
+                .any(|r| r["subsystem"] == subsystem && r["code"] == code && r["text"] == text),
+            "{id}: {beside:?}"
+        );
+    }
+    // Live: the daemon made each finding as the stream came, an event of the session.
+    let info: Json = serde_json::from_str(&common::procs::run_ok(&[
+        "info",
+        "--json",
+        session.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let live: Vec<&Json> = info["session"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["source"] == "diagnostic")
+        .map(|e| &e["finding"])
+        .collect();
+    assert_eq!(live, findings.iter().collect::<Vec<_>>(), "{info}");
 }
