@@ -114,7 +114,7 @@ impl Format {
         self.format.starts_with('Q') && self.labels.first().is_some_and(|l| l == "TimeUS")
     }
 
-    /// Byte offset (header included) and size of the field labelled `label`.
+    /// Byte offset (header included) and character of the field labelled `label`.
     pub fn field(&self, label: &str) -> Option<(usize, u8)> {
         let mut offset = MSG_HEADER_LEN;
         for (c, l) in self.format.bytes().zip(&self.labels) {

@@ -155,6 +155,17 @@ fn produce(
         return Ok(());
     }
     let options = crate::export::ExportOptions::default();
+    if let Some(files) = crate::store::input::dataflash_files(path) {
+        // An ArduPilot flight: its MCAP (the route refuses it a .ulg).
+        let _ = opened.send(Ok(None));
+        crate::export::mcap::dataflash::write_bin(
+            &files,
+            &options,
+            std::io::BufWriter::new(&mut *out),
+        )
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        return Ok(());
+    }
     let flight = match crate::export::flight::open(path, &options) {
         Ok(f) => f,
         Err(e) => return fail(opened, format!("cannot read the flight: {e}")),

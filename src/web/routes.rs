@@ -304,10 +304,10 @@ async fn signals(
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
-    if served.flights.row(&id).is_some_and(|r| is_dataflash(&r)) {
-        return not_for_dataflash("plots");
-    }
     let read = tokio::task::spawn_blocking(move || {
+        if let Some(files) = crate::store::input::dataflash_files(&dir) {
+            return crate::export::signals::dataflash::read(&files, &ask);
+        }
         let flight = crate::export::flight::open(&dir, &Default::default())?;
         crate::export::signals::read(&*flight, &ask)
     })
@@ -339,8 +339,8 @@ async fn download(
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
-    if served.flights.row(&id).is_some_and(|r| is_dataflash(&r)) {
-        return not_for_dataflash("a .ulg or .mcap download");
+    if what == Download::Ulg && served.flights.row(&id).is_some_and(|r| is_dataflash(&r)) {
+        return not_for_dataflash("a .ulg download");
     }
     if !plain_files(&dir) {
         return json_error(
@@ -426,7 +426,9 @@ fn is_dataflash(row: &crate::report::flights::FlightRow) -> bool {
 fn not_for_dataflash(what: &str) -> Response {
     json_error(
         StatusCode::UNPROCESSABLE_ENTITY,
-        &format!("{what}: not for an ArduPilot flight yet (its .bin splits are in its files)"),
+        &format!(
+            "{what}: not for an ArduPilot flight (its .bin splits are in its files, and it downloads as .mcap)"
+        ),
     )
 }
 

@@ -13,6 +13,8 @@ let offered = { fill: false, upload: false, vehicle_logs: false };
 let plotted = null;
 let plotFrom = 0;
 let plotSpan = 1;
+// What the first look reads, as the plots say when a flight has none of it.
+let firstLook = "";
 const plots = [];
 
 const $ = (id) => document.getElementById(id);
@@ -153,7 +155,8 @@ function downloads(f) {
     if (!first) return el("span", { className: "muted", textContent: "—" });
     return el("span", {},
       el("a", { href: "api/flights/" + encodeURIComponent(f.id) + "/files/" + encodeURIComponent(first.file), textContent: ".bin", className: "dl-bin" }),
-      f.splits.length > 1 ? el("span", { className: "muted", textContent: " +" + (f.splits.length - 1) + " in its view" }) : "");
+      f.splits.length > 1 ? el("span", { className: "muted", textContent: " +" + (f.splits.length - 1) + " in its view" }) : "", " ",
+      el("a", { href: "api/flights/" + encodeURIComponent(f.id) + "/download?format=mcap", textContent: ".mcap", className: "dl-mcap" }));
   }
   const base = "api/flights/" + encodeURIComponent(f.id) + "/download?format=";
   return el("span", {},
@@ -229,9 +232,10 @@ async function loadSignals(id) {
   try {
     const signals = await api("api/flights/" + encodeURIComponent(id) + "/signals");
     if (plotted !== id) return;
+    if (plotFrom === null) spanOf(signals.series);
     signals.series.forEach(plot);
     $("plot-fields").replaceChildren(...signals.fields.map((f) => el("option", { value: f })));
-    $("plot-said").textContent = signals.series.length ? "" : "none of battery_status, vehicle_local_position, vehicle_attitude in this flight";
+    $("plot-said").textContent = signals.series.length ? "" : "none of " + firstLook + " in this flight";
   } catch (e) {
     $("plot-said").textContent = "Not read: " + e.message;
   }
@@ -251,6 +255,19 @@ async function plotField() {
   }
 }
 
+// An ArduPilot flight's span, from its signals (its row has no log times): the plots' axis
+// and its findings on the timeline.
+function spanOf(series) {
+  const t = series.flatMap((x) => (x.t_us.length ? [x.t_us[0], x.t_us[x.t_us.length - 1]] : []));
+  if (!t.length) return;
+  plotFrom = Math.min(...t);
+  plotSpan = Math.max(1, Math.max(...t) - plotFrom) / 1e6;
+  const f = flights.get(plotted);
+  const at = (us) => Math.min(100, Math.max(0, (100 * (us - plotFrom)) / (plotSpan * 1e6)));
+  $("timeline").replaceChildren(...(f ? f.findings : []).map((x) =>
+    el("div", { className: "mark finding", title: x.severity + ": " + x.summary, style: "left:" + at(x.at_us) + "%" })));
+}
+
 // A flight's view; its signals read again when it is opened (`replot`), not at each change.
 async function showFlight(id, replot = false) {
   if (shown !== id) $("flight-said").textContent = "";
@@ -260,7 +277,7 @@ async function showFlight(id, replot = false) {
   $("flight").hidden = false;
   $("flight").dataset.id = id;
   $("flight-title").textContent = started(f.started_utc);
-  if (!report) return showFlightFiles(id, f);
+  if (!report) return showFlightFiles(id, f, replot);
   const s = report.session, log = report.flight;
   const from = log.start_timestamp, to = Math.max(log.last_timestamp, from + 1);
   const at = (us) => Math.min(100, Math.max(0, (100 * (us - from)) / (to - from)));
@@ -279,6 +296,8 @@ async function showFlight(id, replot = false) {
     plotted = id;
     plotFrom = from;
     plotSpan = (to - from) / 1e6;
+    firstLook = "battery_status, vehicle_local_position, vehicle_attitude";
+    $("plot-field").placeholder = "battery_status.current_a";
     loadSignals(id);
   }
   const facts = [
@@ -303,12 +322,17 @@ async function showFlight(id, replot = false) {
   $("flight-upload").hidden = !(offered.upload && f.closed && !f.uploads.complete);
 }
 
-// An ArduPilot flight's view: its line's facts, its files and its actions; the timeline, the
-// plots and the fill read PX4's ULog and are not for it yet.
-function showFlightFiles(id, f) {
-  $("timeline").replaceChildren();
-  $("plots").replaceChildren(el("p", { className: "muted", textContent: "Plots: not for an ArduPilot flight yet." }));
-  plotted = null;
+// An ArduPilot flight's view: its line's facts, its findings, its plots (read from its own
+// messages), its files and its actions; the fill reads PX4's ULog and is not for it yet.
+function showFlightFiles(id, f, replot) {
+  if (replot || plotted !== id) {
+    plotted = id;
+    plotFrom = null;
+    $("timeline").replaceChildren();
+    firstLook = "BAT, POS, ATT";
+    $("plot-field").placeholder = "BAT.Curr";
+    loadSignals(id);
+  }
   const facts = [
     ["Vehicle", "sysid " + f.system_id + ", component " + f.component_id + ", ArduPilot"],
     ["Duration", seconds(f.duration_s)],
@@ -318,7 +342,9 @@ function showFlightFiles(id, f) {
     ["Flight Review", "not for ArduPilot logs"],
   ];
   $("flight-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", { textContent: k }), el("dd", { textContent: v })]));
-  $("flight-findings").replaceChildren(el("li", { className: "muted", textContent: "none" }));
+  $("flight-findings").replaceChildren(...(f.findings.length ? f.findings.map((x) => el("li", {},
+    el("span", { className: "sev " + x.severity, textContent: x.severity }),
+    " " + (x.at_us / 1e6).toFixed(1) + " s  " + x.analyzer + ": " + x.summary)) : [el("li", { className: "muted", textContent: "none" })]));
   $("flight-files").replaceChildren(...f.splits.map((sp) => el("li", {},
     el("a", { href: "api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
     " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));

@@ -315,6 +315,12 @@ pub fn vehicle_said(py: &Path, files: &[PathBuf]) -> serde_json::Value {
     report_of(py, "dataflash_vehicle_said.py", &files[0], &files[1..])
 }
 
+/// What the web page's first look of `files` should plot, as pymavlink reads them
+/// (`tests/dataflash_signals.py`): each signal's samples, smallest and largest value.
+pub fn signals_said(py: &Path, files: &[PathBuf]) -> serde_json::Value {
+    report_of(py, "dataflash_signals.py", &files[0], &files[1..])
+}
+
 /// `ulog-recv sim LOG` (4 times faster than flown, through `impairments`) into a daemon
 /// until the simulator has sent the whole log; the daemon's splits, and the simulator's
 /// counters.

@@ -1,13 +1,14 @@
 //! An ArduPilot flight (DataFlash splits) on the page's API: listed as a PX4 flight is, with
-//! its format; its view without the ULog report; what reads ULog (signals, the `.ulg` and
-//! `.mcap` downloads) answered 422 with why, not a failure; its splits served as written.
+//! its format; its view without the ULog report; its signals read from its own messages, as
+//! pymavlink reads them; its MCAP download the CLI's export; the `.ulg` download answered
+//! 422 with why, not a failure; its splits served as written.
 
 use super::{daemon, free_http_port, get};
-use crate::common::ardupilot::write_bin_session;
+use crate::common::ardupilot::{signals_said, write_bin_session};
 use crate::common::procs::{files_with_extension, fresh_dir};
 
 #[test]
-fn an_ardupilot_flight_is_listed_and_served_and_what_reads_ulog_says_it_does_not_apply() {
+fn an_ardupilot_flight_is_listed_plotted_and_served_and_a_ulg_download_says_it_does_not_apply() {
     let dir = fresh_dir("web-ardupilot");
     let logs = dir.join("logs");
     let Some(session) = write_bin_session(&logs) else {
@@ -36,19 +37,72 @@ fn an_ardupilot_flight_is_listed_and_served_and_what_reads_ulog_says_it_does_not
     assert!(view["report"].is_null(), "{view}");
     assert_eq!(view["flight"]["id"], id.as_str());
 
-    for path in [
-        format!("/api/flights/{id}/signals"),
-        format!("/api/flights/{id}/download?format=ulg"),
-        format!("/api/flights/{id}/download?format=mcap"),
-    ] {
-        let reply = get(&addr, &path, &[]);
-        assert_eq!(reply.status, 422, "{path}: {}", reply.text());
-        assert!(
-            reply.text().contains("not for an ArduPilot flight"),
-            "{path}: {}",
-            reply.text()
-        );
+    // The first look: each signal as many samples as pymavlink reads, its extremes kept.
+    let signals = get(&addr, &format!("/api/flights/{id}/signals"), &[]);
+    assert_eq!(signals.status, 200, "{}", signals.text());
+    let signals = signals.json();
+    if let Some(py) = crate::common::venv_python() {
+        let said = signals_said(&py, &splits);
+        let series = signals["series"].as_array().unwrap();
+        let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["battery voltage", "height", "attitude error"]);
+        for s in series {
+            let name = s["name"].as_str().unwrap();
+            let values: Vec<f64> = (s["values"].as_array().unwrap().iter())
+                .filter_map(|v| v.as_f64())
+                .collect();
+            let (min, max) = values
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+            assert_eq!(s["samples"], said[name]["samples"], "{name}: {said}");
+            let close = |a: f64, b: &serde_json::Value| (a - b.as_f64().unwrap()).abs() < 1e-3;
+            assert!(close(min, &said[name]["min"]), "{name}: {min} {said}");
+            assert!(close(max, &said[name]["max"]), "{name}: {max} {said}");
+        }
+        assert!(said["height"]["max"].as_f64().unwrap() > 5.0, "{said}");
     }
+    let fields = signals["fields"].as_array().unwrap();
+    assert!(fields.iter().any(|f| f == "BAT.Curr"), "{signals}");
+    let one = get(
+        &addr,
+        &format!("/api/flights/{id}/signals?field=BAT.Curr"),
+        &[],
+    )
+    .json();
+    assert_eq!(one["series"][0]["name"], "BAT.Curr", "{one}");
+    assert_eq!(
+        one["series"][0]["samples"], signals["series"][0]["samples"],
+        "a sample of the current in each BAT of the first battery"
+    );
+    // The MCAP download is the CLI's export of the same flight.
+    let mcap = get(
+        &addr,
+        &format!("/api/flights/{id}/download?format=mcap"),
+        &[],
+    );
+    assert_eq!(mcap.status, 200, "{}", mcap.text());
+    let exported = dir.join("exported.mcap");
+    crate::common::procs::run_ok(&[
+        "export",
+        session.to_str().unwrap(),
+        "-o",
+        exported.to_str().unwrap(),
+    ]);
+    assert!(
+        mcap.body == std::fs::read(&exported).unwrap(),
+        "the MCAP as exported"
+    );
+    let ulg = get(
+        &addr,
+        &format!("/api/flights/{id}/download?format=ulg"),
+        &[],
+    );
+    assert_eq!(ulg.status, 422, "{}", ulg.text());
+    assert!(
+        ulg.text().contains("not for an ArduPilot flight"),
+        "{}",
+        ulg.text()
+    );
     let first = get(
         &addr,
         &format!("/api/flights/{id}/files/split_0000.bin"),

@@ -323,12 +323,19 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
         let bucket = until(&client, "a flight recorded without uploads", "const r = document.querySelector('tr[data-closed=\"false\"] td.bucket'); return r && r.textContent;").await;
         assert_eq!(bucket, json!("off"));
         if let Some(id) = ardupilot {
-            let row = until(&client, "the ArduPilot flight", &format!("const r = document.querySelector('tr[data-id=\"{id}\"]'); return r && [r.querySelector('.vehicle').textContent, r.querySelector('.review').textContent, !!r.querySelector('a.dl-bin'), !!r.querySelector('a.dl-ulg')];")).await;
-            assert_eq!(row, json!(["sysid 1 · ArduPilot", "not for ArduPilot", true, false]));
+            let row = until(&client, "the ArduPilot flight", &format!("const r = document.querySelector('tr[data-id=\"{id}\"]'); return r && [r.querySelector('.vehicle').textContent, r.querySelector('.review').textContent, !!r.querySelector('a.dl-bin'), !!r.querySelector('a.dl-ulg'), !!r.querySelector('a.dl-mcap')];")).await;
+            assert_eq!(row, json!(["sysid 1 · ArduPilot", "not for ArduPilot", true, false, true]));
             click(&client, &format!("tr[data-id=\"{id}\"] td.start")).await;
-            let view = until(&client, "its view", "const f = document.getElementById('flight'); const p = document.getElementById('plots').textContent; return !f.hidden && p.includes('ArduPilot') && [document.getElementById('flight-facts').textContent, document.querySelectorAll('#flight-files li').length];").await;
+            let view = until(&client, "its view", &format!("const f = document.getElementById('flight'); return !f.hidden && f.dataset.id === '{id}' && document.getElementById('flight-facts').textContent.includes('ArduPilot') && [document.getElementById('flight-facts').textContent, document.querySelectorAll('#flight-files li').length];")).await;
             assert!(view[0].as_str().unwrap().contains("not for ArduPilot logs"), "{view}");
             assert!(view[1].as_u64().unwrap() >= 3, "{view}");
+            // Its first look plotted from its own messages, then a field picked by name.
+            let plotted = until(&client, "its signals plotted", "const p = [...document.querySelectorAll('#plots .plot')]; return p.length === 3 && p.every(x => x.querySelector('canvas')) && p.map(x => x.dataset.name);").await;
+            assert_eq!(plotted, json!(["battery voltage", "height", "attitude error"]));
+            let field = until(&client, "its fields to pick from", "const o = document.querySelector('#plot-fields option[value=\"RCOU.C1\"]'); return o && o.value;").await;
+            client.find(Locator::Id("plot-field")).await.unwrap().send_keys(field.as_str().unwrap()).await.unwrap();
+            client.find(Locator::Id("plot-add")).await.unwrap().click().await.unwrap();
+            until(&client, "the picked field plotted", "const p = document.querySelector('#plots .plot[data-name=\"RCOU.C1\"]'); return p && p.querySelector('canvas') && true;").await;
             screenshot(&client, "06-ardupilot.png").await;
         }
         client.close().await.unwrap();

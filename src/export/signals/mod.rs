@@ -12,7 +12,10 @@
 //! | attitude error | ° | the angle between `vehicle_attitude.q` and the `vehicle_attitude_setpoint.q_d` of the latest log time at or before it (all three axes), that setpoint at most [`SETPOINT_FRESH_US`] older |
 //!
 //! A signal the flight has no topic or field for is left out. A value that is not finite, and
-//! a dropout, are a hole (`null`) in every series.
+//! a dropout, are a hole (`null`) in every series. An ArduPilot flight's signals are read
+//! from its own messages by [`dataflash`].
+
+pub mod dataflash;
 
 use std::str::FromStr;
 
@@ -288,7 +291,7 @@ fn quaternion(data: &[u8], q: &[Field; 4]) -> Option<[f64; 4]> {
 }
 
 /// The rotation between two unit quaternions, in degrees.
-fn angle_deg(a: [f64; 4], b: [f64; 4]) -> f64 {
+pub(crate) fn angle_deg(a: [f64; 4], b: [f64; 4]) -> f64 {
     let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
     2.0 * dot.abs().min(1.0).acos().to_degrees()
 }
