@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::{Ask, FIRST_LOOK, FieldPath, MAX_POINTS, Series, Signals, angle_deg, thin};
+use super::{Ask, FieldPath, Runs, Signals, angle_deg};
 use crate::dataflash::format::Format;
 use crate::dataflash::gaps::dropout_ms;
 use crate::dataflash::state::{LogState, Passing};
@@ -57,29 +57,15 @@ pub fn read(files: &[PathBuf], ask: &Ask) -> Result<Signals, ExportError> {
         state: LogState::default(),
         types: vec![None; 256],
         seen: HashSet::new(),
-        runs: Vec::new(),
+        runs: Runs::default(),
         fields: Vec::new(),
     };
     each_dataflash_message(files, |m, f| {
         reader.message(m, f);
         true
     })?;
-    let mut runs = reader.runs;
-    runs.sort_by_key(|run| FIRST_LOOK.iter().position(|name| *name == run.name));
-    let series = runs
-        .into_iter()
-        .filter(|run| run.samples > 0)
-        .map(|run| {
-            let (t_us, values) = thin(run.t_us, run.values, MAX_POINTS);
-            Series {
-                t_us,
-                values,
-                ..run
-            }
-        })
-        .collect();
     Ok(Signals {
-        series,
+        series: reader.runs.into_series(),
         fields: reader.fields,
     })
 }
@@ -91,7 +77,7 @@ struct BinSignals {
     types: Vec<Option<TypeRead>>,
     /// The types and instances whose fields are listed already.
     seen: HashSet<(String, u8)>,
-    runs: Vec<Series>,
+    runs: Runs,
     fields: Vec<String>,
 }
 
@@ -129,13 +115,7 @@ impl BinSignals {
             Passing::Data { timestamp } => timestamp,
         };
         if dropout_ms(m, f).is_some() {
-            // A hole in every series read so far, just after its last sample.
-            for run in &mut self.runs {
-                if let Some(&last) = run.t_us.last() {
-                    run.t_us.push(last + 1);
-                    run.values.push(None);
-                }
-            }
+            self.runs.hole();
             return;
         }
         let read = match &self.types[usize::from(f.type_id)] {
@@ -160,7 +140,7 @@ impl BinSignals {
                 instance: wanted,
             } => {
                 if instance == wanted {
-                    push(&mut self.runs[run], timestamp, number(m, field));
+                    self.runs.push(run, timestamp, number(m, field));
                 }
             }
             Role::Attitude {
@@ -173,7 +153,7 @@ impl BinSignals {
                 };
                 if let (Some([r, p, y]), Some([dr, dp, dy])) = (angles(achieved), angles(desired)) {
                     let error = angle_deg(quaternion(r, p, y), quaternion(dr, dp, dy));
-                    push(&mut self.runs[run], timestamp, Some(error));
+                    self.runs.push(run, timestamp, Some(error));
                 }
             }
         }
@@ -209,7 +189,7 @@ impl BinSignals {
                 Some(field) if path.instance == 0 || instance.is_some() => {
                     let name = path.to_string();
                     Role::Value {
-                        run: self.run(&name, "", name.clone()),
+                        run: self.runs.run(&name, "", name.clone()),
                         field,
                         instance: path.instance,
                     }
@@ -219,7 +199,7 @@ impl BinSignals {
             Ask::FirstLook => match f.name.as_str() {
                 "BAT" => match numeric("Volt") {
                     Some(field) => Role::Value {
-                        run: self.run("battery voltage", "V", "BAT.Volt".into()),
+                        run: self.runs.run("battery voltage", "V", "BAT.Volt".into()),
                         field,
                         instance: 0,
                     },
@@ -227,7 +207,9 @@ impl BinSignals {
                 },
                 "POS" => match numeric("RelHomeAlt") {
                     Some(field) => Role::Value {
-                        run: self.run("height", "m", "POS.RelHomeAlt (above home)".into()),
+                        run: self
+                            .runs
+                            .run("height", "m", "POS.RelHomeAlt (above home)".into()),
                         field,
                         instance: 0,
                     },
@@ -246,7 +228,7 @@ impl BinSignals {
                         three(["DesRoll", "DesPitch", "DesYaw"]),
                     ) {
                         (Some(achieved), Some(desired)) => Role::Attitude {
-                            run: self.run(
+                            run: self.runs.run(
                                 "attitude error",
                                 "°",
                                 "angle between ATT's Roll, Pitch, Yaw and its DesRoll, \
@@ -264,28 +246,6 @@ impl BinSignals {
         };
         TypeRead { role, instance }
     }
-
-    /// The run named `name`, made on first use.
-    fn run(&mut self, name: &str, unit: &str, source: String) -> usize {
-        if let Some(k) = self.runs.iter().position(|r| r.name == name) {
-            return k;
-        }
-        self.runs.push(Series {
-            name: name.to_owned(),
-            unit: unit.to_owned(),
-            source,
-            samples: 0,
-            t_us: Vec::new(),
-            values: Vec::new(),
-        });
-        self.runs.len() - 1
-    }
-}
-
-fn push(run: &mut Series, t_us: u64, value: Option<f64>) {
-    run.samples += 1;
-    run.t_us.push(t_us);
-    run.values.push(value.filter(|v| v.is_finite()));
 }
 
 #[cfg(test)]
@@ -336,8 +296,9 @@ mod tests {
         log
     }
 
-    fn read_log(ask: &Ask) -> Signals {
-        let path = std::env::temp_dir().join(format!("signals-{}.bin", std::process::id()));
+    /// `ask` of [`log`], written to a file of its own (`name`: the tests run side by side).
+    fn read_log(name: &str, ask: &Ask) -> Signals {
+        let path = std::env::temp_dir().join(format!("signals-{name}-{}.bin", std::process::id()));
         std::fs::write(&path, log()).unwrap();
         let signals = read(std::slice::from_ref(&path), ask).unwrap();
         std::fs::remove_file(&path).unwrap();
@@ -346,9 +307,9 @@ mod tests {
 
     #[test]
     fn the_first_look_reads_the_first_battery_the_height_and_the_attitude_error() {
-        let signals = read_log(&Ask::FirstLook);
+        let signals = read_log("first", &Ask::FirstLook);
         let names: Vec<&str> = signals.series.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, FIRST_LOOK);
+        assert_eq!(names, super::super::FIRST_LOOK);
         let [battery, height, attitude] = &signals.series[..] else {
             panic!("{signals:?}")
         };
@@ -375,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_field_is_read_by_its_type_and_instance() {
-        let signals = read_log(&Ask::Field("BAT/1.Volt".parse().unwrap()));
+        let signals = read_log("bat1", &Ask::Field("BAT/1.Volt".parse().unwrap()));
         let [one] = &signals.series[..] else {
             panic!("{signals:?}")
         };
@@ -385,7 +346,7 @@ mod tests {
         assert_eq!(one.values[1], None);
         assert!(signals.fields.is_empty());
         // A type without an instance field has no instance 1.
-        let none = read_log(&Ask::Field("POS/1.RelHomeAlt".parse().unwrap()));
+        let none = read_log("pos1", &Ask::Field("POS/1.RelHomeAlt".parse().unwrap()));
         assert!(none.series.is_empty());
     }
 }

@@ -125,32 +125,13 @@ pub fn read(flight: &(impl Flight + ?Sized), ask: &Ask) -> Result<Signals, Expor
     let mut sink = SignalSink {
         ask: ask.clone(),
         roles: Vec::new(),
-        runs: Vec::new(),
+        runs: Runs::default(),
         fields: Vec::new(),
         setpoints: std::collections::VecDeque::with_capacity(SETPOINTS_KEPT),
     };
     walk(flight, &ExportOptions::default(), &mut sink)?;
-    // In the table's order, whatever order the topics came in.
-    sink.runs
-        .sort_by_key(|run| FIRST_LOOK.iter().position(|name| *name == run.name));
-    let series = sink
-        .runs
-        .into_iter()
-        .filter(|run| run.samples > 0)
-        .map(|run| {
-            let (t_us, values) = thin(run.t_us, run.values, MAX_POINTS);
-            Series {
-                name: run.name,
-                unit: run.unit,
-                source: run.source,
-                samples: run.samples,
-                t_us,
-                values,
-            }
-        })
-        .collect();
     Ok(Signals {
-        series,
+        series: sink.runs.into_series(),
         fields: sink.fields,
     })
 }
@@ -176,49 +157,75 @@ enum Role {
     Unread,
 }
 
-/// A series as it is read.
+/// The series as they are read, each made on first use.
 #[derive(Debug, Default)]
-struct Run {
-    name: String,
-    unit: String,
-    source: String,
-    samples: u64,
-    t_us: Vec<u64>,
-    values: Vec<Option<f64>>,
-}
+pub(crate) struct Runs(Vec<Series>);
 
-impl Run {
-    fn push(&mut self, t_us: u64, value: Option<f64>) {
-        self.samples += 1;
-        self.t_us.push(t_us);
-        self.values.push(value.filter(|v| v.is_finite()));
+impl Runs {
+    /// The run named `name`, made on first use.
+    pub(crate) fn run(&mut self, name: &str, unit: &str, source: String) -> usize {
+        if let Some(k) = self.0.iter().position(|r| r.name == name) {
+            return k;
+        }
+        self.0.push(Series {
+            name: name.to_owned(),
+            unit: unit.to_owned(),
+            source,
+            samples: 0,
+            t_us: Vec::new(),
+            values: Vec::new(),
+        });
+        self.0.len() - 1
+    }
+
+    /// A sample of run `run` (a value that is not finite is a hole).
+    pub(crate) fn push(&mut self, run: usize, t_us: u64, value: Option<f64>) {
+        let run = &mut self.0[run];
+        run.samples += 1;
+        run.t_us.push(t_us);
+        run.values.push(value.filter(|v| v.is_finite()));
+    }
+
+    /// A dropout: a hole in every series read so far, just after its last sample (the
+    /// dropout's own time may lie ahead of a series' next sample).
+    pub(crate) fn hole(&mut self) {
+        for run in &mut self.0 {
+            if let Some(&last) = run.t_us.last() {
+                run.t_us.push(last + 1);
+                run.values.push(None);
+            }
+        }
+    }
+
+    /// The series with samples, thinned, the first look's in its order first.
+    pub(crate) fn into_series(mut self) -> Vec<Series> {
+        self.0
+            .sort_by_key(|run| FIRST_LOOK.iter().position(|name| *name == run.name));
+        self.0
+            .into_iter()
+            .filter(|run| run.samples > 0)
+            .map(|run| {
+                let (t_us, values) = thin(run.t_us, run.values, MAX_POINTS);
+                Series {
+                    t_us,
+                    values,
+                    ..run
+                }
+            })
+            .collect()
     }
 }
 
 struct SignalSink {
     ask: Ask,
     roles: Vec<Role>,
-    runs: Vec<Run>,
+    runs: Runs,
     fields: Vec<String>,
     /// The latest attitude setpoints (in log order): their time and `q_d`.
     setpoints: std::collections::VecDeque<(u64, [f64; 4])>,
 }
 
 impl SignalSink {
-    /// The run named `name`, made on first use.
-    fn run(&mut self, name: &str, unit: &str, source: String) -> usize {
-        if let Some(k) = self.runs.iter().position(|r| r.name == name) {
-            return k;
-        }
-        self.runs.push(Run {
-            name: name.to_owned(),
-            unit: unit.to_owned(),
-            source,
-            ..Run::default()
-        });
-        self.runs.len() - 1
-    }
-
     /// The role of a first-look topic instance.
     fn first_look(&mut self, topic: &str, multi_id: u8, layout: &Layout) -> Role {
         let field = |name: &str| numeric(layout, name);
@@ -242,14 +249,18 @@ impl SignalSink {
                     return Role::Unread;
                 };
                 Role::Value {
-                    run: self.run("battery voltage", "V", format!("battery_status.{name}")),
+                    run: self
+                        .runs
+                        .run("battery voltage", "V", format!("battery_status.{name}")),
                     field: f,
                     negate: false,
                 }
             }
             "vehicle_local_position" => match field("z") {
                 Some(z) => Role::Value {
-                    run: self.run("height", "m", "-vehicle_local_position.z".into()),
+                    run: self
+                        .runs
+                        .run("height", "m", "-vehicle_local_position.z".into()),
                     field: z,
                     negate: true,
                 },
@@ -257,7 +268,7 @@ impl SignalSink {
             },
             "vehicle_attitude" => match quaternion("q") {
                 Some(q) => Role::Attitude {
-                    run: self.run(
+                    run: self.runs.run(
                         "attitude error",
                         "°",
                         "angle between vehicle_attitude.q and vehicle_attitude_setpoint.q_d".into(),
@@ -326,7 +337,7 @@ impl Sink for SignalSink {
                     .filter(|_| path.topic == source.format && path.instance == source.multi_id)
                 {
                     Some(field) => Role::Value {
-                        run: self.run(&path.to_string(), "", path.to_string()),
+                        run: self.runs.run(&path.to_string(), "", path.to_string()),
                         field,
                         negate: false,
                     },
@@ -348,7 +359,7 @@ impl Sink for SignalSink {
         match &self.roles[channel as usize] {
             Role::Value { run, field, negate } => {
                 let v = field.value_in(data).map(|v| if *negate { -v } else { v });
-                self.runs[*run].push(timestamp_us, v);
+                self.runs.push(*run, timestamp_us, v);
             }
             Role::Setpoint { q_d } => {
                 if let Some(q_d) = quaternion(data, q_d) {
@@ -367,7 +378,7 @@ impl Sink for SignalSink {
                     .filter(|(t, _)| timestamp_us - t <= SETPOINT_FRESH_US);
                 if let (Some((_, q_d)), Some(q)) = (fresh, quaternion(data, q)) {
                     let q_d = *q_d;
-                    self.runs[*run].push(timestamp_us, Some(angle_deg(q, q_d)));
+                    self.runs.push(*run, timestamp_us, Some(angle_deg(q, q_d)));
                 }
             }
             Role::Unread => {}
@@ -380,14 +391,7 @@ impl Sink for SignalSink {
     }
 
     fn dropout(&mut self, _timestamp_us: u64, _duration_ms: u16) -> Result<(), ExportError> {
-        // A hole in every series read so far, just after its last sample: the dropout's own
-        // time is the latest of any topic's, which may lie ahead of a series' next sample.
-        for run in &mut self.runs {
-            if let Some(&last) = run.t_us.last() {
-                run.t_us.push(last + 1);
-                run.values.push(None);
-            }
-        }
+        self.runs.hole();
         Ok(())
     }
 }
