@@ -26,7 +26,7 @@ use crate::export::flight::each_dataflash_message;
 type At = (usize, u8);
 
 /// What a type's messages give the signals.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 enum Role {
     Unread,
     /// A field into run `run`, from the messages of instance `instance` only.
@@ -44,7 +44,7 @@ enum Role {
 }
 
 /// A type's role and where its instance field is.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct TypeRead {
     role: Role,
     instance: Option<At>,
@@ -75,8 +75,8 @@ struct BinSignals {
     state: LogState,
     /// Per type id, found at its first message (again after its FMT).
     types: Vec<Option<TypeRead>>,
-    /// The types and instances whose fields are listed already.
-    seen: HashSet<(String, u8)>,
+    /// The type ids and instances whose fields are listed already.
+    seen: HashSet<(u8, u8)>,
     runs: Runs,
     fields: Vec<String>,
 }
@@ -109,6 +109,7 @@ impl BinSignals {
         let timestamp = match self.state.pass(m, f) {
             Passing::Defined(t) => {
                 self.types[usize::from(t)] = None;
+                self.seen.retain(|&(ty, _)| ty != t);
                 return;
             }
             Passing::Definition => return,
@@ -118,18 +119,18 @@ impl BinSignals {
             self.runs.hole();
             return;
         }
-        let read = match &self.types[usize::from(f.type_id)] {
-            Some(read) => read.clone(),
+        let read = match self.types[usize::from(f.type_id)] {
+            Some(read) => read,
             None => {
                 let read = self.type_read(f);
-                self.types[usize::from(f.type_id)].insert(read).clone()
+                *self.types[usize::from(f.type_id)].insert(read)
             }
         };
         let instance = read
             .instance
             .and_then(|at| number(m, at))
             .map_or(0, |v| v.clamp(0.0, 255.0) as u8);
-        if matches!(self.ask, Ask::FirstLook) && self.seen.insert((f.name.clone(), instance)) {
+        if matches!(self.ask, Ask::FirstLook) && self.seen.insert((f.type_id, instance)) {
             self.list_fields(f, instance);
         }
         match read.role {
@@ -173,8 +174,14 @@ impl BinSignals {
                     field: label.clone(),
                 }
                 .to_string()
-            });
-        self.fields.extend(names);
+            })
+            .collect::<Vec<_>>();
+        // A type defined again lists only what it did not have.
+        for name in names {
+            if !self.fields.contains(&name) {
+                self.fields.push(name);
+            }
+        }
     }
 
     /// What `f`'s messages give, found at its first one.
