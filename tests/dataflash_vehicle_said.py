@@ -9,7 +9,8 @@ EV, ARM or RCI2). `records` lists every ERR (`subsystem`, `code`) and EV (`id`) 
 `TimeUS`; `armed` the spans the vehicle was armed (ARM.ArmState, from arming to disarming);
 `rc_failsafe` the spans, while armed, that RCI2.Flags had its failsafe bit (2) set, each from
 the first message with it to the first without (or the disarm); `battery_first_volt` the
-first BAT instance 0 voltage.
+first BAT instance 0 voltage; `longest_saturated_run` the most RCOU messages in a row, while
+armed, with one of C1 to C4 at 1900 or more (the same output all along).
 """
 import json
 import sys
@@ -24,6 +25,8 @@ def main(paths):
     armed_since = None
     rc_since = None
     first_volt = None
+    runs = [0, 0, 0, 0]
+    longest = 0
     for path in paths:
         log = DFReader.DFReader_binary(path, zero_time_base=True)
         while True:
@@ -53,6 +56,13 @@ def main(paths):
                 elif not lost and rc_since is not None:
                     rc_spans.append([rc_since, m.TimeUS])
                     rc_since = None
+            elif t == "RCOU":
+                outputs = [m.C1, m.C2, m.C3, m.C4]
+                runs = [
+                    n + 1 if armed_since is not None and pwm >= 1900 else 0
+                    for n, pwm in zip(runs, outputs)
+                ]
+                longest = max(longest, *runs)
             elif t == "BAT" and first_volt is None and m.Inst == 0:
                 first_volt = m.Volt
     print(
@@ -62,6 +72,7 @@ def main(paths):
                 "armed": armed_spans,
                 "rc_failsafe": rc_spans,
                 "battery_first_volt": first_volt,
+                "longest_saturated_run": longest,
             }
         )
     )

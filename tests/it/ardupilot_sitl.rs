@@ -500,7 +500,8 @@ fn side_by_side_with_mavlink_routers_log_endpoint_on_the_same_lossy_link() {
 /// `failures`): few satellites, a GPS glitch, a battery let down below its failsafe voltage,
 /// a motor at half thrust. Each but the first gives the vehicle's own `ERR` and the
 /// receiver's finding of the same moment, listed beside each other (the vehicle logs no
-/// `ERR` for few satellites), from the received files and live as the stream came; nothing
+/// `ERR` for few satellites; the motor is found when it stayed at its top for 50 samples,
+/// as pymavlink reads them), from the received files and live as the stream came; nothing
 /// else is found.
 #[test]
 fn failures_injected_in_flight_are_found_beside_the_vehicles_own_err() {
@@ -542,19 +543,34 @@ fn failures_injected_in_flight_are_found_beside_the_vehicles_own_err() {
             "{from_files}"
         );
     }
+    // The weak motor: the vehicle's thrust boost lets the motor off its top now and then, so
+    // whether it stayed there for the 50 samples the analyzer asks (5 s of RCOU at 10 Hz)
+    // varies from flight to flight. The finding is made exactly when pymavlink's reading
+    // of the received files has such a run; the vehicle's ERR comes either way.
+    let said = vehicle_said(&py, &splits);
+    let saturated = said["longest_saturated_run"].as_u64().unwrap() >= 50;
+    assert!(
+        records
+            .iter()
+            .any(|r| r["text"] == "thrust loss check: thrust loss"),
+        "{from_files}"
+    );
     // (the finding, the vehicle's ERR subsystem and code, in words)
-    let expected = [
+    let mut expected = vec![
         ("ekf_failure", 11, 2, "GPS: glitch"),
         ("battery_brownout", 6, 1, "battery failsafe: occurred"),
-        ("motor_failure", 25, 1, "thrust loss check: thrust loss"),
     ];
+    if saturated {
+        expected.push(("motor_failure", 25, 1, "thrust loss check: thrust loss"));
+    }
+    eprintln!("failures: the motor's longest run at its top: {said}");
     let mut ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
     ids.dedup();
     let in_order: Vec<&str> = std::iter::once("gps_interference")
         .chain(expected.iter().map(|e| e.0))
         .collect();
     assert_eq!(ids, in_order, "{from_files}");
-    for (id, subsystem, code, text) in expected {
+    for &(id, subsystem, code, text) in &expected {
         let beside: Vec<&Json> = findings
             .iter()
             .enumerate()
