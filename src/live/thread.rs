@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
@@ -37,7 +37,7 @@ use crate::live::ndjson::server::{
 };
 use crate::live::ndjson::{ClientId, Publisher, ServerStats};
 use crate::store::events::{EventOutcome, EventRequest};
-use crate::store::thread::StorageStats;
+use crate::store::thread::{Batch, StorageStats};
 use crate::sys::latency::LatencyHistogram;
 use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
 use crate::upload::UploadStatus;
@@ -92,7 +92,7 @@ pub struct PublishFeed {
     tx: mpsc::UnboundedSender<Feed>,
     backlog: Arc<AtomicUsize>,
     limit: usize,
-    batch: BytesMut,
+    batch: Batch,
     /// Arrival of the first datagram whose bytes are in `batch`.
     batch_arrived: Option<Instant>,
     /// File header bytes still to come in this log (they are not framed as messages).
@@ -115,7 +115,7 @@ impl PublishFeed {
     /// next [`flush`](Self::flush).
     pub fn log_bytes(&mut self, bytes: &[u8], arrived: Instant) {
         self.batch_arrived.get_or_insert(arrived);
-        self.batch.extend_from_slice(bytes);
+        self.batch.extend(bytes);
     }
 
     /// A session event (after the log bytes before it).
@@ -152,10 +152,9 @@ impl PublishFeed {
 
     /// Hands the gathered log bytes over (stripped of samples when the server is behind).
     pub fn flush(&mut self) {
-        if self.batch.is_empty() {
+        let Some(mut bytes) = self.batch.take() else {
             return;
-        }
-        let mut bytes = self.batch.split().freeze();
+        };
         let arrived = self.batch_arrived.take().unwrap_or_else(Instant::now);
         let behind = self.backlog.load(Ordering::Relaxed) > self.limit;
         if let Some(framer) = self.bin.as_mut() {
@@ -164,13 +163,18 @@ impl PublishFeed {
             let mut kept = Vec::new();
             let mut skipped = 0u64;
             framer.push(&bytes, |m, f| {
-                if !behind || !is_sample(f) {
-                    kept.extend_from_slice(m);
-                } else {
+                if !behind {
+                    return;
+                }
+                if is_sample(f) {
                     skipped += 1;
+                } else {
+                    kept.extend_from_slice(m);
                 }
             });
             if behind {
+                // It waits in a queue that counts its length: no spare capacity.
+                kept.shrink_to_fit();
                 bytes = Bytes::from(kept);
                 if skipped > 0 {
                     let _ = self.tx.send(Feed::Skipped(skipped));
@@ -213,7 +217,7 @@ impl PublishServer {
             tx,
             backlog: backlog.clone(),
             limit: config.backlog_bytes,
-            batch: BytesMut::new(),
+            batch: Batch::default(),
             batch_arrived: None,
             header_left: 0,
             bin: None,

@@ -247,6 +247,9 @@ impl StoreThread {
                 "the storage keeps up again"
             );
         }
+        if bytes.is_empty() {
+            return;
+        }
         self.header_left = self.header_left.saturating_sub(bytes.len());
         self.health.queued.fetch_add(bytes.len(), Ordering::Relaxed);
         self.send(Command::Bytes(bytes));
@@ -376,28 +379,83 @@ fn apply(
     health.idle();
 }
 
-/// Gathers log bytes for the store thread: one hand-over per batch, not per datagram.
+/// Gathers log bytes for a thread behind a queue bounded in bytes: one hand-over per batch,
+/// not per datagram.
+///
+/// What it hands over is a copy of exactly the gathered length (its buffer stays for the next
+/// batch): a queue counts [`Bytes::len`], and a slice of a larger, shared allocation would
+/// hold memory the count does not see.
 #[derive(Debug, Default)]
 pub struct Batch {
     bytes: BytesMut,
 }
 
 impl Batch {
+    /// Appends the log's next bytes.
+    pub fn extend(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+    }
+
+    /// How many bytes wait.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// What was gathered, in an allocation of its own length; `None` when nothing was.
+    pub fn take(&mut self) -> Option<Bytes> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let taken = Bytes::copy_from_slice(&self.bytes);
+        self.bytes.clear();
+        Some(taken)
+    }
+
     /// Appends the log's next bytes; hands the batch to `store` once it is worth it.
     pub fn push(&mut self, bytes: &[u8], store: &mut StoreThread) {
-        self.bytes.extend_from_slice(bytes);
-        if self.bytes.len() >= BATCH_BYTES {
+        self.extend(bytes);
+        if self.len() >= BATCH_BYTES {
             self.hand_over(store);
         }
     }
 
     /// Hands what was gathered to `store`.
     pub fn hand_over(&mut self, store: &mut StoreThread) {
-        if !self.bytes.is_empty() {
-            store.write(self.bytes.split().freeze());
+        if let Some(bytes) = self.take() {
+            store.write(bytes);
         }
     }
 }
 
 /// A batch is handed over once this big (or when the network loop's timer says).
 pub const BATCH_BYTES: usize = 256 << 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_hands_over_what_it_gathered_in_an_allocation_of_that_size() {
+        let mut batch = Batch::default();
+        for i in 0..1000u32 {
+            batch.extend(&[i as u8; 249]);
+        }
+        let taken = batch.take().expect("gathered");
+        assert_eq!(taken.len(), 249_000);
+        assert_eq!(&taken[249 * 999..], &[231u8; 249][..]);
+        // The queue counts the length: the allocation is that, and nothing else shares it.
+        let owned = taken
+            .try_into_mut()
+            .expect("the batch keeps no handle on it");
+        assert_eq!(owned.capacity(), 249_000);
+        assert!(batch.is_empty());
+        assert!(batch.take().is_none());
+        batch.extend(b"next");
+        assert_eq!(&batch.take().unwrap()[..], b"next");
+    }
+}

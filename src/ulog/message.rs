@@ -171,7 +171,7 @@ impl<'a> Iterator for Framed<'a> {
 /// (definitions, parameters, logged strings, dropouts).
 pub fn strip_samples(bytes: &bytes::Bytes, header_left: usize) -> (bytes::Bytes, u64) {
     let head = header_left.min(bytes.len());
-    let mut kept = bytes::BytesMut::with_capacity(bytes.len() / 8);
+    let mut kept = Vec::with_capacity(bytes.len() / 8);
     kept.extend_from_slice(&bytes[..head]);
     let mut messages = framed(&bytes[head..]);
     let mut skipped = 0;
@@ -183,7 +183,9 @@ pub fn strip_samples(bytes: &bytes::Bytes, header_left: usize) -> (bytes::Bytes,
         }
     }
     kept.extend_from_slice(messages.rest());
-    (kept.freeze(), skipped)
+    // What is kept waits in a queue that counts its length: no spare capacity.
+    kept.shrink_to_fit();
+    (kept.into(), skipped)
 }
 
 /// The 16-byte file header.
@@ -559,6 +561,15 @@ mod tests {
         let (kept, skipped) =
             strip_samples(&bytes::Bytes::from(stream[FILE_HEADER_LEN..].to_vec()), 0);
         assert_eq!((kept.len(), skipped), (expect.len() - FILE_HEADER_LEN, 2));
+        // What is kept waits in a queue that counts its length: its allocation is no larger,
+        // however many samples were taken out.
+        for _ in 0..1000 {
+            stream.extend(msg(b'D', &[1, 0, 7, 7, 7, 7, 7, 7, 7, 7]));
+        }
+        let (kept, skipped) = strip_samples(&bytes::Bytes::from(stream), FILE_HEADER_LEN);
+        assert_eq!((kept.len(), skipped), (expect.len(), 1002));
+        let owned = kept.try_into_mut().expect("nothing else holds it");
+        assert_eq!(owned.capacity(), expect.len());
     }
 
     #[test]

@@ -364,6 +364,8 @@ fn a_disk_that_stalls_keeps_memory_bounded_and_receiving_and_acking_go_on() {
         idle as f64 / (1 << 20) as f64,
         bound >> 20
     );
+    // Two queues hold log bytes: the store's (`--store-queue`) and the live publisher's
+    // backlog (8 MB), each counting the bytes it holds.
     assert!(
         peak < idle + bound + (8 << 20),
         "peak RSS {} MB ({} MB idle) with a {} MB queue",
