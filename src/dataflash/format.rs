@@ -159,10 +159,16 @@ pub fn is_sample(format: &Format) -> bool {
 
 /// The log time of a message whose type has a `TimeUS` first.
 pub fn time_us(format: &Format, message: &[u8]) -> Option<u64> {
-    if !format.has_time_us() || message.len() < MSG_HEADER_LEN + 8 {
-        return None;
-    }
-    Some(u64::from_le_bytes(message[3..11].try_into().ok()?))
+    format
+        .has_time_us()
+        .then(|| leading_time_us(message))
+        .flatten()
+}
+
+/// The `TimeUS` a message of a type known to have one first carries.
+pub fn leading_time_us(message: &[u8]) -> Option<u64> {
+    let bytes = message.get(MSG_HEADER_LEN..MSG_HEADER_LEN + 8)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
 #[cfg(test)]

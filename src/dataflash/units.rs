@@ -19,6 +19,12 @@ pub struct Units {
 }
 
 impl Units {
+    /// Whether `f` is the format of a definition record (FMTU, UNIT, MULT), which
+    /// [`take`](Self::take) takes in.
+    pub fn defines(f: &Format) -> bool {
+        matches!(f.name.as_str(), "FMTU" | "UNIT" | "MULT")
+    }
+
     /// Takes in `m` if it is a definition record (FMTU, UNIT, MULT); `false` if it is none.
     pub fn take(&mut self, f: &Format, m: &[u8]) -> bool {
         let mut values = fields(f, m).map(|(_, _, v)| v).skip(1);

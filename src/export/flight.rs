@@ -126,7 +126,7 @@ pub(crate) fn each_dataflash_message(
     // Whether to go on, and whether a split's replayed preamble is under way.
     let (mut going, mut in_preamble) = (true, false);
     let mut hand = |m: &[u8], f: &Format, going: &mut bool, in_preamble: &mut bool| {
-        *in_preamble &= is_replayed(&f.name) && dropout_ms(m, f).is_none();
+        *in_preamble = *in_preamble && is_replayed(&f.name) && dropout_ms(m, f).is_none();
         if !*in_preamble && *going {
             *going = each(m, f);
         }

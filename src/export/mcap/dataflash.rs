@@ -39,10 +39,78 @@ const TEXT_LEVEL: u8 = b'6';
 struct BinType {
     name: String,
     schema: String,
-    /// Each field's offset in a message (its header included) and character.
-    fields: Vec<(usize, u8)>,
+    /// The steps that encode a message, planned once per type.
+    ops: Vec<BinOp>,
+    /// Bytes of a message (its header included) the steps read.
+    needed: usize,
     /// The instance field's offset and character.
     instance: Option<(usize, u8)>,
+}
+
+/// One step of a message's CDR encoding. Where the position in the CDR is known when the
+/// type is planned (before its first string), padding is planned too, and fields that lie
+/// next to each other in both the message and the CDR are one copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BinOp {
+    /// `len` bytes at `offset`, as they are.
+    Copy { offset: usize, len: usize },
+    /// `len` zero bytes of padding.
+    Pad { len: usize },
+    /// Padding to a multiple of `size`, where the position is known only when encoding.
+    Align { size: usize },
+    /// A field stored scaled (character `c` at `offset`) as the `float64` pymavlink shows.
+    Scaled { offset: usize, c: u8 },
+    /// A text field of `len` bytes at `offset`, as a CDR string.
+    Str { offset: usize, len: usize },
+    /// ROS 2's member of a message without fields.
+    Empty,
+}
+
+/// Plans [`BinOp`]s, following the CDR position (after the encapsulation header) while it is
+/// known.
+#[derive(Debug, Default)]
+struct Planner {
+    ops: Vec<BinOp>,
+    /// The CDR position; `None` after a string.
+    at: Option<usize>,
+}
+
+impl Planner {
+    /// Pads to a multiple of `size` (planned where the position is known).
+    fn align(&mut self, size: usize) {
+        match self.at {
+            Some(at) => {
+                let pad = (size - at % size) % size;
+                if pad > 0 {
+                    self.ops.push(BinOp::Pad { len: pad });
+                    self.at = Some(at + pad);
+                }
+            }
+            None => self.ops.push(BinOp::Align { size }),
+        }
+    }
+
+    /// `len` bytes at `offset` copied, aligned to `size` (joined to the copy before when both
+    /// lie next to each other).
+    fn copy(&mut self, offset: usize, len: usize, size: usize) {
+        self.align(size);
+        match self.ops.last_mut() {
+            Some(BinOp::Copy { offset: o, len: l }) if *o + *l == offset => *l += len,
+            _ => self.ops.push(BinOp::Copy { offset, len }),
+        }
+        self.at = self.at.map(|at| at + len);
+    }
+
+    fn scaled(&mut self, offset: usize, c: u8) {
+        self.align(8);
+        self.ops.push(BinOp::Scaled { offset, c });
+        self.at = self.at.map(|at| at + 8);
+    }
+
+    fn string(&mut self, offset: usize, len: usize) {
+        self.ops.push(BinOp::Str { offset, len });
+        self.at = None;
+    }
 }
 
 /// The ROS 2 type of a field character.
@@ -70,7 +138,10 @@ impl BinType {
         let (unit_ids, _) = units.of_type(f.type_id);
         let instance_index = instance_field(&unit_ids);
         let mut schema = String::new();
-        let mut fields = Vec::new();
+        let mut plan = Planner {
+            at: Some(0),
+            ..Planner::default()
+        };
         let mut taken: Vec<String> = Vec::new();
         let mut instance = None;
         let mut offset = MSG_HEADER_LEN;
@@ -92,48 +163,55 @@ impl BinType {
             let comment = unit.map_or_else(|| label.clone(), |u| format!("{label} [{u}]"));
             schema.push_str(&format!("{ty} {name}  # {comment}\n"));
             taken.push(name);
-            fields.push((offset, c));
+            match c {
+                b'n' | b'N' | b'Z' => plan.string(offset, size),
+                b'c' | b'C' | b'e' | b'E' | b'L' => plan.scaled(offset, c),
+                b'a' => plan.copy(offset, size, 2),
+                _ => plan.copy(offset, size, size),
+            }
             offset += size;
         }
-        if fields.is_empty() {
+        if plan.ops.is_empty() {
             schema.push_str("uint8 structure_needs_at_least_one_member\n");
+            plan.ops.push(BinOp::Empty);
         }
         Self {
             name: format!("{PACKAGE}/msg/{}", type_name(&f.name)),
             schema,
-            fields,
+            ops: plan.ops,
+            needed: offset,
             instance,
         }
     }
 
-    /// `m` as CDR in `out` (cleared first).
+    /// `m` as CDR in `out` (cleared first). A message shorter than its type (which the
+    /// framer never hands over) reads as zeros past its end.
     fn encode(&self, m: &[u8], out: &mut Vec<u8>) {
+        let padded;
+        let m = if m.len() < self.needed {
+            padded = [m, &vec![0; self.needed - m.len()]].concat();
+            &padded[..]
+        } else {
+            m
+        };
         out.clear();
         out.extend_from_slice(&CDR_LE);
-        if self.fields.is_empty() {
-            out.push(0);
-        }
-        for &(at, c) in &self.fields {
-            let size = field_size(c).unwrap_or(0);
-            let bytes = m.get(at..at + size).unwrap_or(&[]);
-            match c {
-                b'n' | b'N' | b'Z' => {
-                    let end = memchr::memchr(0, bytes).unwrap_or(bytes.len());
-                    write_string(out, &bytes[..end]);
-                }
-                b'c' | b'C' | b'e' | b'E' | b'L' => {
+        for op in &self.ops {
+            match *op {
+                BinOp::Copy { offset, len } => out.extend_from_slice(&m[offset..offset + len]),
+                BinOp::Pad { len } => out.resize(out.len() + len, 0),
+                BinOp::Align { size } => align(out, size),
+                BinOp::Scaled { offset, c } => {
+                    let bytes = &m[offset..offset + field_size(c).unwrap_or(0)];
                     let v = value(c, bytes).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-                    align(out, 8);
                     out.extend_from_slice(&v.to_le_bytes());
                 }
-                b'a' => {
-                    align(out, 2);
-                    out.extend_from_slice(bytes);
+                BinOp::Str { offset, len } => {
+                    let bytes = &m[offset..offset + len];
+                    let end = memchr::memchr(0, bytes).unwrap_or(len);
+                    write_string(out, &bytes[..end]);
                 }
-                _ => {
-                    align(out, size);
-                    out.extend_from_slice(bytes);
-                }
+                BinOp::Empty => out.push(0),
             }
         }
     }
@@ -318,5 +396,69 @@ mod tests {
         want.extend_from_slice(b"ab\0");
         want.push(5);
         assert_eq!(out, want);
+    }
+
+    /// The CDR of `m`, field by field: what the planned steps must equal.
+    fn field_by_field(f: &Format, m: &[u8]) -> Vec<u8> {
+        let mut out = CDR_LE.to_vec();
+        let mut offset = MSG_HEADER_LEN;
+        for c in f.format.bytes() {
+            let size = field_size(c).unwrap();
+            let bytes = &m[offset..offset + size];
+            match c {
+                b'n' | b'N' | b'Z' => {
+                    let end = bytes.iter().position(|&b| b == 0).unwrap_or(size);
+                    write_string(&mut out, &bytes[..end]);
+                }
+                b'c' | b'C' | b'e' | b'E' | b'L' => {
+                    align(&mut out, 8);
+                    let v = value(c, bytes).unwrap().as_f64().unwrap();
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                b'a' => {
+                    align(&mut out, 2);
+                    out.extend_from_slice(bytes);
+                }
+                _ => {
+                    align(&mut out, size);
+                    out.extend_from_slice(bytes);
+                }
+            }
+            offset += size;
+        }
+        out
+    }
+
+    #[test]
+    fn the_planned_steps_encode_as_field_by_field_and_join_what_lies_together() {
+        let formats = [
+            "QfffffffffffffffffffffffB",
+            "QBfcnM",
+            "QBhHiIqQdcCeEL",
+            "QZfhIa",
+            "QNbHnBdLf",
+            "QbbbbbbbbHHHHIIIIqqqq",
+            "QaaB",
+        ];
+        for (i, format) in formats.iter().enumerate() {
+            let labels: Vec<String> = (0..format.len()).map(|k| format!("F{k}")).collect();
+            let f = df_format(50 + i as u8, "TEST", format, &labels.join(","));
+            let ty = BinType::new(&f, &Units::default());
+            let len = usize::from(f.length) - MSG_HEADER_LEN;
+            for seed in 0..20u32 {
+                let body: Vec<u8> = (0..len as u32)
+                    .map(|k| (k.wrapping_mul(2_654_435_761).wrapping_add(seed * 97) >> 7) as u8)
+                    .map(|b| if seed % 3 == 0 && b % 5 == 0 { 0 } else { b })
+                    .collect();
+                let m = df(&f, &body);
+                let mut out = Vec::new();
+                ty.encode(&m, &mut out);
+                assert_eq!(out, field_by_field(&f, &m), "{format}, seed {seed}");
+            }
+        }
+        // A type without text nor scaled fields, all of one size after its time: one copy.
+        let sim2 = df_format(60, "SIM2", "Qffffff", "TimeUS,A,B,C,D,E,F");
+        let ty = BinType::new(&sim2, &Units::default());
+        assert_eq!(ty.ops, vec![BinOp::Copy { offset: 3, len: 32 }]);
     }
 }
