@@ -78,6 +78,9 @@ struct Planner {
 impl Planner {
     /// Pads to a multiple of `size` (planned where the position is known).
     fn align(&mut self, size: usize) {
+        if size <= 1 {
+            return;
+        }
         match self.at {
             Some(at) => {
                 let pad = (size - at % size) % size;
