@@ -18,7 +18,7 @@ pub enum Passing {
 }
 
 /// See the module docs.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct LogState {
     pub units: Units,
     /// The latest `TimeUS` logged.
@@ -37,12 +37,19 @@ enum Kind {
     Data { has_time_us: bool },
 }
 
+impl Default for LogState {
+    fn default() -> Self {
+        Self {
+            units: Units::default(),
+            last_us: 0,
+            kinds: vec![None; 256],
+        }
+    }
+}
+
 impl LogState {
     /// The log's next whole message `m`, of format `f`.
     pub fn pass(&mut self, m: &[u8], f: &Format) -> Passing {
-        if self.kinds.is_empty() {
-            self.kinds = vec![None; 256];
-        }
         if f.type_id == FMT_TYPE {
             let defined = m.get(3).copied().unwrap_or(0);
             self.kinds[usize::from(defined)] = None;
