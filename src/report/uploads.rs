@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::report::{ReportError, manifest_of};
 use crate::store::files::UPLOADED_MARK;
 use crate::store::manifest::Manifest;
+use crate::upload::flight_review::MAYBE_TWICE;
 use crate::upload::plan::{FlightReviewRecord, Journal, ObjectRecord};
 use crate::upload::uploader::load_journal;
 
@@ -23,6 +24,9 @@ pub struct UploadReport {
     pub manifest_uploaded: bool,
     /// The Flight Review page, or why Flight Review refused the log.
     pub flight_review: Option<String>,
+    /// A doubt about the Flight Review upload: [`MAYBE_TWICE`] when it may be there twice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flight_review_note: Option<&'static str>,
     /// The flight's Parquet tables (`--upload-tables`): built, uploaded, or why not.
     pub tables: Option<String>,
     /// Why the last attempt failed, while it fails.
@@ -88,12 +92,21 @@ impl UploadReport {
             in_progress,
             manifest_uploaded: journal.manifest_splits > 0 || journal.manifest_final,
             flight_review: journal.flight_review.as_ref().map(|r| match r {
-                FlightReviewRecord::Done { url } => url.clone(),
+                FlightReviewRecord::Sending => "being sent (or sent with no answer yet)".to_owned(),
+                FlightReviewRecord::Done { url, .. } => url.clone(),
                 FlightReviewRecord::Refused { status, message } => {
                     format!("refused (HTTP {status}): {message}")
                 }
                 FlightReviewRecord::NotULog => NOT_FOR_FLIGHT_REVIEW.to_owned(),
             }),
+            flight_review_note: matches!(
+                journal.flight_review,
+                Some(FlightReviewRecord::Done {
+                    maybe_twice: true,
+                    ..
+                })
+            )
+            .then_some(MAYBE_TWICE),
             tables: journal.tables.as_ref().map(|t| match &t.failed {
                 Some(why) => format!("not built: {why}"),
                 None => {

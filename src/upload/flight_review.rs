@@ -30,13 +30,23 @@ pub struct FlightReviewOptions {
     pub stall: Duration,
 }
 
+/// What is said of a flight that reached Flight Review after an earlier sending got no
+/// answer.
+pub const MAYBE_TWICE: &str =
+    "sent again after an upload with no answer: Flight Review may hold it twice";
+
 /// Why an upload to Flight Review failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FlightReviewError {
     /// The server refused the log for good (4xx).
     #[error("Flight Review refused the flight (HTTP {status}): {message}")]
     Refused { status: u16, message: String },
-    /// Try again later (5xx, network).
+    /// The request never reached the server (no connection): nothing was stored; try again
+    /// later.
+    #[error("Flight Review: {0}")]
+    NotReached(String),
+    /// Try again later (5xx, a broken connection, a stall); the server may have stored the
+    /// flight.
     #[error("Flight Review: {0}")]
     Transient(String),
 }
@@ -90,7 +100,12 @@ impl FlightReview {
         if let Some(key) = &self.options.key {
             request = request.bearer_auth(key);
         }
-        let failed = |e: http::SendError| FlightReviewError::Transient(format!("{url}: {e}"));
+        let failed = |e: http::SendError| match &e {
+            http::SendError::Client(c) if c.is_connect() => {
+                FlightReviewError::NotReached(format!("{url}: {e}"))
+            }
+            _ => FlightReviewError::Transient(format!("{url}: {e}")),
+        };
         let request = request.build().map_err(|e| failed(e.into()))?;
         let answer = http::send(&self.client, request, self.options.stall)
             .await

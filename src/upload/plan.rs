@@ -66,6 +66,20 @@ impl Journal {
         }
     }
 
+    /// Flight Review's upload is over: done, refused, or not for it. A flight being sent
+    /// (or sent with no answer written down) is not.
+    pub fn flight_review_settled(&self) -> bool {
+        !matches!(self.flight_review, None | Some(FlightReviewRecord::Sending))
+    }
+
+    /// The flight's page on Flight Review, once uploaded.
+    pub fn flight_review_url(&self) -> Option<&str> {
+        match &self.flight_review {
+            Some(FlightReviewRecord::Done { url, .. }) => Some(url),
+            _ => None,
+        }
+    }
+
     /// The flight's tables are built from `manifest` as it is (its amendments), uploaded and
     /// listed in its manifest, or could not be built.
     pub fn tables_complete(&self, manifest: &Manifest) -> bool {
@@ -150,8 +164,17 @@ impl ObjectRecord {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum FlightReviewRecord {
-    /// Uploaded: the log's page.
-    Done { url: String },
+    /// Sent, and no answer written down yet. Flight Review has no way to ask whether it
+    /// holds a flight, so a daemon stopped here sends the flight again on its next start.
+    Sending,
+    /// Uploaded: the log's page. `maybe_twice`: an earlier sending got no answer (the daemon
+    /// stopped, or the connection broke, after the flight reached the server), so Flight
+    /// Review may hold the flight twice.
+    Done {
+        url: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        maybe_twice: bool,
+    },
     /// The server refused it for good (HTTP 4xx): not tried again.
     Refused { status: u16, message: String },
     /// Not sent: an ArduPilot flight (DataFlash), and Flight Review reads ULog only.
@@ -252,7 +275,7 @@ pub fn next_step(
             amendments,
         });
     }
-    if flight_review && manifest.closed && closed > 0 && journal.flight_review.is_none() {
+    if flight_review && manifest.closed && closed > 0 && !journal.flight_review_settled() {
         return Some(Step::FlightReview);
     }
     if tables && manifest.closed && closed > 0 && !journal.tables_complete(manifest) {
@@ -356,7 +379,14 @@ mod tests {
         assert!(j.storage_complete(&m));
         assert_eq!(next_step(&m, &j, true, false), Some(Step::FlightReview));
         assert_eq!(next_step(&m, &j, false, false), None);
-        j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
+        // Sent with no answer written down: sent again.
+        j.flight_review = Some(FlightReviewRecord::Sending);
+        assert!(!j.flight_review_settled());
+        assert_eq!(next_step(&m, &j, true, false), Some(Step::FlightReview));
+        j.flight_review = Some(FlightReviewRecord::Done {
+            url: "u".into(),
+            maybe_twice: false,
+        });
         assert_eq!(next_step(&m, &j, true, false), None);
         assert_eq!(j.key("manifest.json"), "fleet/v1/s1/manifest.json");
     }
@@ -502,7 +532,10 @@ mod tests {
         j.manifest_final = true;
         // Flight Review before the tables; without tables wanted, nothing after it.
         assert_eq!(next_step(&m, &j, true, true), Some(Step::FlightReview));
-        j.flight_review = Some(FlightReviewRecord::Done { url: "u".into() });
+        j.flight_review = Some(FlightReviewRecord::Done {
+            url: "u".into(),
+            maybe_twice: false,
+        });
         assert_eq!(next_step(&m, &j, true, false), None);
         assert_eq!(next_step(&m, &j, true, true), Some(Step::BuildTables));
         let entry = |n: &str, sha: &str| TableEntry {
@@ -552,6 +585,34 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(next_step(&m, &j, true, true), None);
+    }
+
+    #[test]
+    fn a_flight_review_record_reads_as_written_and_as_journals_without_the_doubt_were() {
+        let sending = serde_json::to_string(&FlightReviewRecord::Sending).unwrap();
+        assert_eq!(sending, r#"{"state":"sending"}"#);
+        let doubted = FlightReviewRecord::Done {
+            url: "u".into(),
+            maybe_twice: true,
+        };
+        let text = serde_json::to_string(&doubted).unwrap();
+        assert_eq!(
+            serde_json::from_str::<FlightReviewRecord>(&text).unwrap(),
+            doubted
+        );
+        let old: FlightReviewRecord =
+            serde_json::from_str(r#"{"state":"done","url":"u"}"#).unwrap();
+        assert_eq!(
+            old,
+            FlightReviewRecord::Done {
+                url: "u".into(),
+                maybe_twice: false
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"state":"done","url":"u"}"#
+        );
     }
 
     #[test]

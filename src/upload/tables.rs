@@ -17,7 +17,7 @@ use crate::export::dataset::{FlightFacts, TableWritten, export_tables};
 use crate::export::{ExportError, ExportOptions};
 use crate::store::files::read_manifest;
 use crate::store::manifest::hex;
-use crate::upload::plan::{FlightReviewRecord, Journal, ObjectRecord, TableEntry, TablesRecord};
+use crate::upload::plan::{Journal, ObjectRecord, TableEntry, TablesRecord};
 use crate::upload::s3::{Bucket, UploadError};
 
 /// The folder of a session the tables are built in: a name no column can take (column names
@@ -73,9 +73,7 @@ pub fn flight_facts(input: &Path, journal: Option<&Journal>) -> FlightFacts {
                 ObjectRecord::Multipart { .. } => None,
             })
             .collect();
-        if let Some(FlightReviewRecord::Done { url }) = &journal.flight_review {
-            facts.flight_review_url = Some(url.clone());
-        }
+        facts.flight_review_url = journal.flight_review_url().map(str::to_owned);
     }
     facts
 }

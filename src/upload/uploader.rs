@@ -23,7 +23,9 @@ use crate::store::Manifest;
 use crate::store::files::{
     MANIFEST, UPLOADED_MARK, list_sessions, read_manifest, write_file_durably,
 };
-use crate::upload::flight_review::{FlightReview, FlightReviewError, FlightReviewOptions};
+use crate::upload::flight_review::{
+    FlightReview, FlightReviewError, FlightReviewOptions, MAYBE_TWICE,
+};
 use crate::upload::pace::{Backoff, Pacer};
 use crate::upload::plan::{
     FlightReviewRecord, JOURNAL, Journal, Step, TableEntry, TablesRecord, next_step,
@@ -461,13 +463,13 @@ impl Worker {
             None if !storage
                 && flight_review
                 && manifest.closed
-                && journal.flight_review.is_none() =>
+                && !journal.flight_review_settled() =>
             {
                 Step::FlightReview
             }
             None => {
                 let stored = !storage || journal.storage_complete(&manifest);
-                let reviewed = !flight_review || journal.flight_review.is_some();
+                let reviewed = !flight_review || journal.flight_review_settled();
                 // A session with no closed split has no flight to make tables of.
                 let no_flight = manifest.all_splits().all(|s| !s.closed);
                 let tabled = !self.tables || no_flight || journal.tables_complete(&manifest);
@@ -534,16 +536,28 @@ impl Worker {
                     .file_name()
                     .map_or("flight".into(), |n| n.to_string_lossy().into_owned());
                 let description = description(&manifest, &journal, &name);
+                // Written down before it goes: an answer lost with the daemon is known of.
+                let before = journal.flight_review.replace(FlightReviewRecord::Sending);
+                let resent = before == Some(FlightReviewRecord::Sending);
+                save_journal(session, &journal).map_err(io)?;
                 let (len, started) = (flight.len() as u64, Instant::now());
                 let result = server
                     .upload(flight, &format!("{name}.ulg"), &description)
                     .await;
-                pace(len, started).await;
                 match result {
                     Ok(url) => {
                         metrics::counter!(catalogue::FLIGHT_REVIEW_UPLOADS.name).increment(1);
-                        tracing::info!(session = %session.display(), url, "flight uploaded to Flight Review");
-                        journal.flight_review = Some(FlightReviewRecord::Done { url: url.clone() });
+                        if resent {
+                            tracing::warn!(session = %session.display(), url, "flight uploaded to Flight Review, {MAYBE_TWICE}");
+                        } else {
+                            tracing::info!(session = %session.display(), url, "flight uploaded to Flight Review");
+                        }
+                        journal.flight_review = Some(FlightReviewRecord::Done {
+                            url: url.clone(),
+                            maybe_twice: resent,
+                        });
+                        save_journal(session, &journal).map_err(io)?;
+                        pace(len, started).await;
                         format!("Flight Review: {url}")
                     }
                     Err(FlightReviewError::Refused { status, message }) => {
@@ -554,6 +568,12 @@ impl Worker {
                         });
                         format!("Flight Review refused it (HTTP {status}): {message}")
                     }
+                    Err(e @ FlightReviewError::NotReached(_)) => {
+                        journal.flight_review = before;
+                        save_journal(session, &journal).map_err(io)?;
+                        return Err(e.into());
+                    }
+                    // `Sending` stays: the server may hold the flight.
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -660,6 +660,63 @@ fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_s
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), url);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("Flight Review:"));
 
+    // An answer lost: the journal's write after the server took the flight fails (strace
+    // fails the third rename of `upload.json.tmp` over it: made, sending, done). Flight Review cannot
+    // be asked whether it holds a flight, so the next run sends it again and says that it
+    // may be there twice.
+    let name = session.file_name().unwrap().to_string_lossy().into_owned();
+    let on_review = || {
+        (server.descriptions().iter())
+            .filter(|d| d.contains(&format!("session {name},")))
+            .count()
+    };
+    assert_eq!(on_review(), 1);
+    let journal_path = session.join("upload.json");
+    std::fs::remove_file(&journal_path).unwrap();
+    if let Some(strace) = common::procs::strace("lose Flight Review's answer for real") {
+        let out = Command::new(strace)
+            .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+            .arg(session.join("upload.json.tmp"))
+            .args([
+                "-e",
+                "trace=rename,renameat,renameat2",
+                "-e",
+                "inject=rename,renameat,renameat2:error=EIO:when=3",
+                common::procs::BIN,
+                "upload",
+            ])
+            .arg(&session)
+            .args(["--flight-review", &server.url()])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("Input/output error"), "{said}");
+        let journal: Json = serde_json::from_slice(&std::fs::read(&journal_path).unwrap()).unwrap();
+        assert_eq!(journal["flight_review"]["state"], "sending", "{journal}");
+        assert_eq!(on_review(), 2);
+        let out = Command::new(common::procs::BIN)
+            .arg("upload")
+            .arg(&session)
+            .args(["--flight-review", &server.url()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(on_review(), 3);
+        let journal: Json = serde_json::from_slice(&std::fs::read(&journal_path).unwrap()).unwrap();
+        assert_eq!(journal["flight_review"]["maybe_twice"], true, "{journal}");
+        let listed = Command::new(common::procs::BIN)
+            .args(["uploads", "--log-dir"])
+            .arg(session.parent().unwrap())
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        assert!(
+            listed.contains(ulog_recv::upload::flight_review::MAYBE_TWICE),
+            "{listed}"
+        );
+    }
+
     // Bytes the server cannot read: refused (400), said as such, for the journal to keep.
     let fr = ulog_recv::upload::flight_review::FlightReview::new(
         ulog_recv::upload::flight_review::FlightReviewOptions {

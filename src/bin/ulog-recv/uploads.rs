@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use ulog_recv::report::uploads::UploadReport;
 use ulog_recv::store::files::{list_sessions, read_manifest};
-use ulog_recv::upload::plan::FlightReviewRecord;
 use ulog_recv::upload::uploader::upload_session;
 
 use crate::args::UploadArgs;
@@ -28,7 +27,7 @@ pub(crate) async fn upload(session: &Path, args: &UploadArgs) -> anyhow::Result<
         last = Instant::now();
     })
     .await?;
-    if let Some(FlightReviewRecord::Done { url }) = &journal.flight_review {
+    if let Some(url) = journal.flight_review_url() {
         println!("{url}");
     }
     eprintln!("{}: uploaded", session.display());
@@ -68,7 +67,10 @@ pub(crate) fn uploads(log_dir: &Path, json: bool) -> anyhow::Result<()> {
                 .map_or(String::new(), |p| format!(", uploading {p}")),
             r.flight_review
                 .as_ref()
-                .map_or(String::new(), |u| format!(", Flight Review: {u}")),
+                .map_or(String::new(), |u| match r.flight_review_note {
+                    Some(note) => format!(", Flight Review: {u} ({note})"),
+                    None => format!(", Flight Review: {u}"),
+                }),
             r.tables
                 .as_ref()
                 .map_or(String::new(), |t| format!(", tables {t}")),

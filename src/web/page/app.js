@@ -144,7 +144,10 @@ function reviewCell(f) {
   }
   const r = f.uploads.flight_review;
   if (!r) return el("span", { className: "muted", textContent: "—" });
-  if (/^https?:\/\//.test(r)) return el("a", { href: r, textContent: "open", target: "_blank", rel: "noopener" });
+  if (/^https?:\/\//.test(r)) {
+    const note = f.uploads.flight_review_note;
+    return el("a", { href: r, textContent: note ? "open (may be there twice)" : "open", title: note || "", target: "_blank", rel: "noopener" });
+  }
   return el("span", { className: "bad", textContent: r });
 }
 

@@ -5,7 +5,8 @@
 //! while (on the tmpfs itself: LazyFS hides a full disk, see [`Daemon::switch`]). Then
 //! the faults stop and the daemon catches up. Afterwards every session is closed and
 //! uploaded; every split of every session is in the bucket once, byte for byte, with the
-//! session's final manifest, and nothing else is; each flight is on Flight Review once.
+//! session's final manifest, and nothing else is; each flight is on Flight Review once, or
+//! at most twice when the daemon lost Flight Review's answer and says so.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -282,11 +283,22 @@ fn a_dozen_flights_through_kills_power_cuts_a_lost_server_link_and_disk_reach_th
             .filter(|d| d.contains(&format!("session {name},")))
             .count();
         let sent = journal["flight_review"]["url"].is_string();
-        assert_eq!(
-            on_review,
-            usize::from(sent),
-            "seed {seed}: {name} on Flight Review ({journal})"
-        );
+        // Flight Review cannot be asked whether it holds a flight: one sent again after an
+        // upload whose answer the daemon lost says it may be there twice.
+        let maybe_twice = journal["flight_review"]["maybe_twice"] == Json::Bool(true);
+        if maybe_twice {
+            eprintln!("soak: {name} was sent again; on Flight Review {on_review} time(s)");
+            assert!(
+                (1..=2).contains(&on_review),
+                "seed {seed}: {name} on Flight Review ({journal})"
+            );
+        } else {
+            assert_eq!(
+                on_review,
+                usize::from(sent),
+                "seed {seed}: {name} on Flight Review ({journal})"
+            );
+        }
         reviewed += on_review;
     }
     assert_eq!(
