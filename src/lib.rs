@@ -25,7 +25,7 @@
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation; findings as `diagnostic_msgs` | `ulog`, `diagnose` |
 //! | [`link`] | yes | the log-streaming session over MAVLink (PX4's ULog chunks, ArduPilot's DataFlash blocks): framing, signing, reordering, reassembly | `ulog`, `autopilot`, `dataflash` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 and ArduPilot | `ulog`, `dataflash`, `link` |
-//! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it; byte ranges to read, amendments | `ulog` |
+//! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it (PX4); the card walked beside the stream where it lost records (ArduPilot); byte ranges to read, amendments | `ulog`, `dataflash` |
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `autopilot`, `dataflash`, `sys`, `fill`, `diagnose`, `monitor` |
 //! | [`export`] | no | a `.ulg` or a session to MCAP, ROS bags and TIDE, and either autopilot's flight as Parquet tables in the fleet's layout | `ulog`, `autopilot`, `dataflash`, `ros`, `store`, `diagnose` |
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `autopilot`, `store`, `export`, `sys`, `monitor` |

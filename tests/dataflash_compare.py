@@ -4,7 +4,9 @@ pymavlink's DFReader (the reference reader), and prints what it finds as one JSO
 
     dataflash_compare.py CARD.BIN RECEIVED.bin [RECEIVED2.bin ...]
 
-Several received files are one flight's splits, in order. The window compared is the
+Several received files are one flight's splits, in order. With `--filled` (a flight filled
+from the card, its gaps filled), the window is one, from the first stream's startup to the
+last message, and the texts a restart of the stream wrote again are left out. The window compared is the
 stretch the stream carried: from the first timed message after the received log's startup
 records to its last. Inside it, every card message should be in the received log with the
 same fields (`missing` counts those that are not), and every received message should be in
@@ -58,8 +60,12 @@ def messages(path):
 
 
 def main():
-    card_path, received_paths = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    filled = "--filled" in args
+    args = [a for a in args if a != "--filled"]
+    card_path, received_paths = args[0], args[1:]
     card_all = [m for m in messages(card_path) if hasattr(m, "TimeUS")]
+    card_keys = set(key(m) for m in card_all) if filled else set()
     card_end = max(m.TimeUS for m in card_all)
     stream_drops = []
     card_texts = collections.defaultdict(set)
@@ -93,6 +99,9 @@ def main():
                 streams.append([])
                 continue
             streams[-1].append(m)
+    if filled:
+        # Filled from the card: one window over every stream, its gaps filled in between.
+        streams = [[m for stream in streams for m in stream]]
     received = []
     windows = []
     for stream in streams:
@@ -112,7 +121,15 @@ def main():
             elif startup and m.get_type() not in ("FMT", "FMTU", "UNIT", "MULT"):
                 break
         startup += [m.TimeUS for m in stream if m.get_type() == "VER"][:1]
-        startup += [m.TimeUS for m in rewrites]
+        if filled:
+            # What a restart of the stream wrote again (its texts, its mode) is not data.
+            stream = [
+                m
+                for m in stream
+                if not (m.get_type() in OPENING and key(m) not in card_keys)
+            ]
+        else:
+            startup += [m.TimeUS for m in rewrites]
         # The vehicle's startup ends with its own startup records (the flight mode, the
         # EKF origin), written to the card too: the data of that moment is skipped.
         if startup:

@@ -90,6 +90,18 @@ impl Framer {
         dropped
     }
 
+    /// The length of the message `bytes` begin with, read in step with the formats known so
+    /// far: `None` when they do not begin with a header and a known type (the whole
+    /// message may be longer than `bytes`).
+    pub fn length_at(&self, bytes: &[u8]) -> Option<usize> {
+        if bytes.len() < MSG_HEADER_LEN || bytes[..2] != HEADER {
+            return None;
+        }
+        self.formats[bytes[2] as usize]
+            .as_ref()
+            .map(|f| f.length as usize)
+    }
+
     /// Takes the next bytes; hands each whole message (header included) to `each`.
     pub fn push(&mut self, bytes: &[u8], mut each: impl FnMut(&[u8], &Format)) {
         if self.start > 0 && self.start == self.buf.len() {

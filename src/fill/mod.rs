@@ -22,13 +22,18 @@
 //!   in it ([`Fill`]), which the store keeps beside the splits
 //!   ([`crate::store::amend`]).
 //!
+//! - [`dataflash`]: an ArduPilot flight ([`dataflash::BinFiller`]): the card walked beside the
+//!   stream over each dropout mark and each second whose `DMS.Dp` rose, records the stream
+//!   lacks recovered in place.
+//!
 //! The shell ([`crate::shell::fill`]) reads the session, finds the flight's SD log among the
 //! vehicle's, runs the [`Filler`] over the link's FTP client and writes the amendments. Uses
-//! the engine only.
+//! the engines only (ULog's and DataFlash's).
 
 pub mod amendment;
 pub mod cache;
 pub mod column;
+pub mod dataflash;
 pub mod filler;
 pub mod locate;
 pub mod pace;

@@ -12,6 +12,7 @@ mod common;
 
 mod ardupilot_diagnostics;
 mod ardupilot_exports;
+mod ardupilot_fill;
 mod ardupilot_props;
 mod ardupilot_sim;
 mod ardupilot_sitl;

@@ -303,6 +303,14 @@ pub fn compare(py: &Path, card: &Path, splits: &[PathBuf]) -> serde_json::Value 
     report_of(py, "dataflash_compare.py", card, splits)
 }
 
+/// [`compare`] with one window over the whole flight (`--filled`): what a flight filled from
+/// the card is held to.
+pub fn compare_filled(py: &Path, card: &Path, splits: &[PathBuf]) -> serde_json::Value {
+    let mut args = splits.to_vec();
+    args.push(PathBuf::from("--filled"));
+    report_of(py, "dataflash_compare.py", card, &args)
+}
+
 /// `tests/dataflash_live.py` on the live socket's lines (`tail --json`) and the received
 /// splits: its report.
 pub fn compare_live(py: &Path, lines: &Path, splits: &[PathBuf]) -> serde_json::Value {
