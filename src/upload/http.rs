@@ -379,18 +379,19 @@ mod tests {
     #[test]
     fn a_request_that_keeps_moving_outlives_the_stall_time() {
         runtime().block_on(async {
-            // 32 MiB read at about 8 MiB/s: several times the stall time in all, far more
-            // than the socket buffers on loopback hold, with no pause as long as the stall.
+            // 16 MiB read at about 3 MiB/s: over twice the stall time in all, far more than
+            // the socket buffers on loopback hold, with no pause as long as the stall (2 s:
+            // a loaded machine may hold a thread back for most of a second).
             let url = serve(Server {
                 read: usize::MAX,
                 step: 64 << 10,
-                pause: Duration::from_millis(8),
+                pause: Duration::from_millis(20),
                 answer: true,
             })
             .await;
-            let stall = Duration::from_millis(800);
+            let stall = Duration::from_secs(2);
             let started = Instant::now();
-            let status = put(&url, 32 << 20, stall)
+            let status = put(&url, 16 << 20, stall)
                 .await
                 .expect("the upload completes");
             assert_eq!(status, 200);
