@@ -16,7 +16,7 @@ use crate::dataflash::gaps::dropout_ms;
 use crate::dataflash::preamble::is_replayed;
 use crate::diagnose::{BinDiagnosis, Detectors, Diagnosis, Selection};
 use crate::export::{ExportError, ExportOptions, Flight, FlightFile, SessionColumnFlight};
-use crate::store::input::{LogInput, dataflash_files, log_input};
+use crate::store::input::{LogInput, dataflash_files, log_input, open_bin_part};
 use crate::store::reading::{ColumnStream, read_session};
 use crate::store::reference::read_reference;
 use crate::store::snippet::{cut_stream, snippet};
@@ -93,7 +93,7 @@ pub fn diagnose(input: &Path, selection: Selection) -> Result<Detectors, ExportE
     if let Some(files) = dataflash_files(input) {
         let mut diagnosis = BinDiagnosis::new(selection);
         for file in files {
-            let mut reader = std::fs::File::open(&file).map_err(|source| ExportError::Read {
+            let mut reader = open_bin_part(&file).map_err(|source| ExportError::Read {
                 path: file.clone(),
                 source,
             })?;
@@ -114,6 +114,32 @@ pub fn diagnose(input: &Path, selection: Selection) -> Result<Detectors, ExportE
     Ok(diagnosis.finish())
 }
 
+/// Writes the DataFlash `files` (an ArduPilot session's splits in log order, or a `.bin`) to
+/// `out` as one DataFlash log: every message once, the gaps a fill recovered in place, the
+/// preambles of the splits after the first left out (what came before, again). Returns the
+/// messages written.
+pub fn write_bin_log(
+    files: &[std::path::PathBuf],
+    mut out: impl std::io::Write,
+) -> Result<u64, ExportError> {
+    let (mut written, mut failed) = (0u64, None);
+    each_dataflash_message(files, |m, _| match out.write_all(m) {
+        Ok(()) => {
+            written += 1;
+            true
+        }
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(ExportError::Write(e));
+    }
+    out.flush().map_err(ExportError::Write)?;
+    Ok(written)
+}
+
 /// Reads the DataFlash `files` (a `.bin`, or an ArduPilot session's splits in log order) as
 /// one log, handing each whole message and its format to `each` until it returns `false`.
 /// The preamble each split after the first opens with (the log's state replayed,
@@ -132,7 +158,7 @@ pub(crate) fn each_dataflash_message(
         }
     };
     for (split, file) in files.iter().enumerate() {
-        let mut reader = std::fs::File::open(file).map_err(|source| ExportError::Read {
+        let mut reader = open_bin_part(file).map_err(|source| ExportError::Read {
             path: file.clone(),
             source,
         })?;

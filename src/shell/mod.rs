@@ -11,6 +11,8 @@
 //! - [`service`]: sd_notify and the status line; [`config`]: the config file, as
 //!   command-line arguments; [`values`]: option values (sizes, durations) checked where they
 //!   enter; [`keyfile`]: the signing key file and the signing clock's reservation on disk.
+//! - [`vehicle_files`]: the vehicle's files over MAVLink FTP; [`fill`]: a PX4 flight
+//!   completed from its SD log; [`fill_bin`]: an ArduPilot flight from its card.
 //! - [`monitoring`]: the daemon's counters into its Prometheus metrics and its health check;
 //!   [`metrics_server`]: `--metrics`, the HTTP listener of `/metrics` and `/healthz`, on a
 //!   [`listener_thread`] as the web page is.
@@ -20,6 +22,7 @@
 
 pub mod config;
 pub mod fill;
+pub mod fill_bin;
 pub mod keyfile;
 pub mod listener_thread;
 pub mod metrics_server;

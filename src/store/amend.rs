@@ -1,5 +1,5 @@
 //! Amendments: records a fill recovered from the vehicle's SD log, kept beside the splits
-//! (`amend_NNNN.ulg`, each a standalone ULog) and entered in the manifest with the dropouts
+//! (`amend_NNNN.ulg`, each a standalone ULog; `amend_NNNN.bin` for an ArduPilot flight) and entered in the manifest with the dropouts
 //! they fill. The splits are never rewritten (their SHA-256 stays); readers take a split
 //! through [`read_split`], which reads each filled gap (its dropouts and the stream's
 //! messages between the anchors around it) as the merged records of the amendment, so that
@@ -29,9 +29,14 @@ pub struct UnfilledGap {
     pub reason: String,
 }
 
-/// The name of the `n`th amendment.
+/// The name of the `n`th amendment of a PX4 session.
 pub fn amendment_name(n: usize) -> String {
     format!("amend_{n:04}.ulg")
+}
+
+/// The name of the `n`th amendment of an ArduPilot session.
+pub fn bin_amendment_name(n: usize) -> String {
+    format!("amend_{n:04}.bin")
 }
 
 /// Whether the dropout at `offset` of `split` is filled by one of a session's `amendments`
@@ -61,8 +66,13 @@ pub fn read_split(dir: &Path, amendments: &[AmendmentEntry], file: &str) -> io::
     let mut edits: Vec<(usize, usize, std::ops::Range<usize>, usize)> = Vec::new();
     for (entry, fill) in &fills {
         let (from, to, o) = (fill.from as usize, fill.to as usize, fill.offset as usize);
-        let at_dropout =
-            bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]) && (from..to).contains(&o);
+        let at_dropout = if file.ends_with(".bin") {
+            // A DataFlash split: its dropout mark, or where the vehicle dropped records
+            // unmarked (nothing replaced), at a record.
+            o == from && (from == to || bytes.get(o..o + 2) == Some(&crate::dataflash::HEADER[..]))
+        } else {
+            bytes.get(o..o + 3) == Some(&[2, 0, msg_type::DROPOUT][..]) && (from..to).contains(&o)
+        };
         // The flight's tail without a dropout: its fill ends where the split's messages do;
         // an event buffer's window: its fill starts at the window's first sample.
         let at_tail = o == to;

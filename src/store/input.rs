@@ -156,6 +156,23 @@ pub fn dataflash_files(path: &Path) -> Option<Vec<PathBuf>> {
         .then(|| vec![path.to_owned()])
 }
 
+/// Opens one of the files [`dataflash_files`] names: a split of a session with the gaps
+/// its amendments fill read as their records ([`crate::store::amend::read_split`]), any
+/// other file as it is.
+pub fn open_bin_part(path: &Path) -> std::io::Result<Box<dyn Read + Send>> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    if let (Ok(manifest), Some(name)) = (read_manifest(dir), name)
+        && (manifest.amendments.iter())
+            .flat_map(|a| &a.fills)
+            .any(|f| f.split == name)
+    {
+        let bytes = crate::store::amend::read_split(dir, &manifest.amendments, &name)?;
+        return Ok(Box::new(std::io::Cursor::new(bytes)));
+    }
+    Ok(Box::new(std::fs::File::open(path)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

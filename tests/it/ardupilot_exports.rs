@@ -135,7 +135,7 @@ fn ardupilots_logs_and_sessions_export_to_mcap_as_pymavlink_reads_them() {
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
-        said.contains("it exports to NAME.mcap, or as tables (--dataset)"),
+        said.contains("it exports to NAME.mcap or NAME.bin, or as tables (--dataset)"),
         "{said}"
     );
     // A session of splits is the one log.

@@ -47,6 +47,13 @@ pub(crate) async fn fill(
     json: bool,
     vehicle: &VehicleLinkArgs,
 ) -> anyhow::Result<()> {
+    if ulog_recv::store::input::dataflash_files(session).is_some() && session.is_dir() {
+        anyhow::bail!(
+            "{} is an ArduPilot session: it is filled from a copy of the flight's card log \
+             (--card FILE); over MAVLink it is not yet",
+            session.display()
+        );
+    }
     ulog_recv::store::input::ulog_session_input(session, "fill")?;
     let spec = vehicle.spec()?;
     let mut files =
@@ -82,6 +89,60 @@ pub(crate) async fn fill(
     );
     for (split, offset, why) in &report.unfilled {
         println!("  not filled: {split} at byte {offset}: {why}");
+    }
+    Ok(())
+}
+
+/// `ulog-recv fill SESSION --card FILE`: an ArduPilot session filled from a copy of the
+/// flight's card log.
+pub(crate) fn fill_from_card(session: &Path, card: &Path, json: bool) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt;
+    if !session.is_dir() || ulog_recv::store::input::dataflash_files(session).is_none() {
+        anyhow::bail!(
+            "{}: --card is for an ArduPilot session (a PX4 session is filled over MAVLink FTP)",
+            session.display()
+        );
+    }
+    let file =
+        std::fs::File::open(card).with_context(|| format!("cannot open {}", card.display()))?;
+    let len = file.metadata()?.len();
+    let name = card.file_name().map_or_else(
+        || card.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let report = ulog_recv::shell::fill_bin::fill_bin_session(session, &name, len, |at, n| {
+        let mut buf = vec![0u8; n.min(len.saturating_sub(at)) as usize];
+        let got = file.read_at(&mut buf, at).map_err(|e| e.to_string())?;
+        buf.truncate(got);
+        Ok(buf)
+    })
+    .with_context(|| format!("cannot fill {}", session.display()))?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    if report.filled_before {
+        println!("{}: filled before; nothing done", session.display());
+        return Ok(());
+    }
+    println!(
+        "{}: {} gap(s) filled ({} marked dropouts, the others the vehicle's drops at the \
+         source), {} not filled; {} records ({} bytes) recovered from {name}; {} bytes of it \
+         read{}",
+        session.display(),
+        report.filled,
+        report.marked,
+        report.unfilled.len(),
+        report.records,
+        report.record_bytes,
+        report.fetched_bytes,
+        report
+            .amendment
+            .as_deref()
+            .map_or(String::new(), |a| format!(", into {a}")),
+    );
+    for why in &report.unfilled {
+        println!("  not filled: {why}");
     }
     Ok(())
 }

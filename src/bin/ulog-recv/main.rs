@@ -245,8 +245,12 @@ fn run() -> anyhow::Result<()> {
         Some(Command::Fill {
             session,
             json,
+            card,
             vehicle,
-        }) => runtime()?.block_on(fetch::fill(&session, json, &vehicle)),
+        }) => match card {
+            Some(card) => fetch::fill_from_card(&session, &card, json),
+            None => runtime()?.block_on(fetch::fill(&session, json, &vehicle)),
+        },
         Some(Command::Tail {
             patterns,
             fields,
@@ -508,16 +512,28 @@ fn export_dataset_to_bucket(
     Ok(())
 }
 
-/// `ulog-recv export` of an ArduPilot flight (its DataFlash `files`) to `output`: MCAP.
+/// `ulog-recv export` of an ArduPilot flight (its DataFlash `files`) to `output`: MCAP, or
+/// the whole flight as one DataFlash log (what a fill recovered in place).
 fn export_bin(
     input: &std::path::Path,
     files: &[std::path::PathBuf],
     output: &std::path::Path,
     options: &ulog_recv::export::ExportOptions,
 ) -> anyhow::Result<()> {
-    if output.extension().and_then(|e| e.to_str()) != Some("mcap") {
+    let extension = output.extension().and_then(|e| e.to_str());
+    if matches!(extension, Some("bin" | "BIN")) {
+        let messages = write_output(output, |file| {
+            let writer = std::io::BufWriter::new(WriteAhead::new(file));
+            ulog_recv::export::flight::write_bin_log(files, writer)
+                .with_context(|| format!("cannot export to {}", output.display()))
+        })?;
+        println!("{}: {messages} messages", output.display());
+        return Ok(());
+    }
+    if extension != Some("mcap") {
         bail!(
-            "{} is an ArduPilot flight: it exports to NAME.mcap, or as tables (--dataset)",
+            "{} is an ArduPilot flight: it exports to NAME.mcap or NAME.bin, or as tables \
+             (--dataset)",
             input.display()
         );
     }
@@ -581,10 +597,10 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
     };
     let output = output.as_path();
     let extension = output.extension().and_then(|e| e.to_str()).unwrap_or("");
-    if !["mcap", "bag", "tide", "tid", "ulg"].contains(&extension) {
+    if !["mcap", "bag", "tide", "tid", "ulg", "bin", "BIN"].contains(&extension) {
         bail!(
             "cannot tell the format from {}: name the output NAME.mcap, NAME.bag, NAME.tide or \
-             NAME.ulg",
+             NAME.ulg (NAME.bin for an ArduPilot flight)",
             output.display()
         );
     }
@@ -597,6 +613,13 @@ fn export(input: &std::path::Path, to: ExportTo, format: ExportFormat) -> anyhow
     }
     // Refused as it is, not as a file `load` cannot read.
     log_input(input)?;
+    if matches!(extension, "bin" | "BIN") {
+        bail!(
+            "{} is a PX4 flight: NAME.bin is for an ArduPilot flight (name the output NAME.ulg \
+             for the whole flight as one log)",
+            input.display()
+        );
+    }
     let flight = ulog_recv::export::flight::open(input, &options)
         .with_context(|| format!("cannot read {}", input.display()))?;
     let flight = flight.as_ref();

@@ -20,7 +20,9 @@
 //! restart) is the stream's alone. The stretch ends at the stream's first sample after it.
 //!
 //! - [`stream`]: the flight as received.
+//! - [`amendment`]: what was recovered as a standalone `.bin` beside the splits.
 
+pub mod amendment;
 pub mod stream;
 
 use std::collections::VecDeque;

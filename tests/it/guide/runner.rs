@@ -333,7 +333,9 @@ impl ChapterRun {
     }
 
     /// The chapter's one session under `logs/` holds every message of the ArduPilot SITL's
-    /// card log inside the streamed window, none invented (pymavlink on both sides).
+    /// card log inside the streamed window, none invented (pymavlink on both sides). The
+    /// card log is then in the chapter's folder as `card/00000001.BIN`, as if copied off the
+    /// card.
     fn check_ardupilot_session_whole(&mut self, place: &str) {
         let py = common::venv_python().expect("the project's virtualenv");
         let sessions = common::procs::session_dirs(&self.dir.join("logs"));
@@ -351,6 +353,9 @@ impl ChapterRun {
         );
         assert_eq!(report["unexplained_missing"], 0, "{place}: {report}");
         assert_eq!(report["unexplained_invented"], 0, "{place}: {report}");
+        let copied = self.dir.join("card");
+        std::fs::create_dir_all(&copied).unwrap();
+        std::fs::copy(&card, copied.join("00000001.BIN")).unwrap();
     }
 
     /// A background block that ended before it was stopped (a daemon that could not bind
