@@ -1,9 +1,11 @@
 //! Amendments: records a fill recovered from the vehicle's SD log, kept beside the splits
-//! (`amend_NNNN.ulg`, each a standalone ULog; `amend_NNNN.bin` for an ArduPilot flight) and entered in the manifest with the dropouts
-//! they fill. The splits are never rewritten (their SHA-256 stays); readers take a split
-//! through [`read_split`], which reads each filled gap (its dropouts and the stream's
-//! messages between the anchors around it) as the merged records of the amendment, so that
-//! the session reads as one flight with each record once.
+//! (`amend_NNNN.ulg`, each a standalone ULog; `amend_NNNN.bin` for an ArduPilot flight) and
+//! entered in the manifest with the dropouts they fill. The splits are never rewritten
+//! (their SHA-256 stays); readers take a split through [`read_split`], which reads each
+//! filled gap (its dropouts and the stream's messages between the anchors around it; a
+//! `.bin` split's dropout mark, or the place where the vehicle dropped records unmarked) as
+//! the merged records of the amendment, so that the session reads as one flight with each
+//! record once.
 
 use std::io;
 use std::path::Path;

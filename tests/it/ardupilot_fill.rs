@@ -3,13 +3,14 @@
 //! simulated ArduPilot through a lossy link (the vehicle's buffer overruns and it drops
 //! messages at the source) and an outage longer than its patience (it drops the daemon and
 //! starts its stream again), then the session filled from the log itself as the card
-//! (`ulog-recv fill SESSION --card FILE`) and exported as one `.bin` (`ulog-recv export SESSION -o
-//! flight.bin`). That log holds every card message of the streamed window, read by
-//! pymavlink on both sides, and the fill read about what it recovered of the card.
+//! (`ulog-recv fill SESSION --card FILE`) and exported as one `.bin` (`ulog-recv export
+//! SESSION -o flight.bin`). That log holds every card message of the streamed window, read
+//! by pymavlink on both sides, and the fill read about what it recovered of the card.
 
 use crate::common;
 
 use common::ardupilot::{ardupilot_logs, compare_filled, replay};
+use common::procs::run_ok;
 
 #[test]
 fn a_flight_that_lost_messages_at_the_source_and_in_an_outage_is_completed_from_the_card() {
@@ -37,22 +38,11 @@ fn a_flight_that_lost_messages_at_the_source_and_in_an_outage_is_completed_from_
     assert!(before["missing"].as_u64().unwrap() > 1000);
 
     let session = splits[0].parent().unwrap();
-    let card = std::fs::read(log).unwrap();
+    let card_len = std::fs::metadata(log).unwrap().len();
+    let (session_arg, log_arg) = (session.display().to_string(), log.display().to_string());
     let fill = || {
-        let out = std::process::Command::new(common::procs::BIN)
-            .arg("fill")
-            .arg(session)
-            .arg("--card")
-            .arg(log)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        let out = run_ok(&["fill", &session_arg, "--card", &log_arg, "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
     };
     let report = fill();
     assert_eq!(report["unfilled"], serde_json::json!([]), "{report}");
@@ -69,27 +59,16 @@ fn a_flight_that_lost_messages_at_the_source_and_in_an_outage_is_completed_from_
     let dir = common::procs::fresh_dir("fill-card-merged");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("flight.bin");
-    let out = std::process::Command::new(common::procs::BIN)
-        .arg("export")
-        .arg(session)
-        .arg("-o")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(&["export", &session_arg, "-o", &path.display().to_string()]);
     let after = compare_filled(&py, log, &[path]);
     eprintln!(
         "filled: {}; {report}, {recovered} bytes recovered, {read} of the card's {} read",
         brief(&after),
-        card.len()
+        card_len
     );
     assert_eq!(after["missing"], 0, "{}", brief(&after));
     assert_eq!(after["unexplained_invented"], 0, "{}", brief(&after));
-    assert!(read < card.len() as u64 / 2);
+    assert!(read < card_len as u64 / 2);
     assert!(read <= 2 * recovered, "{read} read for {recovered}");
 }
 

@@ -695,13 +695,8 @@ fn the_flight_goes_to_flight_review_once_whole_and_a_log_it_cannot_read_is_not_s
         let journal: Json = serde_json::from_slice(&std::fs::read(&journal_path).unwrap()).unwrap();
         assert_eq!(journal["flight_review"]["state"], "sending", "{journal}");
         assert_eq!(on_review(), 2);
-        let out = Command::new(common::procs::BIN)
-            .arg("upload")
-            .arg(&session)
-            .args(["--flight-review", &server.url()])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        let (sent, said) = upload_by_hand(&session, &["--flight-review".into(), server.url()], &[]);
+        assert!(sent, "{said}");
         assert_eq!(on_review(), 3);
         let journal: Json = serde_json::from_slice(&std::fs::read(&journal_path).unwrap()).unwrap();
         assert_eq!(journal["flight_review"]["maybe_twice"], true, "{journal}");
