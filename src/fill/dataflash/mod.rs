@@ -467,18 +467,20 @@ impl<'a> BinFiller<'a> {
                 break;
             }
             let record = &bytes[at..at + len];
-            let format = self
-                .framer
-                .format(record[2])
-                .cloned()
-                .expect("a known type");
+            let format = self.framer.format(record[2]).expect("a known type");
+            // The card's own (its definitions, its statistics): never the stream's loss.
+            let own = is_definition(format) || BACKEND_OWN.contains(&format.name.as_str());
+            let time = format
+                .has_time_us()
+                .then(|| leading_time_us(record))
+                .flatten();
             if record[2] == FMT_TYPE && self.framer.format(record[3]).is_none() {
                 self.framer.push(record, |_, _| {});
                 self.card_formats.push(record.to_vec());
             }
             let here = pos + at as u64;
             at += len;
-            match self.beside(record, &format, s) {
+            match self.beside(record, time, s) {
                 Some(k) => {
                     self.flush_run();
                     s = k + 1;
@@ -487,8 +489,8 @@ impl<'a> BinFiller<'a> {
                         return Ok(self.next_stretch(n + 1));
                     }
                 }
-                None if is_definition(&format) || BACKEND_OWN.contains(&format.name.as_str()) => {}
-                None => self.recover(s, record, &format),
+                None if own => {}
+                None => self.recover(s, record, time),
             }
         }
         Ok(Work::Walk {
@@ -522,15 +524,12 @@ impl<'a> BinFiller<'a> {
         })
     }
 
-    /// The stream's message equal to card record `record`, looked for from the stream's
+    /// The stream's message equal to card record `record` (of log time `time`, if it has
+    /// one), looked for from the stream's
     /// message `s` on, over the records the card would have passed by now (the stream's
     /// texts, parameters and definitions, and samples older than the card's by
     /// [`PASSED_US`]); `None` when the stream lacks it.
-    fn beside(&self, record: &[u8], format: &Format, s: usize) -> Option<usize> {
-        let time = format
-            .has_time_us()
-            .then(|| leading_time_us(record))
-            .flatten();
+    fn beside(&self, record: &[u8], time: Option<u64>, s: usize) -> Option<usize> {
         let messages = &self.stream.messages;
         for (k, m) in messages.iter().enumerate().skip(s).take(MAX_BESIDE) {
             if self.stream.bytes(k) == record {
@@ -548,8 +547,9 @@ impl<'a> BinFiller<'a> {
         None
     }
 
-    /// Card record `record` is one the stream lacks, before its message `s`.
-    fn recover(&mut self, s: usize, record: &[u8], format: &Format) {
+    /// Card record `record` (of log time `time`) is one the stream lacks, before its
+    /// message `s`.
+    fn recover(&mut self, s: usize, record: &[u8], time: Option<u64>) {
         // Past the stream's own records (its statistics) right before a dropout mark: the
         // records go in place of the mark.
         let marked = (s..self.stream.messages.len())
@@ -592,10 +592,9 @@ impl<'a> BinFiller<'a> {
                 },
             )
         });
-        if format.has_time_us() {
-            let t = leading_time_us(record);
-            fill.first_us = fill.first_us.or(t);
-            fill.last_us = t.or(fill.last_us);
+        if time.is_some() {
+            fill.first_us = fill.first_us.or(time);
+            fill.last_us = time;
         }
         fill.records.extend_from_slice(record);
         fill.count += 1;
