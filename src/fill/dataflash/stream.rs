@@ -51,10 +51,6 @@ pub struct BinStream<'a> {
     pub messages: Vec<StreamMessage>,
     /// Every type's FMT record the splits hold, each once, in first-seen order.
     pub format_records: Vec<Vec<u8>>,
-    /// A dropout mark after the last message: the stream's end is lost too.
-    pub trailing_mark: Option<Mark>,
-    /// Bytes of the splits that are not whole messages (none in splits the receiver wrote).
-    pub skipped_bytes: u64,
 }
 
 impl<'a> BinStream<'a> {
@@ -65,8 +61,6 @@ impl<'a> BinStream<'a> {
             splits: splits.iter().map(|(b, _)| *b).collect(),
             messages: Vec::new(),
             format_records: Vec::new(),
-            trailing_mark: None,
-            skipped_bytes: 0,
         };
         let mut seen_types = [false; 256];
         let mut at = 0u64;
@@ -88,6 +82,7 @@ impl<'a> BinStream<'a> {
                     return;
                 }
                 drops.observe(m, f);
+                let own = BACKEND_OWN.contains(&f.name.as_str());
                 if let Some(duration_ms) = dropout_ms(m, f) {
                     pending_mark = Some(Mark {
                         split,
@@ -103,22 +98,18 @@ impl<'a> BinStream<'a> {
                     at,
                     len,
                     time_us: time_us(f, m),
-                    anchor: is_sample(f)
-                        && f.has_time_us()
-                        && !BACKEND_OWN.contains(&f.name.as_str()),
+                    anchor: is_sample(f) && f.has_time_us() && !own,
                     dropped_so_far: (f.name == "DMS").then(|| drops.total()),
                     mark: pending_mark.take(),
                 });
                 // The stream's own statistics take no room on the card.
-                if !BACKEND_OWN.contains(&f.name.as_str()) {
+                if !own {
                     at += len;
                 }
             };
             framer.push(bytes, &mut each);
             framer.finish(&mut each);
-            stream.skipped_bytes += framer.stats().skipped_bytes;
         }
-        stream.trailing_mark = pending_mark;
         stream
     }
 
