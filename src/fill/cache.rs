@@ -48,6 +48,14 @@ impl ByteCache {
     /// byte, whole packets up to its end or to what is held next (fetch, insert and ask
     /// again until `None`).
     pub fn missing(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let (at, n) = self.missing_exact(offset, len)?;
+        Some((at, (n.div_ceil(PACKET) * PACKET).min(self.len - at)))
+    }
+
+    /// [`missing`](Self::missing) without rounding up to whole packets: for a server that
+    /// answers a read with the bytes asked for (ArduPilot's), where a small read costs less
+    /// of the link.
+    pub fn missing_exact(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
         let end = (offset + len).min(self.len);
         let mut at = offset;
         // Step over what is held from `at` on.
@@ -68,8 +76,7 @@ impl ByteCache {
             .range(at..)
             .next()
             .map_or(end, |(start, _)| end.min(*start));
-        let n = (stop - at).div_ceil(PACKET) * PACKET;
-        Some((at, n.min(self.len - at)))
+        Some((at, stop - at))
     }
 
     /// The file ends at `len` (sooner than it was listed): nothing past it is asked for.
@@ -151,6 +158,19 @@ impl ByteCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exact_read_asks_for_what_is_missing_only() {
+        let file: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let mut c = ByteCache::new(file.len() as u64, 1 << 20);
+        assert_eq!(c.missing_exact(5000, 23), Some((5000, 23)));
+        c.insert(5000, &file[5000..5023]);
+        assert_eq!(c.missing_exact(5000, 23), None);
+        // From where what is held ends, up to what is held next.
+        c.insert(5100, &file[5100..5200]);
+        assert_eq!(c.missing_exact(5010, 500), Some((5023, 77)));
+        assert_eq!(c.missing_exact(9_990, 500), Some((9_990, 10)));
+    }
 
     #[test]
     fn what_is_missing_is_fetched_once_in_whole_packets_from_its_first_byte() {

@@ -13,16 +13,22 @@
 //! of the stream's early samples on the card (bisecting on the card's log times): found, the
 //! card is the flight's. Each stretch to read begins after the stream's last sample before
 //! it, found where the last stretch's end and the stream's bytes since then put it (or
-//! near: the backends' own records shift the card a little), and is read message by
-//! message beside the stream's: a card record equal to the stream's next is the same
-//! record; one the stream lacks is recovered and goes before the stream's next; a stream
-//! record the card has passed by (its own statistics, its startup records again after a
-//! restart) is the stream's alone. The stretch ends at the stream's first sample after it.
+//! near: the backends' own records shift the card a little). From there it leaps: a sample
+//! of the stream found, read alone, where the stream's bytes put it on the card means
+//! nothing was lost before it; not found, a sample half as far is tried, down to where the
+//! loss is, so a second with one drop costs a few small reads, not the second. There the
+//! card is read message by message beside the stream (each read as long as what it
+//! recovered so far): a card record equal to the stream's next is the same record; one the
+//! stream lacks is recovered and goes before the stream's next; a stream record the card
+//! has passed by (its own statistics, its startup records again after a restart) is the
+//! stream's alone. The stretch ends at the stream's first sample after it. Reads ask for
+//! the bytes they need and no more: ArduPilot's FTP server answers with what is asked.
 //!
 //! - [`stream`]: the flight as received.
 //! - [`amendment`]: what was recovered as a standalone `.bin` beside the splits.
 
 pub mod amendment;
+mod leap;
 pub mod stream;
 
 use std::collections::VecDeque;
@@ -34,18 +40,25 @@ use stream::{BACKEND_OWN, BinStream};
 
 /// Bytes of the card kept once fetched.
 pub const CACHE_BYTES: u64 = 4 << 20;
-/// How far the card may lie from where the stream's bytes put it (the backends' own
-/// records), searched for an anchor.
-pub const ANCHOR_REACH: u64 = 64 << 10;
+/// How far from where the stream's bytes put it the card's copy of a sample is looked for
+/// (the backends' own records shift the card a little); further (each backend wrote its
+/// startup records at its own time: tens of KB), a bisection on the card's times finds it.
+pub const ANCHOR_REACH: u64 = 1 << 10;
 /// How far past a stretch's predicted end its walk goes before the stretch is left
 /// unfilled.
 pub const WALK_SLACK: u64 = 256 << 10;
 /// A stream record the card passed by this far in log time is the stream's alone.
 const PASSED_US: u64 = 1_000_000;
 /// Bytes read at a card offset to learn its log time.
-const TIME_PROBE: u64 = 1024;
-/// Bytes the walk reads at a time.
+const TIME_PROBE: u64 = 256;
+/// Fewest bytes the walk reads at a time.
 const WALK_READ: u64 = 64;
+/// A stretch over which the vehicle dropped at most this many messages at the source is
+/// leapt over to where its drops are (a few small reads each); one with more is read whole,
+/// in long reads (fewer round trips than leaping to each).
+const LEAP_DROPS: u64 = 4;
+/// Most bytes a walk reads at once.
+const WALK_AHEAD: u64 = 16 << 10;
 /// Stream records looked at for one of the card's.
 const MAX_BESIDE: usize = 4096;
 /// Stream samples tried as the probe, each later in the flight, before the card is taken
@@ -93,17 +106,22 @@ pub enum BinOutcome {
 struct Stretch {
     start: usize,
     end: usize,
+    /// Messages the vehicle says it dropped at the source over it.
+    drops: u64,
 }
 
 #[derive(Debug, Clone)]
 enum Work {
-    /// Bisecting the card's times for the probe's (the stream's message `k`): the card
-    /// offsets `lo` (before its time) and `hi`.
+    /// Bisecting the card's times for the stream's sample `k` between the card offsets `lo`
+    /// (before its time) and `hi`: the first one, to tell whether the card is the flight's
+    /// (`stretch` `None`), or the one before stretch `n` (`Some(n)`) that is not near where
+    /// the stream's bytes put it.
     Probe {
         k: usize,
         tries: u32,
         lo: u64,
         hi: u64,
+        stretch: Option<usize>,
     },
     /// Finding the anchor before stretch `n` (the stream's message `k`) within `reach`
     /// bytes of where the last anchor puts it.
@@ -112,11 +130,22 @@ enum Work {
         k: usize,
         reach: u64,
     },
-    /// Walking stretch `n`: the card from `pos` on beside the stream from its message `s`.
+    /// Walking stretch `n`: the card from `pos` on beside the stream from its message `s`;
+    /// leaping again once past the stream's message `leap_after`.
     Walk {
         n: usize,
         s: usize,
         pos: u64,
+        leap_after: usize,
+    },
+    /// In step with the stream at `pos` (its message `s` next), looking whether the stream's
+    /// sample `j` of stretch `n` is where the stream's bytes put it: then nothing was lost
+    /// before it, and the walk goes on from there; else whether one half as far is.
+    Leap {
+        n: usize,
+        s: usize,
+        pos: u64,
+        j: usize,
     },
     /// Reading the card's opening definitions from `pos` (a record of a type the stream
     /// never defined was met), then walking on.
@@ -181,6 +210,7 @@ impl<'a> BinFiller<'a> {
                     tries: 0,
                     lo: 0,
                     hi: len,
+                    stretch: None,
                 }
             }
             Some(_) => {}
@@ -201,7 +231,7 @@ impl<'a> BinFiller<'a> {
             match self.step() {
                 Ok(true) => continue,
                 Ok(false) => return None,
-                Err((at, n)) => match self.cache.missing(at, n) {
+                Err((at, n)) => match self.cache.missing_exact(at, n) {
                     Some(range) => return Some(range),
                     // Held already: a step that asks again for what it has would never end.
                     None => {
@@ -258,9 +288,21 @@ impl<'a> BinFiller<'a> {
     fn step(&mut self) -> Result<bool, (u64, u64)> {
         self.work = match self.work.clone() {
             Work::Done => return Ok(false),
-            Work::Probe { k, tries, lo, hi } => self.probe(k, tries, lo, hi)?,
+            Work::Probe {
+                k,
+                tries,
+                lo,
+                hi,
+                stretch,
+            } => self.probe(k, tries, lo, hi, stretch)?,
             Work::Anchor { n, k, reach } => self.find_anchor(n, k, reach)?,
-            Work::Walk { n, s, pos } => self.walk(n, s, pos)?,
+            Work::Walk {
+                n,
+                s,
+                pos,
+                leap_after,
+            } => self.walk(n, s, pos, leap_after)?,
+            Work::Leap { n, s, pos, j } => self.leap(n, s, pos, j)?,
             Work::Head { pos, then } => self.head(pos, *then)?,
         };
         Ok(true)
@@ -280,7 +322,14 @@ impl<'a> BinFiller<'a> {
         Ok(time)
     }
 
-    fn probe(&mut self, k: usize, tries: u32, lo: u64, hi: u64) -> Result<Work, (u64, u64)> {
+    fn probe(
+        &mut self,
+        k: usize,
+        tries: u32,
+        lo: u64,
+        hi: u64,
+        stretch: Option<usize>,
+    ) -> Result<Work, (u64, u64)> {
         let target = self.stream.messages[k]
             .time_us
             .expect("an anchor has a time");
@@ -292,12 +341,14 @@ impl<'a> BinFiller<'a> {
                     tries,
                     lo: mid,
                     hi,
+                    stretch,
                 },
                 _ => Work::Probe {
                     k,
                     tries,
                     lo,
                     hi: mid,
+                    stretch,
                 },
             });
         }
@@ -307,7 +358,14 @@ impl<'a> BinFiller<'a> {
         let bytes = self.get(from, span)?;
         if let Some(p) = memchr::memmem::find(&bytes, self.stream.bytes(k)) {
             self.anchor = Some((k, from + p as u64));
-            return Ok(self.next_stretch(0));
+            return Ok(self.next_stretch(stretch.unwrap_or(0)));
+        }
+        if let Some(n) = stretch {
+            self.left_unfilled(
+                n,
+                "the stream's last sample before it is not on the card where its time is",
+            );
+            return Ok(self.next_stretch(n + 1));
         }
         // Not there (the card began later, or is another flight's): a sample later in the
         // flight, 1 s on, then 2 s, 4 s...
@@ -322,6 +380,7 @@ impl<'a> BinFiller<'a> {
                 tries: tries + 1,
                 lo: 0,
                 hi: self.len,
+                stretch: None,
             }),
             _ => {
                 self.wrong_log = Some(format!(
@@ -348,7 +407,8 @@ impl<'a> BinFiller<'a> {
     }
 
     /// Finds stream message `k` on the card: where the last anchor puts it, else within
-    /// `reach` bytes of there (widening up to [`ANCHOR_REACH`]); then walks stretch `n`.
+    /// `reach` bytes of there (widening up to [`ANCHOR_REACH`]), else by the card's times;
+    /// then walks stretch `n`.
     fn find_anchor(&mut self, n: usize, k: usize, reach: u64) -> Result<Work, (u64, u64)> {
         let (a, c) = self.anchor.expect("anchored");
         let m = self.stream.messages[k];
@@ -364,18 +424,17 @@ impl<'a> BinFiller<'a> {
             .min_by_key(|&p| p.abs_diff(predicted));
         if let Some(at) = nearest {
             self.anchor = Some((k, at));
-            return Ok(Work::Walk {
-                n,
-                s: k + 1,
-                pos: at + m.len,
-            });
+            return Ok(self.walk_or_leap(n, k + 1, at + m.len, k));
         }
         if reach >= ANCHOR_REACH {
-            self.left_unfilled(
-                n,
-                "the stream's last sample before it is not on the card near where it should be",
-            );
-            return Ok(self.next_stretch(n + 1));
+            // Far from there: where the card's times put it.
+            return Ok(Work::Probe {
+                k,
+                tries: 0,
+                lo: c,
+                hi: self.len,
+                stretch: Some(n),
+            });
         }
         Ok(Work::Anchor {
             n,
@@ -415,7 +474,13 @@ impl<'a> BinFiller<'a> {
 
     /// Walks stretch `n`: the card's records from `pos` beside the stream's from `s` (the
     /// first the card has not matched yet).
-    fn walk(&mut self, n: usize, mut s: usize, pos: u64) -> Result<Work, (u64, u64)> {
+    fn walk(
+        &mut self,
+        n: usize,
+        mut s: usize,
+        pos: u64,
+        leap_after: usize,
+    ) -> Result<Work, (u64, u64)> {
         let stretch = self.stretches[n];
         let (a, c) = self.anchor.expect("anchored");
         // Where the stretch's end would be with nothing lost, and how far past it to go.
@@ -427,7 +492,21 @@ impl<'a> BinFiller<'a> {
             self.left_unfilled(n, "the card's records and the stream's part there");
             return Ok(self.next_stretch(n + 1));
         }
-        let mut bytes = self.get(pos, WALK_READ)?;
+        // While the card goes on with what the stream lost, as far again as it went so far
+        // in one read (what is read past the gap's end is at most what it recovered); over
+        // a stretch of many drops, as far as the stretch surely goes (where it would end
+        // with nothing lost): a read is a round trip on a telemetry link.
+        let recovered = self
+            .run
+            .as_ref()
+            .map_or(0, |(_, run)| run.records.len() as u64);
+        let to_end = if stretch.drops > LEAP_DROPS {
+            end_at.saturating_sub(pos) + WALK_READ
+        } else {
+            0
+        };
+        let ahead = recovered.max(to_end).clamp(WALK_READ, WALK_AHEAD);
+        let mut bytes = self.get(pos, ahead)?;
         if let Some(len) = self.framer.length_at(&bytes)
             && len > bytes.len()
             && pos + (len as u64) <= self.len
@@ -447,6 +526,7 @@ impl<'a> BinFiller<'a> {
                         n,
                         s,
                         pos: pos + at as u64,
+                        leap_after,
                     };
                     return Ok(Work::Head {
                         pos: 0,
@@ -493,11 +573,7 @@ impl<'a> BinFiller<'a> {
                 None => self.recover(s, record, time),
             }
         }
-        Ok(Work::Walk {
-            n,
-            s,
-            pos: pos + at as u64,
-        })
+        Ok(self.walk_or_leap(n, s, pos + at as u64, leap_after))
     }
 
     /// Reads the card's opening FMT records from `pos` on (the card's own types, `DSF`
@@ -613,14 +689,21 @@ fn is_definition(format: &Format) -> bool {
 }
 
 /// The stretches of `stream` to read the card over, in order, overlapping ones joined: each
-/// dropout mark's, and each span between two of the stream's `DMS` records over which the
-/// vehicle's count of drops at the source rose (from the stream's start for the first).
+/// dropout mark's, each span between two of the stream's `DMS` records over which the
+/// vehicle's count of drops at the source rose (from the stream's start for the first), and
+/// the stream's end after its last `DMS` if the count rose at that one.
 fn stretches(stream: &BinStream) -> Vec<Stretch> {
     let mut out: Vec<Stretch> = Vec::new();
     let mut last_dms: Option<(usize, u64)> = None;
+    // What the count rose by at the last `DMS`.
+    let mut last_rise = 0;
     for (k, m) in stream.messages.iter().enumerate() {
         if m.mark.is_some() {
-            out.push(Stretch { start: k, end: k });
+            out.push(Stretch {
+                start: k,
+                end: k,
+                drops: 0,
+            });
         }
         if let Some(total) = m.dropped_so_far {
             let (since, before) = last_dms.unwrap_or((0, 0));
@@ -628,16 +711,34 @@ fn stretches(stream: &BinStream) -> Vec<Stretch> {
                 out.push(Stretch {
                     start: since,
                     end: k,
+                    drops: total - before,
                 });
             }
+            last_rise = total.saturating_sub(before);
             last_dms = Some((k, total));
         }
+    }
+    // The vehicle was dropping when the stream ended: what it dropped after its last `DMS`
+    // no later one counts. The card is read from there to the stream's last sample.
+    if let Some((k, _)) = last_dms.filter(|_| last_rise > 0)
+        && let Some(end) = (k + 1..stream.messages.len())
+            .rev()
+            .find(|&j| stream.messages[j].anchor)
+    {
+        out.push(Stretch {
+            start: k,
+            end,
+            drops: last_rise,
+        });
     }
     out.sort_by_key(|s| s.start);
     let mut joined: Vec<Stretch> = Vec::new();
     for s in out {
         match joined.last_mut() {
-            Some(last) if s.start <= last.end => last.end = last.end.max(s.end),
+            Some(last) if s.start <= last.end => {
+                last.end = last.end.max(s.end);
+                last.drops += s.drops;
+            }
             _ => joined.push(s),
         }
     }
