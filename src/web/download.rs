@@ -1,5 +1,5 @@
-//! Downloads, streamed: a blocking task writes the file (a flight joined as one `.ulg`, its
-//! MCAP export, a split) through a channel of a few chunks into the response's body. A client
+//! Downloads, streamed: a blocking task writes the file (a flight joined as one `.ulg` or
+//! `.bin`, its MCAP export, a split) through a channel of a few chunks into the response's body. A client
 //! that reads slowly holds at most [`CHUNKS_IN_FLIGHT`] × [`CHUNK_BYTES`] of the daemon's
 //! memory, and one that leaves stops the export at its next write.
 
@@ -25,6 +25,9 @@ pub enum Download {
     Ulg,
     /// The flight's MCAP export (as `export NAME.mcap`).
     Mcap,
+    /// An ArduPilot flight as one DataFlash log: splits joined, fills merged (as `export
+    /// NAME.bin`).
+    Bin,
     /// A file as it is.
     File,
 }
@@ -34,6 +37,7 @@ impl Download {
         match self {
             Download::Ulg => "ulg",
             Download::Mcap => "mcap",
+            Download::Bin => "bin",
             Download::File => "",
         }
     }
@@ -156,8 +160,13 @@ fn produce(
     }
     let options = crate::export::ExportOptions::default();
     if let Some(files) = crate::store::input::dataflash_files(path) {
-        // An ArduPilot flight: its MCAP (the route refuses it a .ulg).
+        // An ArduPilot flight: one .bin or its MCAP (the route refuses it a .ulg).
         let _ = opened.send(Ok(None));
+        if what == Download::Bin {
+            crate::export::flight::write_bin_log(&files, std::io::BufWriter::new(&mut *out))
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            return Ok(());
+        }
         crate::export::mcap::dataflash::write_bin(
             &files,
             &options,
@@ -165,6 +174,9 @@ fn produce(
         )
         .map_err(|e| std::io::Error::other(e.to_string()))?;
         return Ok(());
+    }
+    if what == Download::Bin {
+        return fail(opened, "a PX4 flight downloads as .ulg, not .bin".into());
     }
     let flight = match crate::export::flight::open(path, &options) {
         Ok(f) => f,

@@ -324,8 +324,8 @@ struct DownloadQuery {
     format: Option<String>,
 }
 
-/// `GET /api/flights/{id}/download?format=ulg|mcap`: the flight as one file, as `export`
-/// writes it.
+/// `GET /api/flights/{id}/download?format=ulg|bin|mcap`: the flight as one file, as `export`
+/// writes it (`.ulg` for a PX4 flight, `.bin` for an ArduPilot one).
 async fn download(
     State(served): State<Shared>,
     Path(id): Path<String>,
@@ -334,13 +334,21 @@ async fn download(
     let what = match query.format.as_deref().unwrap_or("ulg") {
         "ulg" => Download::Ulg,
         "mcap" => Download::Mcap,
-        _ => return json_error(StatusCode::BAD_REQUEST, "format is ulg or mcap"),
+        "bin" => Download::Bin,
+        _ => return json_error(StatusCode::BAD_REQUEST, "format is ulg, bin or mcap"),
     };
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
-    if what == Download::Ulg && served.flights.row(&id).is_some_and(|r| is_dataflash(&r)) {
+    let dataflash = served.flights.row(&id).is_some_and(|r| is_dataflash(&r));
+    if what == Download::Ulg && dataflash {
         return not_for_dataflash("a .ulg download");
+    }
+    if what == Download::Bin && !dataflash {
+        return json_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "a .bin download: not for a PX4 flight (it downloads as .ulg)",
+        );
     }
     if !plain_files(&dir) {
         return json_error(
@@ -426,9 +434,7 @@ fn is_dataflash(row: &crate::report::flights::FlightRow) -> bool {
 fn not_for_dataflash(what: &str) -> Response {
     json_error(
         StatusCode::UNPROCESSABLE_ENTITY,
-        &format!(
-            "{what}: not for an ArduPilot flight (its .bin splits are in its files, and it downloads as .mcap)"
-        ),
+        &format!("{what}: not for an ArduPilot flight (it downloads as .bin or .mcap)"),
     )
 }
 

@@ -153,12 +153,10 @@ function reviewCell(f) {
 
 function downloads(f) {
   if (f.log_format === "dataflash") {
-    // An ArduPilot flight: its .bin splits, each of which opens alone.
-    const first = f.splits[0];
-    if (!first) return el("span", { className: "muted", textContent: "—" });
+    // An ArduPilot flight: the whole flight as one .bin, its fills merged (each split, which
+    // opens alone too, is in its view).
     return el("span", {},
-      el("a", { href: "api/flights/" + encodeURIComponent(f.id) + "/files/" + encodeURIComponent(first.file), textContent: ".bin", className: "dl-bin" }),
-      f.splits.length > 1 ? el("span", { className: "muted", textContent: " +" + (f.splits.length - 1) + " in its view" }) : "", " ",
+      el("a", { href: "api/flights/" + encodeURIComponent(f.id) + "/download?format=bin", textContent: ".bin", className: "dl-bin" }), " ",
       el("a", { href: "api/flights/" + encodeURIComponent(f.id) + "/download?format=mcap", textContent: ".mcap", className: "dl-mcap" }));
   }
   const base = "api/flights/" + encodeURIComponent(f.id) + "/download?format=";
@@ -326,7 +324,7 @@ async function showFlight(id, replot = false) {
 }
 
 // An ArduPilot flight's view: its line's facts, its findings, its plots (read from its own
-// messages), its files and its actions; the fill reads PX4's ULog and is not for it yet.
+// messages), its files and its actions.
 function showFlightFiles(id, f, replot) {
   if (replot || plotted !== id) {
     plotted = id;
@@ -341,6 +339,7 @@ function showFlightFiles(id, f, replot) {
     ["Duration", seconds(f.duration_s)],
     ["Size", bytes(f.size_bytes) + " in " + f.splits.length + " splits" + (f.closed ? "" : " (still recording)")],
     ["As received", f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost"],
+    ["Filled from the card", fillCell(f).textContent],
     ["Bucket", bucketCell(f).textContent],
     ["Flight Review", "not for ArduPilot logs"],
   ];
@@ -352,7 +351,7 @@ function showFlightFiles(id, f, replot) {
     el("a", { href: "api/flights/" + encodeURIComponent(id) + "/files/" + sp.file.split("/").map(encodeURIComponent).join("/"), textContent: sp.file }),
     " " + bytes(sp.size_bytes) + (sp.closed ? "" : " (open)"))));
   $("flight-delete").disabled = !f.closed;
-  $("flight-fill").hidden = true;
+  $("flight-fill").hidden = !(offered.fill && f.closed);
   $("flight-upload").hidden = !(offered.upload && f.closed && !f.uploads.complete);
 }
 

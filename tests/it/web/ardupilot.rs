@@ -92,6 +92,24 @@ fn an_ardupilot_flight_is_listed_plotted_and_served_and_a_ulg_download_says_it_d
         mcap.body == std::fs::read(&exported).unwrap(),
         "the MCAP as exported"
     );
+    // The whole flight as one .bin is the CLI's export of it.
+    let bin = get(
+        &addr,
+        &format!("/api/flights/{id}/download?format=bin"),
+        &[],
+    );
+    assert_eq!(bin.status, 200, "{}", bin.text());
+    let exported = dir.join("exported.bin");
+    crate::common::procs::run_ok(&[
+        "export",
+        session.to_str().unwrap(),
+        "-o",
+        exported.to_str().unwrap(),
+    ]);
+    assert!(
+        bin.body == std::fs::read(&exported).unwrap(),
+        "the .bin as exported"
+    );
     let ulg = get(
         &addr,
         &format!("/api/flights/{id}/download?format=ulg"),
