@@ -6,15 +6,19 @@
 //! manifest names it, every 64 gaps or 5 s (a fill cut short loses at most that; run again,
 //! it goes on with the dropouts not filled yet, never twice). Once records are recovered,
 //! the flight diagnostics are made again on the whole flight and the manifest lists theirs.
+//! The daemon's `--fill auto` ([`AutoFill`]) fills an ArduPilot session too, through
+//! [`crate::shell::fill_bin`].
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::autopilot::LogFormat;
 use crate::fill::amendment::{Recovered, build};
 use crate::fill::{ColumnSplits, Edge, Filler, Flight, Outcome, SiteFill};
 use crate::link::ftp::FtpError;
+use crate::shell::fill_bin::{BinFillError, BinFillReport, Card, fill_bin_session};
 use crate::shell::vehicle_files::{FilesError, VehicleFiles};
 use crate::store::amend::{self, AmendmentEntry, amendment_name, is_filled};
 use crate::store::files::{hex, read_manifest, update_manifest, write_file_durably};
@@ -403,20 +407,96 @@ async fn find_sd_log<'a>(
     Err(FillError::NoSdLog { checked })
 }
 
+/// What a fill came to, whichever the autopilot: its counts, or why it failed.
+enum Filled {
+    Done {
+        /// Gaps filled now, and not filled.
+        filled: usize,
+        unfilled: usize,
+        records: u64,
+        record_bytes: u64,
+        fetched_bytes: u64,
+    },
+    /// The daemon is stopping: not a fill's outcome.
+    Stopped,
+    Failed(String),
+}
+
+impl From<Result<FillReport, FillError>> for Filled {
+    fn from(result: Result<FillReport, FillError>) -> Self {
+        match result {
+            Ok(r) => Filled::Done {
+                filled: r.filled,
+                unfilled: r.unfilled.len(),
+                records: r.records,
+                record_bytes: r.record_bytes,
+                fetched_bytes: r.fetched_bytes,
+            },
+            Err(FillError::Files(FilesError::Stopped)) => Filled::Stopped,
+            Err(e) => Filled::Failed(e.to_string()),
+        }
+    }
+}
+
+impl From<Result<BinFillReport, BinFillError>> for Filled {
+    fn from(result: Result<BinFillReport, BinFillError>) -> Self {
+        match result {
+            Ok(r) => Filled::Done {
+                filled: r.filled,
+                unfilled: r.unfilled.len(),
+                records: r.records,
+                record_bytes: r.record_bytes,
+                fetched_bytes: r.fetched_bytes,
+            },
+            Err(BinFillError::Files(FilesError::Stopped)) => Filled::Stopped,
+            Err(e) => Filled::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Fills the session in `dir` through `files`, as its autopilot's log is filled (a ULog's
+/// dropouts by [`fill_session`], a DataFlash log's gaps by [`fill_bin_session`]); tried
+/// again while no vehicle was heard yet (its heartbeat will come).
+fn fill_any(runtime: &tokio::runtime::Runtime, dir: &Path, files: &mut VehicleFiles) -> Filled {
+    let no_vehicle = |e: &FilesError| matches!(e, FilesError::Ftp(FtpError::NoVehicle));
+    let dataflash = read_manifest(dir).is_ok_and(|m| m.log_format == LogFormat::DataFlash);
+    loop {
+        // `waiting`: no vehicle heard yet.
+        let (filled, waiting) = if dataflash {
+            let result = runtime.block_on(fill_bin_session(dir, Card::Vehicle(files)));
+            let waiting = matches!(&result, Err(BinFillError::Files(e)) if no_vehicle(e));
+            (Filled::from(result), waiting)
+        } else {
+            let result = runtime.block_on(fill_session(dir, files));
+            let waiting = matches!(&result, Err(FillError::Files(e)) if no_vehicle(e));
+            (Filled::from(result), waiting)
+        };
+        if !waiting {
+            return filled;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+}
+
 /// A fill's outcome in the metrics (a fill the daemon's stop cut is not one).
-fn count_fill(result: &Result<FillReport, FillError>) {
+fn count_fill(filled: &Filled) {
     use crate::monitor::catalogue::{
         FILL_FETCHED_BYTES, FILL_MISSING_DROPOUTS, FILL_RECOVERED_BYTES, FILL_RUNS,
     };
-    match result {
-        Ok(r) => {
+    match filled {
+        Filled::Done {
+            unfilled,
+            record_bytes,
+            fetched_bytes,
+            ..
+        } => {
             metrics::counter!(FILL_RUNS.name, "outcome" => "done").increment(1);
-            metrics::counter!(FILL_FETCHED_BYTES.name).increment(r.fetched_bytes);
-            metrics::counter!(FILL_RECOVERED_BYTES.name).increment(r.record_bytes);
-            metrics::gauge!(FILL_MISSING_DROPOUTS.name).set(r.unfilled.len() as f64);
+            metrics::counter!(FILL_FETCHED_BYTES.name).increment(*fetched_bytes);
+            metrics::counter!(FILL_RECOVERED_BYTES.name).increment(*record_bytes);
+            metrics::gauge!(FILL_MISSING_DROPOUTS.name).set(*unfilled as f64);
         }
-        Err(FillError::Files(FilesError::Stopped)) => {}
-        Err(_) => metrics::counter!(FILL_RUNS.name, "outcome" => "failed").increment(1),
+        Filled::Stopped => {}
+        Filled::Failed(_) => metrics::counter!(FILL_RUNS.name, "outcome" => "failed").increment(1),
     }
 }
 
@@ -462,28 +542,30 @@ impl AutoFill {
                     while armed_seen.load(std::sync::atomic::Ordering::Relaxed) {
                         std::thread::sleep(std::time::Duration::from_millis(500));
                     }
-                    let result = loop {
-                        match runtime.block_on(fill_session(&dir, &mut files)) {
-                            // No vehicle heard yet: its heartbeat will come.
-                            Err(FillError::Files(FilesError::Ftp(FtpError::NoVehicle))) => {
-                                std::thread::sleep(std::time::Duration::from_secs(2))
-                            }
-                            other => break other,
-                        }
-                    };
-                    count_fill(&result);
-                    match result {
-                        Ok(r) if r.dropouts == 0 => {}
-                        Ok(r) => tracing::info!(
+                    let filled = fill_any(&runtime, &dir, &mut files);
+                    count_fill(&filled);
+                    match filled {
+                        Filled::Done {
+                            filled: 0,
+                            unfilled: 0,
+                            ..
+                        } => {}
+                        Filled::Done {
+                            filled,
+                            unfilled,
+                            records,
+                            fetched_bytes,
+                            ..
+                        } => tracing::info!(
                             session = %dir.display(),
-                            filled = r.filled,
-                            not_filled = r.unfilled.len(),
-                            records = r.records,
-                            fetched = r.fetched_bytes,
+                            filled,
+                            not_filled = unfilled,
+                            records,
+                            fetched = fetched_bytes,
                             "filled from the vehicle's SD log"
                         ),
-                        Err(FillError::Files(FilesError::Stopped)) => break,
-                        Err(e) => {
+                        Filled::Stopped => break,
+                        Filled::Failed(e) => {
                             tracing::warn!(session = %dir.display(), "not filled: {e}");
                             if let Err(e) = mark(&dir, &format!("failed: {e}")) {
                                 tracing::warn!(session = %dir.display(), "cannot mark the fill: {e}");

@@ -12,9 +12,48 @@ use crate::link::ftp::{DirEntry, FtpConfig, FtpError, FtpOp, FtpReply, FtpStats,
 use crate::link::{Event, Session, SessionConfig, SigningSetup};
 use crate::shell::transport::{Link, LinkError, LinkSpec};
 
-/// Where PX4 lists its logs: the virtual directory of the MAVLink FTP specification (PX4
-/// v1.17 and newer, on a card), the SD card's, and PX4's SITL's (its root directory's `log`).
-pub const LOG_DIRS: [&str; 3] = ["@MAV_LOG", "/fs/microsd/log", "/log"];
+/// A directory where an autopilot keeps its logs, and the extension they have there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogDir {
+    pub path: &'static str,
+    /// Matched without regard to case (ArduPilot writes `.BIN`).
+    pub extension: &'static str,
+}
+
+/// Where the autopilots list their logs, asked in this order: PX4's (the virtual directory
+/// of the MAVLink FTP specification, PX4 v1.17 and newer, on a card; the SD card's; PX4's
+/// SITL's, its root directory's `log`), then ArduPilot's (a board's card; its SITL's
+/// `logs` beside it, which its FTP server roots at its working directory).
+pub const LOG_DIRS: [LogDir; 5] = [
+    LogDir {
+        path: "@MAV_LOG",
+        extension: "ulg",
+    },
+    LogDir {
+        path: "/fs/microsd/log",
+        extension: "ulg",
+    },
+    LogDir {
+        path: "/log",
+        extension: "ulg",
+    },
+    LogDir {
+        path: "/APM/LOGS",
+        extension: "bin",
+    },
+    LogDir {
+        path: "/logs",
+        extension: "bin",
+    },
+];
+
+impl LogDir {
+    /// Whether `name` is a log here.
+    fn holds(&self, name: &str) -> bool {
+        name.rsplit_once('.')
+            .is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(self.extension))
+    }
+}
 
 /// Most bytes asked for per read of a download (each piece is written and synced before the
 /// next).
@@ -39,7 +78,10 @@ pub enum FilesError {
     Stopped,
     #[error(transparent)]
     Ftp(#[from] FtpError),
-    #[error("the vehicle has no log directory ({}): no SD card?", LOG_DIRS.join(", "))]
+    #[error(
+        "the vehicle has no log directory ({}): no SD card?",
+        LOG_DIRS.map(|d| d.path).join(", ")
+    )]
     NoLogs,
     #[error(
         "{path}: checksum {ours:08x} of the download is not the vehicle's {theirs:08x}; the \
@@ -246,11 +288,13 @@ impl VehicleFiles {
         }
     }
 
-    /// Every `.ulg` on the vehicle's SD card, oldest first (PX4 names them by date and time),
-    /// under the first log directory the vehicle knows.
+    /// Every log on the vehicle's SD card, oldest first (PX4 names them by date and time,
+    /// ArduPilot by a number counting up), under the first log directory the vehicle knows:
+    /// PX4's `.ulg`, ArduPilot's `.BIN`.
     pub async fn list_logs(&mut self) -> Result<Vec<VehicleLog>, FilesError> {
         let mut last_error = None;
-        for root in LOG_DIRS {
+        for dir in LOG_DIRS {
+            let root = dir.path;
             let entries = match self.list(root).await {
                 Ok(entries) => entries,
                 Err(FilesError::Ftp(FtpError::Refused {
@@ -267,13 +311,11 @@ impl VehicleFiles {
             for entry in entries {
                 let path = format!("{root}/{}", entry.name);
                 match entry.size {
-                    Some(size) if entry.name.ends_with(".ulg") => {
-                        logs.push(VehicleLog { path, size })
-                    }
+                    Some(size) if dir.holds(&entry.name) => logs.push(VehicleLog { path, size }),
                     Some(_) => {}
                     None => {
                         for file in self.list(&path).await? {
-                            if let Some(size) = file.size.filter(|_| file.name.ends_with(".ulg")) {
+                            if let Some(size) = file.size.filter(|_| dir.holds(&file.name)) {
                                 logs.push(VehicleLog {
                                     path: format!("{path}/{}", file.name),
                                     size,
@@ -335,7 +377,7 @@ impl VehicleFiles {
         progress: impl Fn(u64, u64),
     ) -> Result<u64, FilesError> {
         let _turn = self.turn().await;
-        let partial = out.with_extension("ulg.part");
+        let partial = partial_of(out);
         let size = self.open(path).await?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -373,4 +415,11 @@ impl VehicleFiles {
         std::fs::rename(&partial, out)?;
         Ok(have - from)
     }
+}
+
+/// Where a download to `out` gathers its bytes until checked: `out` with `.part` added.
+pub fn partial_of(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".part");
+    PathBuf::from(name)
 }

@@ -46,7 +46,7 @@ pub struct SdLog {
 pub fn fetched_name(path: &str) -> String {
     let below = LOG_DIRS
         .iter()
-        .find_map(|root| path.strip_prefix(root)?.strip_prefix('/'))
+        .find_map(|dir| path.strip_prefix(dir.path)?.strip_prefix('/'))
         .unwrap_or(path);
     key_safe(below)
 }

@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 /// The daemon on `port`, writing into `dir`, a split every `split_s` seconds of log, its
 /// metrics on `metrics`, and `extra` (without a live socket unless `extra` names one).
-fn daemon(
+pub(crate) fn daemon(
     dir: &Path,
     port: u16,
     split_s: u32,
@@ -65,7 +65,7 @@ fn tail_into(socket: &Path, lines: &Path) -> Proc {
 }
 
 /// The daemon's metrics exposition.
-fn scrape(port: u16) -> String {
+pub(crate) fn scrape(port: u16) -> String {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
@@ -75,7 +75,7 @@ fn scrape(port: u16) -> String {
     text
 }
 
-fn free_tcp_port() -> u16 {
+pub(crate) fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -84,7 +84,7 @@ fn free_tcp_port() -> u16 {
 }
 
 /// The report's counts, for a message.
-fn brief(report: &Json) -> String {
+pub(crate) fn brief(report: &Json) -> String {
     let mut r = report.clone();
     r.as_object_mut().unwrap().remove("windows");
     r.to_string()
@@ -122,7 +122,7 @@ fn check_whole(report: &Json, what: &str) {
 
 /// Waits until the relay has seen `blocks` log blocks (the vehicle takes 10-20 s to boot
 /// and start logging).
-fn wait_for_blocks(relay: &Relay, blocks: u64) {
+pub(crate) fn wait_for_blocks(relay: &Relay, blocks: u64) {
     let t0 = Instant::now();
     while relay.blocks() < blocks {
         assert!(
@@ -134,7 +134,7 @@ fn wait_for_blocks(relay: &Relay, blocks: u64) {
     }
 }
 
-fn splits(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+pub(crate) fn splits(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     let sessions = session_dirs(dir);
     assert_eq!(sessions.len(), 1, "one session: {sessions:?}");
     let splits = files_with_extension(&sessions[0], "bin");

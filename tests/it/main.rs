@@ -16,6 +16,7 @@ mod ardupilot_fill;
 mod ardupilot_props;
 mod ardupilot_sim;
 mod ardupilot_sitl;
+mod ardupilot_sitl_fill;
 mod cli;
 mod columns;
 mod dataflash;

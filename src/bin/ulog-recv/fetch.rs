@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use ulog_recv::shell::fill_bin::{Card, fill_bin_session};
 use ulog_recv::shell::vehicle_files::VehicleFiles;
 
 use crate::args::VehicleLinkArgs;
@@ -47,17 +48,16 @@ pub(crate) async fn fill(
     json: bool,
     vehicle: &VehicleLinkArgs,
 ) -> anyhow::Result<()> {
-    if ulog_recv::store::input::dataflash_files(session).is_some() && session.is_dir() {
-        anyhow::bail!(
-            "{} is an ArduPilot session: it is filled from a copy of the flight's card log \
-             (--card FILE); over MAVLink it is not yet",
-            session.display()
-        );
+    let ardupilot = session.is_dir() && ulog_recv::store::input::dataflash_files(session).is_some();
+    if !ardupilot {
+        ulog_recv::store::input::ulog_session_input(session, "fill")?;
     }
-    ulog_recv::store::input::ulog_session_input(session, "fill")?;
     let spec = vehicle.spec()?;
     let mut files =
         VehicleFiles::connect(&spec, vehicle.ftp(), vehicle.signing()?, vehicle.wait).await?;
+    if ardupilot {
+        return fill_bin(session, Card::Vehicle(&mut files), json).await;
+    }
     let report = ulog_recv::shell::fill::fill_session(session, &mut files)
         .await
         .with_context(|| format!("cannot fill {}", session.display()))?;
@@ -95,8 +95,7 @@ pub(crate) async fn fill(
 
 /// `ulog-recv fill SESSION --card FILE`: an ArduPilot session filled from a copy of the
 /// flight's card log.
-pub(crate) fn fill_from_card(session: &Path, card: &Path, json: bool) -> anyhow::Result<()> {
-    use std::os::unix::fs::FileExt;
+pub(crate) async fn fill_from_card(session: &Path, card: &Path, json: bool) -> anyhow::Result<()> {
     if !session.is_dir() || ulog_recv::store::input::dataflash_files(session).is_none() {
         anyhow::bail!(
             "{}: --card is for an ArduPilot session (a PX4 session is filled over MAVLink FTP)",
@@ -105,18 +104,18 @@ pub(crate) fn fill_from_card(session: &Path, card: &Path, json: bool) -> anyhow:
     }
     let file =
         std::fs::File::open(card).with_context(|| format!("cannot open {}", card.display()))?;
-    let len = file.metadata()?.len();
     let name = card.file_name().map_or_else(
         || card.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let report = ulog_recv::shell::fill_bin::fill_bin_session(session, &name, len, |at, n| {
-        let mut buf = vec![0u8; n.min(len.saturating_sub(at)) as usize];
-        let got = file.read_at(&mut buf, at).map_err(|e| e.to_string())?;
-        buf.truncate(got);
-        Ok(buf)
-    })
-    .with_context(|| format!("cannot fill {}", session.display()))?;
+    fill_bin(session, Card::File { name, file }, json).await
+}
+
+/// An ArduPilot session filled from `card`, and what it came to printed.
+async fn fill_bin(session: &Path, card: Card<'_>, json: bool) -> anyhow::Result<()> {
+    let report = fill_bin_session(session, card)
+        .await
+        .with_context(|| format!("cannot fill {}", session.display()))?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
@@ -127,15 +126,17 @@ pub(crate) fn fill_from_card(session: &Path, card: &Path, json: bool) -> anyhow:
     }
     println!(
         "{}: {} gap(s) filled ({} marked dropouts, the others the vehicle's drops at the \
-         source), {} not filled; {} records ({} bytes) recovered from {name}; {} bytes of it \
-         read{}",
+         source), {} not filled; {} records ({} bytes) recovered from {}; {} bytes of the \
+         card read in {} reads{}",
         session.display(),
         report.filled,
         report.marked,
         report.unfilled.len(),
         report.records,
         report.record_bytes,
+        report.card_log.as_deref().unwrap_or("-"),
         report.fetched_bytes,
+        report.reads,
         report
             .amendment
             .as_deref()

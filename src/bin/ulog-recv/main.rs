@@ -248,7 +248,7 @@ fn run() -> anyhow::Result<()> {
             card,
             vehicle,
         }) => match card {
-            Some(card) => fetch::fill_from_card(&session, &card, json),
+            Some(card) => runtime()?.block_on(fetch::fill_from_card(&session, &card, json)),
             None => runtime()?.block_on(fetch::fill(&session, json, &vehicle)),
         },
         Some(Command::Tail {

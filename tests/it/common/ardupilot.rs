@@ -28,6 +28,18 @@ impl ArduPilot {
     /// station port on a port nobody listens on, its SERIAL1 sending to `stream_port`.
     #[track_caller]
     pub fn start(name: &str, instance: u16, stream_port: u16) -> Option<Self> {
+        Self::start_with(name, instance, stream_port, &[])
+    }
+
+    /// [`start`](Self::start) with `params` (name, value) over the defaults (each read at
+    /// boot: `LOG_MAV_BUFSIZE` among them).
+    #[track_caller]
+    pub fn start_with(
+        name: &str,
+        instance: u16,
+        stream_port: u16,
+        params: &[(&str, &str)],
+    ) -> Option<Self> {
         let sitl = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/vendor/ardupilot-sitl");
         if !sitl.join("bin/arducopter").is_file() {
             eprintln!("SKIPPED: no ArduPilot SITL at {}", sitl.display());
@@ -43,10 +55,16 @@ impl ArduPilot {
         std::fs::create_dir_all(&dir).unwrap();
         let log = std::fs::File::create(dir.join("sitl.log")).unwrap();
         let gcs = super::procs::free_udp_port();
-        let defaults = format!(
+        let mut defaults = format!(
             "{0}/params/copter.parm,{0}/params/log-stream.parm",
             sitl.display()
         );
+        if !params.is_empty() {
+            let own = dir.join("test.parm");
+            let lines: String = params.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+            std::fs::write(&own, lines).unwrap();
+            defaults.push_str(&format!(",{}", own.display()));
+        }
         let child = Command::new(sitl.join("bin/arducopter"))
             .args([
                 "--model",
@@ -95,6 +113,11 @@ impl ArduPilot {
             script: super::procs::Proc(child, "the flight"),
             stages,
         }
+    }
+
+    /// Its card's log directory (`logs/`, what its FTP server lists as `/logs`).
+    pub fn card_dir(&self) -> PathBuf {
+        self.dir.join("logs")
     }
 
     /// Stops the SITL and returns its card log (`logs/00000001.BIN`).

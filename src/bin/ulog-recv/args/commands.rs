@@ -180,17 +180,17 @@ pub(crate) enum Command {
     /// byte ranges around each dropout are fetched; the recovered records go beside the
     /// splits as amendments (amend_NNNN.ulg, in the manifest), which export, snippet, info
     /// and uploads merge. The splits are never rewritten. Run again, it goes on with what is
-    /// not filled yet. An ArduPilot session is filled from a copy of its card's log
-    /// (--card).
+    /// not filled yet. An ArduPilot session is filled from its card's log (/APM/LOGS) the
+    /// same way, once, into amend_NNNN.bin; or from a copy of that log (--card).
     Fill {
         /// The session directory (holding manifest.json).
         session: PathBuf,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
-        /// An ArduPilot session: the card's log of the flight (`/APM/LOGS/NNNNNNNN.BIN`,
-        /// copied off the card or downloaded by a ground station), read where the stream
-        /// lost records.
+        /// An ArduPilot session: a copy of the card's log of the flight
+        /// (`/APM/LOGS/NNNNNNNN.BIN`, taken off the card or downloaded by a ground station),
+        /// read where the stream lost records, instead of the vehicle's own.
         #[arg(long, value_name = "FILE")]
         card: Option<PathBuf>,
         #[command(flatten)]
