@@ -334,17 +334,21 @@ impl ChapterRun {
 
     /// The chapter's one session under `logs/` holds every message of the ArduPilot SITL's
     /// card log inside the streamed window, none invented (pymavlink on both sides). The
-    /// card log is then in the chapter's folder as `card/00000001.BIN`, as if copied off the
-    /// card.
+    /// card log, as the SITL has written it so far (it runs on: the chapter reads its card
+    /// over FTP next), is then in the chapter's folder as `card/00000001.BIN`, as if copied
+    /// off the card.
     fn check_ardupilot_session_whole(&mut self, place: &str) {
         let py = common::venv_python().expect("the project's virtualenv");
         let sessions = common::procs::session_dirs(&self.dir.join("logs"));
         assert_eq!(sessions.len(), 1, "{place}: sessions {sessions:?}");
         let sitl = self
             .ardupilot
-            .take()
+            .as_ref()
             .expect("the chapter needs ardupilot-sitl");
-        let card = sitl.stop();
+        let copied = self.dir.join("card");
+        std::fs::create_dir_all(&copied).unwrap();
+        let card = copied.join("00000001.BIN");
+        std::fs::copy(sitl.card_dir().join("00000001.BIN"), &card).unwrap();
         let splits = common::procs::files_with_extension(&sessions[0], "bin");
         let report = common::ardupilot::compare(&py, &card, &splits);
         assert!(
@@ -353,9 +357,6 @@ impl ChapterRun {
         );
         assert_eq!(report["unexplained_missing"], 0, "{place}: {report}");
         assert_eq!(report["unexplained_invented"], 0, "{place}: {report}");
-        let copied = self.dir.join("card");
-        std::fs::create_dir_all(&copied).unwrap();
-        std::fs::copy(&card, copied.join("00000001.BIN")).unwrap();
     }
 
     /// A background block that ended before it was stopped (a daemon that could not bind

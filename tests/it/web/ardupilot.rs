@@ -74,42 +74,26 @@ fn an_ardupilot_flight_is_listed_plotted_and_served_and_a_ulg_download_says_it_d
         one["series"][0]["samples"], signals["series"][0]["samples"],
         "a sample of the current in each BAT of the first battery"
     );
-    // The MCAP download is the CLI's export of the same flight.
-    let mcap = get(
-        &addr,
-        &format!("/api/flights/{id}/download?format=mcap"),
-        &[],
-    );
-    assert_eq!(mcap.status, 200, "{}", mcap.text());
-    let exported = dir.join("exported.mcap");
-    crate::common::procs::run_ok(&[
-        "export",
-        session.to_str().unwrap(),
-        "-o",
-        exported.to_str().unwrap(),
-    ]);
-    assert!(
-        mcap.body == std::fs::read(&exported).unwrap(),
-        "the MCAP as exported"
-    );
-    // The whole flight as one .bin is the CLI's export of it.
-    let bin = get(
-        &addr,
-        &format!("/api/flights/{id}/download?format=bin"),
-        &[],
-    );
-    assert_eq!(bin.status, 200, "{}", bin.text());
-    let exported = dir.join("exported.bin");
-    crate::common::procs::run_ok(&[
-        "export",
-        session.to_str().unwrap(),
-        "-o",
-        exported.to_str().unwrap(),
-    ]);
-    assert!(
-        bin.body == std::fs::read(&exported).unwrap(),
-        "the .bin as exported"
-    );
+    // The MCAP download, and the whole flight as one .bin, are the CLI's exports of it.
+    for format in ["mcap", "bin"] {
+        let download = get(
+            &addr,
+            &format!("/api/flights/{id}/download?format={format}"),
+            &[],
+        );
+        assert_eq!(download.status, 200, "{format}: {}", download.text());
+        let exported = dir.join(format!("exported.{format}"));
+        crate::common::procs::run_ok(&[
+            "export",
+            session.to_str().unwrap(),
+            "-o",
+            exported.to_str().unwrap(),
+        ]);
+        assert!(
+            download.body == std::fs::read(&exported).unwrap(),
+            "the .{format} as exported"
+        );
+    }
     let ulg = get(
         &addr,
         &format!("/api/flights/{id}/download?format=ulg"),
