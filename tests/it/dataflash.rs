@@ -148,7 +148,6 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
             "--output",
             &out_arg,
         ],
-        vec!["fill", &session_arg],
     ] {
         let out = std::process::Command::new(common::procs::BIN)
             .args(&args)
@@ -158,9 +157,6 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
         assert!(!out.status.success(), "{args:?}");
         let said = match args[0] {
             "export" => "is an ArduPilot flight: it exports to NAME.mcap or NAME.bin, or as tables",
-            "fill" => {
-                "is an ArduPilot session: it is filled from a copy of the flight's card log (--card FILE)"
-            }
             _ => "is an ArduPilot DataFlash log",
         };
         assert!(err.contains(said), "{args:?}: {err}");
