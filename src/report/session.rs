@@ -56,6 +56,18 @@ pub struct FilledGap {
     pub complete: bool,
 }
 
+impl FilledGap {
+    /// Where the manifest's `fill` lies, when it recorded its records' log times.
+    pub fn of(fill: &crate::fill::amendment::Fill) -> Option<Self> {
+        Some(Self {
+            first_us: fill.first_us?,
+            last_us: fill.last_us?,
+            records: fill.records,
+            complete: fill.complete,
+        })
+    }
+}
+
 /// One column: its topics, splits and bytes (the main column's topics are the rest).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ColumnFigures {
@@ -122,17 +134,7 @@ impl SessionReport {
             fetched_bytes_tail: tail_fetched,
             amendments: manifest.amendments.iter().map(|a| a.file.clone()).collect(),
             unfilled: manifest.unfilled,
-            filled: fills
-                .iter()
-                .filter_map(|f| {
-                    Some(FilledGap {
-                        first_us: f.first_us?,
-                        last_us: f.last_us?,
-                        records: f.records,
-                        complete: f.complete,
-                    })
-                })
-                .collect(),
+            filled: fills.iter().filter_map(|f| FilledGap::of(f)).collect(),
             dropouts_remaining: summary.dropouts.len(),
             columns,
             events: manifest.events,

@@ -3,7 +3,7 @@
 //! simulated ArduPilot through a lossy link (the vehicle's buffer overruns and it drops
 //! messages at the source) and an outage longer than its patience (it drops the daemon and
 //! starts its stream again), then the session filled from the log itself as the card
-//! (`ulog-recv fill SESSION --card FILE`) and exported as one `.bin` (`ulog-recv export
+//! (`ulog-recv fill SESSION --card FILE`), reported by `info` with the fill in place, and exported as one `.bin` (`ulog-recv export
 //! SESSION -o flight.bin`). That log holds every card message of the streamed window, read
 //! by pymavlink on both sides, and the fill read about what it recovered of the card.
 
@@ -50,6 +50,39 @@ fn a_flight_that_lost_messages_at_the_source_and_in_an_outage_is_completed_from_
     assert!(report["amendment"].is_string(), "{report}");
     let read = report["fetched_bytes"].as_u64().unwrap();
     let recovered = report["record_bytes"].as_u64().unwrap();
+    // `info` reads the flight with the fill in place: every marked dropout gone, each filled
+    // gap placed in the flight's time.
+    let info: serde_json::Value =
+        serde_json::from_str(&run_ok(&["info", &session_arg, "--json"])).unwrap();
+    let figures = &info["session"];
+    assert!(
+        figures["dropouts_received"].as_u64().unwrap() >= 1,
+        "{figures}"
+    );
+    assert_eq!(figures["dropouts_remaining"], 0, "{figures}");
+    assert_eq!(figures["gaps_filled"], report["filled"], "{figures}");
+    assert_eq!(figures["records_recovered"], report["records"], "{figures}");
+    assert_eq!(
+        figures["amendments"],
+        serde_json::json!([report["amendment"]])
+    );
+    let (first, last) = (&info["flight"]["first_us"], &info["flight"]["last_us"]);
+    let filled = figures["filled"].as_array().unwrap();
+    assert_eq!(
+        filled.len() as u64,
+        report["filled"].as_u64().unwrap(),
+        "{figures}"
+    );
+    for gap in filled {
+        assert!(
+            gap["first_us"].as_u64() >= first.as_u64(),
+            "{gap} before {first}"
+        );
+        assert!(
+            gap["last_us"].as_u64() <= last.as_u64(),
+            "{gap} after {last}"
+        );
+    }
     // Filled once: run again, nothing is done.
     let again = fill();
     assert_eq!(again["filled_before"], true, "{again}");

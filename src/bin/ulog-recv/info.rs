@@ -110,6 +110,19 @@ fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
                     e.detail
                 );
             }
+            if !s.amendments.is_empty() {
+                say!(
+                    "Filled from the vehicle's card: {} gap(s) ({} partly: the card's log lost \
+                     records there too), {} record(s) recovered, in {}",
+                    s.gaps_filled,
+                    s.gaps_filled_partly,
+                    s.records_recovered,
+                    s.amendments.join(", ")
+                );
+            }
+            for u in &s.unfilled {
+                say!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
+            }
             print_bin_summary(&report.flight);
             Ok(())
         })());
