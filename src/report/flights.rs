@@ -43,8 +43,9 @@ pub struct FlightRow {
 /// What the fill from the vehicle's SD log did for a flight.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FillState {
-    /// `whole` (the stream lost nothing), `filled` (every gap), `partly` (some gaps left),
-    /// `failed`, `not_filled` (dropouts, no fill yet) or `recording`.
+    /// `whole` (the stream lost nothing, and the vehicle dropped nothing at the source),
+    /// `filled` (every gap), `partly` (some gaps left), `failed`, `not_filled` (dropouts or
+    /// messages the vehicle dropped at the source, no fill yet) or `recording`.
     pub state: &'static str,
     pub gaps_filled: usize,
     pub gaps_unfilled: usize,
@@ -88,6 +89,10 @@ impl FlightRow {
             _ => 0.0,
         };
         let dropouts_received = manifest.splits.iter().map(|s| s.summary.dropouts).sum();
+        // What an ArduPilot dropped before its stream: its card has it, for the fill.
+        let dropped_at_source: u64 = (manifest.splits.iter())
+            .filter_map(|s| s.summary.dropped_at_source)
+            .sum();
         let fills: Vec<_> = manifest.amendments.iter().flat_map(|a| &a.fills).collect();
         let failed = manifest
             .fill
@@ -101,8 +106,11 @@ impl FlightRow {
             "partly"
         } else if !fills.is_empty() {
             "filled"
-        } else if dropouts_received == 0 {
+        } else if dropouts_received == 0 && dropped_at_source == 0 {
             "whole"
+        } else if manifest.fill.as_deref() == Some("done") {
+            // Filled, and the card had nothing the stream lacked.
+            "filled"
         } else {
             "not_filled"
         };

@@ -18,6 +18,7 @@ use futures_util::{Stream, StreamExt};
 
 use crate::export::dataset::key_safe;
 use crate::export::signals::Ask;
+use crate::report::bin_session::BinSessionReport;
 use crate::report::session::SessionReport;
 use crate::web::auth::{COOKIE, CSRF_HEADER, Login, Verdict};
 use crate::web::download::{Download, stream_blocking};
@@ -267,16 +268,24 @@ async fn flights(State(served): State<Shared>) -> Response {
     json(&served.flights.rows())
 }
 
-/// `GET /api/flights/{id}`: its line and its whole report (what `info` says of it).
+/// `GET /api/flights/{id}`: its line and its whole report (what `info --json` says of it:
+/// an ArduPilot flight's is its own, with `session.autopilot` saying so).
 async fn flight(State(served): State<Shared>, Path(id): Path<String>) -> Response {
     let Some(dir) = served.dir_of(&id).await else {
         return no_flight();
     };
-    if let Some(row) = served.flights.row(&id).filter(is_dataflash) {
-        // Its line, its files and its actions; the report (read from ULog) is not for it.
-        return json(&serde_json::json!({"flight": row, "report": null}));
-    }
-    let report = tokio::task::spawn_blocking(move || SessionReport::read(&dir)).await;
+    let dataflash = served
+        .flights
+        .row(&id)
+        .is_some_and(|row| is_dataflash(&row));
+    let report = tokio::task::spawn_blocking(move || {
+        if dataflash {
+            BinSessionReport::read(&dir).map(|r| serde_json::to_value(r).unwrap_or_default())
+        } else {
+            SessionReport::read(&dir).map(|r| serde_json::to_value(r).unwrap_or_default())
+        }
+    })
+    .await;
     match (report, served.flights.row(&id)) {
         (Ok(Ok(report)), Some(row)) => json(&serde_json::json!({"flight": row, "report": report})),
         (Ok(Err(e)), _) => json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),

@@ -256,17 +256,31 @@ async function plotField() {
   }
 }
 
-// An ArduPilot flight's span, from its signals (its row has no log times): the plots' axis
-// and its findings on the timeline.
+// An ArduPilot flight's span, from its signals when its report has no log times: the plots'
+// axis.
 function spanOf(series) {
   const t = series.flatMap((x) => (x.t_us.length ? [x.t_us[0], x.t_us[x.t_us.length - 1]] : []));
   if (!t.length) return;
   plotFrom = Math.min(...t);
   plotSpan = Math.max(1, Math.max(...t) - plotFrom) / 1e6;
-  const f = flights.get(plotted);
-  const at = (us) => Math.min(100, Math.max(0, (100 * (us - plotFrom)) / (plotSpan * 1e6)));
-  $("timeline").replaceChildren(...(f ? f.findings : []).map((x) =>
-    el("div", { className: "mark finding", title: x.severity + ": " + x.summary, style: "left:" + at(x.at_us) + "%" })));
+}
+
+// The timeline's marks from `from` to `to` (µs of log time): the gaps the fills filled
+// first, so a dropout still missing inside one stays on top, then the dropouts, then the
+// findings.
+function timelineMarks(from, to, filled, dropouts, findings) {
+  const at = (us) => Math.min(100, Math.max(0, (100 * (us - from)) / (to - from)));
+  const width = (a, b) => "left:" + at(a) + "%;width:" + Math.max(0.2, at(b) - at(a)) + "%";
+  return [
+    ...filled.map((g) => el("div", {
+      className: "mark filled", title: "filled from the SD log, " + g.records + " records" + (g.complete ? "" : " (the SD log lost some too)"),
+      style: width(g.first_us, g.last_us) })),
+    ...dropouts.map((d) => el("div", {
+      className: "mark dropout", title: d.ms === null ? "dropout, of unknown length" : "dropout, " + d.ms + " ms",
+      style: width(d.at_us, d.at_us + (d.ms || 0) * 1000) })),
+    ...findings.map((x) => el("div", {
+      className: "mark finding", title: x.severity + ": " + x.summary, style: "left:" + at(x.at_us) + "%" })),
+  ];
 }
 
 // A flight's view; its signals read again when it is opened (`replot`), not at each change.
@@ -278,21 +292,11 @@ async function showFlight(id, replot = false) {
   $("flight").hidden = false;
   $("flight").dataset.id = id;
   $("flight-title").textContent = started(f.started_utc);
-  if (!report) return showFlightFiles(id, f, replot);
+  if (!report || report.session.autopilot === "ardupilot") return showFlightFiles(id, f, replot, report);
   const s = report.session, log = report.flight;
   const from = log.start_timestamp, to = Math.max(log.last_timestamp, from + 1);
-  const at = (us) => Math.min(100, Math.max(0, (100 * (us - from)) / (to - from)));
-  // Filled gaps first, so a dropout still missing inside one stays on top.
-  const marks = s.filled.map((g) => el("div", {
-    className: "mark filled", title: "filled from the SD log, " + g.records + " records" + (g.complete ? "" : " (the SD log lost some too)"),
-    style: "left:" + at(g.first_us) + "%;width:" + Math.max(0.2, at(g.last_us) - at(g.first_us)) + "%" }));
-  marks.push(...log.dropouts.map((d) => el("div", {
-    className: "mark dropout", title: "dropout, " + d.duration_ms + " ms",
-    style: "left:" + at(d.timestamp) + "%;width:" + Math.max(0.2, at(d.timestamp + d.duration_ms * 1000) - at(d.timestamp)) + "%" })));
-  for (const x of f.findings) {
-    marks.push(el("div", { className: "mark finding", title: x.severity + ": " + x.summary, style: "left:" + at(x.at_us) + "%" }));
-  }
-  $("timeline").replaceChildren(...marks);
+  $("timeline").replaceChildren(...timelineMarks(from, to, s.filled,
+    log.dropouts.map((d) => ({ at_us: d.timestamp, ms: d.duration_ms })), f.findings));
   if (replot || plotted !== id) {
     plotted = id;
     plotFrom = from;
@@ -323,13 +327,23 @@ async function showFlight(id, replot = false) {
   $("flight-upload").hidden = !(offered.upload && f.closed && !f.uploads.complete);
 }
 
-// An ArduPilot flight's view: its line's facts, its findings, its plots (read from its own
-// messages), its files and its actions.
-function showFlightFiles(id, f, replot) {
+// An ArduPilot flight's view: its line's facts, its timeline (from its `report`, when it has
+// one: what the fills recovered, what is still missing), its findings, its plots (read from
+// its own messages), its files and its actions.
+function showFlightFiles(id, f, replot, report) {
+  const log = report && report.flight;
+  const known = log && log.first_us !== null && log.last_us !== null;
+  if (known) {
+    const from = log.first_us, to = Math.max(log.last_us, from + 1);
+    $("timeline").replaceChildren(...timelineMarks(from, to, report.session.filled,
+      log.dropouts.map((d) => ({ at_us: d.at_us, ms: d.duration_ms })), f.findings));
+  } else {
+    $("timeline").replaceChildren();
+  }
   if (replot || plotted !== id) {
     plotted = id;
-    plotFrom = null;
-    $("timeline").replaceChildren();
+    plotFrom = known ? log.first_us : null;
+    plotSpan = known ? Math.max(1, log.last_us - log.first_us) / 1e6 : plotSpan;
     firstLook = "BAT, POS, ATT";
     $("plot-field").placeholder = "BAT.Curr";
     loadSignals(id);
@@ -339,7 +353,8 @@ function showFlightFiles(id, f, replot) {
     ["Duration", seconds(f.duration_s)],
     ["Size", bytes(f.size_bytes) + " in " + f.splits.length + " splits" + (f.closed ? "" : " (still recording)")],
     ["As received", f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost"],
-    ["Filled from the card", fillCell(f).textContent],
+    ["Filled from the card", fillCell(f).textContent + (report && report.session.gaps_filled ? ": " + report.session.gaps_filled + " gaps, " + report.session.records_recovered + " records" : "")],
+    ["Still missing", report ? log.dropouts.length + " dropouts" : "—"],
     ["Bucket", bucketCell(f).textContent],
     ["Flight Review", "not for ArduPilot logs"],
   ];

@@ -1,5 +1,5 @@
 //! An ArduPilot flight (DataFlash splits) on the page's API: listed as a PX4 flight is, with
-//! its format; its view without the ULog report; its signals read from its own messages, as
+//! its format; its view with its own report (`info --json`'s); its signals read from its own messages, as
 //! pymavlink reads them; its MCAP download the CLI's export; the `.ulg` download answered
 //! 422 with why, not a failure; its splits served as written.
 
@@ -34,7 +34,21 @@ fn an_ardupilot_flight_is_listed_plotted_and_served_and_a_ulg_download_says_it_d
     let view = get(&addr, &format!("/api/flights/{id}"), &[]);
     assert_eq!(view.status, 200, "{}", view.text());
     let view = view.json();
-    assert!(view["report"].is_null(), "{view}");
+    // Its report is what `info --json` says of the session: ArduPilot's own, its timeline's
+    // times and dropouts in it.
+    let info = crate::common::json_output(
+        std::process::Command::new(crate::common::procs::BIN)
+            .arg("info")
+            .arg(&session)
+            .arg("--json"),
+    );
+    assert_eq!(view["report"], info, "the API's report is info's");
+    assert_eq!(view["report"]["session"]["autopilot"], "ardupilot");
+    assert!(
+        view["report"]["flight"]["first_us"].as_u64().is_some(),
+        "{info}"
+    );
+    assert_eq!(view["report"]["session"]["dropouts_remaining"], 0);
     assert_eq!(view["flight"]["id"], id.as_str());
 
     // The first look: each signal as many samples as pymavlink reads, its extremes kept.

@@ -32,7 +32,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// How long a step of the page may take to show.
 const STEP: Duration = Duration::from_secs(120);
 
-fn skip_or_fail(what: &str) {
+pub(super) fn skip_or_fail(what: &str) {
     eprintln!("SKIPPED: {what}");
     assert!(
         std::env::var_os("CI").is_none(),
@@ -49,7 +49,7 @@ fn artifacts() -> PathBuf {
 
 /// chromedriver on a free port, and a headless chromium session through it that downloads
 /// into `downloads`.
-async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
+pub(super) async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
     if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
         skip_or_fail("no chromium and chromium-driver (Debian's packages)");
         return None;
@@ -95,7 +95,7 @@ async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
 }
 
 /// Runs `script` in the page until it returns something other than `null` or `false`.
-async fn until(client: &Client, what: &str, script: &str) -> serde_json::Value {
+pub(super) async fn until(client: &Client, what: &str, script: &str) -> serde_json::Value {
     let t0 = Instant::now();
     loop {
         let v = client.execute(script, vec![]).await.expect(what);
@@ -109,7 +109,7 @@ async fn until(client: &Client, what: &str, script: &str) -> serde_json::Value {
 
 /// Clicks the element `css` finds, as the page is at that moment (the rows are drawn again at
 /// every event: an element found before might be gone by its click).
-async fn click(client: &Client, css: &str) {
+pub(super) async fn click(client: &Client, css: &str) {
     let script = format!(
         "const e = document.querySelector({}); if (!e) return false; e.click(); return true;",
         serde_json::to_string(css).unwrap()
@@ -117,13 +117,13 @@ async fn click(client: &Client, css: &str) {
     until(client, css, &script).await;
 }
 
-async fn screenshot(client: &Client, name: &str) {
+pub(super) async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("screenshot");
     std::fs::write(artifacts().join(name), png).unwrap();
 }
 
 /// The text of cell `class` in flight `id`'s row.
-fn cell(id: &str, class: &str) -> String {
+pub(super) fn cell(id: &str, class: &str) -> String {
     format!(
         "const r = document.querySelector('tr[data-id=\"{id}\"]'); \
          return r && r.querySelector('.{class}').textContent;"

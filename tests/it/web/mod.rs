@@ -6,6 +6,7 @@
 mod api;
 mod ardupilot;
 mod browser;
+mod browser_ardupilot;
 mod guessing;
 mod security;
 
@@ -165,6 +166,13 @@ pub(crate) fn daemon(logs: &Path, http: &str, extra: &[&str]) -> (Proc, u16, Str
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
     let (daemon, lines) = Proc::spawn_watched("the daemon", &args);
+    let addr = page_address(lines);
+    (daemon, port, addr)
+}
+
+/// The page's address, from the line a daemon started with `--http` says it on (its other
+/// lines read and dropped).
+pub(crate) fn page_address(lines: std::sync::mpsc::Receiver<String>) -> String {
     let line = wait_for_line(&lines, "the web page on http://", Duration::from_secs(20));
     let addr = line
         .split("http://")
@@ -172,10 +180,9 @@ pub(crate) fn daemon(logs: &Path, http: &str, extra: &[&str]) -> (Proc, u16, Str
         .and_then(|rest| rest.split('/').next())
         .expect("the page's address")
         .to_owned();
-    // Bound to every interface: reached on loopback.
-    let addr = addr.replace("0.0.0.0", "127.0.0.1");
     std::thread::spawn(move || for _ in lines {});
-    (daemon, port, addr)
+    // Bound to every interface: reached on loopback.
+    addr.replace("0.0.0.0", "127.0.0.1")
 }
 
 /// A free port on loopback, as `--http` takes it.
