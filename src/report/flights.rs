@@ -30,6 +30,9 @@ pub struct FlightRow {
     /// Dropouts as the stream was received, and the log time they lost.
     pub dropouts_received: u64,
     pub dropout_ms_received: u64,
+    /// Messages the vehicle dropped before they reached its stream, as its own records
+    /// count them (ArduPilot's `DMS`; 0 for PX4, which counts none): its card has them.
+    pub dropped_at_source: u64,
     pub fill: FillState,
     /// What the flight diagnostics found, in log-time order.
     pub findings: Vec<FindingLine>,
@@ -140,6 +143,7 @@ impl FlightRow {
             size_bytes: manifest.all_splits().map(|s| s.summary.bytes).sum(),
             dropouts_received,
             dropout_ms_received: manifest.splits.iter().map(|s| s.summary.dropout_ms).sum(),
+            dropped_at_source,
             fill: FillState {
                 state,
                 gaps_filled: fills.len(),

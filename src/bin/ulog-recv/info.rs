@@ -120,9 +120,7 @@ fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
                     s.amendments.join(", ")
                 );
             }
-            for u in &s.unfilled {
-                say!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
-            }
+            print_unfilled(&s.unfilled);
             print_bin_summary(&report.flight);
             Ok(())
         })());
@@ -144,6 +142,13 @@ fn dataflash_info(path: &Path, json: bool) -> Option<anyhow::Result<()>> {
         }
         Ok(())
     })())
+}
+
+/// The gaps the last fill left, each with why.
+fn print_unfilled(unfilled: &[ulog_recv::store::amend::UnfilledGap]) {
+    for u in unfilled {
+        say!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
+    }
 }
 
 fn print_bin_summary(s: &ulog_recv::dataflash::BinSummary) {
@@ -268,9 +273,7 @@ fn session_info(dir: &Path, json: bool) -> anyhow::Result<()> {
             s.amendments.join(", ")
         );
     }
-    for u in &s.unfilled {
-        say!("Not filled: {} at byte {}: {}", u.split, u.offset, u.reason);
-    }
+    print_unfilled(&s.unfilled);
     say!(
         "Still missing: {} dropout(s) in the flight as it reads now\n",
         s.dropouts_remaining

@@ -95,11 +95,14 @@ function renderStatus(s) {
   }
 }
 
+// The stream as received: what the link lost, and what the vehicle itself dropped before
+// its stream (ArduPilot counts those; its card has them).
 function streamCell(f) {
-  if (!f.closed && f.dropouts_received === 0) return el("span", { className: "ok", textContent: "recording, whole so far" });
-  if (f.dropouts_received === 0) return el("span", { className: "ok", textContent: "whole" });
-  return el("span", { className: "warn",
-    textContent: f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost" });
+  const source = f.dropped_at_source ? f.dropped_at_source + " dropped by the vehicle" : "";
+  if (!f.closed && f.dropouts_received === 0 && !source) return el("span", { className: "ok", textContent: "recording, whole so far" });
+  if (f.dropouts_received === 0 && !source) return el("span", { className: "ok", textContent: "whole" });
+  const link = f.dropouts_received ? f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost" : "";
+  return el("span", { className: "warn", textContent: [link, source].filter(Boolean).join("; ") });
 }
 
 function fillCell(f) {
@@ -352,7 +355,7 @@ function showFlightFiles(id, f, replot, report) {
     ["Vehicle", "sysid " + f.system_id + ", component " + f.component_id + ", ArduPilot"],
     ["Duration", seconds(f.duration_s)],
     ["Size", bytes(f.size_bytes) + " in " + f.splits.length + " splits" + (f.closed ? "" : " (still recording)")],
-    ["As received", f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost"],
+    ["As received", f.dropouts_received + " dropouts, " + (f.dropout_ms_received / 1000).toFixed(1) + " s lost; " + f.dropped_at_source + " messages dropped by the vehicle"],
     ["Filled from the card", fillCell(f).textContent + (report && report.session.gaps_filled ? ": " + report.session.gaps_filled + " gaps, " + report.session.records_recovered + " records" : "")],
     ["Still missing", report ? log.dropouts.length + " dropouts" : "—"],
     ["Bucket", bucketCell(f).textContent],

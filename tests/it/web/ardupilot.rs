@@ -49,6 +49,11 @@ fn an_ardupilot_flight_is_listed_plotted_and_served_and_a_ulg_download_says_it_d
         "{info}"
     );
     assert_eq!(view["report"]["session"]["dropouts_remaining"], 0);
+    // What the vehicle dropped before its stream, by its own DMS records, in its line.
+    assert_eq!(
+        row["dropped_at_source"],
+        info["flight"]["dropped_at_source"]
+    );
     assert_eq!(view["flight"]["id"], id.as_str());
 
     // The first look: each signal as many samples as pymavlink reads, its extremes kept.

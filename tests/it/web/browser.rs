@@ -94,6 +94,21 @@ pub(super) async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
     Some((driver, client))
 }
 
+/// A runtime for a browser test's steps (the test itself blocks on it).
+pub(super) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// [`browser`], on the page at `addr`.
+pub(super) async fn open_page(downloads: &Path, addr: &str) -> Option<(Proc, Client)> {
+    let (driver, client) = browser(downloads).await?;
+    client.goto(&format!("http://{addr}/")).await.unwrap();
+    Some((driver, client))
+}
+
 /// Runs `script` in the page until it returns something other than `null` or `false`.
 pub(super) async fn until(client: &Client, what: &str, script: &str) -> serde_json::Value {
     let t0 = Instant::now();
@@ -152,15 +167,10 @@ fn the_page_follows_a_flight_from_its_stream_to_its_upload_and_its_delete() {
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let (mut daemon, udp, addr) = daemon(&logs, &free_http_port(), &extra);
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let Some((_driver, client)) = browser(&downloads).await else {
+    runtime().block_on(async {
+        let Some((_driver, client)) = open_page(&downloads, &addr).await else {
             return;
         };
-        client.goto(&format!("http://{addr}/")).await.unwrap();
         until(&client, "the live pill", "return document.getElementById('connection').textContent === 'live';").await;
         // The vehicle streams at 40 KB/s (the log takes about 8 s) through 3 % loss, again and
         // again, serving its SD log for the fill in between.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::browser::{browser, cell, click, screenshot, until};
+use super::browser::{cell, click, open_page, runtime, screenshot, until};
 use super::page_address;
 use crate::ardupilot_sitl::{daemon, free_tcp_port, wait_for_blocks};
 use crate::common::ardupilot::{ArduPilot, Impairment, Relay, compare_filled};
@@ -57,15 +57,10 @@ fn an_ardupilot_flight_is_filled_from_the_card_drawn_plotted_and_downloaded_on_t
     let (mut d, lines) = daemon(&logs, relay.daemon_port, 600, free_tcp_port(), &extra);
     let addr = page_address(lines);
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let Some((_driver, client)) = browser(&downloads).await else {
+    runtime().block_on(async {
+        let Some((_driver, client)) = open_page(&downloads, &addr).await else {
             return;
         };
-        client.goto(&format!("http://{addr}/")).await.unwrap();
         let row = until(&client, "the ArduPilot flight", &format!("const r = document.querySelector('tr[data-id=\"{id}\"]'); return r && r.querySelector('.vehicle').textContent;")).await;
         assert_eq!(row, json!("sysid 1 · ArduPilot"));
         // The fill, as the row follows it.
@@ -80,6 +75,9 @@ fn an_ardupilot_flight_is_filled_from_the_card_drawn_plotted_and_downloaded_on_t
             tokio::time::sleep(Duration::from_millis(500)).await;
         };
         assert!(filled.starts_with("filled ("), "{filled}");
+        // The vehicle's small buffer dropped messages before its stream: the row says so.
+        let stream = until(&client, "the stream's cell", &cell(&id, "stream")).await;
+        assert!(stream.as_str().unwrap().contains("dropped by the vehicle"), "{stream}");
         screenshot(&client, "07-ardupilot-filled.png").await;
 
         // Its view: the fill's gaps on the timeline, no dropout left, as `info` says.
