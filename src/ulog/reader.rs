@@ -250,6 +250,26 @@ impl Reader {
         self.stats.skipped_bytes += n as u64;
     }
 
+    /// At the end of the stream, a message that runs past it with a sync magic in the bytes
+    /// it would take was never a message: a header misread in corrupted bytes swallowed what
+    /// follows. Resumes after the magic and says so; false when the stream goes on (the
+    /// message may still come whole) or no magic is there (a truncated last message).
+    fn resync_in_truncated(&mut self, here: u64) -> bool {
+        if !self.finished {
+            return false;
+        }
+        let Some(i) = find_sync(&self.buf[self.pos + MSG_HEADER_LEN..]) else {
+            return false;
+        };
+        self.stats.resyncs += 1;
+        tracing::warn!(
+            offset = here,
+            "sync magic inside a message cut off by the end of the stream; resynchronised"
+        );
+        self.skip(MSG_HEADER_LEN + i + SYNC_MAGIC.len());
+        true
+    }
+
     fn start_resync(&mut self) {
         self.stats.resyncs += 1;
         tracing::warn!(
@@ -471,6 +491,9 @@ impl Reader {
                                     Some(_) => {}
                                 }
                                 if avail < total {
+                                    if self.resync_in_truncated(here) {
+                                        continue;
+                                    }
                                     // Wait for the whole message (at the end of the stream it
                                     // stays pending, as a truncated message does).
                                     return None;
@@ -504,6 +527,9 @@ impl Reader {
                         continue;
                     }
                     if avail < total {
+                        if self.resync_in_truncated(here) {
+                            continue;
+                        }
                         return None;
                     }
                     let payload = &self.buf[self.pos + MSG_HEADER_LEN..self.pos + total];
