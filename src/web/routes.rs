@@ -268,6 +268,14 @@ async fn flights(State(served): State<Shared>) -> Response {
     json(&served.flights.rows())
 }
 
+/// A session's report, as `info --json` prints it for its autopilot.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum AnyReport {
+    Px4(Box<SessionReport>),
+    ArduPilot(Box<BinSessionReport>),
+}
+
 /// `GET /api/flights/{id}`: its line and its whole report (what `info --json` says of it:
 /// an ArduPilot flight's is its own, with `session.autopilot` saying so).
 async fn flight(State(served): State<Shared>, Path(id): Path<String>) -> Response {
@@ -280,9 +288,9 @@ async fn flight(State(served): State<Shared>, Path(id): Path<String>) -> Respons
         .is_some_and(|row| is_dataflash(&row));
     let report = tokio::task::spawn_blocking(move || {
         if dataflash {
-            BinSessionReport::read(&dir).map(|r| serde_json::to_value(r).unwrap_or_default())
+            BinSessionReport::read(&dir).map(|r| AnyReport::ArduPilot(Box::new(r)))
         } else {
-            SessionReport::read(&dir).map(|r| serde_json::to_value(r).unwrap_or_default())
+            SessionReport::read(&dir).map(|r| AnyReport::Px4(Box::new(r)))
         }
     })
     .await;
