@@ -27,9 +27,11 @@
 //! - `tables`: the flight as the fleet's Parquet tables (`export --dataset`: every type's
 //!   table, the tables beside, written and synced in a temporary folder), against the same
 //!   export of PX4's largest real log in the same run: time per MB as a share of the
-//!   `.ulg`'s.
+//!   `.ulg`'s, and time per row (a table's row is a sample, each with the flight's columns)
+//!   as a share of the `.ulg`'s, as a MB of `.bin` holds more rows than a MB of `.ulg`.
 //!
-//! Best of 5 runs for ours, of 3 for DFReader. Run: `cargo bench --bench dataflash`.
+//! Best of 5 runs for ours (of 9 interleaved rounds for the tables), of 3 for DFReader. Run: `cargo bench --bench dataflash`; `--`
+//! and section names (`receive`, `diagnose`, `mcap`, `tables`) run only those.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -166,28 +168,61 @@ fn mcap_per_mb(log: &Path) -> (f64, usize) {
     (t.as_secs_f64() / mb, written)
 }
 
-/// Seconds per MB of exporting `log`'s tables (best of 5), and how many were written.
-fn tables_per_mb(log: &Path) -> (f64, usize) {
+/// What exporting a log's tables measured: seconds per MB of the log (best of 5), the
+/// tables written and their rows.
+struct TablesRun {
+    per_mb: f64,
+    tables: usize,
+    rows: u64,
+    mb: f64,
+}
+
+impl TablesRun {
+    /// Seconds per row written.
+    fn per_row(&self) -> f64 {
+        self.per_mb * self.mb / self.rows as f64
+    }
+}
+
+/// Rounds of [`tables_runs`]: each exports every log once.
+const TABLES_ROUNDS: usize = 9;
+
+/// Exports the tables of each of `logs` once a round, [`TABLES_ROUNDS`] rounds, the logs
+/// interleaved so that a shared machine's slow spell weighs on all of them alike (the
+/// filesystem's syncs vary most); the best round of each: see [`TablesRun`].
+fn tables_runs(logs: &[PathBuf]) -> Vec<TablesRun> {
     use ulog_recv::export::ExportOptions;
     use ulog_recv::export::dataset::{FlightFacts, export_tables};
     let root = std::env::temp_dir().join(format!("ulog-recv-bench-tables-{}", std::process::id()));
-    let mut tables = 0;
-    let mut run = 0;
-    // Each run writes a dataset of its own, as a flight is exported once: removing the
-    // last run's tables is not the export's work.
-    let t = best(5, || {
-        run += 1;
-        let written = export_tables(
-            log,
-            &ExportOptions::default(),
-            &FlightFacts::default(),
-            &root.join(run.to_string()),
-        );
-        tables = written.expect("the tables written").len();
-    });
+    let mut runs: Vec<TablesRun> = (logs.iter())
+        .map(|log| TablesRun {
+            per_mb: f64::MAX,
+            tables: 0,
+            rows: 0,
+            mb: std::fs::metadata(log).unwrap().len() as f64 / 1e6,
+        })
+        .collect();
+    for round in 0..TABLES_ROUNDS {
+        for (k, (log, run)) in logs.iter().zip(&mut runs).enumerate() {
+            // Each export writes a dataset of its own, as a flight is exported once:
+            // removing the last one's tables is not the export's work.
+            let dir = root.join(format!("{round}-{k}"));
+            let t = Instant::now();
+            let written = export_tables(
+                log,
+                &ExportOptions::default(),
+                &FlightFacts::default(),
+                &dir,
+            );
+            let seconds = t.elapsed().as_secs_f64();
+            let written = written.expect("the tables written");
+            run.per_mb = run.per_mb.min(seconds / run.mb);
+            run.tables = written.len();
+            run.rows = written.iter().map(|w| w.rows).sum();
+        }
+    }
     let _ = std::fs::remove_dir_all(&root);
-    let mb = std::fs::metadata(log).unwrap().len() as f64 / 1e6;
-    (t.as_secs_f64() / mb, tables)
+    runs
 }
 
 /// The flight diagnostics over a DataFlash log's bytes, in 64 KB pieces: the findings.
@@ -315,6 +350,27 @@ fn dfreader_seconds(path: &Path) -> Option<f64> {
 }
 
 fn main() {
+    // `cargo bench --bench dataflash -- tables mcap`: only those sections (cargo adds
+    // `--bench`).
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let sections: [(&str, fn()); 4] = [
+        ("receive", receive_and_decode),
+        ("diagnose", diagnose_section),
+        ("mcap", mcap_section),
+        ("tables", tables_section),
+    ];
+    for (name, run) in sections {
+        if named.is_empty() || named.iter().any(|n| n == name) {
+            run();
+        }
+    }
+}
+
+/// `receive` and `decode` (see the module docs), against PX4's stream and the two readers.
+fn receive_and_decode() {
     let px4 = px4_datagrams().map(|(mb, frames)| {
         let mut received = 0;
         let t = best(5, || received = receive_px4(&frames));
@@ -362,6 +418,10 @@ fn main() {
         );
         eprintln!("{} messages decoded", ours.0);
     }
+}
+
+/// `diagnose`: seconds per MB of a .bin against a .ulg's.
+fn diagnose_section() {
     // The diagnostics: seconds per MB of a .bin against a .ulg's.
     let ulog_per_mb = largest_ulog()
         .and_then(|p| std::fs::read(p).ok())
@@ -389,6 +449,10 @@ fn main() {
             ulog_per_mb.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
         );
     }
+}
+
+/// `mcap`: seconds per MB of a .bin against a .ulg's.
+fn mcap_section() {
     // MCAP: seconds per MB of a .bin against a .ulg's.
     let ulog_mcap = largest_ulog().map(|p| mcap_per_mb(&p).0);
     println!(
@@ -407,20 +471,36 @@ fn main() {
             ulog_mcap.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
         );
     }
-    // The tables: seconds per MB of a .bin against a .ulg's.
-    let ulog_tables = largest_ulog().map(|p| tables_per_mb(&p).0);
+}
+
+/// `tables`: seconds per MB and per row of a .bin against a .ulg's.
+fn tables_section() {
+    // The tables: seconds per MB and per row of a .bin against a .ulg's.
+    let bins = logs();
+    let ulog = largest_ulog();
+    let mut runs = tables_runs(&[ulog.iter().cloned().collect(), bins.clone()].concat());
+    let ulog_tables = ulog.is_some().then(|| runs.remove(0));
+    let or_none = |f: &dyn Fn(&TablesRun) -> String| ulog_tables.as_ref().map(f);
     println!(
-        "\n| log | tables MB/s | tables | time per MB / a .ulg's ({}) |",
-        ulog_tables.map_or("no .ulg".to_owned(), |s| format!("{:.0} MB/s", 1.0 / s))
+        "\n| log | tables MB/s | tables | rows per MB | time per MB / a .ulg's ({}) | time per row / a .ulg's ({}) |",
+        or_none(&|u| format!("{:.0} MB/s", 1.0 / u.per_mb)).unwrap_or("no .ulg".into()),
+        or_none(&|u| format!(
+            "{:.0} rows per MB, {:.2} µs a row",
+            u.rows as f64 / u.mb,
+            u.per_row() * 1e6
+        ))
+        .unwrap_or("no .ulg".into()),
     );
-    println!("|---|---|---|---|");
-    for path in logs() {
-        let (per_mb, tables) = tables_per_mb(&path);
+    println!("|---|---|---|---|---|---|");
+    for (path, run) in bins.iter().zip(&runs) {
         println!(
-            "| {} | {:.0} | {tables} | {} |",
+            "| {} | {:.0} | {} | {:.0} | {} | {} |",
             path.file_name().unwrap().to_string_lossy(),
-            1.0 / per_mb,
-            ulog_tables.map_or("-".to_owned(), |u| format!("{:.2}", per_mb / u)),
+            1.0 / run.per_mb,
+            run.tables,
+            run.rows as f64 / run.mb,
+            or_none(&|u| format!("{:.2}", run.per_mb / u.per_mb)).unwrap_or("-".into()),
+            or_none(&|u| format!("{:.2}", run.per_row() / u.per_row())).unwrap_or("-".into()),
         );
     }
 }
