@@ -5,8 +5,12 @@
 //!
 //! [`Filer`] does the same for a set of files committed together, on a thread of its own:
 //! making folders, creating, filling and syncing files are waits on the filesystem that the
-//! caller's encoding of the next file need not take.
+//! caller's encoding of the next file need not take. The folders it makes ([`NewFolders`])
+//! are made durable with the files: the folder each was made in is synced at the commit, as
+//! a new file's directory is (a folder's entry, like a file's, reaches the disk only with its
+//! parent's sync).
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -52,11 +56,7 @@ impl OutputFile {
         file.sync_all()?;
         drop(file);
         std::fs::rename(&self.temporary, &self.path)?;
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        sync_dir(dir)
+        sync_dir(&parent_of(&self.path))
     }
 
     /// Commits `outputs` together: each file synced, then all renamed to their final names,
@@ -67,20 +67,21 @@ impl OutputFile {
         for out in &outputs {
             out.file().sync_all()?;
         }
-        Self::rename_synced(outputs, 1)
+        Self::rename_synced(outputs, BTreeSet::new(), 1)
     }
 
     /// Renames `outputs`, each already synced, to their final names, then syncs each of
-    /// their directories once, `threads` at a time.
-    fn rename_synced(outputs: Vec<OutputFile>, threads: usize) -> io::Result<()> {
-        let mut dirs = std::collections::BTreeSet::new();
+    /// their directories, and the folders in `dirs` (the parents of folders made for them),
+    /// once, `threads` at a time.
+    fn rename_synced(
+        outputs: Vec<OutputFile>,
+        mut dirs: BTreeSet<PathBuf>,
+        threads: usize,
+    ) -> io::Result<()> {
         for mut out in outputs {
             drop(out.file.take());
             std::fs::rename(&out.temporary, &out.path)?;
-            dirs.insert(match out.path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-                _ => PathBuf::from("."),
-            });
+            dirs.insert(parent_of(&out.path));
         }
         let dirs: Vec<_> = dirs.into_iter().collect();
         each_at_once(&dirs, threads, |dir| sync_dir(dir))
@@ -141,6 +142,57 @@ impl io::Seek for WriteAhead<'_> {
     }
 }
 
+/// The folders made for a set of output files, from any thread ([`NewFolders::make`]): each
+/// new folder's parent is kept, to be synced with the files' own directories when they are
+/// committed ([`Filer::commit`]), so that a power cut after the commit finds the whole path
+/// to every file. Clones share one set.
+#[derive(Debug, Clone, Default)]
+pub struct NewFolders {
+    parents: Arc<Mutex<BTreeSet<PathBuf>>>,
+}
+
+impl NewFolders {
+    /// Makes `dir` and its missing parents (made already, by this thread or another, is
+    /// made); keeps the folder each new one was made in.
+    pub fn make(&self, dir: &Path) -> io::Result<()> {
+        if dir.as_os_str().is_empty() || dir.is_dir() {
+            return Ok(());
+        }
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(parent) = dir.parent() {
+                    self.make(parent)?;
+                }
+                match std::fs::create_dir(dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        lock(&self.parents).insert(parent_of(dir));
+        Ok(())
+    }
+
+    /// The folders that gained a folder, forgotten here.
+    fn take(&self) -> BTreeSet<PathBuf> {
+        std::mem::take(&mut *lock(&self.parents))
+    }
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// Output files made, filled and synced off the caller's thread, then committed together (as
 /// [`OutputFile::commit_all`] does) by [`Filer::commit`]. A thread makes folders and writes
 /// files; [`Filer::SYNCERS`] threads sync them, so that the syncs of many small files wait
@@ -155,6 +207,7 @@ pub struct Filer {
     writer: Option<JoinHandle<io::Result<()>>>,
     syncers: Vec<JoinHandle<io::Result<()>>>,
     synced: Arc<Mutex<Vec<OutputFile>>>,
+    folders: NewFolders,
 }
 
 /// Hands a [`Filer`] files, from any thread ([`Filer::handle`]). When the filer has stopped at
@@ -162,6 +215,7 @@ pub struct Filer {
 #[derive(Debug, Clone)]
 pub struct FilerHandle {
     jobs: Option<SyncSender<FilerJob>>,
+    folders: NewFolders,
 }
 
 /// What a handover to a [`Filer`] that has stopped fails with (inside an [`io::Error`]).
@@ -187,6 +241,12 @@ impl FilerHandle {
     /// Syncs `out`, written by the caller, to be committed with the rest.
     pub fn sync(&self, out: OutputFile) -> io::Result<()> {
         self.hand_over(FilerJob::Sync(out))
+    }
+
+    /// The folders made for the filer's files, to make a folder with on this thread (one the
+    /// filer may be making too).
+    pub fn folders(&self) -> &NewFolders {
+        &self.folders
     }
 
     fn hand_over(&self, job: FilerJob) -> io::Result<()> {
@@ -218,11 +278,13 @@ impl Filer {
         let (to_sync, unsynced) = sync_channel::<OutputFile>(Self::SYNCERS);
         let unsynced = Arc::new(Mutex::new(unsynced));
         let synced = Arc::new(Mutex::new(Vec::new()));
+        let folders = NewFolders::default();
         let mut filer = Self {
             jobs: Some(jobs),
             writer: None,
             syncers: Vec::new(),
             synced: synced.clone(),
+            folders: folders.clone(),
         };
         for k in 0..Self::SYNCERS {
             let (unsynced, synced) = (unsynced.clone(), synced.clone());
@@ -233,7 +295,7 @@ impl Filer {
         }
         let writer = std::thread::Builder::new()
             .name("filer".into())
-            .spawn(move || Self::write_each(queue, to_sync))?;
+            .spawn(move || Self::write_each(queue, to_sync, &folders))?;
         filer.writer = Some(writer);
         Ok(filer)
     }
@@ -249,7 +311,13 @@ impl Filer {
     pub fn handle(&self) -> FilerHandle {
         FilerHandle {
             jobs: self.jobs.clone(),
+            folders: self.folders.clone(),
         }
+    }
+
+    /// The folders made for the filer's files: see [`FilerHandle::folders`].
+    pub fn folders(&self) -> &NewFolders {
+        &self.folders
     }
 
     /// The error the filer stopped at, once a [`FilerHandle`] found it stopped: waits for its
@@ -262,11 +330,12 @@ impl Filer {
     }
 
     /// Waits for every handover, then renames all the files to their final names and syncs
-    /// their folders: none appears before all are whole.
+    /// their folders, and those the folders made for them were made in: none appears before
+    /// all are whole, and all are durable when it returns.
     pub fn commit(mut self) -> io::Result<()> {
         self.join()?;
         let outputs = std::mem::take(&mut *lock(&self.synced));
-        OutputFile::rename_synced(outputs, Self::SYNCERS)
+        OutputFile::rename_synced(outputs, self.folders.take(), Self::SYNCERS)
     }
 
     fn hand_over(&mut self, job: FilerJob) -> io::Result<()> {
@@ -299,16 +368,20 @@ impl Filer {
         result
     }
 
-    fn write_each(queue: Receiver<FilerJob>, to_sync: SyncSender<OutputFile>) -> io::Result<()> {
+    fn write_each(
+        queue: Receiver<FilerJob>,
+        to_sync: SyncSender<OutputFile>,
+        folders: &NewFolders,
+    ) -> io::Result<()> {
         for job in queue {
             let out = match job {
                 FilerJob::Folder(dir) => {
-                    std::fs::create_dir_all(dir)?;
+                    folders.make(&dir)?;
                     continue;
                 }
                 FilerJob::Bytes(path, bytes) => {
                     if let Some(dir) = path.parent() {
-                        std::fs::create_dir_all(dir)?;
+                        folders.make(dir)?;
                     }
                     let out = OutputFile::create(&path)?;
                     out.file().write_all(&bytes)?;
@@ -552,6 +625,31 @@ mod tests {
         drop(filer);
         assert_eq!(files_under(&dir), ["file"]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn new_folders_keep_the_folder_each_was_made_in_once_whichever_thread_made_it() {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-folders-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let folders = NewFolders::default();
+        let deep = dir.join("a/b/c");
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| folders.make(&deep).unwrap());
+            }
+        });
+        assert!(deep.is_dir());
+        let expected: BTreeSet<PathBuf> = [dir.clone(), dir.join("a"), dir.join("a/b")].into();
+        assert_eq!(folders.take(), expected);
+        // Made already: nothing new to sync; a sibling: only its parent.
+        folders.make(&deep).unwrap();
+        folders.make(&dir.join("a/d")).unwrap();
+        assert_eq!(folders.take(), [dir.join("a")].into());
+        // A file in the way is an error, as create_dir_all's.
+        std::fs::write(dir.join("file"), b"").unwrap();
+        assert!(folders.make(&dir.join("file/x")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The files under `dir`, relative, sorted.

@@ -236,6 +236,73 @@ print(len(ts), min(ts), max(ts))";
     }
 }
 
+/// Every folder an export makes (the dataset's root, each topic's, day's and vehicle's) is
+/// synced into the folder it was made in before the export ends, as each table is into its
+/// own: a power cut after the export finds the whole path to every table. Seen by strace:
+/// each successful mkdir's parent is fsynced after it.
+#[test]
+fn every_folder_an_export_makes_is_synced_into_its_parent() {
+    let Some(strace) = common::procs::strace("watch which folders an export syncs") else {
+        return;
+    };
+    let dir = fresh_dir("dataset-folders-synced");
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = dir.join("fleet");
+    let trace = dir.join("trace");
+    let status = Command::new(strace)
+        .args(["-ff", "-ttt", "-y", "-e", "trace=mkdir,mkdirat,fsync", "-o"])
+        .arg(&trace)
+        .args([common::procs::BIN, "export"])
+        .arg(project().join("testdata/synthetic.ulg"))
+        .arg("--dataset")
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Each thread's calls, in one file each (`-ff`): (time, what, path).
+    let mut made = Vec::new();
+    let mut synced = Vec::new();
+    for file in std::fs::read_dir(&dir).unwrap() {
+        let file = file.unwrap().path();
+        if !file
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("trace.")
+        {
+            continue;
+        }
+        for line in std::fs::read_to_string(&file).unwrap().lines() {
+            let Some((time, call)) = line.split_once(' ') else {
+                continue;
+            };
+            let time: f64 = time.parse().unwrap();
+            if call.starts_with("mkdir") && call.ends_with(" = 0") {
+                let path = call.split('"').nth(1).expect("a quoted path");
+                made.push((time, PathBuf::from(path)));
+            } else if let Some(rest) = call.strip_prefix("fsync(") {
+                let path = rest.split_once('<').and_then(|(_, p)| p.split_once('>'));
+                synced.push((time, PathBuf::from(path.expect("strace -y's path").0)));
+            }
+        }
+    }
+    let topics = files_under(&root).len();
+    assert!(
+        made.len() > 3 * topics,
+        "{} folders made for {topics} tables: {made:?}",
+        made.len()
+    );
+    for (at, folder) in &made {
+        let parent = folder.parent().unwrap();
+        assert!(
+            synced.iter().any(|(t, p)| t > at && p == parent),
+            "{} was made in {} at {at}, which was never synced after it",
+            folder.display(),
+            parent.display()
+        );
+    }
+}
+
 /// A real full disk (a small tmpfs): the export fails with the disk's own error, whichever of
 /// its threads (the walk's, an encoder's, the filer's) meets it first, and leaves neither a
 /// table under its final name nor a temporary; with room again, the same export succeeds.

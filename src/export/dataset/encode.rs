@@ -9,7 +9,7 @@ use parquet::file::metadata::KeyValue;
 
 use super::{TableWritten, TopicTable, table};
 use crate::export::ExportError;
-use crate::store::output::{Filer, FilerHandle, FilerStopped, OutputFile};
+use crate::store::output::{Filer, FilerHandle, FilerStopped, NewFolders, OutputFile};
 
 /// A table left to encode once the walk is over: a topic's last row group and footer, or a
 /// table beside the topics whole.
@@ -140,6 +140,8 @@ pub const TABLE_IN_MEMORY_BYTES: usize = 4 << 20;
 /// [`OutputFile`].
 pub(super) struct TableOutput {
     path: PathBuf,
+    /// The filer's folders, for a table too large to hand over whole.
+    folders: NewFolders,
     state: TableBytes,
 }
 
@@ -150,9 +152,12 @@ enum TableBytes {
 }
 
 impl TableOutput {
-    pub(super) fn new(path: PathBuf) -> Self {
+    /// The output of the table file `path`, committed with the other files of `folders`'
+    /// filer.
+    pub(super) fn new(path: PathBuf, folders: &NewFolders) -> Self {
         Self {
             path,
+            folders: folders.clone(),
             state: TableBytes::Memory(Vec::new()),
         }
     }
@@ -175,9 +180,10 @@ impl Write for TableOutput {
                 Ok(buf.len())
             }
             TableBytes::Memory(bytes) => {
-                // Its folder may be in the making on the filer's thread: made twice is made.
+                // Its folder may be in the making on the filer's thread: made twice is made,
+                // and whichever thread makes it, the commit syncs the folder it is in.
                 if let Some(dir) = self.path.parent() {
-                    std::fs::create_dir_all(dir)?;
+                    self.folders.make(dir)?;
                 }
                 let file = OutputFile::create(&self.path)?;
                 file.file().write_all(bytes)?;

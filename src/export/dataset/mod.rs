@@ -436,7 +436,7 @@ fn commit(
         let mut kv = flight_metadata.clone();
         kv.push(KeyValue::new("ulog.table".into(), name.to_owned()));
         jobs.push(Encode::Beside {
-            out: TableOutput::new(root.join(&key)),
+            out: TableOutput::new(root.join(&key), filer.folders()),
             key,
             name,
             batch,
@@ -499,7 +499,7 @@ impl OpenTable {
             columns,
             sample_size,
             identity.clone(),
-            TableOutput::new(path),
+            TableOutput::new(path, filer.folders()),
         )?;
         Ok(Self {
             key,
