@@ -95,7 +95,7 @@ impl Reservation {
     /// Writes `until` whole and durably; the reservation holds it once this returns.
     pub fn write(&mut self, until: u64) -> std::io::Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
+        crate::store::output::make_folders_durably(dir)?;
         let tmp = self.path.with_extension("tmp");
         let mut f = std::fs::OpenOptions::new()
             .write(true)

@@ -185,6 +185,18 @@ impl NewFolders {
     }
 }
 
+/// Makes `dir` and its missing parents, each synced into the folder it was made in before
+/// this returns: a file written durably into `dir` then keeps its whole path through a power
+/// cut.
+pub fn make_folders_durably(dir: &Path) -> io::Result<()> {
+    let folders = NewFolders::default();
+    folders.make(dir)?;
+    folders
+        .take()
+        .iter()
+        .try_for_each(|parent| sync_dir(parent))
+}
+
 /// The directory `path` is in (`.` for a bare name).
 fn parent_of(path: &Path) -> PathBuf {
     match path.parent() {

@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 use crate::store::amend::read_split;
 use crate::store::columns::join;
 use crate::store::manifest::{hex, read_manifest, write_file_durably};
+use crate::store::output::make_folders_durably;
 use crate::store::reading::selected_columns;
 use crate::store::snippet::{SnippetError, SnippetStats, WindowFollower, cut_column};
 use crate::store::splitter::SplitPolicy;
@@ -199,7 +200,7 @@ pub fn snippet_reference(
             join(&streams).map_or(0, |joined| joined.len())
         }
     } as u64;
-    std::fs::create_dir_all(out).map_err(io_at(out))?;
+    make_folders_durably(out).map_err(io_at(out))?;
     let out = out.canonicalize().map_err(io_at(out))?;
     for (name, bytes) in &preambles {
         write_file_durably(&out, name, bytes).map_err(io_at(&out.join(name)))?;
@@ -235,7 +236,7 @@ fn registration_name(snippet_dir: &Path) -> String {
 
 fn register(session: &Path, snippet_dir: &Path) -> Result<(), ReferenceError> {
     let dir = session.join(REFERENCED_BY);
-    std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+    make_folders_durably(&dir).map_err(io_at(&dir))?;
     write_file_durably(
         &dir,
         &registration_name(snippet_dir),

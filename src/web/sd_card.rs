@@ -206,7 +206,7 @@ async fn fetch_on_the_ground(
     view: &FetchView,
 ) -> Result<u64, FilesError> {
     if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::store::output::make_folders_durably(dir)?;
     }
     let latest = Mutex::new((Instant::now() - PROGRESS_EVERY, 0));
     let progress = |have, size| {
