@@ -13,6 +13,7 @@
 //! Without chromium and chromedriver, Garage or Flight Review the test says SKIPPED, and
 //! fails under CI.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -47,9 +48,22 @@ fn artifacts() -> PathBuf {
     dir
 }
 
+/// chromedriver and the chromium it started, in a process group of their own: dropped (the
+/// test over, or failed), the whole group is killed, as killing chromedriver alone would
+/// leave its chromium running.
+pub(super) struct Driver(Proc);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(group) = rustix::process::Pid::from_raw(self.0.0.id() as i32) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// chromedriver on a free port, and a headless chromium session through it that downloads
 /// into `downloads`.
-pub(super) async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
+pub(super) async fn browser(downloads: &Path) -> Option<(Driver, Client)> {
     if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
         skip_or_fail("no chromium and chromium-driver (Debian's packages)");
         return None;
@@ -59,9 +73,10 @@ pub(super) async fn browser(downloads: &Path) -> Option<(Proc, Client)> {
         .arg(format!("--port={port}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("start chromedriver");
-    let driver = Proc(driver, "chromedriver");
+    let driver = Driver(Proc(driver, "chromedriver"));
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
         "goog:chromeOptions".into(),
@@ -103,7 +118,7 @@ pub(super) fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// [`browser`], on the page at `addr`.
-pub(super) async fn open_page(downloads: &Path, addr: &str) -> Option<(Proc, Client)> {
+pub(super) async fn open_page(downloads: &Path, addr: &str) -> Option<(Driver, Client)> {
     let (driver, client) = browser(downloads).await?;
     client.goto(&format!("http://{addr}/")).await.unwrap();
     Some((driver, client))
