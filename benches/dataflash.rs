@@ -30,8 +30,9 @@
 //!   `.ulg`'s, and time per row (a table's row is a sample, each with the flight's columns)
 //!   as a share of the `.ulg`'s, as a MB of `.bin` holds more rows than a MB of `.ulg`.
 //!
-//! Best of 5 runs for ours (of 9 interleaved rounds for the tables), of 3 for DFReader. Run: `cargo bench --bench dataflash`; `--`
-//! and section names (`receive`, `diagnose`, `mcap`, `tables`) run only those.
+//! Best of 5 runs for ours (of 9 interleaved rounds for the tables), of 3 for DFReader.
+//! Run: `cargo bench --bench dataflash`; `--` and section names (`receive`, `diagnose`,
+//! `mcap`, `tables`) run only those.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -168,8 +169,8 @@ fn mcap_per_mb(log: &Path) -> (f64, usize) {
     (t.as_secs_f64() / mb, written)
 }
 
-/// What exporting a log's tables measured: seconds per MB of the log (best of 5), the
-/// tables written and their rows.
+/// What exporting a log's tables measured: seconds per MB of the log (the best of
+/// [`TABLES_ROUNDS`]), the tables written and their rows.
 struct TablesRun {
     per_mb: f64,
     tables: usize,
@@ -422,7 +423,6 @@ fn receive_and_decode() {
 
 /// `diagnose`: seconds per MB of a .bin against a .ulg's.
 fn diagnose_section() {
-    // The diagnostics: seconds per MB of a .bin against a .ulg's.
     let ulog_per_mb = largest_ulog()
         .and_then(|p| std::fs::read(p).ok())
         .map(|ulg| {
@@ -453,7 +453,6 @@ fn diagnose_section() {
 
 /// `mcap`: seconds per MB of a .bin against a .ulg's.
 fn mcap_section() {
-    // MCAP: seconds per MB of a .bin against a .ulg's.
     let ulog_mcap = largest_ulog().map(|p| mcap_per_mb(&p).0);
     println!(
         "\n| log | MCAP MB/s | MCAP bytes / log bytes | time per MB / a .ulg's ({}) |",
@@ -475,7 +474,6 @@ fn mcap_section() {
 
 /// `tables`: seconds per MB and per row of a .bin against a .ulg's.
 fn tables_section() {
-    // The tables: seconds per MB and per row of a .bin against a .ulg's.
     let bins = logs();
     let ulog = largest_ulog();
     let mut runs = tables_runs(&[ulog.iter().cloned().collect(), bins.clone()].concat());
