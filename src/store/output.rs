@@ -158,25 +158,18 @@ impl NewFolders {
         if dir.as_os_str().is_empty() || dir.is_dir() {
             return Ok(());
         }
-        match std::fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if let Some(parent) = dir.parent() {
-                    self.make(parent)?;
-                }
-                match std::fs::create_dir(dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {
-                        return Ok(());
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => return Ok(()),
-            Err(e) => return Err(e),
+        if let Some(parent) = dir.parent() {
+            self.make(parent)?;
         }
-        lock(&self.parents).insert(parent_of(dir));
-        Ok(())
+        match std::fs::create_dir(dir) {
+            Ok(()) => {
+                lock(&self.parents).insert(parent_of(dir));
+                Ok(())
+            }
+            // Made meanwhile by another thread, which keeps its parent.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The folders that gained a folder, forgotten here.
@@ -227,7 +220,6 @@ pub struct Filer {
 #[derive(Debug, Clone)]
 pub struct FilerHandle {
     jobs: Option<SyncSender<FilerJob>>,
-    folders: NewFolders,
 }
 
 /// What a handover to a [`Filer`] that has stopped fails with (inside an [`io::Error`]).
@@ -253,12 +245,6 @@ impl FilerHandle {
     /// Syncs `out`, written by the caller, to be committed with the rest.
     pub fn sync(&self, out: OutputFile) -> io::Result<()> {
         self.hand_over(FilerJob::Sync(out))
-    }
-
-    /// The folders made for the filer's files, to make a folder with on this thread (one the
-    /// filer may be making too).
-    pub fn folders(&self) -> &NewFolders {
-        &self.folders
     }
 
     fn hand_over(&self, job: FilerJob) -> io::Result<()> {
@@ -323,11 +309,11 @@ impl Filer {
     pub fn handle(&self) -> FilerHandle {
         FilerHandle {
             jobs: self.jobs.clone(),
-            folders: self.folders.clone(),
         }
     }
 
-    /// The folders made for the filer's files: see [`FilerHandle::folders`].
+    /// The folders made for the filer's files, for another thread that makes a folder for
+    /// one of them (which the filer may be making too): the commit syncs what it made in.
     pub fn folders(&self) -> &NewFolders {
         &self.folders
     }
