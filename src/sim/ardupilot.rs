@@ -103,6 +103,11 @@ pub struct ArduPilotStats {
     pub dropped_messages: u64,
     /// Clients dropped for 10 s of silence.
     pub client_timeouts: u64,
+    /// Messages written while it served no client: in no stream (the card has them).
+    pub unserved_messages: u64,
+    /// Blocks sent and never acked, given up when their stream ended (a client dropped, a
+    /// STOP): what the receiver may honestly miss besides the messages dropped at the source.
+    pub abandoned_blocks: u64,
     pub frames_sent: u64,
     pub frames_dropped: u64,
 }
@@ -209,6 +214,11 @@ impl SimArduPilot {
             frames_dropped: self.link.frames_dropped,
             ..self.stats
         }
+    }
+
+    /// From now on its link is impaired as `impairment` says (a fault schedule's change).
+    pub fn set_impairment(&mut self, impairment: Impairment) {
+        self.link.set_impairment(impairment);
     }
 
     /// True while it serves a client.
@@ -334,6 +344,7 @@ impl SimArduPilot {
     }
 
     fn drop_stream(&mut self) {
+        self.stats.abandoned_blocks += self.sent.len() as u64;
         self.pending.clear();
         self.sent.clear();
         self.retry.clear();
@@ -454,6 +465,7 @@ impl SimArduPilot {
     /// which is dropped with it).
     fn write_message(&mut self, m: Vec<u8>) {
         if self.client.is_none() {
+            self.stats.unserved_messages += 1;
             return;
         }
         if m[2] == FMT_TYPE {

@@ -25,6 +25,8 @@ pub struct Impairment {
     pub reorder_depth: usize,
     /// A frame to the vehicle (an ack, a command) is lost.
     pub uplink_loss: f64,
+    /// A frame from the vehicle arrives with one byte changed (its checksum then fails).
+    pub corrupt: f64,
     /// Every `outage_every`, nothing gets through either way for `outage_len`.
     pub outage_every: Option<Duration>,
     pub outage_len: Duration,
@@ -43,6 +45,7 @@ impl Impairment {
         reorder: 0.0,
         reorder_depth: 0,
         uplink_loss: 0.0,
+        corrupt: 0.0,
         outage_every: None,
         outage_len: Duration::ZERO,
         lost_from: None,

@@ -1,7 +1,8 @@
 //! The simulated vehicle's side of an impaired link (sans-IO): what it sends is lost,
-//! duplicated or held back behind later frames, what it receives is lost, and both ways go
-//! quiet in periodic outages, all drawn from one seeded RNG so that a run replays. Every
-//! simulated autopilot sends and receives through one.
+//! corrupted, duplicated or held back behind later frames, what it receives is lost, and both
+//! ways go quiet in periodic outages, all drawn from one seeded RNG so that a run replays.
+//! Every simulated autopilot sends and receives through one; the impairment may change as
+//! the run goes ([`ImpairedLink::set_impairment`]: a fault schedule).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -46,12 +47,24 @@ impl ImpairedLink {
         &self.impairment
     }
 
+    /// From now on the link is impaired as `impairment` says (frames held back stay so).
+    pub fn set_impairment(&mut self, impairment: Impairment) {
+        self.impairment = impairment;
+    }
+
     /// A frame from the vehicle at `now`; `cut`: the vehicle's own reason for the link to be
-    /// down now (on top of the periodic outages). True when at least one copy gets through.
+    /// down now (on top of the periodic outages). True when at least one copy gets through
+    /// intact (a corrupted frame still goes out, to be refused by its checksum).
     pub fn send(&mut self, mut frame: Vec<u8>, now: Instant, cut: bool) -> bool {
         let imp = self.impairment;
         if cut || self.periodic_outage(now) || self.chance(imp.loss) {
             self.frames_dropped += 1;
+            return false;
+        }
+        if !frame.is_empty() && self.chance(imp.corrupt) {
+            let at = self.rng.usize(..frame.len());
+            frame[at] ^= self.rng.u8(1..);
+            self.push_out(frame);
             return false;
         }
         let copies = if self.chance(imp.duplicate) { 2 } else { 1 };

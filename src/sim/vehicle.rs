@@ -22,7 +22,7 @@
 //!   incoming frame whose signature does not verify, and unsigned ones but HEARTBEAT,
 //!   RADIO_STATUS, ADSB_VEHICLE and COLLISION, as PX4 does.
 //!
-//! The link in between is impaired with a seeded RNG ([`Impairment`](crate::sim::Impairment)): loss, duplication and
+//! The link in between is impaired with a seeded RNG ([`Impairment`]): loss, duplication and
 //! reordering of what the vehicle sends, loss of what it receives, and outages both ways.
 
 use std::collections::VecDeque;
@@ -40,7 +40,7 @@ use crate::link::frames::{Frame, FrameDecoder, encode};
 use crate::link::ftp::FtpPayload;
 use crate::link::signing::{Check, Signer, timestamp_at};
 use crate::sim::chunker::{ChunkedLog, LogChunk, StopUndo};
-use crate::sim::config::{MIN_LINK_RATE, VehicleConfig, VehicleStats};
+use crate::sim::config::{Impairment, MIN_LINK_RATE, VehicleConfig, VehicleStats};
 use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
 use crate::sim::impaired::ImpairedLink;
 
@@ -187,6 +187,11 @@ impl SimVehicle {
     /// True while a stream is on (started and neither stopped nor given up).
     pub fn streaming(&self) -> bool {
         self.stream != Stream::Idle
+    }
+
+    /// From now on its link is impaired as `impairment` says (a fault schedule's change).
+    pub fn set_impairment(&mut self, impairment: Impairment) {
+        self.link.set_impairment(impairment);
     }
 
     /// Reboots: the stream ends and the vehicle says nothing for `downtime`.

@@ -335,8 +335,7 @@ fn loss_duplication_reordering_lost_acks_and_outages_lose_only_what_never_arrive
             uplink_loss,
             outage_every: outage_every.map(Duration::from_millis),
             outage_len: Duration::from_millis(150),
-            lost_from: None,
-            lost_for_good: false,
+            ..Impairment::NONE
         };
         for seed in 0..2 {
             check_impaired(imp, 100 * i as u64 + seed);

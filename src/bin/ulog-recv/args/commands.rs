@@ -58,6 +58,7 @@ impl ImpairmentArgs {
             outage_len: Duration::from_millis(self.outage_ms),
             lost_from: self.lost_from,
             lost_for_good: self.lost_for_good,
+            ..Impairment::NONE
         }
     }
 }
