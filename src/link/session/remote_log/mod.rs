@@ -62,8 +62,10 @@ pub(super) struct BlockLog {
     pub(super) ahead: BTreeMap<u32, Box<[u8; BLOCK_BYTES]>>,
     /// Blocks known missing so far: NACKed up to here (exclusive).
     pub(super) nacked_up_to: u32,
-    /// Since when `next` is missing while later blocks wait, and when to NACK again.
-    pub(super) hole_since: Option<Instant>,
+    /// The hole: `next` (the block missing while later ones wait) and since when it is the
+    /// one missing (a hole that moves on to the next block missing starts its wait anew);
+    /// and when to NACK again.
+    pub(super) hole: Option<(u32, Instant)>,
     pub(super) next_nack: Option<Instant>,
     pub(super) framer: Framer,
     pub(super) gaps: GapMarker,
@@ -85,7 +87,7 @@ impl BlockLog {
             next: 0,
             ahead: BTreeMap::new(),
             nacked_up_to: 0,
-            hole_since: None,
+            hole: None,
             next_nack: None,
             framer: Framer::new(),
             gaps: GapMarker::new(),
@@ -97,7 +99,7 @@ impl BlockLog {
 
     /// When its timers next have work.
     pub(super) fn deadline(&self) -> Option<Instant> {
-        match (self.next_nack, self.hole_since) {
+        match (self.next_nack, self.hole.map(|(_, since)| since)) {
             (Some(n), Some(h)) => Some(n.min(h + GIVE_UP)),
             (n, h) => n.or(h.map(|h| h + GIVE_UP)),
         }
@@ -266,7 +268,7 @@ impl Session {
         if s > log.next {
             self.stats.reordered += 1;
             log.ahead.insert(s, Box::new(block.data));
-            log.hole_since.get_or_insert(now);
+            log.hole.get_or_insert((log.next, now));
             // NACK the blocks this one shows missing, those not NACKed yet.
             let from = log.nacked_up_to.max(log.next);
             let missing: Vec<u32> = (from..s)
@@ -282,7 +284,7 @@ impl Session {
             self.release_blocks(now);
             return;
         }
-        if log.hole_since.is_some() {
+        if log.hole.is_some() {
             self.stats.recovered += u64::from(!log.ahead.is_empty());
         }
         let data = block.data;
@@ -304,7 +306,7 @@ impl Session {
                 log.ahead = std::mem::take(&mut log.aside);
                 log.next = 0;
                 log.nacked_up_to = 0;
-                log.hole_since = None;
+                log.hole = None;
                 log.next_nack = None;
                 log.stream_open = true;
                 log.began = Some(now);
@@ -342,10 +344,10 @@ impl Session {
         }
         let Some(log) = &mut self.blocks else { return };
         if log.ahead.is_empty() {
-            log.hole_since = None;
+            log.hole = None;
             log.next_nack = None;
-        } else if log.hole_since.is_none() {
-            log.hole_since = Some(now);
+        } else if log.hole.is_none_or(|(missing, _)| missing != log.next) {
+            log.hole = Some((log.next, now));
         }
     }
 
@@ -353,7 +355,7 @@ impl Session {
     /// [`GIVE_UP`] or behind [`MAX_AHEAD`] blocks.
     pub(super) fn block_timers(&mut self, now: Instant) {
         let Some(log) = &mut self.blocks else { return };
-        let Some(hole_since) = log.hole_since else {
+        let Some((_, hole_since)) = log.hole else {
             return;
         };
         if now >= hole_since + GIVE_UP || log.ahead.len() as u32 >= MAX_AHEAD {
@@ -365,7 +367,7 @@ impl Session {
             log.framer.gap();
             log.gaps.gap(lost);
             log.next = first;
-            log.hole_since = None;
+            log.hole = None;
             log.next_nack = None;
             self.release_blocks(now);
             return;

@@ -260,6 +260,41 @@ fn a_hole_never_filled_is_marked_with_its_length_and_no_torn_message_passes() {
 }
 
 #[test]
+fn a_hole_that_moves_on_to_the_next_missing_block_waits_its_own_time() {
+    let t0 = Instant::now();
+    let mut s = found(t0);
+    let bs = blocks(&log(400, 1_000_000));
+    // Blocks 10 and 20 missing; 20's hole begins only when 10 comes, late.
+    for b in bs.iter().filter(|b| b.seqno != 10 && b.seqno != 20) {
+        s.handle_datagram(&block_frame(b), t0);
+    }
+    let late = t0 + GIVE_UP - Duration::from_millis(100);
+    s.handle_datagram(&block_frame(&bs[10]), late);
+    // Had the hole kept the first one's start, block 20 would be given up now, while the
+    // vehicle still resends it.
+    s.handle_timeout(t0 + GIVE_UP);
+    s.handle_datagram(
+        &block_frame(&bs[20]),
+        t0 + GIVE_UP + Duration::from_millis(50),
+    );
+    let (bytes, events) = drain(&mut s);
+    assert!(marks(&bytes).is_empty(), "{:?}", marks(&bytes));
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Dropout { .. })),
+        "{events:?}"
+    );
+    // Its own wait runs out all the same when it never comes.
+    let mut s = found(t0);
+    for b in bs.iter().filter(|b| b.seqno != 10 && b.seqno != 20) {
+        s.handle_datagram(&block_frame(b), t0);
+    }
+    s.handle_datagram(&block_frame(&bs[10]), late);
+    s.handle_timeout(late + GIVE_UP);
+    let (bytes, _) = drain(&mut s);
+    assert_eq!(marks(&bytes).len(), 1);
+}
+
+#[test]
 fn forged_far_stray_and_foreign_blocks_cost_nothing() {
     let t0 = Instant::now();
     let mut s = found(t0);
