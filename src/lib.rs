@@ -16,6 +16,7 @@
 //! <!-- parts -->
 //! | part | sans-IO | what it is | may use |
 //! |---|---|---|---|
+//! | [`planted`] | yes | deliberate bugs the whole-receiver simulation must catch, off unless a test plants one in its own thread | — |
 //! | [`sys`] | no | the few raw OS calls (thread priority, free space, socket buffers) and a latency histogram | — |
 //! | [`monitor`] | no | the daemon's Prometheus metrics (their catalogue, the exposition) and its health check's rules | — |
 //! | [`autopilot`] | yes | the two autopilots (PX4, ArduPilot), told from a HEARTBEAT, and their log formats | — |
@@ -23,7 +24,7 @@
 //! | [`ulog`] | yes | the ULog engine: reader, framer, decoder, writer, dropouts, summaries, topic patterns | — |
 //! | [`diagnose`] | yes | flight diagnostics: detectors fed a log's samples (PX4's topics, ArduPilot's messages) find what went wrong (Flight Review v2's definitions) | `ulog`, `dataflash` |
 //! | [`ros`] | yes | ULog formats as ROS 2 and ROS 1 message types; CDR and ROS 1 serialisation; findings as `diagnostic_msgs` | `ulog`, `diagnose` |
-//! | [`link`] | yes | the log-streaming session over MAVLink (PX4's ULog chunks, ArduPilot's DataFlash blocks): framing, signing, reordering, reassembly | `ulog`, `autopilot`, `dataflash` |
+//! | [`link`] | yes | the log-streaming session over MAVLink (PX4's ULog chunks, ArduPilot's DataFlash blocks): framing, signing, reordering, reassembly | `ulog`, `autopilot`, `dataflash`, `planted` |
 //! | [`sim`] | yes | a vehicle without a drone: a synthetic flight, PX4's chunking, a simulated PX4 and ArduPilot | `ulog`, `dataflash`, `link` |
 //! | [`fill`] | yes | completing a flight from the vehicle's SD log: each gap read where the one before puts it, or found again by the records around it (PX4); the card walked beside the stream where it lost records (ArduPilot); byte ranges to read, amendments | `ulog`, `dataflash` |
 //! | [`store`] | no | splits, columns and event buffers (sans-IO), session directories, manifests, power-safe files, recovery, amendments, snippets, reading sessions back; the store's thread | `ulog`, `autopilot`, `dataflash`, `sys`, `fill`, `diagnose`, `monitor` |
@@ -163,6 +164,7 @@ pub mod fill;
 pub mod link;
 pub mod live;
 pub mod monitor;
+pub mod planted;
 pub mod report;
 pub mod ros;
 pub mod shell;

@@ -158,7 +158,12 @@ impl ReorderBuffer {
     /// Takes one chunk that arrived at `now`.
     pub fn push(&mut self, chunk: Chunk, now: Instant) -> Arrival {
         let ahead = chunk.seq.wrapping_sub(self.next);
-        if ahead >= 0x8000 {
+        let behind = if crate::planted::is(crate::planted::Bug::SequenceCompareWithoutWrap) {
+            chunk.seq < self.next
+        } else {
+            ahead >= 0x8000
+        };
+        if behind {
             let was_delivered =
                 self.delivered[chunk.seq as usize % HISTORY] == u32::from(chunk.seq) + 1;
             return if was_delivered {

@@ -267,6 +267,9 @@ impl Session {
         log.aside.clear();
         if s > log.next {
             self.stats.reordered += 1;
+            if crate::planted::is(crate::planted::Bug::AckedBlockDroppedWhenAhead) {
+                return;
+            }
             log.ahead.insert(s, Box::new(block.data));
             log.hole.get_or_insert((log.next, now));
             // NACK the blocks this one shows missing, those not NACKed yet.

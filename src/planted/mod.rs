@@ -1,0 +1,79 @@
+//! Deliberate bugs, planted to measure what the whole-receiver simulation catches
+//! (`tests/it/simulation/`): each is a mistake a receiver could plausibly make, made at the
+//! one place the code could make it. All are off unless a test turns one on, and then only
+//! for its own thread ([`plant`]); the daemon never turns one on.
+//!
+//! A plant point asks [`is`] (a thread-local read) and, when its bug is planted, does the
+//! wrong thing instead of the right one.
+
+use std::cell::Cell;
+
+/// A bug the simulation must catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bug {
+    /// PX4's 16-bit chunk sequence numbers compared without their wrap: a duplicate from
+    /// before the wrap is taken for a chunk far ahead (and not dropped), an early chunk from
+    /// after it for a late one (and dropped).
+    SequenceCompareWithoutWrap,
+    /// A gap in PX4's chunks is passed over without its dropout mark: the log loses data
+    /// silently.
+    GapWithoutDropout,
+    /// An ArduPilot block that arrives ahead of a hole is acked, then thrown away: the
+    /// vehicle was told it is safe, and it is never written.
+    AckedBlockDroppedWhenAhead,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 3] = [
+        Bug::SequenceCompareWithoutWrap,
+        Bug::GapWithoutDropout,
+        Bug::AckedBlockDroppedWhenAhead,
+    ];
+}
+
+thread_local! {
+    static PLANTED: Cell<Option<Bug>> = const { Cell::new(None) };
+}
+
+/// Plants `bug` (or none) in this thread's receiver code until the guard is dropped.
+#[must_use = "the bug is planted only while the guard lives"]
+pub fn plant(bug: Option<Bug>) -> Planted {
+    let before = PLANTED.with(|p| p.replace(bug));
+    Planted { before }
+}
+
+/// Whether `bug` is planted in this thread.
+#[inline]
+pub fn is(bug: Bug) -> bool {
+    PLANTED.with(|p| p.get() == Some(bug))
+}
+
+/// Keeps a bug planted; dropping it restores what was planted before.
+#[derive(Debug)]
+pub struct Planted {
+    before: Option<Bug>,
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        PLANTED.with(|p| p.set(self.before));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bug_is_planted_for_its_guard_only_and_its_thread_only() {
+        assert!(!is(Bug::GapWithoutDropout));
+        {
+            let _g = plant(Some(Bug::GapWithoutDropout));
+            assert!(is(Bug::GapWithoutDropout));
+            assert!(!is(Bug::SequenceCompareWithoutWrap));
+            let other = std::thread::spawn(|| is(Bug::GapWithoutDropout));
+            assert!(!other.join().unwrap());
+        }
+        assert!(!is(Bug::GapWithoutDropout));
+    }
+}
