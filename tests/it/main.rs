@@ -51,6 +51,7 @@ mod ros2msg;
 mod service;
 mod session;
 mod signing;
+mod simulation;
 mod snippet;
 mod store;
 mod tide;

@@ -1,0 +1,288 @@
+//! What goes wrong in one simulated run, drawn from its seed: the vehicle, its flight, the
+//! link's steady impairment and a list of timed faults.
+//!
+//! Schedules come in a "swarm" (as TigerBeetle's VOPR draws them): each seed turns on a
+//! random subset of the fault kinds and leans on one of them, so that some seeds are all
+//! outages, some all reboots, some a bit of everything; a fault kind that is always drawn
+//! thinly never piles up enough to hit the rare paths.
+
+use std::time::Duration;
+
+use ulog_recv::sim::Impairment;
+
+/// Which autopilot the simulated vehicle is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Autopilot {
+    Px4,
+    ArduPilot,
+}
+
+/// One kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Frames from the vehicle lost (`level`: the probability).
+    Loss,
+    /// Frames from the vehicle arriving twice.
+    Duplicate,
+    /// Frames from the vehicle held back behind later ones.
+    Reorder,
+    /// Frames from the vehicle arriving with a byte changed.
+    Corrupt,
+    /// Frames to the vehicle (acks, commands) lost.
+    UplinkLoss,
+    /// Nothing gets through either way.
+    Outage,
+    /// The vehicle reboots and is silent for the fault's length.
+    VehicleReboot,
+    /// The receiver's process dies and starts again (its session begins anew).
+    DaemonRestart,
+    /// Another sender on the receiver's socket sends junk datagrams.
+    Junk,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Loss,
+        FaultKind::Duplicate,
+        FaultKind::Reorder,
+        FaultKind::Corrupt,
+        FaultKind::UplinkLoss,
+        FaultKind::Outage,
+        FaultKind::VehicleReboot,
+        FaultKind::DaemonRestart,
+        FaultKind::Junk,
+    ];
+
+    /// A spell of link trouble (a changed impairment), not an event.
+    pub fn is_link(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Loss
+                | FaultKind::Duplicate
+                | FaultKind::Reorder
+                | FaultKind::Corrupt
+                | FaultKind::UplinkLoss
+                | FaultKind::Outage
+        )
+    }
+}
+
+/// A fault from `at` (simulated time since power-up) for `len`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub at: Duration,
+    pub len: Duration,
+    /// The probability of a link fault; a count for junk.
+    pub level: f64,
+}
+
+impl Fault {
+    fn active(&self, t: Duration) -> bool {
+        t >= self.at && t < self.at + self.len
+    }
+}
+
+/// Everything a run does that its seed decides, except the link's own dice (seeded from
+/// the same seed, inside the simulated vehicle).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    pub seed: u64,
+    pub autopilot: Autopilot,
+    /// PX4: seconds of the synthetic flight; ArduPilot: which of ArduPilot's own logs, and
+    /// the share of it flown.
+    pub flight_s: u32,
+    pub ardupilot_log: usize,
+    pub ardupilot_share: f64,
+    /// The link's rate, bytes per second.
+    pub link_rate: u64,
+    /// ArduPilot's buffer, in blocks (small: it drops at the source).
+    pub buffer_blocks: usize,
+    /// The link between faults.
+    pub base: Impairment,
+    pub faults: Vec<Fault>,
+}
+
+/// The faults a schedule draws at most.
+const MAX_FAULTS: usize = 12;
+
+impl Schedule {
+    /// The schedule of `seed`. `ardupilot_logs`: how many of ArduPilot's logs there are to
+    /// fly (0: PX4 only).
+    pub fn draw(seed: u64, ardupilot_logs: usize) -> Self {
+        Self::draw_of(seed, ardupilot_logs, &FaultKind::ALL)
+    }
+
+    /// The schedule of `seed` with faults of `kinds` only (the others' draws are made and
+    /// thrown away, so that the rest of the schedule is the seed's).
+    pub fn draw_of(seed: u64, ardupilot_logs: usize, kinds: &[FaultKind]) -> Self {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_5c4e_d01e_0000);
+        let autopilot = if ardupilot_logs > 0 && rng.bool() {
+            Autopilot::ArduPilot
+        } else {
+            Autopilot::Px4
+        };
+        // Some flights are long enough for PX4's 16-bit chunk sequence to wrap (it starts at
+        // 0 with every log: 65,536 chunks are 16 MB).
+        let flight_s = if rng.u8(..40) == 0 {
+            rng.u32(2_300..=2_500)
+        } else {
+            rng.u32(120..=300)
+        };
+        let link_rate = match autopilot {
+            Autopilot::Px4 => rng.u64(12_000..=60_000),
+            Autopilot::ArduPilot => rng.u64(20_000..=80_000),
+        };
+        let base = if rng.u8(..4) == 0 {
+            Impairment::NONE
+        } else {
+            Impairment {
+                loss: rng.f64() * 0.02,
+                duplicate: rng.f64() * 0.01,
+                reorder: rng.f64() * 0.02,
+                reorder_depth: rng.usize(1..=8),
+                uplink_loss: rng.f64() * 0.02,
+                ..Impairment::NONE
+            }
+        };
+        // The swarm: a subset of the kinds, one of them heavy.
+        let enabled: Vec<FaultKind> = FaultKind::ALL
+            .into_iter()
+            .filter(|_| rng.u8(..3) != 0)
+            .filter(|k| kinds.contains(k))
+            .collect();
+        let heavy = (!enabled.is_empty()).then(|| enabled[rng.usize(..enabled.len())]);
+        let count = if enabled.is_empty() {
+            0
+        } else {
+            rng.usize(0..=MAX_FAULTS)
+        };
+        // Faults fall in the first minutes, while the log streams.
+        let span_ms = match autopilot {
+            Autopilot::Px4 => 60_000,
+            Autopilot::ArduPilot => 120_000,
+        };
+        let mut faults: Vec<Fault> = (0..count)
+            .map(|_| {
+                let kind = match heavy {
+                    Some(h) if rng.bool() => h,
+                    _ => enabled[rng.usize(..enabled.len())],
+                };
+                draw_fault(&mut rng, kind, span_ms)
+            })
+            .collect();
+        faults.sort_by_key(|f| f.at);
+        Self {
+            seed,
+            autopilot,
+            flight_s,
+            ardupilot_log: rng.usize(..ardupilot_logs.max(1)),
+            ardupilot_share: 0.3 + 0.4 * rng.f64(),
+            link_rate,
+            buffer_blocks: rng.usize(8..=64),
+            base,
+            faults,
+        }
+    }
+
+    /// The same schedule with only the faults at `keep` (indices into `faults`).
+    pub fn keeping(&self, keep: &[usize]) -> Self {
+        Self {
+            faults: keep.iter().map(|&i| self.faults[i]).collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The link's impairment at `t`: the base, worsened by every link fault active then
+    /// (each probability the largest of them).
+    pub fn impairment_at(&self, t: Duration) -> Impairment {
+        let mut imp = self.base;
+        for f in self
+            .faults
+            .iter()
+            .filter(|f| f.kind.is_link() && f.active(t))
+        {
+            match f.kind {
+                FaultKind::Loss => imp.loss = imp.loss.max(f.level),
+                FaultKind::Duplicate => imp.duplicate = imp.duplicate.max(f.level),
+                FaultKind::Reorder => {
+                    imp.reorder = imp.reorder.max(f.level);
+                    imp.reorder_depth = imp.reorder_depth.max(16);
+                }
+                FaultKind::Corrupt => imp.corrupt = imp.corrupt.max(f.level),
+                FaultKind::UplinkLoss => imp.uplink_loss = imp.uplink_loss.max(f.level),
+                FaultKind::Outage => {
+                    imp.loss = 1.0;
+                    imp.uplink_loss = 1.0;
+                }
+                _ => {}
+            }
+        }
+        imp
+    }
+
+    /// The times the link's impairment changes, in order.
+    pub fn link_changes(&self) -> Vec<Duration> {
+        let mut t: Vec<Duration> = (self.faults.iter())
+            .filter(|f| f.kind.is_link())
+            .flat_map(|f| [f.at, f.at + f.len])
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    /// The faults that are events (reboots, restarts, junk), in time order.
+    pub fn events(&self) -> Vec<Fault> {
+        (self.faults.iter())
+            .filter(|f| !f.kind.is_link())
+            .copied()
+            .collect()
+    }
+}
+
+fn draw_fault(rng: &mut fastrand::Rng, kind: FaultKind, span_ms: u64) -> Fault {
+    let at = Duration::from_millis(rng.u64(1_000..span_ms));
+    let ms = |lo: u64, hi: u64, rng: &mut fastrand::Rng| Duration::from_millis(rng.u64(lo..hi));
+    let (len, level) = match kind {
+        FaultKind::Loss => (ms(200, 20_000, rng), 0.05 + 0.6 * rng.f64()),
+        FaultKind::Duplicate => (ms(200, 20_000, rng), 0.05 + 0.5 * rng.f64()),
+        FaultKind::Reorder => (ms(200, 20_000, rng), 0.05 + 0.5 * rng.f64()),
+        FaultKind::Corrupt => (ms(200, 20_000, rng), 0.01 + 0.3 * rng.f64()),
+        FaultKind::UplinkLoss => (ms(200, 20_000, rng), 0.05 + 0.9 * rng.f64()),
+        // Short ones, and some longer than ArduPilot's 10 s client timeout and PX4's 2.5 s
+        // of ack tries.
+        FaultKind::Outage if rng.bool() => (ms(100, 3_000, rng), 1.0),
+        FaultKind::Outage => (ms(3_000, 25_000, rng), 1.0),
+        FaultKind::VehicleReboot => (ms(500, 15_000, rng), 0.0),
+        FaultKind::DaemonRestart => (Duration::ZERO, 0.0),
+        FaultKind::Junk => (Duration::ZERO, rng.u32(1..200) as f64),
+    };
+    Fault {
+        kind,
+        at,
+        len,
+        level,
+    }
+}
+
+#[test]
+fn a_seed_draws_one_schedule_and_the_swarm_draws_every_kind() {
+    assert_eq!(Schedule::draw(7, 2), Schedule::draw(7, 2));
+    let schedules: Vec<Schedule> = (0..200).map(|s| Schedule::draw(s, 2)).collect();
+    for kind in FaultKind::ALL {
+        let with = schedules
+            .iter()
+            .filter(|s| s.faults.iter().any(|f| f.kind == kind))
+            .count();
+        assert!(with > 20, "{kind:?} in {with} of 200 schedules");
+    }
+    let ardupilot = schedules
+        .iter()
+        .filter(|s| s.autopilot == Autopilot::ArduPilot)
+        .count();
+    assert!((60..140).contains(&ardupilot), "{ardupilot}");
+    // Some seeds are calm, some are storms.
+    assert!(schedules.iter().any(|s| s.faults.is_empty()));
+    assert!(schedules.iter().any(|s| s.faults.len() >= 10));
+}

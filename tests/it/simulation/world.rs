@@ -1,0 +1,416 @@
+//! One simulated run: a vehicle (PX4's logger or ArduPilot's) and the receiver's link
+//! session, joined by the vehicle's impaired link, in simulated time, with a [`Schedule`]'s
+//! faults applied as the clock reaches them. Every event the receiver hands out goes into an
+//! event log, whose digest says whether two runs were the same.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use ulog_recv::link::{CloseReason, Event, Session, SessionConfig};
+use ulog_recv::sim::ardupilot::{ArduPilotConfig, ArduPilotStats, SimArduPilot};
+use ulog_recv::sim::synth::{SynthOptions, generate};
+use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_log};
+
+use super::schedule::{Autopilot, FaultKind, Schedule};
+
+/// The simulated vehicle of a run.
+pub enum Vehicle {
+    Px4(Box<SimVehicle>),
+    ArduPilot(Box<ArduPilotBoots>),
+}
+
+/// A simulated ArduPilot and what its reboots need.
+pub struct ArduPilotBoots {
+    vehicle: SimArduPilot,
+    /// The log it plays (again from its start after a reboot).
+    log: std::sync::Arc<Vec<u8>>,
+    config: ArduPilotConfig,
+    /// The counters of its earlier boots, summed.
+    earlier: ArduPilotStats,
+}
+
+impl Vehicle {
+    fn sim(&mut self) -> &mut dyn Simulated {
+        match self {
+            Vehicle::Px4(v) => v.as_mut(),
+            Vehicle::ArduPilot(a) => &mut a.vehicle,
+        }
+    }
+
+    fn sim_ref(&self) -> &dyn Simulated {
+        match self {
+            Vehicle::Px4(v) => v.as_ref(),
+            Vehicle::ArduPilot(a) => &a.vehicle,
+        }
+    }
+
+    fn set_impairment(&mut self, imp: ulog_recv::sim::Impairment) {
+        match self {
+            Vehicle::Px4(v) => v.set_impairment(imp),
+            Vehicle::ArduPilot(a) => a.vehicle.set_impairment(imp),
+        }
+    }
+
+    /// ArduPilot's counters over all its boots.
+    pub fn ardupilot_stats(&self) -> Option<ArduPilotStats> {
+        let Vehicle::ArduPilot(a) = self else {
+            return None;
+        };
+        Some(sum(&a.earlier, &a.vehicle.stats()))
+    }
+
+    pub fn px4(&self) -> Option<&SimVehicle> {
+        match self {
+            Vehicle::Px4(v) => Some(v),
+            Vehicle::ArduPilot(_) => None,
+        }
+    }
+
+    pub fn px4_stats(&self) -> Option<VehicleStats> {
+        self.px4().map(|v| v.stats())
+    }
+}
+
+/// Two sets of an ArduPilot's counters, added.
+fn sum(a: &ArduPilotStats, b: &ArduPilotStats) -> ArduPilotStats {
+    ArduPilotStats {
+        starts: a.starts + b.starts,
+        stops: a.stops + b.stops,
+        blocks_sent: a.blocks_sent + b.blocks_sent,
+        resends: a.resends + b.resends,
+        nacks: a.nacks + b.nacks,
+        dropped_messages: a.dropped_messages + b.dropped_messages,
+        client_timeouts: a.client_timeouts + b.client_timeouts,
+        unserved_messages: a.unserved_messages + b.unserved_messages,
+        abandoned_blocks: a.abandoned_blocks + b.abandoned_blocks,
+        frames_sent: a.frames_sent + b.frames_sent,
+        frames_dropped: a.frames_dropped + b.frames_dropped,
+    }
+}
+
+/// One log as a session handed it out.
+#[derive(Debug, Default)]
+pub struct ReceivedLog {
+    pub bytes: Vec<u8>,
+    pub closed: Option<CloseReason>,
+    /// Its dropout events' durations.
+    pub dropouts: Vec<Option<u64>>,
+    /// Opened by the session that ran to the end (not one a restart cut off).
+    pub last_session: bool,
+}
+
+/// What a run left to be judged.
+pub struct Outcome {
+    pub schedule: Schedule,
+    pub vehicle: Vehicle,
+    pub logs: Vec<ReceivedLog>,
+    /// One line per event and fault, in order, with its simulated time.
+    pub event_log: Vec<String>,
+    /// Reboots and restarts that happened.
+    pub reboots: u32,
+    pub restarts: u32,
+    /// Simulated time from power-up to the last session's close.
+    pub simulated: Duration,
+    /// The run ended before its time limit with its last session closed.
+    pub finished: bool,
+}
+
+impl Outcome {
+    /// FNV-1a of the event log: equal for equal runs.
+    pub fn digest(&self) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for line in &self.event_log {
+            for b in line.bytes().chain([b'\n']) {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+/// A simulated run's longest time: several times the flight's, however bad the schedule.
+const TIME_LIMIT: Duration = Duration::from_secs(1800);
+
+/// The ArduPilot logs a run may fly.
+pub type ArduPilotLogs = [std::sync::Arc<Vec<u8>>];
+
+struct World {
+    schedule: Schedule,
+    vehicle: Vehicle,
+    session: Session,
+    t0: Instant,
+    now: Instant,
+    logs: Vec<ReceivedLog>,
+    event_log: Vec<String>,
+    rng: fastrand::Rng,
+    reboots: u32,
+    restarts: u32,
+    stuck: u32,
+}
+
+/// Runs `schedule` to its end.
+pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
+    let t0 = Instant::now();
+    let vehicle = match schedule.autopilot {
+        Autopilot::Px4 => {
+            let file = generate(SynthOptions {
+                duration_s: schedule.flight_s,
+                seed: schedule.seed,
+                appended_data: false,
+            });
+            let log = chunk_log(&file, 0).expect("the synthetic log chunks");
+            let config = VehicleConfig {
+                link_rate: Some(schedule.link_rate),
+                impairment: schedule.base,
+                seed: schedule.seed,
+                sd_log: false,
+                ..VehicleConfig::default()
+            };
+            let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);
+            Vehicle::Px4(Box::new(SimVehicle::new(log, config, t0, epoch)))
+        }
+        Autopilot::ArduPilot => {
+            let whole = &ardupilot_logs[schedule.ardupilot_log];
+            let cut = (whole.len() as f64 * schedule.ardupilot_share) as usize;
+            let log = std::sync::Arc::new(whole[..cut].to_vec());
+            let config = ArduPilotConfig {
+                link_rate: Some(schedule.link_rate),
+                buffer_blocks: schedule.buffer_blocks,
+                impairment: schedule.base,
+                seed: schedule.seed,
+                ..ArduPilotConfig::default()
+            };
+            Vehicle::ArduPilot(Box::new(ArduPilotBoots {
+                vehicle: SimArduPilot::new(log.to_vec(), config.clone(), t0),
+                log,
+                config,
+                earlier: ArduPilotStats::default(),
+            }))
+        }
+    };
+    let mut world = World {
+        schedule: schedule.clone(),
+        vehicle,
+        session: Session::new(SessionConfig::default(), t0),
+        t0,
+        now: t0,
+        logs: Vec::new(),
+        event_log: Vec::new(),
+        rng: fastrand::Rng::with_seed(schedule.seed.rotate_left(17) ^ 0x6a75_6e6b),
+        reboots: 0,
+        restarts: 0,
+        stuck: 0,
+    };
+    let finished = world.run();
+    let session = world.session.stats();
+    let simulated = world.now - world.t0;
+    world.event_log.push(format!("session {session:?}"));
+    world.event_log.push(format!(
+        "vehicle {:?} {:?}",
+        world.vehicle.px4_stats(),
+        world.vehicle.ardupilot_stats()
+    ));
+    Outcome {
+        schedule: world.schedule,
+        vehicle: world.vehicle,
+        logs: world.logs,
+        event_log: world.event_log,
+        reboots: world.reboots,
+        restarts: world.restarts,
+        simulated,
+        finished,
+    }
+}
+
+impl World {
+    fn elapsed(&self) -> Duration {
+        self.now - self.t0
+    }
+
+    fn say(&mut self, what: String) {
+        let ms = self.elapsed().as_millis();
+        self.event_log.push(format!("{ms:>9} {what}"));
+    }
+
+    /// Until the vehicle's log is all out and the last session has shut down; false when
+    /// the time limit came first.
+    fn run(&mut self) -> bool {
+        let changes = self.schedule.link_changes();
+        let events = self.schedule.events();
+        let (mut next_change, mut next_event) = (0, 0);
+        let mut settle_until: Option<Instant> = None;
+        // The run ends once the vehicle's log is out and the receiver had time to find it
+        // again after the last fault (its vehicle timeout, a START's retries).
+        let quiet_from = (changes.last().copied().into_iter())
+            .chain(events.last().map(|f| f.at + f.len))
+            .max()
+            .map_or(Duration::ZERO, |t| t + Duration::from_secs(15));
+        let mut shutting_down = false;
+        loop {
+            let t = self.elapsed();
+            while next_change < changes.len() && changes[next_change] <= t {
+                next_change += 1;
+                let imp = self.schedule.impairment_at(t);
+                self.vehicle.set_impairment(imp);
+                self.say(format!(
+                    "link loss {:.2} dup {:.2} reorder {:.2} corrupt {:.2} uplink {:.2}",
+                    imp.loss, imp.duplicate, imp.reorder, imp.corrupt, imp.uplink_loss
+                ));
+            }
+            while next_event < events.len() && events[next_event].at <= t {
+                let fault = events[next_event];
+                next_event += 1;
+                // Reboots, restarts and junk happen in flight: once the vehicle's log is all
+                // out (a simulated vehicle's log ends; a real one's goes on), there are none.
+                if !self.vehicle.sim_ref().finished() {
+                    self.apply(fault.kind, fault.len, fault.level);
+                }
+            }
+            self.exchange();
+            if shutting_down {
+                if self.session.is_closed() {
+                    return true;
+                }
+            } else if self.vehicle.sim_ref().finished()
+                && next_event >= events.len()
+                && t >= quiet_from
+            {
+                let settle = *settle_until.get_or_insert(self.now + Duration::from_millis(500));
+                if self.now >= settle {
+                    self.say("shutdown".into());
+                    self.session.shutdown(self.now);
+                    shutting_down = true;
+                    continue;
+                }
+            }
+            if t > TIME_LIMIT {
+                self.say("time limit".into());
+                return false;
+            }
+            let mut next = [
+                self.vehicle.sim_ref().poll_timeout(),
+                self.session.poll_timeout(),
+                changes.get(next_change).map(|&d| self.t0 + d),
+                Some(self.t0 + quiet_from).filter(|&t| t > self.now),
+                events.get(next_event).map(|f| self.t0 + f.at),
+                settle_until.filter(|&t| t > self.now),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("the session always has a heartbeat timer");
+            if next <= self.now {
+                self.stuck += 1;
+                assert!(self.stuck < 100_000, "timers do not advance");
+                next = self.now;
+            } else {
+                self.stuck = 0;
+            }
+            self.now = next;
+            self.vehicle.sim().handle_timeout(self.now);
+            self.session.handle_timeout(self.now);
+        }
+    }
+
+    fn apply(&mut self, kind: FaultKind, len: Duration, level: f64) {
+        match kind {
+            FaultKind::VehicleReboot => {
+                self.reboots += 1;
+                self.say(format!("vehicle reboot, {} ms down", len.as_millis()));
+                match &mut self.vehicle {
+                    Vehicle::Px4(v) => v.reboot(self.now, len),
+                    Vehicle::ArduPilot(a) => {
+                        // A new boot plays the log from its start: its log time goes back.
+                        a.earlier = sum(&a.earlier, &a.vehicle.stats());
+                        let config = ArduPilotConfig {
+                            impairment: self.schedule.impairment_at(self.now - self.t0),
+                            seed: a.config.seed.wrapping_add(u64::from(self.reboots)),
+                            ..a.config.clone()
+                        };
+                        a.vehicle = SimArduPilot::new(a.log.to_vec(), config, self.now + len);
+                    }
+                }
+            }
+            FaultKind::DaemonRestart => {
+                self.restarts += 1;
+                self.say("daemon restart".into());
+                self.collect_events();
+                for log in &mut self.logs {
+                    log.last_session = false;
+                }
+                self.session = Session::new(SessionConfig::default(), self.now);
+            }
+            FaultKind::Junk => {
+                let n = level as usize;
+                self.say(format!("{n} junk datagrams"));
+                for _ in 0..n {
+                    let len = self.rng.usize(1..300);
+                    let mut junk: Vec<u8> = (0..len).map(|_| self.rng.u8(..)).collect();
+                    // Some look like MAVLink 2 frames at first sight.
+                    if self.rng.bool() {
+                        junk[0] = 0xFD;
+                    }
+                    self.session.handle_datagram(&junk, self.now);
+                }
+            }
+            _ => unreachable!("link faults change the impairment"),
+        }
+    }
+
+    /// Moves frames both ways until both sides are quiet; collects the session's events.
+    fn exchange(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(f) = self.vehicle.sim().poll_transmit() {
+                self.session.handle_datagram(&f, self.now);
+                moved = true;
+            }
+            while let Some(f) = self.session.poll_transmit() {
+                self.vehicle.sim().handle_bytes(&f, self.now);
+                moved = true;
+            }
+            self.collect_events();
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn collect_events(&mut self) {
+        while let Some(e) = self.session.poll_event() {
+            let line = match &e {
+                Event::LogOpened { number, format } => {
+                    self.logs.push(ReceivedLog {
+                        last_session: true,
+                        ..ReceivedLog::default()
+                    });
+                    format!("log {number} opened, {format:?}")
+                }
+                Event::LogBytes(b) => {
+                    let log = self.logs.last_mut().expect("bytes after LogOpened");
+                    log.bytes.extend_from_slice(b);
+                    format!("{} bytes", b.len())
+                }
+                Event::Dropout {
+                    lost_chunks,
+                    duration_ms,
+                } => {
+                    let log = self.logs.last_mut().expect("a dropout after LogOpened");
+                    log.dropouts.push(*duration_ms);
+                    format!("dropout: {lost_chunks} lost, {duration_ms:?} ms")
+                }
+                Event::LogClosed {
+                    number,
+                    reason,
+                    bytes,
+                } => {
+                    let log = self.logs.last_mut().expect("LogClosed after LogOpened");
+                    assert_eq!(*bytes, log.bytes.len() as u64, "LogClosed's byte count");
+                    log.closed = Some(*reason);
+                    format!("log {number} closed, {reason:?}, {bytes} bytes")
+                }
+                other => other.to_string(),
+            };
+            self.say(line);
+        }
+    }
+}
