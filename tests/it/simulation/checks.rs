@@ -1,6 +1,8 @@
 //! The promises a run is judged by, against what the simulated vehicle wrote and what its
 //! link let through, computed here independently of the receiver's code:
 //!
+//! - **Split as promised**: without their preambles, a log's splits are the log byte for
+//!   byte, and each split reads on its own ([`super::splits`]).
 //! - **Live**: the run ends (the log all out, the last session shut down and closed) within
 //!   its time limit, every log of that session closed.
 //! - **Nothing invented, nothing twice, nothing out of place**: each log the receiver handed
@@ -40,6 +42,11 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
     // killed stay as it left them).
     if let Some(n) = (o.logs.iter()).position(|l| l.last_session && l.closed.is_none()) {
         return Err(format!("log {n} was never closed"));
+    }
+    for (n, log) in o.logs.iter().enumerate() {
+        let format = log.format.expect("a log opened with its format");
+        super::splits::check(format, &log.bytes, &log.splits)
+            .map_err(|e| format!("log {n}'s splits: {e}"))?;
     }
     match o.schedule.autopilot {
         Autopilot::Px4 => check_px4(o),
@@ -248,10 +255,15 @@ fn check_ardupilot(o: &Outcome, logs: &super::world::ArduPilotLogs) -> Result<()
                 marked = true;
             }
             let Some(k) = (next..vehicle.len()).find(|&k| vehicle[k] == *m) else {
+                let earlier = (0..next).rev().find(|&k| vehicle[k] == *m);
                 return Err(format!(
-                    "log {n}: data message {i} (type {}) is not the vehicle's next ones: \
-                     invented, twice or out of place (expected {next} or later)",
-                    m[2]
+                    "log {n}: data message {i} (type {}) is not the vehicle's next ones \
+                     (expected its message {next} or later): {}",
+                    m[2],
+                    match earlier {
+                        Some(k) => format!("it is its message {k}, again or out of place"),
+                        None => "it is none of the vehicle's".into(),
+                    }
                 ));
             };
             if i > 0 && marked && k == next {

@@ -14,6 +14,7 @@
 
 mod checks;
 mod schedule;
+mod splits;
 mod world;
 
 use std::sync::Arc;
@@ -122,6 +123,8 @@ struct Batch {
     simulated: Duration,
     faults: u64,
     ardupilot: u64,
+    /// Splits the store's splitter wrote.
+    splits: u64,
 }
 
 /// Runs `seeds` on every core; stops early once `stop_after` seeds failed.
@@ -131,6 +134,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let simulated_ms = AtomicU64::new(0);
     let faults = AtomicU64::new(0);
     let ardupilot = AtomicU64::new(0);
+    let splits = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
@@ -150,6 +154,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     let (verdict, outcome) = judge(&schedule, logs);
                     if let Some(o) = &outcome {
                         simulated_ms.fetch_add(o.simulated.as_millis() as u64, Ordering::Relaxed);
+                        let n: usize = o.logs.iter().map(|l| l.splits.files.len()).sum();
+                        splits.fetch_add(n as u64, Ordering::Relaxed);
                     }
                     if let Err(e) = verdict {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -166,6 +172,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         simulated: Duration::from_millis(simulated_ms.into_inner()),
         faults: faults.into_inner(),
         ardupilot: ardupilot.into_inner(),
+        splits: splits.into_inner(),
     }
 }
 
@@ -227,10 +234,11 @@ fn seeds() {
     let batch = run_seeds(&seeds, &logs, None, usize::MAX);
     let took = started.elapsed();
     eprintln!(
-        "simulation: {n} seeds ({} ArduPilot) from {base}, {} faults, {:.1} h simulated, in \
-         {:.1} s",
+        "simulation: {n} seeds ({} ArduPilot) from {base}, {} faults, {} splits, {:.1} h \
+         simulated, in {:.1} s",
         batch.ardupilot,
         batch.faults,
+        batch.splits,
         batch.simulated.as_secs_f64() / 3600.0,
         took.as_secs_f64()
     );

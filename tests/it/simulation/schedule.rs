@@ -101,6 +101,9 @@ pub struct Schedule {
     /// The link between faults.
     pub base: Impairment,
     pub faults: Vec<Fault>,
+    /// The store's splits: at most this many bytes, or this much log time (µs).
+    pub split_bytes: Option<u64>,
+    pub split_us: Option<u64>,
 }
 
 /// The faults a schedule draws at most.
@@ -172,16 +175,26 @@ impl Schedule {
             })
             .collect();
         faults.sort_by_key(|f| f.at);
+        let ardupilot_log = rng.usize(..ardupilot_logs.max(1));
+        let ardupilot_share = 0.3 + 0.4 * rng.f64();
+        let buffer_blocks = rng.usize(8..=64);
+        let (split_bytes, split_us) = if rng.bool() {
+            (Some(rng.u64(32 << 10..1 << 20)), None)
+        } else {
+            (None, Some(rng.u64(5..=60) * 1_000_000))
+        };
         Self {
             seed,
             autopilot,
             flight_s,
-            ardupilot_log: rng.usize(..ardupilot_logs.max(1)),
-            ardupilot_share: 0.3 + 0.4 * rng.f64(),
+            ardupilot_log,
+            ardupilot_share,
             link_rate,
-            buffer_blocks: rng.usize(8..=64),
+            buffer_blocks,
             base,
             faults,
+            split_bytes,
+            split_us,
         }
     }
 

@@ -11,6 +11,7 @@ use ulog_recv::sim::synth::{SynthOptions, generate};
 use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_log};
 
 use super::schedule::{Autopilot, FaultKind, Schedule};
+use super::splits::{LogSplitter, Splits, policy};
 
 /// The simulated vehicle of a run.
 pub enum Vehicle {
@@ -87,10 +88,12 @@ fn sum(a: &ArduPilotStats, b: &ArduPilotStats) -> ArduPilotStats {
     }
 }
 
-/// One log as a session handed it out.
-#[derive(Debug, Default)]
+/// One log as a session handed it out, and as the store split it.
+#[derive(Default)]
 pub struct ReceivedLog {
+    pub format: Option<ulog_recv::autopilot::LogFormat>,
     pub bytes: Vec<u8>,
+    pub splits: Splits,
     pub closed: Option<CloseReason>,
     /// Its dropout events' durations.
     pub dropouts: Vec<Option<u64>>,
@@ -127,8 +130,14 @@ impl Outcome {
     }
 }
 
-/// A simulated run's longest time: several times the flight's, however bad the schedule.
-const TIME_LIMIT: Duration = Duration::from_secs(1800);
+/// A simulated run's longest time: half an hour, and three times as long as the link takes
+/// to carry the log (PX4 streams a long log for longer on a slow link), however bad the
+/// schedule.
+fn time_limit(vehicle: &Vehicle, link_rate: u64) -> Duration {
+    let bytes = vehicle.px4().map_or(0, |v| v.log().stream.len() as u64);
+    let carried = Duration::from_secs_f64(bytes as f64 / (0.7 * link_rate as f64));
+    Duration::from_secs(1800).max(3 * carried)
+}
 
 /// The ArduPilot logs a run may fly.
 pub type ArduPilotLogs = [std::sync::Arc<Vec<u8>>];
@@ -142,6 +151,8 @@ struct World {
     logs: Vec<ReceivedLog>,
     event_log: Vec<String>,
     rng: fastrand::Rng,
+    /// The open log's splitter.
+    splitter: Option<LogSplitter>,
     reboots: u32,
     restarts: u32,
     stuck: u32,
@@ -196,6 +207,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         logs: Vec::new(),
         event_log: Vec::new(),
         rng: fastrand::Rng::with_seed(schedule.seed.rotate_left(17) ^ 0x6a75_6e6b),
+        splitter: None,
         reboots: 0,
         restarts: 0,
         stuck: 0,
@@ -245,6 +257,7 @@ impl World {
             .max()
             .map_or(Duration::ZERO, |t| t + Duration::from_secs(15));
         let mut shutting_down = false;
+        let limit = time_limit(&self.vehicle, self.schedule.link_rate);
         loop {
             let t = self.elapsed();
             while next_change < changes.len() && changes[next_change] <= t {
@@ -282,7 +295,7 @@ impl World {
                     continue;
                 }
             }
-            if t > TIME_LIMIT {
+            if t > limit {
                 self.say("time limit".into());
                 return false;
             }
@@ -334,6 +347,8 @@ impl World {
                 self.restarts += 1;
                 self.say("daemon restart".into());
                 self.collect_events();
+                // The store's recovery closes the split a crash left open.
+                self.end_splits();
                 for log in &mut self.logs {
                     log.last_session = false;
                 }
@@ -353,6 +368,13 @@ impl World {
                 }
             }
             _ => unreachable!("link faults change the impairment"),
+        }
+    }
+
+    /// The open log's last split ends (its log closed, or the store recovered it).
+    fn end_splits(&mut self) {
+        if let (Some(mut s), Some(log)) = (self.splitter.take(), self.logs.last_mut()) {
+            s.finish(&mut log.splits);
         }
     }
 
@@ -379,7 +401,11 @@ impl World {
         while let Some(e) = self.session.poll_event() {
             let line = match &e {
                 Event::LogOpened { number, format } => {
+                    self.end_splits();
+                    let split = policy(self.schedule.split_bytes, self.schedule.split_us);
+                    self.splitter = Some(LogSplitter::new(*format, split));
                     self.logs.push(ReceivedLog {
+                        format: Some(*format),
                         last_session: true,
                         ..ReceivedLog::default()
                     });
@@ -388,6 +414,9 @@ impl World {
                 Event::LogBytes(b) => {
                     let log = self.logs.last_mut().expect("bytes after LogOpened");
                     log.bytes.extend_from_slice(b);
+                    if let Some(s) = &mut self.splitter {
+                        s.push(b, &mut log.splits);
+                    }
                     format!("{} bytes", b.len())
                 }
                 Event::Dropout {
@@ -406,6 +435,7 @@ impl World {
                     let log = self.logs.last_mut().expect("LogClosed after LogOpened");
                     assert_eq!(*bytes, log.bytes.len() as u64, "LogClosed's byte count");
                     log.closed = Some(*reason);
+                    self.end_splits();
                     format!("log {number} closed, {reason:?}, {bytes} bytes")
                 }
                 other => other.to_string(),
