@@ -116,8 +116,9 @@ impl Schedule {
         Self::draw_of(seed, ardupilot_logs, &FaultKind::ALL)
     }
 
-    /// The schedule of `seed` with faults of `kinds` only (the others' draws are made and
-    /// thrown away, so that the rest of the schedule is the seed's).
+    /// The schedule of `seed` with faults of `kinds` only: the vehicle, its flight and its
+    /// link are the seed's as with every kind; the faults, and what is drawn after them, are
+    /// not.
     pub fn draw_of(seed: u64, ardupilot_logs: usize, kinds: &[FaultKind]) -> Self {
         let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed_5c4e_d01e_0000);
         let autopilot = if ardupilot_logs > 0 && rng.bool() {
