@@ -96,7 +96,8 @@ enum Phase {
     },
     /// START sent.
     Starting { deadline: Instant },
-    /// Before the next STOP+START.
+    /// PX4: before the next STOP+START. ArduPilot: a stream we stopped is going quiet;
+    /// START once it has been quiet until `until`.
     Waiting { until: Instant },
     /// `stall_check`: when to look for a stall (no chunk for `stream_timeout`).
     Streaming { stall_check: Instant },
@@ -409,6 +410,7 @@ impl Session {
         if self.is_ardupilot() {
             match self.phase {
                 Phase::Starting { deadline } if now >= deadline => self.send_block_start(now),
+                Phase::Waiting { until } if now >= until => self.send_block_start(now),
                 Phase::Streaming { stall_check } if now >= stall_check => {
                     // Quiet: not logging (disarmed), or it dropped us. A START is ignored
                     // while it serves us, and begins a new stream when it does not.

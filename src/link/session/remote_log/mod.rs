@@ -14,8 +14,8 @@
 //! the same log: the outage becomes a dropout whose length the log times around it tell,
 //! unless the log time went back (the vehicle rebooted), when the log closes and a new one
 //! opens. Blocks of a stream we did not start (seqno other than 0 with none open: a stream
-//! of ours from before a restart) are answered with STOP, then START, to begin at the log's
-//! start, where its formats are.
+//! of ours from before a restart) are answered with STOP, then START once that stream has
+//! gone quiet ([`STOPPED_QUIET`]), to begin at the log's start, where its formats are.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -46,6 +46,9 @@ pub const KEPT_ASIDE: u32 = 512;
 pub const DRAIN: Duration = Duration::from_millis(500);
 /// A START goes out again this often until blocks come.
 pub const START_INTERVAL: Duration = Duration::from_secs(1);
+/// A stream we stopped is over once no block of it has come for this long: the vehicle
+/// resends an unacked block every 100 ms, and a link holds a frame back for milliseconds.
+pub const STOPPED_QUIET: Duration = Duration::from_millis(500);
 /// The vehicle's stream going to another client is said again at most this often.
 pub const FOREIGN_STREAM_REPEAT: Duration = Duration::from_secs(60);
 
@@ -141,6 +144,18 @@ impl Session {
         self.finish();
     }
 
+    /// After a STOP of ours to a stream found in its middle: the START waits until no block
+    /// has come for [`STOPPED_QUIET`]. A block carries no stream of its own, only a seqno,
+    /// so a block of the stopped stream still in flight after the START would pass for one
+    /// of the new stream (acked, kept, and the new stream's own block of that seqno dropped
+    /// as its duplicate: two logs spliced). Once the stopped stream is quiet, every block
+    /// that comes is the new one's.
+    fn await_stopped_stream_quiet(&mut self, now: Instant) {
+        self.phase = Phase::Waiting {
+            until: now + STOPPED_QUIET,
+        };
+    }
+
     /// Sends STOP; the vehicle stops at once and says nothing.
     pub(super) fn send_block_stop(&mut self, now: Instant) {
         self.send_block_status(BLOCK_STOP, true, now);
@@ -205,6 +220,20 @@ impl Session {
             return;
         }
         let s = block.seqno;
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            // The stream we stopped, still arriving: in flight, or our STOP was lost (then
+            // the vehicle resends every 100 ms, and the STOP goes again).
+            self.stats.ignored_chunks += 1;
+            if self
+                .middle_stopped
+                .is_none_or(|t| now.duration_since(t) >= START_INTERVAL)
+            {
+                self.middle_stopped = Some(now);
+                self.send_block_stop(now);
+            }
+            self.await_stopped_stream_quiet(now);
+            return;
+        }
         let stream_open = self.blocks.as_ref().is_some_and(|l| l.stream_open);
         // Seqno 0 again, well into the stream, after a START of ours since it began (we
         // found it stalled or lost): the vehicle's new stream, not a late copy of block 0
@@ -236,8 +265,8 @@ impl Session {
                          again from its beginning"
                     );
                     self.send_block_stop(now);
-                    self.send_block_start(now);
                 }
+                self.await_stopped_stream_quiet(now);
                 return;
             }
             self.begin_stream(now);
