@@ -280,3 +280,48 @@ fn dir_has_closed_split(session: &Path) -> bool {
             && e.metadata().unwrap().permissions().readonly()
     })
 }
+
+#[test]
+fn a_crash_before_the_manifest_lists_a_split_loses_no_byte_of_the_log_and_adds_none() {
+    let dir = fresh_dir("unlisted");
+    let log = stream(120);
+    let mut options = StoreOptions::new(dir.clone());
+    options.policy = SplitPolicy {
+        max_bytes: Some(64 << 10),
+        ..SplitPolicy::unlimited()
+    };
+    // No sync round comes: the manifest never lists a split after the session began.
+    options.fsync_interval = Duration::from_secs(3600);
+    let mut store = LogStore::open(options.clone()).unwrap();
+    let session = store
+        .begin_log(
+            (1, 1),
+            SystemTime::now(),
+            ulog_recv::autopilot::LogFormat::ULog,
+        )
+        .unwrap();
+    for piece in log.chunks(4000) {
+        store.write(piece).unwrap();
+    }
+    store.flush().unwrap();
+    // The daemon dies; the next start repairs the session.
+    drop(store);
+    let listed = read_manifest(&session).unwrap().splits.len();
+    let mut store = LogStore::open(options).unwrap();
+    store.recover();
+    let manifest = read_manifest(&session).unwrap();
+    assert!(
+        manifest.splits.len() >= 5 && listed < manifest.splits.len(),
+        "{listed} splits listed before the crash, {} after the repair",
+        manifest.splits.len()
+    );
+    // Each split after the first gets its preamble from beside the split before it: the
+    // session, read as one log, is the log, with no definitions again in its middle.
+    for s in &manifest.splits[1..] {
+        assert!(s.summary.preamble_bytes > 16, "{}: {:?}", s.file, s.summary);
+    }
+    let read = ulog_recv::store::reading::read_session(&session, None).unwrap();
+    assert_eq!(read.len(), log.len());
+    assert!(read == log, "the session read back is not the log");
+    check_whole(&dir);
+}

@@ -15,7 +15,9 @@ use crate::store::bin_splitter::summarize_bin;
 use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
 use crate::store::splitter::{LastSummary, SplitPolicy, SplitSummary, Splitter};
 use crate::ulog::framer::{Framer, Unit};
-use crate::ulog::message::{FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, plausible_header};
+use crate::ulog::message::{
+    FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, is_definition, msg_type, plausible_header,
+};
 
 /// Finds where the whole, plausible messages of a split end, fed in blocks (a crash can
 /// leave a torn message, zeros or garbage where data was not yet written).
@@ -345,10 +347,17 @@ pub(super) fn repair_split(
     splitter.finish(&mut last);
     let mut summary = last.0.unwrap_or_default();
     summary.index = split_index(name);
-    // What only the writer knew (the preamble's extent) comes from the manifest's last word.
+    // What only the writer knew (the preamble's extent) comes from the manifest's last word;
+    // a split the manifest never listed (the crash came before its first manifest) tells it
+    // beside the split before it.
     if let Some(k) = known.iter().find(|e| e.file == name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep);
         summary.latched_samples = k.summary.latched_samples;
+    } else if summary.index > 0
+        && let Some((bytes, latched)) = unlisted_preamble(path, summary.index, keep)?
+    {
+        summary.preamble_bytes = bytes;
+        summary.latched_samples = latched;
     }
     make_closed(path)?;
     Ok(Some(SplitEntry {
@@ -358,6 +367,81 @@ pub(super) fn repair_split(
         summary,
     }))
 }
+
+/// The preamble of ULog split `index` (> 0) at `path`, which the manifest never listed: its
+/// header, its definitions and subscriptions, then the samples that repeat the last one of
+/// their topic in split `index - 1` (the latched samples the writer replays). The split's
+/// own data begins at the first other message: the writer rolls at a sample, a new one.
+/// Its length and the latched samples in it; `None` when the split before is not there.
+fn unlisted_preamble(path: &Path, index: u32, keep: u64) -> io::Result<Option<(u64, u64)>> {
+    use std::collections::HashMap;
+    use std::io::Read;
+    let previous = path.with_file_name(format!("split_{:04}.ulg", index - 1));
+    let Ok(before) = std::fs::read(&previous) else {
+        return Ok(None);
+    };
+    let mut last_sample: HashMap<[u8; 2], Vec<u8>> = HashMap::new();
+    let _ = Framer::file().push(&before, |unit| {
+        if let Unit::Message(m) = unit
+            && m[2] == msg_type::DATA
+            && m.len() >= 5
+        {
+            last_sample.insert([m[3], m[4]], m.to_vec());
+        }
+        ControlFlow::Continue(())
+    });
+    // A preamble is a few hundred KB at most (formats, parameters, one sample a topic).
+    let mut head = Vec::new();
+    File::open(path)?
+        .take(keep.min(PREAMBLE_READ))
+        .read_to_end(&mut head)?;
+    let mut end = FILE_HEADER_LEN as u64;
+    let mut latched = 0;
+    let _ = Framer::file().push(&head, |unit| {
+        let Unit::Message(m) = unit else {
+            return ControlFlow::Continue(());
+        };
+        let ty = m[2];
+        let replayed = m.len() >= 5
+            && ty == msg_type::DATA
+            && last_sample.get(&[m[3], m[4]]).is_some_and(|s| s == m);
+        if !(is_definition(ty) || ty == msg_type::ADD_LOGGED || replayed) {
+            return ControlFlow::Break(());
+        }
+        end += m.len() as u64;
+        latched += u64::from(replayed);
+        ControlFlow::Continue(())
+    });
+    Ok(Some((end, latched)))
+}
+
+/// The preamble of a DataFlash split (`split`) the manifest never listed, beside the split
+/// before it (`before`): the leading records of the types a preamble replays that are
+/// copies of records in the split before (each FMT, UNIT, MULT, FMTU, VER and startup text,
+/// each parameter at its latest value, the mode). The split's own data begins at the first
+/// other record: the writer rolls at a record with a time, a new one.
+fn unlisted_bin_preamble(before: &[u8], split: &[u8]) -> u64 {
+    use crate::dataflash::Framer as BinFramer;
+    use crate::dataflash::preamble::is_replayed;
+    let mut earlier = std::collections::HashSet::new();
+    BinFramer::new().push(before, |m, f| {
+        if is_replayed(&f.name) {
+            earlier.insert(m.to_vec());
+        }
+    });
+    let mut end = 0;
+    let mut in_preamble = true;
+    BinFramer::new().push(split, |m, f| {
+        in_preamble = in_preamble && is_replayed(&f.name) && earlier.contains(m);
+        if in_preamble {
+            end += m.len() as u64;
+        }
+    });
+    end
+}
+
+/// Most of an unlisted split read to find its preamble's end.
+const PREAMBLE_READ: u64 = 4 << 20;
 
 /// The index a split's name gives (`split_0007.ulg` → 7).
 fn split_index(name: &str) -> u32 {
@@ -390,6 +474,14 @@ fn repair_bin_split(
     File::open(path)?.sync_all()?;
     if let Some(k) = known.iter().find(|e| e.file == name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
+    } else if summary.index > 0
+        && let Ok(before) = std::fs::read(path.with_file_name(format!(
+            "split_{:04}.{}",
+            summary.index - 1,
+            LogFormat::DataFlash.extension()
+        )))
+    {
+        summary.preamble_bytes = unlisted_bin_preamble(&before, &bytes[..keep]);
     }
     make_closed(path)?;
     Ok(Some(SplitEntry {
