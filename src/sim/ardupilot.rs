@@ -72,6 +72,9 @@ pub struct ArduPilotConfig {
     pub seed: u64,
     /// The log plays this many times faster than its own time (1: as the vehicle flew).
     pub speed: u32,
+    /// Keep what each stream put into blocks ([`SimArduPilot::streams`]): the truth a
+    /// test holds a receiver's log to. Off, nothing is kept.
+    pub record_streams: bool,
 }
 
 impl Default for ArduPilotConfig {
@@ -85,6 +88,7 @@ impl Default for ArduPilotConfig {
             impairment: Impairment::NONE,
             seed: 1,
             speed: 1,
+            record_streams: false,
         }
     }
 }
@@ -155,6 +159,8 @@ pub struct SimArduPilot {
     next_dms_us: u64,
     /// The types whose FMT the running stream has carried.
     emitted: HashSet<u8>,
+    /// With [`ArduPilotConfig::record_streams`], the bytes each stream put into blocks.
+    streams: Vec<Vec<u8>>,
 }
 
 impl SimArduPilot {
@@ -205,7 +211,14 @@ impl SimArduPilot {
             dms_type,
             next_dms_us: 0,
             emitted: HashSet::new(),
+            streams: Vec::new(),
         }
+    }
+
+    /// With [`ArduPilotConfig::record_streams`]: the bytes each stream of this boot put
+    /// into blocks (sent at least once; acked or not), one per START it began, in order.
+    pub fn streams(&self) -> &[Vec<u8>] {
+        &self.streams
     }
 
     pub fn stats(&self) -> ArduPilotStats {
@@ -300,6 +313,9 @@ impl SimArduPilot {
                 self.last_heard = now;
                 self.next_block = now;
                 self.stats.starts += 1;
+                if self.config.record_streams {
+                    self.streams.push(Vec::new());
+                }
             }
             BLOCK_START => {}
             BLOCK_STOP => {
@@ -410,6 +426,9 @@ impl SimArduPilot {
                     // The log's last block is whatever is left, zeros after it.
                     let n = self.pending.len().min(BLOCK_BYTES);
                     block.data[..n].copy_from_slice(&self.pending[..n]);
+                    if let Some(stream) = self.streams.last_mut() {
+                        stream.extend_from_slice(&self.pending[..n]);
+                    }
                     self.pending.drain(..n);
                     self.next_seqno += 1;
                     self.stats.blocks_sent += 1;

@@ -3,14 +3,22 @@
 //!
 //! - **Split as promised**: without their preambles, a log's splits are the log byte for
 //!   byte, and each split reads on its own ([`super::splits`]).
+//! - **On disk as received**: with the store on, each log's manifest lists exactly the split
+//!   files in its folder, each closed with its true SHA-256, and the splits as the manifest
+//!   describes them are the log, after any crash and repair ([`super::disk`]).
+//! - **Published as written**: a live client subscribed to every topic is sent each of the
+//!   log's samples once, in order, and a dropout line per mark ([`check_live`]).
 //! - **Live**: the run ends (the log all out, the last session shut down and closed) within
 //!   its time limit, every log of that session closed.
 //! - **Nothing invented, nothing twice, nothing out of place**: each log the receiver handed
 //!   out is, message for message and byte for byte, an in-order subsequence of the vehicle's
-//!   log (its header's time aside: PX4 stamps each new log), plus the receiver's dropout marks.
-//! - **Honest dropouts**: a dropout mark stands exactly where messages are missing (PX4; and
-//!   ArduPilot's when its vehicle dropped nothing at the source), one event per mark, and a
-//!   PX4 mark says the time between the samples around it.
+//!   log (PX4: its header's time aside, as PX4 stamps each new log; ArduPilot: of what its
+//!   streams put into blocks, over all its boots), plus the receiver's dropout marks.
+//! - **Honest dropouts**: a dropout mark stands exactly where messages are missing, one event
+//!   per mark, and a PX4 mark says the time between the samples around it. ArduPilot's mark
+//!   may also stand where a new stream begins (the time between two streams is in none), and
+//!   it comes after the untimed messages that follow its gap; what a stream cut short lost of
+//!   the startup records the next stream sends again whole needs none.
 //! - **Nothing that got through is lost**: PX4: the last log holds every message all of
 //!   whose chunks reached the receiver. ArduPilot, when no stream was abandoned, no reboot,
 //!   no restart and no outage as long as the receiver's wait for a missing block: one log,
@@ -18,7 +26,9 @@
 
 use std::collections::HashSet;
 
+use ulog_recv::autopilot::LogFormat;
 use ulog_recv::dataflash::Framer;
+use ulog_recv::dataflash::format::time_us;
 use ulog_recv::dataflash::gaps::dropout_ms;
 use ulog_recv::dataflash::preamble::is_startup;
 use ulog_recv::link::session::GIVE_UP;
@@ -47,11 +57,88 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         let format = log.format.expect("a log opened with its format");
         super::splits::check(format, &log.bytes, &log.splits)
             .map_err(|e| format!("log {n}'s splits: {e}"))?;
+        if let Some(dir) = &log.session_dir {
+            super::disk::check(format, &log.bytes, dir)
+                .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
+        }
+        if let Some(published) = &log.published {
+            check_live(format, &log.bytes, published)
+                .map_err(|e| format!("log {n}'s live lines: {e}"))?;
+        }
     }
     match o.schedule.autopilot {
         Autopilot::Px4 => check_px4(o),
         Autopilot::ArduPilot => check_ardupilot(o, ardupilot_logs),
     }
+}
+
+/// A sample as a live line names it: topic, instance (ULog's multi id; DataFlash's is left
+/// out, FMTU saying which field it is), timestamp.
+type Sample = (String, Option<u64>, Option<u64>);
+
+/// The live client subscribed to everything was sent every sample of the log, once, in the
+/// log's order, and a dropout line for each mark: PX4, each `D` message as its `A` names it;
+/// ArduPilot, each message but the formats (FMT, FMTU, UNIT, MULT), the parameters, the
+/// version and the texts, its `TimeUS` the timestamp.
+fn check_live(
+    format: LogFormat,
+    bytes: &[u8],
+    published: &[serde_json::Value],
+) -> Result<(), String> {
+    let mut want: Vec<Sample> = Vec::new();
+    let mut dropouts = 0;
+    match format {
+        LogFormat::ULog => {
+            let mut names = std::collections::HashMap::new();
+            for m in &split_messages(bytes)[1..] {
+                let id = |at: usize| u16::from_le_bytes([m[at], m[at + 1]]);
+                match m[2] {
+                    b'A' => {
+                        let name = String::from_utf8_lossy(&m[6..]).into_owned();
+                        names.insert(id(4), (name, u64::from(m[3])));
+                    }
+                    b'D' => {
+                        let (name, multi) = names.get(&id(3)).ok_or("a sample before its A")?;
+                        let t = u64::from_le_bytes(m[5..13].try_into().unwrap());
+                        want.push((name.clone(), Some(*multi), Some(t)));
+                    }
+                    DROPOUT => dropouts += 1,
+                    _ => {}
+                }
+            }
+        }
+        LogFormat::DataFlash => Framer::new().push(bytes, |m, f| match f.name.as_str() {
+            "FMT" | "FMTU" | "UNIT" | "MULT" | "PARM" | "VER" => {}
+            "MSG" => dropouts += usize::from(dropout_ms(m, f).is_some()),
+            name => want.push((name.to_string(), None, time_us(f, m))),
+        }),
+    }
+    let got: Vec<Sample> = (published.iter())
+        .filter(|l| l["type"] == "data")
+        .map(|l| {
+            let multi = (format == LogFormat::ULog)
+                .then(|| l["multi_id"].as_u64())
+                .flatten();
+            let topic = l["topic"].as_str().unwrap_or_default().to_string();
+            (topic, multi, l["timestamp"].as_u64())
+        })
+        .collect();
+    if let Some(i) = (0..want.len().max(got.len())).find(|&i| want.get(i) != got.get(i)) {
+        return Err(format!(
+            "sample {i} of {} in the log is {:?}, the client was sent {:?} ({} lines)",
+            want.len(),
+            want.get(i),
+            got.get(i),
+            got.len()
+        ));
+    }
+    let dropout_lines = published.iter().filter(|l| l["type"] == "dropout").count();
+    if dropout_lines != dropouts {
+        return Err(format!(
+            "{dropouts} dropout marks in the log, {dropout_lines} dropout lines"
+        ));
+    }
+    Ok(())
 }
 
 const DROPOUT: u8 = b'O';
@@ -206,6 +293,59 @@ fn sample_time(m: &[u8]) -> Option<u64> {
     (m[2] == b'D' && m.len() >= 13).then(|| u64::from_le_bytes(m[5..13].try_into().unwrap()))
 }
 
+/// Where in the vehicle's streamed messages (`sent`, each with whether it begins its
+/// stream; `stream_starts` the indices of those that do) `got[0]` is, at `from` or later: the first copy of it, unless a stream begins
+/// with it there and with more of `got` after it (every stream begins with the same
+/// records: the FMT of FMT, and FMT, UNIT and MULT are timeless).
+const ALIGN_WINDOW: usize = 256;
+
+fn aligned(
+    got: &[Vec<u8>],
+    sent: &[(Vec<u8>, bool)],
+    stream_starts: &[usize],
+    from: usize,
+) -> Option<usize> {
+    let first = (from..sent.len()).find(|&k| sent[k].0 == got[0])?;
+    let common = |k: usize| {
+        (got.iter().zip(&sent[k..]))
+            .take(ALIGN_WINDOW)
+            .take_while(|(g, (s, _))| g == &s)
+            .count()
+    };
+    let later = &stream_starts[stream_starts.partition_point(|&k| k <= first)..];
+    let mut starts = (later.iter().copied())
+        .filter(|&k| sent[k].0 == got[0])
+        .peekable();
+    if starts.peek().is_none() {
+        return Some(first);
+    }
+    let mut best = (common(first), first);
+    for k in starts {
+        let c = common(k);
+        if c > best.0 {
+            best = (c, k);
+        }
+    }
+    Some(best.1)
+}
+
+/// A DataFlash log's messages (its dropout marks aside), whether each carries a time, and
+/// for each mark how many messages came before it.
+fn stream_messages(bytes: &[u8]) -> (Vec<Vec<u8>>, Vec<bool>, Vec<usize>) {
+    let mut messages = Vec::new();
+    let mut timed = Vec::new();
+    let mut marks = Vec::new();
+    Framer::new().push(bytes, |m, f| {
+        if dropout_ms(m, f).is_some() {
+            marks.push(messages.len());
+        } else {
+            messages.push(m.to_vec());
+            timed.push(time_us(f, m).is_some());
+        }
+    });
+    (messages, timed, marks)
+}
+
 /// A DataFlash log's data messages (the startup records, the stream's own DMS and the
 /// receiver's marks aside) and, for each mark, how many data messages came before it.
 fn dataflash_data(bytes: &[u8]) -> (Vec<Vec<u8>>, Vec<usize>) {
@@ -236,10 +376,23 @@ fn check_ardupilot(o: &Outcome, logs: &super::world::ArduPilotLogs) -> Result<()
     let whole = &logs[o.schedule.ardupilot_log];
     let played = &whole[..(whole.len() as f64 * o.schedule.ardupilot_share) as usize];
     let (vehicle, _) = dataflash_data(played);
+    // Every message the vehicle's streams put into blocks, in order, and whether it is the
+    // first of its stream (the time between two streams is missing from any log).
+    let mut sent: Vec<(Vec<u8>, bool)> = Vec::new();
+    for stream in o.vehicle.ardupilot_streams() {
+        let mut first = true;
+        Framer::new().push(stream, |m, _| {
+            sent.push((m.to_vec(), first));
+            first = false;
+        });
+    }
+    let stream_starts: Vec<usize> = (0..sent.len()).filter(|&k| sent[k].1).collect();
     let mut got_total = 0;
     let mut marks_total = 0;
+    // A later log holds later streams: no two logs share one.
+    let mut next = 0;
     for (n, received) in o.logs.iter().enumerate() {
-        let (got, marks) = dataflash_data(&received.bytes);
+        let (got, timed, marks) = stream_messages(&received.bytes);
         if marks.len() != received.dropouts.len() {
             return Err(format!(
                 "log {n}: {} dropout marks and {} dropout events",
@@ -247,18 +400,25 @@ fn check_ardupilot(o: &Outcome, logs: &super::world::ArduPilotLogs) -> Result<()
                 received.dropouts.len()
             ));
         }
-        let mut next = 0;
         let mut mark_at = marks.iter().peekable();
+        // A gap's mark waits for the first message with a time after it (to say the gap's
+        // length): the untimed ones after the gap go out before it. So a mark may stand
+        // anywhere from the gap to that message, and must stand there if messages are
+        // missing (a new stream may be marked or not: what the vehicle wrote between two
+        // streams is in neither).
+        let mut may_mark = false;
+        // Where messages went missing, while their mark is still to come.
+        let mut must_mark: Option<(usize, usize, usize)> = None;
         for (i, m) in got.iter().enumerate() {
             let mut marked = false;
             while mark_at.next_if(|&&at| at == i).is_some() {
                 marked = true;
             }
-            let Some(k) = (next..vehicle.len()).find(|&k| vehicle[k] == *m) else {
-                let earlier = (0..next).rev().find(|&k| vehicle[k] == *m);
+            let Some(k) = aligned(&got[i..], &sent, &stream_starts, next) else {
+                let earlier = (0..next).rev().find(|&k| sent[k].0 == *m);
                 return Err(format!(
-                    "log {n}: data message {i} (type {}) is not the vehicle's next ones \
-                     (expected its message {next} or later): {}",
+                    "log {n}: message {i} (type {}) is not the vehicle's next ones (expected \
+                     its streams' message {next} or later): {}",
                     m[2],
                     match earlier {
                         Some(k) => format!("it is its message {k}, again or out of place"),
@@ -266,20 +426,38 @@ fn check_ardupilot(o: &Outcome, logs: &super::world::ArduPilotLogs) -> Result<()
                     }
                 ));
             };
-            if i > 0 && marked && k == next {
+            if i == 0 || sent[k].1 || k > next {
+                may_mark = true;
+            }
+            if i > 0 && k > next {
+                must_mark.get_or_insert((next, k, i));
+            }
+            if marked && !may_mark {
                 return Err(format!(
-                    "log {n}: a dropout mark before data message {i}, where nothing is missing"
+                    "log {n}: a dropout mark before message {i}, where nothing is missing"
                 ));
             }
-            if i > 0 && !marked && k > next && s.dropped_messages == 0 {
-                return Err(format!(
-                    "log {n}: the vehicle's data messages {next}..{k} are missing before data \
-                     message {i} without a dropout mark (it dropped none at the source)"
-                ));
+            if marked || timed[i] {
+                // Unless what is missing comes again later: the startup records of a stream
+                // cut short, which the next stream sends again whole (FMT has no time).
+                let again = |from: usize, to: usize, at: usize| {
+                    let later: HashSet<&[u8]> = got[at..].iter().map(Vec::as_slice).collect();
+                    (from..to).all(|j| later.contains(sent[j].0.as_slice()))
+                };
+                if let (false, Some((from, to, at))) = (marked, must_mark)
+                    && !again(from, to, at)
+                {
+                    return Err(format!(
+                        "log {n}: the vehicle's streamed messages {from}..{to} are missing \
+                         before message {at} without a dropout mark"
+                    ));
+                }
+                may_mark = false;
+                must_mark = None;
             }
             next = k + 1;
         }
-        got_total += got.len();
+        got_total += dataflash_data(&received.bytes).0.len();
         marks_total += marks.len();
     }
     // An outage longer than the receiver's wait for a hole ends the wait: the hole is

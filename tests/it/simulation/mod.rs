@@ -13,6 +13,7 @@
 //! - Planted bugs ([`ulog_recv::planted`]) measure what the simulation catches.
 
 mod checks;
+mod disk;
 mod schedule;
 mod splits;
 mod world;
@@ -123,6 +124,9 @@ struct Batch {
     simulated: Duration,
     faults: u64,
     ardupilot: u64,
+    /// Seeds whose store wrote files, and whose live client was sent every sample.
+    on_disk: u64,
+    live: u64,
     /// Splits the store's splitter wrote.
     splits: u64,
 }
@@ -134,6 +138,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let simulated_ms = AtomicU64::new(0);
     let faults = AtomicU64::new(0);
     let ardupilot = AtomicU64::new(0);
+    let on_disk = AtomicU64::new(0);
+    let live = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -151,6 +157,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     if schedule.autopilot == Autopilot::ArduPilot {
                         ardupilot.fetch_add(1, Ordering::Relaxed);
                     }
+                    on_disk.fetch_add(u64::from(schedule.disk), Ordering::Relaxed);
+                    live.fetch_add(u64::from(schedule.live), Ordering::Relaxed);
                     let (verdict, outcome) = judge(&schedule, logs);
                     if let Some(o) = &outcome {
                         simulated_ms.fetch_add(o.simulated.as_millis() as u64, Ordering::Relaxed);
@@ -172,6 +180,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         simulated: Duration::from_millis(simulated_ms.into_inner()),
         faults: faults.into_inner(),
         ardupilot: ardupilot.into_inner(),
+        on_disk: on_disk.into_inner(),
+        live: live.into_inner(),
         splits: splits.into_inner(),
     }
 }
@@ -234,9 +244,11 @@ fn seeds() {
     let batch = run_seeds(&seeds, &logs, None, usize::MAX);
     let took = started.elapsed();
     eprintln!(
-        "simulation: {n} seeds ({} ArduPilot) from {base}, {} faults, {} splits, {:.1} h \
-         simulated, in {:.1} s",
+        "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} with a live \
+         client) from {base}, {} faults, {} splits, {:.1} h simulated, in {:.1} s",
         batch.ardupilot,
+        batch.on_disk,
+        batch.live,
         batch.faults,
         batch.splits,
         batch.simulated.as_secs_f64() / 3600.0,

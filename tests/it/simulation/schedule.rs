@@ -104,6 +104,11 @@ pub struct Schedule {
     /// The store's splits: at most this many bytes, or this much log time (µs).
     pub split_bytes: Option<u64>,
     pub split_us: Option<u64>,
+    /// A live-socket client subscribed to every topic (one seed in four: rendering every
+    /// sample as JSON costs).
+    pub live: bool,
+    /// The store writes each log to files (one seed in four: files cost).
+    pub disk: bool,
 }
 
 /// The faults a schedule draws at most.
@@ -184,6 +189,8 @@ impl Schedule {
         } else {
             (None, Some(rng.u64(5..=60) * 1_000_000))
         };
+        let live = rng.u8(..4) == 0;
+        let disk = rng.u8(..4) == 0;
         Self {
             seed,
             autopilot,
@@ -196,6 +203,8 @@ impl Schedule {
             faults,
             split_bytes,
             split_us,
+            live,
+            disk,
         }
     }
 

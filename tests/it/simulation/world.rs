@@ -1,17 +1,27 @@
 //! One simulated run: a vehicle (PX4's logger or ArduPilot's) and the receiver's link
 //! session, joined by the vehicle's impaired link, in simulated time, with a [`Schedule`]'s
-//! faults applied as the clock reaches them. Every event the receiver hands out goes into an
-//! event log, whose digest says whether two runs were the same.
+//! faults applied as the clock reaches them; beside the session, when the schedule says so,
+//! the live socket's publisher and a client of it, and the store writing files
+//! ([`super::disk`]). Every event the receiver hands out goes into an event log, whose digest
+//! says whether two runs were the same.
 
 use std::time::{Duration, Instant, SystemTime};
 
 use ulog_recv::link::{CloseReason, Event, Session, SessionConfig};
+use ulog_recv::live::ndjson::protocol::Line;
+use ulog_recv::live::ndjson::{ClientId, Publisher};
 use ulog_recv::sim::ardupilot::{ArduPilotConfig, ArduPilotStats, SimArduPilot};
 use ulog_recv::sim::synth::{SynthOptions, generate};
 use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_log};
 
+use super::disk::Disk;
 use super::schedule::{Autopilot, FaultKind, Schedule};
 use super::splits::{LogSplitter, Splits, policy};
+
+/// The wall clock at a run's start (the store names sessions by it).
+fn simulated_epoch() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000)
+}
 
 /// The simulated vehicle of a run.
 pub enum Vehicle {
@@ -27,6 +37,8 @@ pub struct ArduPilotBoots {
     config: ArduPilotConfig,
     /// The counters of its earlier boots, summed.
     earlier: ArduPilotStats,
+    /// What the streams of its earlier boots put into blocks.
+    earlier_streams: Vec<Vec<u8>>,
 }
 
 impl Vehicle {
@@ -57,6 +69,17 @@ impl Vehicle {
             return None;
         };
         Some(sum(&a.earlier, &a.vehicle.stats()))
+    }
+
+    /// What each of ArduPilot's streams put into blocks, over all its boots, in order.
+    pub fn ardupilot_streams(&self) -> Vec<&[u8]> {
+        let Vehicle::ArduPilot(a) = self else {
+            return Vec::new();
+        };
+        (a.earlier_streams.iter())
+            .chain(a.vehicle.streams())
+            .map(Vec::as_slice)
+            .collect()
     }
 
     pub fn px4(&self) -> Option<&SimVehicle> {
@@ -99,11 +122,18 @@ pub struct ReceivedLog {
     pub dropouts: Vec<Option<u64>>,
     /// Opened by the session that ran to the end (not one a restart cut off).
     pub last_session: bool,
+    /// With a live client: what it was sent while the log was open, the data and dropout
+    /// lines (JSON).
+    pub published: Option<Vec<serde_json::Value>>,
+    /// With the store on: the log's session folder.
+    pub session_dir: Option<std::path::PathBuf>,
 }
 
 /// What a run left to be judged.
 pub struct Outcome {
     pub schedule: Schedule,
+    /// The store's folder, kept while the outcome is judged (removed when it is dropped).
+    pub _disk: Option<Disk>,
     pub vehicle: Vehicle,
     pub logs: Vec<ReceivedLog>,
     /// One line per event and fault, in order, with its simulated time.
@@ -139,6 +169,15 @@ fn time_limit(vehicle: &Vehicle, link_rate: u64) -> Duration {
     Duration::from_secs(1800).max(3 * carried)
 }
 
+/// A live-socket publisher with one client subscribed to every topic.
+fn live_client() -> (Publisher, ClientId) {
+    let mut publisher = Publisher::new("ulog-recv simulation");
+    let client = publisher.connect().expect("room for one client");
+    publisher.handle_request(client, Line::Text(br#"{"subscribe": ["*"]}"#));
+    while publisher.poll_transmit().is_some() {}
+    (publisher, client)
+}
+
 /// The ArduPilot logs a run may fly.
 pub type ArduPilotLogs = [std::sync::Arc<Vec<u8>>];
 
@@ -146,6 +185,11 @@ struct World {
     schedule: Schedule,
     vehicle: Vehicle,
     session: Session,
+    /// The live socket's publisher beside the session (a daemon's restart starts a new one,
+    /// and the client connects again), with its client.
+    live: Option<(Publisher, ClientId)>,
+    /// The receiver's store, writing each log to files, when the schedule says so.
+    disk: Option<Disk>,
     t0: Instant,
     now: Instant,
     logs: Vec<ReceivedLog>,
@@ -188,6 +232,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 buffer_blocks: schedule.buffer_blocks,
                 impairment: schedule.base,
                 seed: schedule.seed,
+                record_streams: true,
                 ..ArduPilotConfig::default()
             };
             Vehicle::ArduPilot(Box::new(ArduPilotBoots {
@@ -195,6 +240,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 log,
                 config,
                 earlier: ArduPilotStats::default(),
+                earlier_streams: Vec::new(),
             }))
         }
     };
@@ -202,6 +248,13 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         schedule: schedule.clone(),
         vehicle,
         session: Session::new(SessionConfig::default(), t0),
+        live: schedule.live.then(live_client),
+        disk: (schedule.disk).then(|| {
+            Disk::new(
+                schedule.seed,
+                policy(schedule.split_bytes, schedule.split_us),
+            )
+        }),
         t0,
         now: t0,
         logs: Vec::new(),
@@ -223,6 +276,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
     ));
     Outcome {
         schedule: world.schedule,
+        _disk: world.disk,
         vehicle: world.vehicle,
         logs: world.logs,
         event_log: world.event_log,
@@ -321,6 +375,9 @@ impl World {
             self.now = next;
             self.vehicle.sim().handle_timeout(self.now);
             self.session.handle_timeout(self.now);
+            if let Some(disk) = &mut self.disk {
+                disk.tick(self.now);
+            }
         }
     }
 
@@ -334,6 +391,7 @@ impl World {
                     Vehicle::ArduPilot(a) => {
                         // A new boot plays the log from its start: its log time goes back.
                         a.earlier = sum(&a.earlier, &a.vehicle.stats());
+                        a.earlier_streams.extend_from_slice(a.vehicle.streams());
                         let config = ArduPilotConfig {
                             impairment: self.schedule.impairment_at(self.now - self.t0),
                             seed: a.config.seed.wrapping_add(u64::from(self.reboots)),
@@ -353,6 +411,10 @@ impl World {
                     log.last_session = false;
                 }
                 self.session = Session::new(SessionConfig::default(), self.now);
+                self.live = self.schedule.live.then(live_client);
+                if let Some(disk) = &mut self.disk {
+                    disk.crash_and_restart();
+                }
             }
             FaultKind::Junk => {
                 let n = level as usize;
@@ -368,6 +430,51 @@ impl World {
                 }
             }
             _ => unreachable!("link faults change the impairment"),
+        }
+    }
+
+    /// `e` to the store, as the daemon's store thread takes it.
+    fn store(&mut self, e: &Event) {
+        let Some(disk) = &mut self.disk else {
+            return;
+        };
+        match e {
+            Event::LogOpened { format, .. } => {
+                let vehicle = self.session.vehicle().unwrap_or((0, 0));
+                let started = simulated_epoch() + (self.now - self.t0);
+                let dir = disk.begin(vehicle, started, *format);
+                let log = self.logs.last_mut();
+                log.expect("a log opened").session_dir = Some(dir);
+            }
+            Event::LogBytes(b) => disk.write(b),
+            Event::Dropout {
+                lost_chunks,
+                duration_ms,
+            } => disk.link_dropout(*lost_chunks, duration_ms.is_some()),
+            Event::LogClosed { .. } => disk.end(),
+            _ => {}
+        }
+    }
+
+    /// The live client's lines of `e`: its data and dropout lines go with the open log.
+    fn publish(&mut self, e: &Event) {
+        let Some((publisher, client)) = &mut self.live else {
+            return;
+        };
+        publisher.handle_event(e, self.now);
+        let published = (self.logs.last_mut()).and_then(|l| l.published.as_mut());
+        let mut published = published;
+        while let Some(out) = publisher.poll_transmit() {
+            assert_eq!(out.client, *client, "a line for a client that is not there");
+            if !(out.line.starts_with(br#"{"type":"data""#)
+                || out.line.starts_with(br#"{"type":"dropout""#))
+            {
+                continue;
+            }
+            let line = serde_json::from_slice(&out.line).expect("every line is JSON");
+            (published.as_mut())
+                .expect("data lines while a log is open")
+                .push(line);
         }
     }
 
@@ -399,6 +506,7 @@ impl World {
 
     fn collect_events(&mut self) {
         while let Some(e) = self.session.poll_event() {
+            self.publish(&e);
             let line = match &e {
                 Event::LogOpened { number, format } => {
                     self.end_splits();
@@ -407,6 +515,7 @@ impl World {
                     self.logs.push(ReceivedLog {
                         format: Some(*format),
                         last_session: true,
+                        published: self.schedule.live.then(Vec::new),
                         ..ReceivedLog::default()
                     });
                     format!("log {number} opened, {format:?}")
@@ -440,6 +549,7 @@ impl World {
                 }
                 other => other.to_string(),
             };
+            self.store(&e);
             self.say(line);
         }
     }

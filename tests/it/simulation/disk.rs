@@ -1,0 +1,139 @@
+//! The store in the simulation: the receiver's own [`LogStore`] writes each log as the
+//! daemon's store thread does (every write handed to the OS at once, a sync round as the
+//! simulated clock reaches it), into a folder of its own on tmpfs. A daemon's restart is a
+//! crash: the store is dropped mid-log, and the next one opens the folder and repairs what it
+//! finds, as the daemon does at start. [`check`] holds a log's session folder to the log.
+//!
+//! The files are real and the kernel's: a crash of the process loses nothing handed to it,
+//! and a power cut (what the kernel had not synced) is not simulated here; LazyFS tests
+//! that (see the guide's faults chapter).
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use ulog_recv::autopilot::LogFormat;
+use ulog_recv::diagnose::Selection;
+use ulog_recv::store::manifest::read_manifest;
+use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
+
+use super::splits::Splits;
+
+/// A run's log folder and the store writing into it.
+pub struct Disk {
+    dir: PathBuf,
+    options: StoreOptions,
+    store: Option<LogStore>,
+}
+
+impl Disk {
+    /// A store for seed `seed`'s run in a new, empty folder.
+    pub fn new(seed: u64, policy: SplitPolicy) -> Self {
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!(
+            "ulog-recv-sim-{}-{seed}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let options = StoreOptions {
+            policy,
+            // The flight diagnostics run in the store thread, on every log: here too.
+            diagnostics: Selection::ALL,
+            ..StoreOptions::new(dir.clone())
+        };
+        let mut disk = Self {
+            dir,
+            options,
+            store: None,
+        };
+        disk.start();
+        disk
+    }
+
+    /// Opens the store on what is there, repairing what a crash left, as the daemon's start
+    /// does.
+    fn start(&mut self) {
+        let mut store = LogStore::open(self.options.clone()).expect("the store opens");
+        store.recover();
+        self.store = Some(store);
+    }
+
+    fn store(&mut self) -> &mut LogStore {
+        self.store.as_mut().expect("a store while the daemon runs")
+    }
+
+    /// A log begins: its session folder.
+    pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
+        (self.store().begin_log(vehicle, started, format)).expect("a session begins")
+    }
+
+    /// The session's bytes, handed to the OS at once.
+    pub fn write(&mut self, bytes: &[u8]) {
+        let store = self.store();
+        store.write(bytes).expect("the store writes");
+        store.flush().expect("the store hands its writes to the OS");
+    }
+
+    pub fn link_dropout(&mut self, chunks: u64, resolved: bool) {
+        self.store().link_dropout(chunks, resolved);
+    }
+
+    pub fn end(&mut self) {
+        self.store().end_log().expect("a session ends");
+    }
+
+    /// The sync round and the budget, at simulated time `now`.
+    pub fn tick(&mut self, now: Instant) {
+        self.store().tick(now).expect("the store syncs");
+    }
+
+    /// The daemon dies mid-log and starts again: the next store repairs what it finds.
+    pub fn crash_and_restart(&mut self) {
+        drop(self.store.take());
+        self.start();
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The first broken promise of a log's session folder: its manifest lists exactly the split
+/// files there, each closed, with its true SHA-256; and the splits, as the manifest
+/// describes them, are the log (see [`super::splits::check`]).
+pub fn check(format: LogFormat, log: &[u8], session: &Path) -> Result<(), String> {
+    let manifest = read_manifest(session).map_err(|e| format!("its manifest: {e}"))?;
+    let mut on_disk: Vec<String> = std::fs::read_dir(session)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("split_"))
+        .collect();
+    on_disk.sort();
+    let listed: Vec<String> = manifest.splits.iter().map(|s| s.file.clone()).collect();
+    if listed != on_disk {
+        return Err(format!(
+            "the manifest lists {listed:?}, the folder has {on_disk:?}"
+        ));
+    }
+    let mut splits = Splits::default();
+    for s in &manifest.splits {
+        let bytes = std::fs::read(session.join(&s.file)).map_err(|e| e.to_string())?;
+        let sha = crate::common::sha256_file(&session.join(&s.file));
+        if !s.closed || s.sha256.as_deref() != Some(sha.as_str()) {
+            return Err(format!(
+                "{}: closed {}, SHA-256 {:?} in the manifest, {sha} on disk",
+                s.file, s.closed, s.sha256
+            ));
+        }
+        splits.files.push(bytes);
+        splits.summaries.push(s.summary.clone());
+    }
+    super::splits::check(format, log, &splits)
+}
