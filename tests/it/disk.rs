@@ -292,18 +292,7 @@ fn a_crash_before_the_manifest_lists_a_split_loses_no_byte_of_the_log_and_adds_n
     };
     // No sync round comes: the manifest never lists a split after the session began.
     options.fsync_interval = Duration::from_secs(3600);
-    let mut store = LogStore::open(options.clone()).unwrap();
-    let session = store
-        .begin_log(
-            (1, 1),
-            SystemTime::now(),
-            ulog_recv::autopilot::LogFormat::ULog,
-        )
-        .unwrap();
-    for piece in log.chunks(4000) {
-        store.write(piece).unwrap();
-    }
-    store.flush().unwrap();
+    let (store, session) = common::store_session_open(options.clone(), 1, &log, 4000, 0);
     // The daemon dies; the next start repairs the session.
     drop(store);
     let listed = read_manifest(&session).unwrap().splits.len();

@@ -754,8 +754,21 @@ pub fn store_session(
     piece: usize,
     started_s: u64,
 ) -> PathBuf {
+    let (mut store, _) = store_session_open(options, system_id, log, piece, started_s);
+    store.end_log().unwrap().unwrap()
+}
+
+/// [`store_session`], the session left open (every write handed to the OS): the store, and
+/// the session's directory.
+pub fn store_session_open(
+    options: ulog_recv::store::StoreOptions,
+    system_id: u8,
+    log: &[u8],
+    piece: usize,
+    started_s: u64,
+) -> (ulog_recv::store::LogStore, PathBuf) {
     let mut store = ulog_recv::store::LogStore::open(options).unwrap();
-    store
+    let session = store
         .begin_log(
             (system_id, 1),
             SystemTime::UNIX_EPOCH + Duration::from_secs(started_s),
@@ -765,7 +778,8 @@ pub fn store_session(
     for piece in log.chunks(piece) {
         store.write(piece).unwrap();
     }
-    store.end_log().unwrap().unwrap()
+    store.flush().unwrap();
+    (store, session)
 }
 
 /// Runs `command` (a cross-check script, a command of ours) to its end; asserts it succeeded
