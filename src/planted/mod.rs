@@ -21,13 +21,17 @@ pub enum Bug {
     /// An ArduPilot block that arrives ahead of a hole is acked, then thrown away: the
     /// vehicle was told it is safe, and it is never written.
     AckedBlockDroppedWhenAhead,
+    /// The repair after a crash looks only at the splits the manifest lists: a split begun
+    /// after the manifest's last word stays out of it, open, and the end of the log with it.
+    RepairOnlyListedSplits,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 3] = [
+    pub const ALL: [Bug; 4] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
+        Bug::RepairOnlyListedSplits,
     ];
 }
 

@@ -261,6 +261,9 @@ fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) ->
         .map(|n| format!("{prefix}{n}"))
         .collect();
     files.sort();
+    if crate::planted::is(crate::planted::Bug::RepairOnlyListedSplits) {
+        files.retain(|n| splits.iter().any(|e| &e.file == n));
+    }
     for name in files {
         let known_closed = splits.iter().any(|e| e.file == name && e.closed);
         if known_closed {
