@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::sink::make_closed;
+use super::sink::{make_closed, split_name};
 use crate::autopilot::LogFormat;
 use crate::store::bin_splitter::summarize_bin;
 use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
@@ -379,7 +379,7 @@ pub(super) fn repair_split(
 fn unlisted_preamble(path: &Path, index: u32, keep: u64) -> io::Result<Option<(u64, u64)>> {
     use std::collections::HashMap;
     use std::io::Read;
-    let previous = path.with_file_name(format!("split_{:04}.ulg", index - 1));
+    let previous = path.with_file_name(split_name(index - 1, LogFormat::ULog));
     let Ok(before) = std::fs::read(&previous) else {
         return Ok(None);
     };
@@ -478,11 +478,8 @@ fn repair_bin_split(
     if let Some(k) = known.iter().find(|e| e.file == name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
     } else if summary.index > 0
-        && let Ok(before) = std::fs::read(path.with_file_name(format!(
-            "split_{:04}.{}",
-            summary.index - 1,
-            LogFormat::DataFlash.extension()
-        )))
+        && let Ok(before) =
+            std::fs::read(path.with_file_name(split_name(summary.index - 1, LogFormat::DataFlash)))
     {
         summary.preamble_bytes = unlisted_bin_preamble(&before, &bytes[..keep]);
     }

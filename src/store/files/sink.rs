@@ -85,7 +85,8 @@ impl FileSink {
     }
 }
 
-fn split_name(index: u32, format: LogFormat) -> String {
+/// The file name of split `index` of a log in `format` (`split_0007.ulg`).
+pub(super) fn split_name(index: u32, format: LogFormat) -> String {
     format!("split_{index:04}.{}", format.extension())
 }
 
