@@ -14,16 +14,21 @@ use crate::autopilot::LogFormat;
 use crate::store::bin_splitter::summarize_bin;
 use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
 use crate::store::splitter::{LastSummary, SplitPolicy, SplitSummary, Splitter};
+use crate::ulog::Decoder;
 use crate::ulog::framer::{Framer, Unit};
+use crate::ulog::message::Message;
 use crate::ulog::message::{
     FILE_HEADER_LEN, FILE_MAGIC, MSG_HEADER_LEN, is_definition, msg_type, plausible_header,
 };
 
 /// Finds where the whole, plausible messages of a split end, fed in blocks (a crash can
-/// leave a torn message, zeros or garbage where data was not yet written).
+/// leave a torn message, zeros or garbage where data was not yet written). A sample is
+/// plausible when its subscription is in the split and its size fits its format: a write
+/// torn after its message header leaves zeros that frame as a sample of message id 0.
 #[derive(Debug)]
 struct PrefixScan {
     framer: Framer,
+    decoder: Decoder,
     /// Bytes of the file header and whole plausible messages so far.
     good: u64,
     messages: u64,
@@ -36,6 +41,7 @@ impl Default for PrefixScan {
     fn default() -> Self {
         Self {
             framer: Framer::file(),
+            decoder: Decoder::new(),
             good: 0,
             messages: 0,
             no_magic: false,
@@ -48,6 +54,7 @@ impl PrefixScan {
     /// Takes the next block; false once the end of the good part was found.
     pub(super) fn push(&mut self, block: &[u8]) -> bool {
         let (good, messages, no_magic) = (&mut self.good, &mut self.messages, &mut self.no_magic);
+        let decoder = &mut self.decoder;
         let flow = self.framer.push(block, |unit| match unit {
             Unit::Header(h) if h[..FILE_MAGIC.len()] != FILE_MAGIC => {
                 *no_magic = true;
@@ -61,6 +68,12 @@ impl PrefixScan {
                 let size = m.len() - MSG_HEADER_LEN;
                 if !plausible_header(m[2], size, *messages == 0) {
                     return ControlFlow::Break(());
+                }
+                if let Some(message) = Message::parse_framed(m) {
+                    let data = matches!(message, Message::Data { .. });
+                    if decoder.handle(&message).is_err() && data {
+                        return ControlFlow::Break(());
+                    }
                 }
                 *messages += 1;
                 *good += m.len() as u64;
@@ -530,6 +543,31 @@ mod tests {
         assert_eq!(complete_prefix(&zeros), whole.len());
         // No header: nothing.
         assert_eq!(complete_prefix(&whole[..10]), 0);
+    }
+
+    /// One framed message of type `ty`.
+    fn framed(ty: u8, payload: &[u8]) -> Vec<u8> {
+        let mut m = (payload.len() as u16).to_le_bytes().to_vec();
+        m.push(ty);
+        m.extend_from_slice(payload);
+        m
+    }
+
+    #[test]
+    fn a_write_torn_after_its_message_header_is_cut_where_its_zeros_begin() {
+        let format = framed(b'F', b"att:uint64_t timestamp;float roll;");
+        let subscribe = framed(b'A', b"\x00\x00\x00att");
+        let mut sample = vec![0, 0];
+        sample.extend_from_slice(&7u64.to_le_bytes());
+        sample.extend_from_slice(&0.5f32.to_le_bytes());
+        let sample = framed(b'D', &sample);
+        let whole = log_with(&[&format, &subscribe, &sample]);
+        assert_eq!(complete_prefix(&whole), whole.len());
+        // A sample's header on the disk, zeros after it: it frames as a sample of message id
+        // 0 of another size than its format's.
+        let mut torn = whole.clone();
+        torn.extend_from_slice(&framed(b'D', &[0; 18]));
+        assert_eq!(complete_prefix(&torn), whole.len());
     }
 
     #[test]
