@@ -11,9 +11,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
+use sha2::{Digest, Sha256};
 use ulog_recv::autopilot::LogFormat;
 use ulog_recv::diagnose::Selection;
-use ulog_recv::store::manifest::read_manifest;
+use ulog_recv::store::manifest::{hex, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 
 use super::splits::Splits;
@@ -125,7 +126,7 @@ pub fn check(format: LogFormat, log: &[u8], session: &Path) -> Result<(), String
     let mut splits = Splits::default();
     for s in &manifest.splits {
         let bytes = std::fs::read(session.join(&s.file)).map_err(|e| e.to_string())?;
-        let sha = crate::common::sha256_file(&session.join(&s.file));
+        let sha = hex(&Sha256::digest(&bytes));
         if !s.closed || s.sha256.as_deref() != Some(sha.as_str()) {
             return Err(format!(
                 "{}: closed {}, SHA-256 {:?} in the manifest, {sha} on disk",

@@ -462,8 +462,7 @@ impl World {
             return;
         };
         publisher.handle_event(e, self.now);
-        let published = (self.logs.last_mut()).and_then(|l| l.published.as_mut());
-        let mut published = published;
+        let mut published = (self.logs.last_mut()).and_then(|l| l.published.as_mut());
         while let Some(out) = publisher.poll_transmit() {
             assert_eq!(out.client, *client, "a line for a client that is not there");
             if !(out.line.starts_with(br#"{"type":"data""#)
