@@ -390,6 +390,50 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
     assert!((rate / 1048576.0 - 1.0).abs() < 0.10, "rate {rate:.0} B/s");
 }
 
+/// A multipart upload the bucket no longer has (a lifecycle rule aborted it while the
+/// vehicle was away) fails once, with the server's word, and the next try begins the file
+/// again: never the same refusal for ever.
+#[test]
+fn a_multipart_upload_the_bucket_aborted_is_begun_again_from_its_first_part() {
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let Some(garage) = garage("aborted") else {
+        return;
+    };
+    let dir = fresh_dir("upload-aborted");
+    let creds = credentials(&dir, SECRET_KEY);
+    let session = record(&dir, 1500, &[]);
+    let mut args = garage.upload_args("aborted", &creds);
+    args.extend(["--upload-part-size", "5M"].map(String::from));
+    let mut slow = args.clone();
+    slow.extend(["--upload-rate", "2M", "--log-level", "ulog_recv=debug"].map(String::from));
+    let (mut d, lines) = daemon(&dir, free_udp_port(), &slow);
+    wait_for_line(&lines, "part sent", Duration::from_secs(30));
+    unsafe { libc::kill(d.0.id() as i32, libc::SIGKILL) };
+    let _ = d.0.wait();
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    let record = &journal["objects"]["split_0000.ulg"];
+    assert_eq!(record["state"], "multipart", "{journal}");
+    let sent = record["parts"].as_array().unwrap();
+    assert!(
+        sent.iter().any(|p| p.is_null()),
+        "parts left to send: {record}"
+    );
+
+    let found = garage.abort_open_uploads(&py, "aborted/");
+    assert!(
+        found["open_multipart"].as_array().unwrap().is_empty(),
+        "{found}"
+    );
+    let (ok, said) = upload_by_hand(&session, &args, &[]);
+    assert!(!ok && said.contains("not found"), "{said}");
+    let (ok, said) = upload_by_hand(&session, &args, &[]);
+    assert!(ok, "{said}");
+    assert_whole_split(&garage, &py, "aborted", &session);
+}
+
 /// `ulog-recv upload SESSION ARGS` with the environment `env`: whether it succeeded, and
 /// what it said on stderr.
 fn upload_by_hand(session: &Path, args: &[String], env: &[(&str, &Path)]) -> (bool, String) {

@@ -108,11 +108,21 @@ impl Bucket {
         let f = Arc::new(f);
         let mut hasher = Some(Sha256::new());
         let mut in_flight = FuturesUnordered::new();
-        // A part completed: recorded before anything else is.
-        let mut completed = |done: Result<(usize, u64, PartId), UploadError>,
+        // A part completed: recorded before anything else is. A server that no longer has
+        // the upload (expired, or aborted by a lifecycle rule while the vehicle was away)
+        // never will: the next try begins a new one, never the same refusal for ever.
+        let mut completed = |done: Result<(usize, u64, PartId), object_store::Error>,
                              record: &mut ObjectRecord|
          -> Result<(), UploadError> {
-            let (index, len, part) = done?;
+            let (index, len, part) = match done {
+                Ok(done) => done,
+                Err(e) => {
+                    if matches!(e, object_store::Error::NotFound { .. }) {
+                        checkpoint(&forgotten(record))?;
+                    }
+                    return Err(self.classify(e));
+                }
+            };
             if let ObjectRecord::Multipart { parts, .. } = record {
                 parts[index] = Some(part.content_id);
             }
@@ -159,7 +169,6 @@ impl Bucket {
                     .put_part(&location, &upload_id, index, PutPayload::from(piece))
                     .await
                     .map(|part| (index, len, part))
-                    .map_err(|e| self.classify(e))
             });
             // The next part begins once this one's bytes are paid for; parts that complete
             // meanwhile are recorded.
@@ -177,7 +186,7 @@ impl Bucket {
         }
         drop(in_flight);
         pace(0, Instant::now()).await;
-        let ObjectRecord::Multipart { parts: sent, .. } = record else {
+        let ObjectRecord::Multipart { parts: sent, .. } = &record else {
             unreachable!("a multipart record");
         };
         let got = hex(&hasher.expect("the hash is back").finalize());
@@ -186,9 +195,9 @@ impl Bucket {
             return Err(changed(got));
         }
         let parts: Vec<PartId> = sent
-            .into_iter()
+            .iter()
             .map(|content_id| PartId {
-                content_id: content_id.expect("every part completed"),
+                content_id: content_id.clone().expect("every part completed"),
             })
             .collect();
         if let Err(e) = self
@@ -202,14 +211,7 @@ impl Bucket {
             // for ever.
             let invalid_part = e.to_string().contains("InvalidPart");
             if matches!(e, object_store::Error::NotFound { .. }) || invalid_part {
-                checkpoint(&ObjectRecord::Multipart {
-                    key: key.to_string(),
-                    sha256: String::new(),
-                    size,
-                    upload_id,
-                    part_size: self.part_size,
-                    parts: Vec::new(),
-                })?;
+                checkpoint(&forgotten(&record))?;
             }
             return Err(self.classify(e));
         }
@@ -219,4 +221,15 @@ impl Bucket {
             size,
         })
     }
+}
+
+/// `record` of an upload the server no longer has: nothing of it to resume, so that the next
+/// try begins a new one.
+fn forgotten(record: &ObjectRecord) -> ObjectRecord {
+    let mut record = record.clone();
+    if let ObjectRecord::Multipart { sha256, parts, .. } = &mut record {
+        sha256.clear();
+        parts.clear();
+    }
+    record
 }

@@ -189,9 +189,20 @@ impl Garage {
 
     /// What boto3 finds under `prefix`.
     pub fn objects(&self, py: &Path, prefix: &str) -> serde_json::Value {
+        self.objects_after(py, prefix, &[])
+    }
+
+    /// The multipart uploads open under `prefix` aborted by boto3, as a lifecycle rule
+    /// aborts them; what it then finds there.
+    pub fn abort_open_uploads(&self, py: &Path, prefix: &str) -> serde_json::Value {
+        self.objects_after(py, prefix, &["--abort-open"])
+    }
+
+    fn objects_after(&self, py: &Path, prefix: &str, first: &[&str]) -> serde_json::Value {
         let out = Command::new(py)
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3_objects.py"))
             .args([&self.endpoint(), "garage", BUCKET, prefix])
+            .args(first)
             .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
             .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
             .output()
