@@ -24,14 +24,18 @@ pub enum Bug {
     /// The repair after a crash looks only at the splits the manifest lists: a split begun
     /// after the manifest's last word stays out of it, open, and the end of the log with it.
     RepairOnlyListedSplits,
+    /// The upload journal records a file as in the bucket before its upload has succeeded:
+    /// an upload that then fails is never tried again, and the file is never there.
+    JournalAheadOfUpload,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 4] = [
+    pub const ALL: [Bug; 5] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
         Bug::RepairOnlyListedSplits,
+        Bug::JournalAheadOfUpload,
     ];
 }
 

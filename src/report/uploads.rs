@@ -8,8 +8,8 @@ use crate::report::{ReportError, manifest_of};
 use crate::store::files::UPLOADED_MARK;
 use crate::store::manifest::Manifest;
 use crate::upload::flight_review::MAYBE_TWICE;
+use crate::upload::journal::load_journal;
 use crate::upload::plan::{FlightReviewRecord, Journal, ObjectRecord};
-use crate::upload::uploader::load_journal;
 
 /// See the module docs.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -4,6 +4,7 @@
 //! - [`plan`] (sans-IO): the journal of what of a session is uploaded (`upload.json`, beside
 //!   its splits) and the next step: each closed split as soon as it is closed, the manifest
 //!   after it, the final manifest, then the flight to Flight Review.
+//! - [`journal`]: that journal's file, read and written durably.
 //! - [`pace`] (sans-IO): the byte-rate cap and the back-off between failed tries.
 //! - [`s3`]: the bucket, on the `object_store` crate: checked by the server with SHA-256,
 //!   multipart and resumable for large files.
@@ -21,6 +22,7 @@
 
 pub mod flight_review;
 pub mod http;
+pub mod journal;
 pub mod pace;
 pub mod plan;
 pub mod s3;

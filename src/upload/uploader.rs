@@ -26,9 +26,10 @@ use crate::store::files::{
 use crate::upload::flight_review::{
     FlightReview, FlightReviewError, FlightReviewOptions, MAYBE_TWICE,
 };
+use crate::upload::journal::{load_journal, save_journal};
 use crate::upload::pace::{Backoff, Pacer};
 use crate::upload::plan::{
-    FlightReviewRecord, JOURNAL, Journal, Step, TableEntry, TablesRecord, next_step,
+    FlightReviewRecord, JOURNAL, Journal, ObjectRecord, Step, TableEntry, TablesRecord, next_step,
 };
 use crate::upload::s3::{Bucket, S3ConfigError, S3Options, UploadError};
 use crate::upload::tables::{TablesError, build_tables};
@@ -203,8 +204,30 @@ pub async fn upload_session(
     session: &Path,
     mut progress: impl FnMut(&str),
 ) -> Result<Journal, UploadRunError> {
+    let bucket = (config.s3.as_ref().map(Bucket::new).transpose()).map_err(UploadStartError::S3)?;
+    upload_session_with(config, bucket, session, &mut progress).await
+}
+
+/// Uploads one session to `bucket` as [`upload_session`] does, its files to a store of
+/// one's own ([`Bucket::over`]); `config.s3` is not looked at.
+pub async fn upload_session_to(
+    config: &UploadConfig,
+    bucket: Bucket,
+    session: &Path,
+    mut progress: impl FnMut(&str),
+) -> Result<Journal, UploadRunError> {
+    upload_session_with(config, Some(bucket), session, &mut progress).await
+}
+
+async fn upload_session_with(
+    config: &UploadConfig,
+    bucket: Option<Bucket>,
+    session: &Path,
+    progress: &mut impl FnMut(&str),
+) -> Result<Journal, UploadRunError> {
     let log_dir = session.parent().unwrap_or(Path::new(".")).to_owned();
-    let mut worker = Worker::new(config, log_dir, UploadWhen::Always, watch::channel(false).1)?;
+    let armed = watch::channel(false).1;
+    let mut worker = Worker::with_bucket(config, bucket, log_dir, UploadWhen::Always, armed)?;
     loop {
         match worker.step(session, true).await? {
             Some(what) => progress(&what),
@@ -282,16 +305,28 @@ impl Worker {
         when: UploadWhen,
         armed: watch::Receiver<bool>,
     ) -> Result<Self, UploadStartError> {
+        let bucket = config.s3.as_ref().map(Bucket::new).transpose()?;
+        Self::with_bucket(config, bucket, log_dir, when, armed)
+    }
+
+    /// A worker that uploads to `bucket` (`config.s3` is not looked at).
+    fn with_bucket(
+        config: &UploadConfig,
+        bucket: Option<Bucket>,
+        log_dir: PathBuf,
+        when: UploadWhen,
+        armed: watch::Receiver<bool>,
+    ) -> Result<Self, UploadStartError> {
         Ok(Worker {
             log_dir,
-            bucket: config.s3.as_ref().map(Bucket::new).transpose()?,
+            tables: config.tables && bucket.is_some(),
+            bucket,
             flight_review: config
                 .flight_review
                 .clone()
                 .map(FlightReview::new)
                 .transpose()?,
             wait_for_fill: config.wait_for_fill,
-            tables: config.tables && config.s3.is_some(),
             when,
             pacer: Pacer::new(config.rate),
             armed,
@@ -663,6 +698,16 @@ where
     let TableEntry { file, key, sha256 } = object;
     let record = journal.objects.get(file).cloned();
     let mut checkpoint_journal = journal.clone();
+    if crate::planted::is(crate::planted::Bug::JournalAheadOfUpload) {
+        let size = std::fs::metadata(session.join(file)).map_or(0, |m| m.len());
+        let done = ObjectRecord::Done {
+            key: key.clone(),
+            sha256: sha256.clone(),
+            size,
+        };
+        checkpoint_journal.objects.insert(file.clone(), done);
+        let _ = save_journal(session, &checkpoint_journal);
+    }
     let record = bucket
         .upload_file(&session.join(file), key, sha256, record, pace, |r| {
             checkpoint_journal.objects.insert(file.clone(), r.clone());
@@ -703,23 +748,6 @@ pub fn hardware_id(split: &Path) -> Option<String> {
         .read_to_end(&mut head)
         .ok()?;
     crate::export::dataset::hardware_id(&head)
-}
-
-/// The journal of `session`, if it has one.
-pub fn load_journal(session: &Path) -> std::io::Result<Option<Journal>> {
-    match std::fs::read(session.join(JOURNAL)) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn save_journal(session: &Path, journal: &Journal) -> std::io::Result<()> {
-    let mut text = serde_json::to_vec_pretty(journal).map_err(std::io::Error::other)?;
-    text.push(b'\n');
-    write_file_durably(session, JOURNAL, &text)
 }
 
 #[cfg(test)]

@@ -189,7 +189,7 @@ fn a_fleets_tables_reach_the_bucket_once_and_arrow_duckdb_spark_and_iceberg_read
     let objects = found["objects"].as_object().unwrap();
     let mut tables = BTreeMap::new();
     for session in &sessions {
-        let journal = ulog_recv::upload::uploader::load_journal(session)
+        let journal = ulog_recv::upload::journal::load_journal(session)
             .unwrap()
             .unwrap();
         let built = journal.tables.expect("tables built");

@@ -480,7 +480,7 @@ fn tables_input(input: &std::path::Path) -> anyhow::Result<()> {
 /// What the `flights` table says of `input` beyond its log: its session's manifest and
 /// uploads (`upload.json`), if it is a session.
 fn flight_facts(input: &std::path::Path) -> ulog_recv::export::dataset::FlightFacts {
-    let journal = ulog_recv::upload::uploader::load_journal(input)
+    let journal = ulog_recv::upload::journal::load_journal(input)
         .ok()
         .flatten();
     ulog_recv::upload::tables::flight_facts(input, journal.as_ref())

@@ -35,9 +35,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use object_store::ObjectStoreExt;
-use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
+use object_store::aws::{AmazonS3Builder, Checksum};
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
-use object_store::{PutPayload, RetryConfig};
+use object_store::{ObjectStore, PutPayload, RetryConfig};
 
 use crate::sys::secret::read_secret_file;
 use crate::upload::http::{StallGuardConnector, install_crypto_provider};
@@ -120,10 +121,17 @@ fn parse_credentials(text: &str) -> Option<(String, String, Option<String>)> {
     Some((id?, secret?, token))
 }
 
+/// What a bucket's client does: `object_store`'s requests, multipart ones with them. The
+/// daemon's is [`AmazonS3`](object_store::aws::AmazonS3); the whole-receiver simulation's
+/// is an in-memory one that fails as it is told ([`Bucket::over`]).
+pub trait BucketStore: ObjectStore + MultipartStore {}
+
+impl<T: ObjectStore + MultipartStore> BucketStore for T {}
+
 /// The bucket a daemon uploads to.
 #[derive(Debug, Clone)]
 pub struct Bucket {
-    store: Arc<AmazonS3>,
+    store: Arc<dyn BucketStore>,
     bucket: String,
     prefix: String,
     part_size: u64,
@@ -229,6 +237,27 @@ impl Bucket {
                 .endpoint
                 .clone()
                 .unwrap_or_else(|| "AWS S3".to_string()),
+        })
+    }
+
+    /// A bucket served by `store` rather than over the S3 API, at `url` (`s3://BUCKET/PREFIX`),
+    /// uploading files over `part_size` in parts, `parts_in_flight` at once. S3's smallest
+    /// part is not required: a store of one's own takes any.
+    pub fn over(
+        store: Arc<dyn BucketStore>,
+        url: &str,
+        part_size: u64,
+        parts_in_flight: usize,
+    ) -> Result<Self, S3ConfigError> {
+        let (bucket, prefix) = parse_url(url)?;
+        Ok(Self {
+            endpoint: store.to_string(),
+            store,
+            bucket,
+            prefix,
+            part_size: part_size.max(1),
+            parts_in_flight: parts_in_flight.max(1),
+            path_style: true,
         })
     }
 

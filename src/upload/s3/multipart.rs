@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use object_store::ObjectStoreExt;
 use object_store::PutPayload;
-use object_store::multipart::{MultipartStore, PartId};
+use object_store::multipart::PartId;
 use object_store::path::Path as ObjectPath;
 use sha2::{Digest, Sha256};
 

@@ -6,6 +6,9 @@
 //! - **On disk as received**: with the store on, each log's manifest lists exactly the split
 //!   files in its folder, each closed with its true SHA-256, and the splits as the manifest
 //!   describes them are the log, after any crash and repair ([`super::disk`]).
+//! - **Uploaded once, whole**: with the uploader on, the upload journal never says a file is
+//!   in the bucket that is not there with that content; after the last passes every closed
+//!   split and manifest is in the bucket, byte for byte, and nothing else ([`super::bucket`]).
 //! - **Published as written**: a live client subscribed to every topic is sent each of the
 //!   log's samples once, in order, and a dropout line per mark ([`check_live`]).
 //! - **Live**: the run ends (the log all out, the last session shut down and closed) within
@@ -65,6 +68,15 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
             check_live(format, &log.bytes, published)
                 .map_err(|e| format!("log {n}'s live lines: {e}"))?;
         }
+    }
+    if let Some(ahead) = &o.journal_ahead {
+        return Err(format!(
+            "the upload journal is ahead of the bucket: {ahead}"
+        ));
+    }
+    if let (Some(uploads), Some(disk)) = (&o.uploads, &o.disk) {
+        super::bucket::check(disk.dir(), &uploads.objects())
+            .map_err(|e| format!("the bucket after the last uploads: {e}"))?;
     }
     match o.schedule.autopilot {
         Autopilot::Px4 => check_px4(o),

@@ -56,6 +56,11 @@ impl Disk {
         disk
     }
 
+    /// The log folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Opens the store on what is there, repairing what a crash left, as the daemon's start
     /// does.
     fn start(&mut self) {

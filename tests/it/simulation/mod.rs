@@ -12,6 +12,7 @@
 //! - A seed that ever failed goes into `tests/simulation-seeds.txt` and runs every time.
 //! - Planted bugs ([`ulog_recv::planted`]) measure what the simulation catches.
 
+mod bucket;
 mod checks;
 mod disk;
 mod schedule;
@@ -127,6 +128,9 @@ struct Batch {
     /// Seeds whose store wrote files, and whose live client was sent every sample.
     on_disk: u64,
     live: u64,
+    /// Seeds whose uploader sent the sessions to a failing bucket, and the bucket's faults.
+    uploads: u64,
+    bucket_faults: u64,
     /// Splits the store's splitter wrote.
     splits: u64,
 }
@@ -140,6 +144,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let ardupilot = AtomicU64::new(0);
     let on_disk = AtomicU64::new(0);
     let live = AtomicU64::new(0);
+    let uploads = AtomicU64::new(0);
+    let bucket_faults = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -159,11 +165,14 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     }
                     on_disk.fetch_add(u64::from(schedule.disk), Ordering::Relaxed);
                     live.fetch_add(u64::from(schedule.live), Ordering::Relaxed);
+                    let uploading = schedule.disk && schedule.bucket.is_some();
+                    uploads.fetch_add(u64::from(uploading), Ordering::Relaxed);
                     let (verdict, outcome) = judge(&schedule, logs);
                     if let Some(o) = &outcome {
                         simulated_ms.fetch_add(o.simulated.as_millis() as u64, Ordering::Relaxed);
                         let n: usize = o.logs.iter().map(|l| l.splits.files.len()).sum();
                         splits.fetch_add(n as u64, Ordering::Relaxed);
+                        bucket_faults.fetch_add(o.bucket_faults(), Ordering::Relaxed);
                     }
                     if let Err(e) = verdict {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -182,6 +191,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         ardupilot: ardupilot.into_inner(),
         on_disk: on_disk.into_inner(),
         live: live.into_inner(),
+        uploads: uploads.into_inner(),
+        bucket_faults: bucket_faults.into_inner(),
         splits: splits.into_inner(),
     }
 }
@@ -244,12 +255,15 @@ fn seeds() {
     let batch = run_seeds(&seeds, &logs, None, usize::MAX);
     let took = started.elapsed();
     eprintln!(
-        "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} with a live \
-         client) from {base}, {} faults, {} splits, {:.1} h simulated, in {:.1} s",
+        "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
+         uploading, {} with a live client) from {base}, {} faults and {} bucket faults, {} \
+         splits, {:.1} h simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
+        batch.uploads,
         batch.live,
         batch.faults,
+        batch.bucket_faults,
         batch.splits,
         batch.simulated.as_secs_f64() / 3600.0,
         took.as_secs_f64()
@@ -289,7 +303,8 @@ fn kept_seeds() {
 #[test]
 fn the_same_seed_runs_the_same_event_for_event() {
     let logs = ardupilot_logs();
-    // Seeds of both autopilots, with faults of several kinds.
+    // Seeds of both autopilots, with faults of several kinds; and one that uploads to a
+    // failing bucket.
     let mut picked = Vec::new();
     for seed in 0.. {
         let s = Schedule::draw(seed, logs.len());
@@ -300,6 +315,15 @@ fn the_same_seed_runs_the_same_event_for_event() {
             break;
         }
     }
+    picked.extend(
+        (0..)
+            .map(|seed| Schedule::draw(seed, logs.len()))
+            .find(|s| {
+                s.faults.len() >= 2
+                    && s.bucket
+                        .is_some_and(|b| b.fail > 0.0 && b.lost_answer > 0.0)
+            }),
+    );
     for schedule in picked {
         let (a, b) = (run(&schedule, &logs), run(&schedule, &logs));
         assert!(a.event_log.len() > 100, "{:?}", a.event_log);

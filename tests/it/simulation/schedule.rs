@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use ulog_recv::sim::Impairment;
 
+use super::bucket::BucketFaults;
+
 /// Which autopilot the simulated vehicle is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Autopilot {
@@ -109,6 +111,9 @@ pub struct Schedule {
     pub live: bool,
     /// The store writes each log to files (one seed in four: files cost).
     pub disk: bool,
+    /// With the store on disk, one seed in two: the uploader sends the sessions to a bucket
+    /// that fails so.
+    pub bucket: Option<BucketFaults>,
 }
 
 /// The faults a schedule draws at most.
@@ -191,6 +196,7 @@ impl Schedule {
         };
         let live = rng.u8(..4) == 0;
         let disk = rng.u8(..4) == 0;
+        let bucket = (disk && rng.bool()).then(|| BucketFaults::draw(&mut rng));
         Self {
             seed,
             autopilot,
@@ -205,6 +211,7 @@ impl Schedule {
             split_us,
             live,
             disk,
+            bucket,
         }
     }
 

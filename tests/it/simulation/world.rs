@@ -14,6 +14,7 @@ use ulog_recv::sim::ardupilot::{ArduPilotConfig, ArduPilotStats, SimArduPilot};
 use ulog_recv::sim::synth::{SynthOptions, generate};
 use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_log};
 
+use super::bucket::{UPLOAD_EVERY, Uploads};
 use super::disk::Disk;
 use super::schedule::{Autopilot, FaultKind, Schedule};
 use super::splits::{LogSplitter, Splits, policy};
@@ -133,7 +134,11 @@ pub struct ReceivedLog {
 pub struct Outcome {
     pub schedule: Schedule,
     /// The store's folder, kept while the outcome is judged (removed when it is dropped).
-    pub _disk: Option<Disk>,
+    pub disk: Option<Disk>,
+    /// The uploader's bucket, with its last passes run without faults.
+    pub uploads: Option<Uploads>,
+    /// The first time the upload journal was ahead of the bucket, as a pass ended.
+    pub journal_ahead: Option<String>,
     pub vehicle: Vehicle,
     pub logs: Vec<ReceivedLog>,
     /// One line per event and fault, in order, with its simulated time.
@@ -148,6 +153,12 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The bucket's faults (requests refused, answers lost, kills, uploads forgotten).
+    pub fn bucket_faults(&self) -> u64 {
+        let said = |l: &&String| l.contains(" bucket: ") || l.contains(" bucket forgets ");
+        self.event_log.iter().filter(said).count() as u64
+    }
+
     /// FNV-1a of the event log: equal for equal runs.
     pub fn digest(&self) -> u64 {
         let mut h = 0xcbf2_9ce4_8422_2325u64;
@@ -168,6 +179,10 @@ fn time_limit(vehicle: &Vehicle, link_rate: u64) -> Duration {
     let carried = Duration::from_secs_f64(bytes as f64 / (0.7 * link_rate as f64));
     Duration::from_secs(1800).max(3 * carried)
 }
+
+/// Kills in upload passes that restart the whole daemon, at most: a PX4 log streams again
+/// from its start after each, and a flight must end.
+const MAX_KILL_RESTARTS: u32 = 3;
 
 /// A live-socket publisher with one client subscribed to every topic.
 fn live_client() -> (Publisher, ClientId) {
@@ -190,6 +205,11 @@ struct World {
     live: Option<(Publisher, ClientId)>,
     /// The receiver's store, writing each log to files, when the schedule says so.
     disk: Option<Disk>,
+    /// The uploader's bucket and its next pass, when the schedule says so.
+    uploads: Option<(Uploads, Instant)>,
+    journal_ahead: Option<String>,
+    /// Upload passes a kill ended.
+    upload_kills: u32,
     t0: Instant,
     now: Instant,
     logs: Vec<ReceivedLog>,
@@ -255,6 +275,10 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 policy(schedule.split_bytes, schedule.split_us),
             )
         }),
+        uploads: (schedule.bucket.filter(|_| schedule.disk))
+            .map(|faults| (Uploads::new(schedule.seed, faults), t0 + UPLOAD_EVERY)),
+        journal_ahead: None,
+        upload_kills: 0,
         t0,
         now: t0,
         logs: Vec::new(),
@@ -266,6 +290,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         stuck: 0,
     };
     let finished = world.run();
+    world.last_uploads();
     let session = world.session.stats();
     let simulated = world.now - world.t0;
     world.event_log.push(format!("session {session:?}"));
@@ -276,7 +301,9 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
     ));
     Outcome {
         schedule: world.schedule,
-        _disk: world.disk,
+        disk: world.disk,
+        uploads: world.uploads.map(|(u, _)| u),
+        journal_ahead: world.journal_ahead,
         vehicle: world.vehicle,
         logs: world.logs,
         event_log: world.event_log,
@@ -360,6 +387,7 @@ impl World {
                 Some(self.t0 + quiet_from).filter(|&t| t > self.now),
                 events.get(next_event).map(|f| self.t0 + f.at),
                 settle_until.filter(|&t| t > self.now),
+                self.uploads.as_ref().map(|(_, at)| *at),
             ]
             .into_iter()
             .flatten()
@@ -378,6 +406,46 @@ impl World {
             if let Some(disk) = &mut self.disk {
                 disk.tick(self.now);
             }
+            if self.uploads.as_ref().is_some_and(|(_, at)| *at <= self.now) {
+                self.upload_pass();
+            }
+        }
+    }
+
+    /// An upload pass over the store's sessions. A daemon killed in it restarts, its first
+    /// [`MAX_KILL_RESTARTS`] times while the vehicle's log streams (the schedule's restarts
+    /// are as few); the next pass is a restarted uploader's anyway.
+    fn upload_pass(&mut self) {
+        let (Some((uploads, at)), Some(disk)) = (&mut self.uploads, &self.disk) else {
+            return;
+        };
+        *at = self.now + UPLOAD_EVERY;
+        let pass = uploads.pass(disk.dir());
+        if self.journal_ahead.is_none() {
+            let objects = uploads.objects();
+            self.journal_ahead = super::bucket::check_journals(disk.dir(), &objects).err();
+        }
+        for line in pass.said {
+            self.say(line);
+        }
+        if pass.killed {
+            self.upload_kills += 1;
+            if self.upload_kills <= MAX_KILL_RESTARTS && !self.vehicle.sim_ref().finished() {
+                self.apply(FaultKind::DaemonRestart, Duration::ZERO, 0.0);
+            }
+        }
+    }
+
+    /// After the flight: passes without bucket faults until every session is up (a few:
+    /// each pass takes every session as far as it goes, and a multipart upload the server
+    /// forgot costs one more).
+    fn last_uploads(&mut self) {
+        let Some((uploads, _)) = &self.uploads else {
+            return;
+        };
+        uploads.store.set_failing(false);
+        for _ in 0..4 {
+            self.upload_pass();
         }
     }
 
