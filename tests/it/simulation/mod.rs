@@ -1,9 +1,11 @@
-//! The receiver's link side in one deterministic simulation, driven by a seed: a simulated
-//! PX4 or ArduPilot streams a flight of minutes through a link whose faults a seeded
-//! [`schedule`] draws (loss, duplicates, reordering, corruption, lost acks, outages, vehicle
-//! reboots, receiver restarts, junk datagrams), alone and together; the link session
-//! receives it in simulated time ([`world`]); [`checks`] judges what it handed out against
-//! what the vehicle wrote. The same seed runs the same, event for event.
+//! The receiver in one deterministic simulation, driven by a seed: a simulated PX4 or
+//! ArduPilot streams a flight of minutes through a link whose faults a seeded [`schedule`]
+//! draws (loss, duplicates, reordering, corruption, lost acks, outages, vehicle reboots,
+//! receiver restarts, junk datagrams), alone and together; the link session receives it in
+//! simulated time ([`world`]), and, as the schedule says, the store writes it to files
+//! ([`disk`]), the uploader sends those to a failing bucket ([`bucket`]) and the live socket
+//! publishes it; [`checks`] judges what it handed out against what the vehicle wrote. The
+//! same seed runs the same, event for event.
 //!
 //! - `SIM_SEEDS=N` runs N seeds (1,000 by default) from `SIM_BASE` (0 by default).
 //! - `SIM_SEED=S` runs seed S alone; `SIM_FAULTS=i,j` keeps only those faults of its

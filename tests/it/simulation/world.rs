@@ -1,8 +1,9 @@
 //! One simulated run: a vehicle (PX4's logger or ArduPilot's) and the receiver's link
 //! session, joined by the vehicle's impaired link, in simulated time, with a [`Schedule`]'s
 //! faults applied as the clock reaches them; beside the session, when the schedule says so,
-//! the live socket's publisher and a client of it, and the store writing files
-//! ([`super::disk`]). Every event the receiver hands out goes into an event log, whose digest
+//! the live socket's publisher and a client of it, the store writing files
+//! ([`super::disk`]), and the uploader sending them to a failing bucket ([`super::bucket`]).
+//! Every event the receiver hands out goes into an event log, whose digest
 //! says whether two runs were the same.
 
 use std::time::{Duration, Instant, SystemTime};
