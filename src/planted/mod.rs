@@ -27,15 +27,19 @@ pub enum Bug {
     /// The upload journal records a file as in the bucket before its upload has succeeded:
     /// an upload that then fails is never tried again, and the file is never there.
     JournalAheadOfUpload,
+    /// The disk budget deletes the newest closed session first rather than the oldest: the
+    /// flight just landed goes before last week's.
+    BudgetDeletesNewestFirst,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
         Bug::RepairOnlyListedSplits,
         Bug::JournalAheadOfUpload,
+        Bug::BudgetDeletesNewestFirst,
     ];
 }
 

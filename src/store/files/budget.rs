@@ -55,6 +55,9 @@ impl LogStore {
                 .filter(|p| is_set_aside(p) || read_manifest(p).is_ok_and(|m| m.closed))
                 .collect();
             sessions.sort_by_key(|p| (!p.join(UPLOADED_MARK).exists(), p.clone()));
+            if crate::planted::is(crate::planted::Bug::BudgetDeletesNewestFirst) {
+                sessions.reverse();
+            }
             let Some(oldest) = sessions.first() else {
                 if !self.budget_blocked {
                     tracing::warn!(

@@ -480,9 +480,14 @@ pub fn check_journals(log_dir: &Path, objects: &BTreeMap<String, Bytes>) -> Resu
 }
 
 /// After the passes without faults: every closed split of every session in `log_dir`, and
-/// its manifest, are in the bucket once, byte for byte, and nothing else is; every closed
-/// session's upload is complete.
-pub fn check(log_dir: &Path, objects: &BTreeMap<String, Bytes>) -> Result<(), String> {
+/// its manifest, are in the bucket once, byte for byte, and nothing else is but what was
+/// uploaded of the sessions the disk budget `deleted`; every closed session's upload is
+/// complete.
+pub fn check(
+    log_dir: &Path,
+    deleted: &[std::path::PathBuf],
+    objects: &BTreeMap<String, Bytes>,
+) -> Result<(), String> {
     check_journals(log_dir, objects)?;
     let mut expected = BTreeSet::new();
     for session in list_sessions(log_dir).map_err(|e| e.to_string())? {
@@ -517,7 +522,13 @@ pub fn check(log_dir: &Path, objects: &BTreeMap<String, Bytes>) -> Result<(), St
             expected.insert(key);
         }
     }
-    let extra: Vec<&String> = objects.keys().filter(|k| !expected.contains(*k)).collect();
+    let of_deleted = |key: &str| {
+        (deleted.iter().filter_map(|d| d.file_name()?.to_str()))
+            .any(|name| key.contains(&format!("/{name}/")))
+    };
+    let extra: Vec<&String> = (objects.keys())
+        .filter(|k| !expected.contains(*k) && !of_deleted(k))
+        .collect();
     if !extra.is_empty() {
         return Err(format!("objects no session has: {extra:?}"));
     }

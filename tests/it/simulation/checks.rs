@@ -6,6 +6,9 @@
 //! - **On disk as received**: with the store on, each log's manifest lists exactly the split
 //!   files in its folder, each closed with its true SHA-256, and the splits as the manifest
 //!   describes them are the log, after any crash and repair ([`super::disk`]).
+//! - **Within the budget**: with a disk budget, the store deletes closed sessions only,
+//!   uploaded ones first, then the oldest; after the last sync round the log folder holds
+//!   at most the budget ([`super::disk::check_budget`]).
 //! - **Uploaded once, whole**: with the uploader on, the upload journal never says a file is
 //!   in the bucket that is not there with that content; after the last passes every closed
 //!   split and manifest is in the bucket, byte for byte, and nothing else ([`super::bucket`]).
@@ -60,7 +63,8 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         let format = log.format.expect("a log opened with its format");
         super::splits::check(format, &log.bytes, &log.splits)
             .map_err(|e| format!("log {n}'s splits: {e}"))?;
-        if let Some(dir) = &log.session_dir {
+        let deleted = |dir| (o.disk.as_ref()).is_some_and(|d| d.deleted.contains(dir));
+        if let Some(dir) = log.session_dir.as_ref().filter(|d| !deleted(d)) {
             super::disk::check(format, &log.bytes, dir)
                 .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
         }
@@ -74,8 +78,11 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
             "the upload journal is ahead of the bucket: {ahead}"
         ));
     }
+    if let Some(disk) = &o.disk {
+        super::disk::check_budget(disk)?;
+    }
     if let (Some(uploads), Some(disk)) = (&o.uploads, &o.disk) {
-        super::bucket::check(disk.dir(), &uploads.objects())
+        super::bucket::check(disk.dir(), &disk.deleted, &uploads.objects())
             .map_err(|e| format!("the bucket after the last uploads: {e}"))?;
     }
     match o.schedule.autopilot {

@@ -3,6 +3,8 @@
 //! simulated clock reaches it), into a folder of its own on tmpfs. A daemon's restart is a
 //! crash: the store is dropped mid-log, and the next one opens the folder and repairs what it
 //! finds, as the daemon does at start. [`check`] holds a log's session folder to the log.
+//! With a disk budget, each session the store deletes is checked against the budget's
+//! order as it goes, and the folder's size once the run is over ([`check_budget`]).
 //!
 //! The files are real and the kernel's: a crash of the process loses nothing handed to it,
 //! and a power cut (what the kernel had not synced) is not simulated here; LazyFS tests
@@ -14,6 +16,7 @@ use std::time::{Instant, SystemTime};
 use sha2::{Digest, Sha256};
 use ulog_recv::autopilot::LogFormat;
 use ulog_recv::diagnose::Selection;
+use ulog_recv::store::files::{UPLOADED_MARK, list_sessions};
 use ulog_recv::store::manifest::{hex, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 
@@ -24,11 +27,34 @@ pub struct Disk {
     dir: PathBuf,
     options: StoreOptions,
     store: Option<LogStore>,
+    /// With a budget: the sessions as last seen, oldest first, and the one open.
+    seen: Vec<Seen>,
+    open: Option<PathBuf>,
+    /// Sessions the budget deleted.
+    pub deleted: Vec<PathBuf>,
+    /// The first deletion out of the budget's order.
+    pub misordered: Option<String>,
+}
+
+/// A session folder as last seen: whether it was closed and uploaded then.
+#[derive(Debug, Clone)]
+struct Seen {
+    dir: PathBuf,
+    closed: bool,
+    uploaded: bool,
+}
+
+impl Seen {
+    /// The budget's order: uploaded before not, then oldest first.
+    fn key(&self) -> (bool, &Path) {
+        (!self.uploaded, &self.dir)
+    }
 }
 
 impl Disk {
-    /// A store for seed `seed`'s run in a new, empty folder.
-    pub fn new(seed: u64, policy: SplitPolicy) -> Self {
+    /// A store for seed `seed`'s run in a new, empty folder; `max_total`: its disk budget,
+    /// `uploads`: the budget deletes uploaded sessions first.
+    pub fn new(seed: u64, policy: SplitPolicy, max_total: Option<u64>, uploads: bool) -> Self {
         let shm = Path::new("/dev/shm");
         let base = if shm.is_dir() {
             shm.to_path_buf()
@@ -45,12 +71,18 @@ impl Disk {
             policy,
             // The flight diagnostics run in the store thread, on every log: here too.
             diagnostics: Selection::ALL,
+            max_total,
+            uploads,
             ..StoreOptions::new(dir.clone())
         };
         let mut disk = Self {
             dir,
             options,
             store: None,
+            seen: Vec::new(),
+            open: None,
+            deleted: Vec::new(),
+            misordered: None,
         };
         disk.start();
         disk
@@ -75,7 +107,59 @@ impl Disk {
 
     /// A log begins: its session folder.
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
-        (self.store().begin_log(vehicle, started, format)).expect("a session begins")
+        let dir = (self.store().begin_log(vehicle, started, format)).expect("a session begins");
+        self.open = Some(dir.clone());
+        self.check_deletions();
+        self.look();
+        dir
+    }
+
+    /// The budget's [`max_total`](StoreOptions::max_total), if any.
+    pub fn max_total(&self) -> Option<u64> {
+        self.options.max_total
+    }
+
+    /// Sees which sessions are there, closed and uploaded (with a budget).
+    pub fn look(&mut self) {
+        if self.options.max_total.is_none() {
+            return;
+        }
+        let sessions = list_sessions(&self.dir).expect("the log folder lists");
+        self.seen = sessions
+            .into_iter()
+            .map(|dir| Seen {
+                closed: read_manifest(&dir).is_ok_and(|m| m.closed),
+                uploaded: dir.join(UPLOADED_MARK).exists(),
+                dir,
+            })
+            .collect();
+    }
+
+    /// Sessions gone since last seen: each must have been closed, and before every closed
+    /// session that stays in the budget's order.
+    fn check_deletions(&mut self) {
+        if self.options.max_total.is_none() {
+            return;
+        }
+        let now = list_sessions(&self.dir).expect("the log folder lists");
+        if now.len() == self.seen.len() {
+            return;
+        }
+        let (gone, stayed): (Vec<&Seen>, Vec<&Seen>) =
+            self.seen.iter().partition(|s| !now.contains(&s.dir));
+        for g in &gone {
+            let wrong = if !g.closed || self.open.as_ref() == Some(&g.dir) {
+                Some("it was open".to_string())
+            } else {
+                (stayed.iter().find(|s| s.closed && s.key() < g.key()))
+                    .map(|s| format!("{} stays, before it in the budget's order", s.dir.display()))
+            };
+            if let (Some(why), None) = (wrong, &self.misordered) {
+                self.misordered = Some(format!("the budget deleted {}: {why}", g.dir.display()));
+            }
+            self.deleted.push(g.dir.clone());
+        }
+        self.look();
     }
 
     /// The session's bytes, handed to the OS at once.
@@ -91,17 +175,35 @@ impl Disk {
 
     pub fn end(&mut self) {
         self.store().end_log().expect("a session ends");
+        self.open = None;
+        self.check_deletions();
+        self.look();
     }
 
     /// The sync round and the budget, at simulated time `now`.
     pub fn tick(&mut self, now: Instant) {
         self.store().tick(now).expect("the store syncs");
+        self.check_deletions();
+    }
+
+    /// Sync rounds until one is over (and the budget kept), from simulated time `now`.
+    pub fn settle(&mut self, now: Instant) {
+        let interval = self.options.fsync_interval;
+        for i in 1..=20 {
+            self.tick(now + interval * i);
+        }
     }
 
     /// The daemon dies mid-log and starts again: the next store repairs what it finds.
     pub fn crash_and_restart(&mut self) {
         drop(self.store.take());
+        // The repair at start closes the session the crash left open.
+        if let Some(open) = self.open.take() {
+            (self.seen.iter_mut().filter(|s| s.dir == open)).for_each(|s| s.closed = true);
+        }
         self.start();
+        self.check_deletions();
+        self.look();
     }
 }
 
@@ -142,4 +244,32 @@ pub fn check(format: LogFormat, log: &[u8], session: &Path) -> Result<(), String
         splits.summaries.push(s.summary.clone());
     }
     super::splits::check(format, log, &splits)
+}
+
+/// The budget's promises, once the run is over: no session deleted out of its order (nor
+/// while open), and the log folder, its files' bytes counted here, within the budget.
+pub fn check_budget(disk: &Disk) -> Result<(), String> {
+    if let Some(wrong) = &disk.misordered {
+        return Err(wrong.clone());
+    }
+    let Some(max_total) = disk.max_total() else {
+        return Ok(());
+    };
+    fn bytes(dir: &Path) -> u64 {
+        let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        entries
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => bytes(&e.path()),
+                _ => e.metadata().map_or(0, |m| m.len()),
+            })
+            .sum()
+    }
+    let used = bytes(disk.dir());
+    if used > max_total {
+        return Err(format!(
+            "the log folder holds {used} bytes after the last sync round, over the budget's \
+             {max_total}"
+        ));
+    }
+    Ok(())
 }

@@ -133,6 +133,9 @@ struct Batch {
     /// Seeds whose uploader sent the sessions to a failing bucket, and the bucket's faults.
     uploads: u64,
     bucket_faults: u64,
+    /// Seeds with a disk budget, and the sessions it deleted.
+    budgets: u64,
+    budget_deletions: u64,
     /// Splits the store's splitter wrote.
     splits: u64,
 }
@@ -148,6 +151,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let live = AtomicU64::new(0);
     let uploads = AtomicU64::new(0);
     let bucket_faults = AtomicU64::new(0);
+    let budgets = AtomicU64::new(0);
+    let budget_deletions = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -169,12 +174,16 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     live.fetch_add(u64::from(schedule.live), Ordering::Relaxed);
                     let uploading = schedule.disk && schedule.bucket.is_some();
                     uploads.fetch_add(u64::from(uploading), Ordering::Relaxed);
+                    let budget = schedule.disk && schedule.budget_share.is_some();
+                    budgets.fetch_add(u64::from(budget), Ordering::Relaxed);
                     let (verdict, outcome) = judge(&schedule, logs);
                     if let Some(o) = &outcome {
                         simulated_ms.fetch_add(o.simulated.as_millis() as u64, Ordering::Relaxed);
                         let n: usize = o.logs.iter().map(|l| l.splits.files.len()).sum();
                         splits.fetch_add(n as u64, Ordering::Relaxed);
                         bucket_faults.fetch_add(o.bucket_faults(), Ordering::Relaxed);
+                        let deleted = o.disk.as_ref().map_or(0, |d| d.deleted.len());
+                        budget_deletions.fetch_add(deleted as u64, Ordering::Relaxed);
                     }
                     if let Err(e) = verdict {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -195,6 +204,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         live: live.into_inner(),
         uploads: uploads.into_inner(),
         bucket_faults: bucket_faults.into_inner(),
+        budgets: budgets.into_inner(),
+        budget_deletions: budget_deletions.into_inner(),
         splits: splits.into_inner(),
     }
 }
@@ -258,11 +269,13 @@ fn seeds() {
     let took = started.elapsed();
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
-         uploading, {} with a live client) from {base}, {} faults and {} bucket faults, {} \
-         splits, {:.1} h simulated, in {:.1} s",
+         uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
+         from {base}, {} faults and {} bucket faults, {} splits, {:.1} h simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
         batch.uploads,
+        batch.budgets,
+        batch.budget_deletions,
         batch.live,
         batch.faults,
         batch.bucket_faults,
@@ -306,7 +319,7 @@ fn kept_seeds() {
 fn the_same_seed_runs_the_same_event_for_event() {
     let logs = ardupilot_logs();
     // Seeds of both autopilots, with faults of several kinds; and one that uploads to a
-    // failing bucket.
+    // failing bucket under a disk budget.
     let mut picked = Vec::new();
     for seed in 0.. {
         let s = Schedule::draw(seed, logs.len());
@@ -322,6 +335,7 @@ fn the_same_seed_runs_the_same_event_for_event() {
             .map(|seed| Schedule::draw(seed, logs.len()))
             .find(|s| {
                 s.faults.len() >= 2
+                    && s.budget_share.is_some()
                     && s.bucket
                         .is_some_and(|b| b.fail > 0.0 && b.lost_answer > 0.0)
             }),

@@ -114,6 +114,9 @@ pub struct Schedule {
     /// With the store on disk, one seed in two: the uploader sends the sessions to a bucket
     /// that fails so.
     pub bucket: Option<BucketFaults>,
+    /// With the store on disk, one seed in three: a disk budget (`max-total`) of this share
+    /// of the vehicle's log.
+    pub budget_share: Option<f64>,
 }
 
 /// The faults a schedule draws at most.
@@ -197,6 +200,7 @@ impl Schedule {
         let live = rng.u8(..4) == 0;
         let disk = rng.u8(..4) == 0;
         let bucket = (disk && rng.bool()).then(|| BucketFaults::draw(&mut rng));
+        let budget_share = (disk && rng.u8(..3) == 0).then(|| 0.3 + 1.2 * rng.f64());
         Self {
             seed,
             autopilot,
@@ -212,6 +216,7 @@ impl Schedule {
             live,
             disk,
             bucket,
+            budget_share,
         }
     }
 

@@ -265,6 +265,10 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
             }))
         }
     };
+    let log_bytes = match &vehicle {
+        Vehicle::Px4(v) => v.log().stream.len(),
+        Vehicle::ArduPilot(a) => a.log.len(),
+    };
     let mut world = World {
         schedule: schedule.clone(),
         vehicle,
@@ -274,6 +278,8 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
             Disk::new(
                 schedule.seed,
                 policy(schedule.split_bytes, schedule.split_us),
+                (schedule.budget_share).map(|share| (share * log_bytes as f64) as u64),
+                schedule.bucket.is_some(),
             )
         }),
         uploads: (schedule.bucket.filter(|_| schedule.disk))
@@ -292,6 +298,9 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
     };
     let finished = world.run();
     world.last_uploads();
+    if let Some(disk) = &mut world.disk {
+        disk.settle(world.now);
+    }
     let session = world.session.stats();
     let simulated = world.now - world.t0;
     world.event_log.push(format!("session {session:?}"));
@@ -405,7 +414,14 @@ impl World {
             self.vehicle.sim().handle_timeout(self.now);
             self.session.handle_timeout(self.now);
             if let Some(disk) = &mut self.disk {
+                let before = disk.deleted.len();
                 disk.tick(self.now);
+                let deleted: Vec<String> = (disk.deleted[before..].iter())
+                    .filter_map(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
+                    .collect();
+                for name in deleted {
+                    self.say(format!("the disk budget deletes {name}"));
+                }
             }
             if self.uploads.as_ref().is_some_and(|(_, at)| *at <= self.now) {
                 self.upload_pass();
@@ -428,6 +444,9 @@ impl World {
         }
         for line in pass.said {
             self.say(line);
+        }
+        if let Some(disk) = &mut self.disk {
+            disk.look();
         }
         if pass.killed {
             self.upload_kills += 1;
