@@ -13,7 +13,9 @@
 //!   in the bucket that is not there with that content; after the last passes every closed
 //!   split and manifest is in the bucket, byte for byte, and nothing else ([`super::bucket`]).
 //! - **Published as written**: a live client subscribed to every topic is sent each of the
-//!   log's samples once, in order, and a dropout line per mark ([`check_live`]).
+//!   log's samples once, in order, and a dropout line per mark ([`check_live`]); a client of
+//!   the Foxglove server subscribed to every log channel is sent each sample once, in order,
+//!   on its topic, at its log time ([`super::foxglove`]).
 //! - **Live**: the run ends (the log all out, the last session shut down and closed) within
 //!   its time limit, every log of that session closed.
 //! - **Nothing invented, nothing twice, nothing out of place**: each log the receiver handed
@@ -71,6 +73,10 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         if let Some(published) = &log.published {
             check_live(format, &log.bytes, published)
                 .map_err(|e| format!("log {n}'s live lines: {e}"))?;
+        }
+        if let Some(sent) = &log.foxglove {
+            super::foxglove::check(format, &log.bytes, sent)
+                .map_err(|e| format!("log {n}'s Foxglove messages: {e}"))?;
         }
     }
     if let Some(ahead) = &o.journal_ahead {

@@ -4,8 +4,8 @@
 //! receiver restarts, junk datagrams), alone and together; the link session receives it in
 //! simulated time ([`world`]), and, as the schedule says, the store writes it to files
 //! ([`disk`]), the uploader sends those to a failing bucket ([`bucket`]) and the live socket
-//! publishes it; [`checks`] judges what it handed out against what the vehicle wrote. The
-//! same seed runs the same, event for event.
+//! and the Foxglove server ([`foxglove`]) publish it; [`checks`] judges what it handed out
+//! against what the vehicle wrote. The same seed runs the same, event for event.
 //!
 //! - `SIM_SEEDS=N` runs N seeds (1,000 by default) from `SIM_BASE` (0 by default).
 //! - `SIM_SEED=S` runs seed S alone; `SIM_FAULTS=i,j` keeps only those faults of its
@@ -17,6 +17,7 @@
 mod bucket;
 mod checks;
 mod disk;
+mod foxglove;
 mod schedule;
 mod splits;
 mod world;

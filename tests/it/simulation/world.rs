@@ -1,7 +1,8 @@
 //! One simulated run: a vehicle (PX4's logger or ArduPilot's) and the receiver's link
 //! session, joined by the vehicle's impaired link, in simulated time, with a [`Schedule`]'s
 //! faults applied as the clock reaches them; beside the session, when the schedule says so,
-//! the live socket's publisher and a client of it, the store writing files
+//! the live socket's publisher and the Foxglove server's ([`super::foxglove`]), each with a
+//! client, the store writing files
 //! ([`super::disk`]), and the uploader sending them to a failing bucket ([`super::bucket`]).
 //! Every event the receiver hands out goes into an event log, whose digest
 //! says whether two runs were the same.
@@ -17,6 +18,7 @@ use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_l
 
 use super::bucket::{UPLOAD_EVERY, Uploads};
 use super::disk::Disk;
+use super::foxglove::{Foxglove, Sent};
 use super::schedule::{Autopilot, FaultKind, Schedule};
 use super::splits::{LogSplitter, Splits, policy};
 
@@ -127,6 +129,8 @@ pub struct ReceivedLog {
     /// With a live client: what it was sent while the log was open, the data and dropout
     /// lines (JSON).
     pub published: Option<Vec<serde_json::Value>>,
+    /// With a live client: what the Foxglove client was sent of the log's samples.
+    pub foxglove: Option<Vec<Sent>>,
     /// With the store on: the log's session folder.
     pub session_dir: Option<std::path::PathBuf>,
 }
@@ -204,6 +208,8 @@ struct World {
     /// The live socket's publisher beside the session (a daemon's restart starts a new one,
     /// and the client connects again), with its client.
     live: Option<(Publisher, ClientId)>,
+    /// The Foxglove server beside it, with its client.
+    foxglove: Option<Foxglove>,
     /// The receiver's store, writing each log to files, when the schedule says so.
     disk: Option<Disk>,
     /// The uploader's bucket and its next pass, when the schedule says so.
@@ -274,6 +280,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         vehicle,
         session: Session::new(SessionConfig::default(), t0),
         live: schedule.live.then(live_client),
+        foxglove: schedule.live.then(|| Foxglove::new(t0)),
         disk: (schedule.disk).then(|| {
             Disk::new(
                 schedule.seed,
@@ -500,6 +507,7 @@ impl World {
                 }
                 self.session = Session::new(SessionConfig::default(), self.now);
                 self.live = self.schedule.live.then(live_client);
+                self.foxglove = self.schedule.live.then(|| Foxglove::new(self.now));
                 if let Some(disk) = &mut self.disk {
                     disk.crash_and_restart();
                 }
@@ -544,8 +552,18 @@ impl World {
         }
     }
 
-    /// The live client's lines of `e`: its data and dropout lines go with the open log.
+    /// The live clients' messages of `e`: the samples and dropout lines go with the open
+    /// log.
     fn publish(&mut self, e: &Event) {
+        if let Some(foxglove) = &mut self.foxglove {
+            let mut sent = Vec::new();
+            foxglove.handle_event(e, self.now, &mut sent);
+            let log = self.logs.last_mut().and_then(|l| l.foxglove.as_mut());
+            match log {
+                Some(log) => log.append(&mut sent),
+                None => assert!(sent.is_empty(), "samples while no log is open"),
+            }
+        }
         let Some((publisher, client)) = &mut self.live else {
             return;
         };
@@ -603,6 +621,7 @@ impl World {
                         format: Some(*format),
                         last_session: true,
                         published: self.schedule.live.then(Vec::new),
+                        foxglove: self.schedule.live.then(Vec::new),
                         ..ReceivedLog::default()
                     });
                     format!("log {number} opened, {format:?}")
