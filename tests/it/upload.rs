@@ -292,6 +292,21 @@ fn assert_whole_split(garage: &Garage, py: &Path, prefix: &str, session: &Path) 
     );
 }
 
+/// The daemon with `args` (which pace the upload slow enough to be cut) killed with
+/// `kill -9` once it has sent a part: the journal's record of the session's first split,
+/// a multipart upload under way.
+fn killed_after_a_part(dir: &Path, session: &Path, args: &[String]) -> Json {
+    let (mut d, lines) = daemon(dir, free_udp_port(), args);
+    wait_for_line(&lines, "part sent", Duration::from_secs(30));
+    unsafe { libc::kill(d.0.id() as i32, libc::SIGKILL) };
+    let _ = d.0.wait();
+    let journal: Json =
+        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
+    let record = journal["objects"]["split_0000.ulg"].clone();
+    assert_eq!(record["state"], "multipart", "{journal}");
+    record
+}
+
 #[test]
 fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_holds() {
     let Some(py) = common::venv_python() else {
@@ -331,14 +346,7 @@ fn a_multipart_upload_cut_by_kill_9_resumes_at_its_next_part_and_the_rate_cap_ho
         ]
         .map(String::from),
     );
-    let (mut d, lines) = daemon(&dir, free_udp_port(), &args);
-    wait_for_line(&lines, "part sent", Duration::from_secs(30));
-    unsafe { libc::kill(d.0.id() as i32, libc::SIGKILL) };
-    let _ = d.0.wait();
-    let journal: Json =
-        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
-    let record = &journal["objects"]["split_0000.ulg"];
-    assert_eq!(record["state"], "multipart", "{journal}");
+    let record = &killed_after_a_part(&dir, &session, &args);
     // Parts complete in any order: those recorded have their id, the others are null.
     let listed = record["parts"].as_array().unwrap();
     assert_eq!(listed.len() as u64, parts, "{record}");
@@ -408,14 +416,7 @@ fn a_multipart_upload_the_bucket_aborted_is_begun_again_from_its_first_part() {
     args.extend(["--upload-part-size", "5M"].map(String::from));
     let mut slow = args.clone();
     slow.extend(["--upload-rate", "2M", "--log-level", "ulog_recv=debug"].map(String::from));
-    let (mut d, lines) = daemon(&dir, free_udp_port(), &slow);
-    wait_for_line(&lines, "part sent", Duration::from_secs(30));
-    unsafe { libc::kill(d.0.id() as i32, libc::SIGKILL) };
-    let _ = d.0.wait();
-    let journal: Json =
-        serde_json::from_slice(&std::fs::read(session.join("upload.json")).unwrap()).unwrap();
-    let record = &journal["objects"]["split_0000.ulg"];
-    assert_eq!(record["state"], "multipart", "{journal}");
+    let record = killed_after_a_part(&dir, &session, &slow);
     let sent = record["parts"].as_array().unwrap();
     assert!(
         sent.iter().any(|p| p.is_null()),
