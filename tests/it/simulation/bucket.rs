@@ -207,19 +207,29 @@ impl SimStore {
         fate
     }
 
-    /// `request` done or not as `fate` says, its answer given or not.
+    /// Request `what` done or not as its fate says, its answer given or not; `upload`: the
+    /// multipart upload it is for (see [`SimStore::fate`]), whose absence the server answers
+    /// as S3 does.
     async fn request<T>(
         &self,
-        what: &str,
-        fate: Fate,
+        what: String,
+        upload: Option<(&ObjectPath, &MultipartId)>,
         request: impl Future<Output = object_store::Result<T>>,
     ) -> object_store::Result<T> {
+        let fate = self.fate(&what, upload.map(|(_, id)| id)).await;
+        let request = async {
+            let answer = request.await;
+            match upload {
+                Some((path, _)) => answer.map_err(|e| no_such_upload(path, e)),
+                None => answer,
+            }
+        };
         match fate {
-            Fate::Refused => Err(refused(what)),
+            Fate::Refused => Err(refused(&what)),
             Fate::Answered => request.await,
             Fate::AnswerLost => {
                 let _ = request.await;
-                Err(answer_lost(what))
+                Err(answer_lost(&what))
             }
             Fate::Killed { done } => {
                 if done {
@@ -257,10 +267,8 @@ impl ObjectStore for SimStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        let what = format!("PUT {location}");
-        let fate = self.fate(&what, None).await;
-        self.request(&what, fate, self.inner.put_opts(location, payload, opts))
-            .await
+        let request = self.inner.put_opts(location, payload, opts);
+        self.request(format!("PUT {location}"), None, request).await
     }
 
     async fn put_multipart_opts(
@@ -313,9 +321,8 @@ impl ObjectStore for SimStore {
 #[async_trait]
 impl MultipartStore for SimStore {
     async fn create_multipart(&self, path: &ObjectPath) -> object_store::Result<MultipartId> {
-        let what = format!("CreateMultipartUpload {path}");
-        let fate = self.fate(&what, None).await;
-        self.request(&what, fate, self.inner.create_multipart(path))
+        let request = self.inner.create_multipart(path);
+        self.request(format!("CreateMultipartUpload {path}"), None, request)
             .await
     }
 
@@ -326,13 +333,9 @@ impl MultipartStore for SimStore {
         part_idx: usize,
         data: PutPayload,
     ) -> object_store::Result<PartId> {
+        let request = self.inner.put_part(path, id, part_idx, data);
         let what = format!("UploadPart {path} #{part_idx}");
-        let fate = self.fate(&what, Some(id)).await;
-        let request = async {
-            let part = self.inner.put_part(path, id, part_idx, data).await;
-            part.map_err(|e| no_such_upload(path, e))
-        };
-        self.request(&what, fate, request).await
+        self.request(what, Some((path, id)), request).await
     }
 
     async fn complete_multipart(
@@ -341,13 +344,9 @@ impl MultipartStore for SimStore {
         id: &MultipartId,
         parts: Vec<PartId>,
     ) -> object_store::Result<PutResult> {
+        let request = self.inner.complete_multipart(path, id, parts);
         let what = format!("CompleteMultipartUpload {path}");
-        let fate = self.fate(&what, Some(id)).await;
-        let request = async {
-            let done = self.inner.complete_multipart(path, id, parts).await;
-            done.map_err(|e| no_such_upload(path, e))
-        };
-        self.request(&what, fate, request).await
+        self.request(what, Some((path, id)), request).await
     }
 
     async fn abort_multipart(
@@ -355,13 +354,9 @@ impl MultipartStore for SimStore {
         path: &ObjectPath,
         id: &MultipartId,
     ) -> object_store::Result<()> {
+        let request = self.inner.abort_multipart(path, id);
         let what = format!("AbortMultipartUpload {path}");
-        let fate = self.fate(&what, Some(id)).await;
-        let request = async {
-            let done = self.inner.abort_multipart(path, id).await;
-            done.map_err(|e| no_such_upload(path, e))
-        };
-        self.request(&what, fate, request).await
+        self.request(what, Some((path, id)), request).await
     }
 }
 

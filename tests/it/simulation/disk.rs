@@ -27,9 +27,8 @@ pub struct Disk {
     dir: PathBuf,
     options: StoreOptions,
     store: Option<LogStore>,
-    /// With a budget: the sessions as last seen, oldest first, and the one open.
+    /// With a budget: the sessions as last seen, oldest first (the open one not closed).
     seen: Vec<Seen>,
-    open: Option<PathBuf>,
     /// Sessions the budget deleted.
     pub deleted: Vec<PathBuf>,
     /// The first deletion out of the budget's order.
@@ -80,7 +79,6 @@ impl Disk {
             options,
             store: None,
             seen: Vec::new(),
-            open: None,
             deleted: Vec::new(),
             misordered: None,
         };
@@ -108,7 +106,6 @@ impl Disk {
     /// A log begins: its session folder.
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
         let dir = (self.store().begin_log(vehicle, started, format)).expect("a session begins");
-        self.open = Some(dir.clone());
         self.check_deletions();
         self.look();
         dir
@@ -148,7 +145,7 @@ impl Disk {
         let (gone, stayed): (Vec<&Seen>, Vec<&Seen>) =
             self.seen.iter().partition(|s| !now.contains(&s.dir));
         for g in &gone {
-            let wrong = if !g.closed || self.open.as_ref() == Some(&g.dir) {
+            let wrong = if !g.closed {
                 Some("it was open".to_string())
             } else {
                 (stayed.iter().find(|s| s.closed && s.key() < g.key()))
@@ -175,7 +172,6 @@ impl Disk {
 
     pub fn end(&mut self) {
         self.store().end_log().expect("a session ends");
-        self.open = None;
         self.check_deletions();
         self.look();
     }
@@ -198,9 +194,7 @@ impl Disk {
     pub fn crash_and_restart(&mut self) {
         drop(self.store.take());
         // The repair at start closes the session the crash left open.
-        if let Some(open) = self.open.take() {
-            (self.seen.iter_mut().filter(|s| s.dir == open)).for_each(|s| s.closed = true);
-        }
+        self.seen.iter_mut().for_each(|s| s.closed = true);
         self.start();
         self.check_deletions();
         self.look();
