@@ -197,7 +197,9 @@ impl Framer {
 
 /// Length of the longest prefix of `bytes` that is whole messages, read in step from the
 /// start (a file cut by a crash ends in a torn message, zeros or garbage: it ends before;
-/// an FMT record that does not add up ends it too).
+/// an FMT record that does not add up ends it too, and so does a record of eight bytes or
+/// more that is zeros after its header: a page whose size reached the disk before its data,
+/// where a power cut kept a header's first bytes and zeros for its type and fields).
 pub fn whole_prefix(bytes: &[u8]) -> usize {
     let mut lengths = [0usize; 256];
     lengths[FMT_TYPE as usize] = crate::dataflash::format::FMT_LEN;
@@ -208,6 +210,9 @@ pub fn whole_prefix(bytes: &[u8]) -> usize {
     {
         let len = lengths[rest[2] as usize];
         if len == 0 || rest.len() < len {
+            break;
+        }
+        if len >= MSG_HEADER_LEN + 8 && rest[2..len].iter().all(|&b| b == 0) {
             break;
         }
         if rest[2] == FMT_TYPE {

@@ -30,16 +30,24 @@ pub enum Bug {
     /// The disk budget deletes the newest closed session first rather than the oldest: the
     /// flight just landed goes before last week's.
     BudgetDeletesNewestFirst,
+    /// The open split's sync is skipped: the round completes, and what it should have made
+    /// durable is in the page cache only, lost to a power cut.
+    SplitSyncSkipped,
+    /// A split is closed, and the manifest calls it closed with its checksum, without its
+    /// sync: a power cut can cut it short, and leave a later split's bytes after the hole.
+    SplitClosedUnsynced,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 8] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
         Bug::RepairOnlyListedSplits,
         Bug::JournalAheadOfUpload,
         Bug::BudgetDeletesNewestFirst,
+        Bug::SplitSyncSkipped,
+        Bug::SplitClosedUnsynced,
     ];
 }
 

@@ -396,7 +396,7 @@ impl VehicleFiles {
             let rate = data.len() as f64 / asked.elapsed().as_secs_f64().max(1e-3);
             piece = ((rate * PIECE_TIME.as_secs_f64()) as u64).clamp(MIN_PIECE, PIECE);
             file.write_all(&data)?;
-            file.sync_data()?;
+            crate::store::fsync::file_data(&file)?;
             have += data.len() as u64;
             progress(have, size);
         }

@@ -332,6 +332,21 @@ mod tests {
         let mut zeros = whole.clone();
         zeros.extend_from_slice(&[0; 100]);
         assert_eq!(complete_bin_prefix(&zeros), whole.len());
+        // A torn page from just after a header's first two bytes: its type byte zero, which
+        // a log may define (ArduPilot's CTUN is type 0), and its fields zeros.
+        let mut ctun = whole.clone();
+        let ctun_format = Format {
+            type_id: 0,
+            length: 15,
+            name: "CTUN".into(),
+            format: "Qf".into(),
+            labels: vec!["TimeUS".into(), "ThO".into()],
+        };
+        ctun.extend_from_slice(&ctun_format.to_bytes());
+        let defined = ctun.len();
+        ctun.extend_from_slice(&[0xA3, 0x95]);
+        ctun.extend_from_slice(&[0; 13]);
+        assert_eq!(complete_bin_prefix(&ctun), defined);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::diagnose::Finding;
 use crate::store::amend::{AmendmentEntry, UnfilledGap};
 use crate::store::events::{EventRecord, EventSource, MAX_LISTED_EVENTS};
+use crate::store::fsync;
 use crate::store::splitter::SplitSummary;
 
 /// The manifest's file name in a session directory.
@@ -200,7 +201,7 @@ pub struct SplitEntry {
 /// old one, and the directory synced.
 pub fn write_manifest(dir: &Path, manifest: &Manifest) -> io::Result<()> {
     replace_manifest(dir, manifest)?;
-    sync_dir(dir)
+    fsync::dir(dir)
 }
 
 /// Changes a closed session's manifest by `change`, read and written again under an exclusive
@@ -233,7 +234,7 @@ fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = File::create(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
+    fsync::file(&f)?;
     std::fs::rename(&tmp, dir.join(name))
 }
 
@@ -241,7 +242,7 @@ fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
 /// one, the directory synced): after a power cut it is the old file or the new, whole.
 pub fn write_file_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     replace_file(dir, name, bytes)?;
-    sync_dir(dir)
+    fsync::dir(dir)
 }
 
 /// Reads a session's manifest.
@@ -253,10 +254,6 @@ pub fn read_manifest(dir: &Path) -> io::Result<Manifest> {
 /// Lower-case hex digits of `bytes` (how SHA-256 sums are written).
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

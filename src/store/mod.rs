@@ -8,14 +8,16 @@
 //!   (replaying definitions, parameters in force, subscriptions, latched samples) and
 //!   summarises each (samples, dropouts, time index).
 //! - [`files`]: group commit (writes reach the OS as they come; one sync per step per
-//!   interval, in the order new directory entries, closed splits, the open split's data, the
-//!   manifest, its directory), recovery after a crash (splits cut back to their last whole
+//!   interval, in the order new directory entries, the open split's data, the manifest, its
+//!   directory; a split synced as it closes), recovery after a crash (splits cut back to their last whole
 //!   message, in 64 KB blocks), setting aside what cannot be repaired (`NAME.unrecoverable`),
 //!   the disk budget (renamed aside before deletion, so a power cut never half-deletes).
 //! - [`columns`] (sans-IO): topics routed to columns of their own (`SESSION/NAME/` splits)
 //!   and joined back for reading.
 //! - [`events`] (sans-IO): event buffers (columns written only around events) and the
 //!   triggers that make events.
+//! - [`fsync`]: every sync of what the receiver keeps, in one place, and the watch a test
+//!   models power cuts with.
 //! - [`manifest`]: `manifest.json` (columns, splits, amendments) and the atomic, durable
 //!   replacement of a file.
 //! - [`amend`]: amendments (records recovered from the vehicle's SD log, beside the splits,
@@ -37,6 +39,7 @@ pub mod bin_splitter;
 pub mod columns;
 pub mod events;
 pub mod files;
+pub mod fsync;
 pub mod input;
 pub mod manifest;
 pub mod output;

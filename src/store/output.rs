@@ -18,7 +18,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::store::manifest::sync_dir;
+use crate::store::fsync;
 
 /// An output file being written. Write through [`OutputFile::file`] (`&File` is a writer).
 #[derive(Debug)]
@@ -53,10 +53,10 @@ impl OutputFile {
     /// The file whole: synced, renamed to its final name, its directory synced.
     pub fn commit(mut self) -> io::Result<()> {
         let file = self.file.take().expect("committed once");
-        file.sync_all()?;
+        fsync::file(&file)?;
         drop(file);
         std::fs::rename(&self.temporary, &self.path)?;
-        sync_dir(&parent_of(&self.path))
+        fsync::dir(&parent_of(&self.path))
     }
 
     /// Commits `outputs` together: each file synced, then all renamed to their final names,
@@ -65,7 +65,7 @@ impl OutputFile {
     /// camera's video) is not waited for.
     pub fn commit_all(outputs: Vec<OutputFile>) -> io::Result<()> {
         for out in &outputs {
-            out.file().sync_all()?;
+            fsync::file(out.file())?;
         }
         Self::rename_synced(outputs, BTreeSet::new(), 1)
     }
@@ -84,7 +84,7 @@ impl OutputFile {
             dirs.insert(parent_of(&out.path));
         }
         let dirs: Vec<_> = dirs.into_iter().collect();
-        each_at_once(&dirs, threads, |dir| sync_dir(dir))
+        each_at_once(&dirs, threads, |dir| fsync::dir(dir))
     }
 }
 
@@ -187,7 +187,7 @@ pub fn make_folders_durably(dir: &Path) -> io::Result<()> {
     folders
         .take()
         .iter()
-        .try_for_each(|parent| sync_dir(parent))
+        .try_for_each(|parent| fsync::dir(parent))
 }
 
 /// The directory `path` is in (`.` for a bare name).
@@ -404,7 +404,7 @@ impl Filer {
             let Ok(out) = next else {
                 return Ok(());
             };
-            out.file().sync_all()?;
+            fsync::file(out.file())?;
             lock(synced).push(out);
         }
     }

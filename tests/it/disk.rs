@@ -186,7 +186,9 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
     let log = stream(80); // ~620 KB: does not fit beside the filler, fits without it
     let mut errors = 0;
     let mut resumed_at = None;
+    // The store's clock starts with its first tick.
     let mut t = Instant::now();
+    store.tick(t).unwrap();
     for (i, piece) in log.chunks(4096).enumerate() {
         if store.write(piece).is_err() && resumed_at.is_none() {
             errors += 1;

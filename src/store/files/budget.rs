@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::recovery::{DELETING_SUFFIX, is_set_aside};
 use super::{LogStore, RESUME_ROOM, UPLOADED_MARK};
-use crate::store::manifest::{MANIFEST, read_manifest, sync_dir};
+use crate::store::fsync;
+use crate::store::manifest::{MANIFEST, read_manifest};
 use crate::store::reference::materialise_references;
 
 impl LogStore {
@@ -136,7 +137,7 @@ pub fn delete_session(session: &Path) -> io::Result<()> {
     doomed.push(DELETING_SUFFIX);
     let doomed = PathBuf::from(doomed);
     std::fs::rename(session, &doomed)?;
-    sync_dir(parent)?;
+    fsync::dir(parent)?;
     std::fs::remove_dir_all(&doomed)?;
-    sync_dir(parent)
+    fsync::dir(parent)
 }

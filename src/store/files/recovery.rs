@@ -12,7 +12,8 @@ use sha2::{Digest, Sha256};
 use super::sink::{make_closed, split_name};
 use crate::autopilot::LogFormat;
 use crate::store::bin_splitter::summarize_bin;
-use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, sync_dir, write_manifest};
+use crate::store::fsync;
+use crate::store::manifest::{MANIFEST, SplitEntry, hex, read_manifest, write_manifest};
 use crate::store::splitter::{LastSummary, SplitPolicy, SplitSummary, Splitter};
 use crate::ulog::Decoder;
 use crate::ulog::framer::{Framer, Unit};
@@ -23,8 +24,9 @@ use crate::ulog::message::{
 
 /// Finds where the whole, plausible messages of a split end, fed in blocks (a crash can
 /// leave a torn message, zeros or garbage where data was not yet written). A sample is
-/// plausible when its subscription is in the split and its size fits its format: a write
-/// torn after its message header leaves zeros that frame as a sample of message id 0.
+/// plausible when its subscription is in the split, its size fits its format, and it is not
+/// zeros after its message id: a write torn after its message header leaves zeros that frame
+/// as a sample of message id 0 (which a split may well have) at time 0.
 #[derive(Debug)]
 struct PrefixScan {
     framer: Framer,
@@ -71,7 +73,10 @@ impl PrefixScan {
                 }
                 if let Some(message) = Message::parse_framed(m) {
                     let data = matches!(message, Message::Data { .. });
-                    if decoder.handle(&message).is_err() && data {
+                    let zeros = data
+                        && m.len() > MSG_HEADER_LEN + 2
+                        && m[MSG_HEADER_LEN + 2..].iter().all(|&b| b == 0);
+                    if zeros || (decoder.handle(&message).is_err() && data) {
                         return ControlFlow::Break(());
                     }
                 }
@@ -151,7 +156,7 @@ pub fn recover(dir: &Path) -> Vec<Recovered> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         if name.ends_with(DELETING_SUFFIX) {
-            match std::fs::remove_dir_all(&path).and_then(|()| sync_dir(dir)) {
+            match std::fs::remove_dir_all(&path).and_then(|()| fsync::dir(dir)) {
                 Ok(()) => {
                     tracing::info!(dir = %path.display(), "finished a deletion a power cut interrupted");
                     done.push(Recovered::DeletionFinished(path));
@@ -169,7 +174,7 @@ pub fn recover(dir: &Path) -> Vec<Recovered> {
             // A crash between a session's directory and its first manifest leaves a directory
             // with nothing in it but its columns' (empty) directories: nothing to keep.
             if name.contains("_sys") && holds_no_file(&path) {
-                match std::fs::remove_dir_all(&path).and_then(|()| sync_dir(dir)) {
+                match std::fs::remove_dir_all(&path).and_then(|()| fsync::dir(dir)) {
                     Ok(()) => tracing::info!(
                         dir = %path.display(),
                         "removed the empty directory of a session a crash cut at its start"
@@ -187,7 +192,7 @@ pub fn recover(dir: &Path) -> Vec<Recovered> {
                 let mut to = path.as_os_str().to_owned();
                 to.push(SET_ASIDE_SUFFIX);
                 let to = PathBuf::from(to);
-                match std::fs::rename(&path, &to).and_then(|()| sync_dir(dir)) {
+                match std::fs::rename(&path, &to).and_then(|()| fsync::dir(dir)) {
                     Ok(()) => {
                         tracing::error!(
                             session = %path.display(),
@@ -248,12 +253,12 @@ fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> 
     if manifest.all_splits().next().is_none() {
         tracing::warn!(session = %session.display(), "a session with no data; removed");
         std::fs::remove_dir_all(session)?;
-        sync_dir(dir)?;
+        fsync::dir(dir)?;
         return Ok(Some(Recovered::Removed(session.to_owned())));
     }
     write_manifest(session, &manifest)?;
     // The session's own entry, which its crashed writer may not have synced yet.
-    sync_dir(dir)?;
+    fsync::dir(dir)?;
     tracing::warn!(session = %session.display(), "repaired a session left open by a crash");
     Ok(Some(Recovered::Repaired(session.to_owned())))
 }
@@ -346,7 +351,7 @@ pub(super) fn repair_split(
     // would empty the split under a manifest that still gives its size and SHA-256. Synced
     // through a read-only descriptor: a split its writer already made read-only is whole
     // and stays as it is.
-    File::open(path)?.sync_all()?;
+    fsync::file(&File::open(path)?)?;
     // The summary and the hash of what stays.
     let mut splitter = Splitter::new(SplitPolicy::unlimited());
     let mut last = LastSummary(None);
@@ -487,7 +492,7 @@ fn repair_bin_split(
             .set_len(keep as u64)?;
     }
     // Durable before a manifest says the split is closed (see repair_split).
-    File::open(path)?.sync_all()?;
+    fsync::file(&File::open(path)?)?;
     if let Some(k) = known.iter().find(|e| e.file == name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
     } else if summary.index > 0
@@ -567,6 +572,11 @@ mod tests {
         // 0 of another size than its format's.
         let mut torn = whole.clone();
         torn.extend_from_slice(&framed(b'D', &[0; 18]));
+        assert_eq!(complete_prefix(&torn), whole.len());
+        // Zeros of the sample's own size: message id 0 is subscribed, the size fits, but a
+        // sample at time 0 with every field zero is a page the disk never got.
+        let mut torn = whole.clone();
+        torn.extend_from_slice(&framed(b'D', &[0; 14]));
         assert_eq!(complete_prefix(&torn), whole.len());
     }
 

@@ -1,6 +1,6 @@
 //! Where a column's splitter puts its output: one file per split, created new, hashed as it
-//! is written, written out and made read-only when it ends; what ended and what failed kept
-//! for the manifest and the sync rounds.
+//! is written, written out, synced and made read-only when it ends; what ended and what
+//! failed kept for the manifest and the sync rounds.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::autopilot::LogFormat;
 use crate::monitor::catalogue::{SPLITS_CLOSED, STORE_WRITTEN_BYTES};
+use crate::planted::{self, Bug};
+use crate::store::fsync;
 use crate::store::manifest::hex;
 use crate::store::splitter::{SplitSink, SplitSummary};
 
@@ -29,8 +31,6 @@ pub(super) struct FileSink {
     /// Summaries of splits that ended, for the manifest.
     pub(super) ended: Vec<(SplitSummary, String)>,
     pub(super) begun: Vec<u32>,
-    /// Splits closed (written out) but not synced yet.
-    pub(super) closed: Vec<File>,
     pub(super) error: Option<io::Error>,
     /// Writing failed (a full disk): everything is dropped until [`LogStore`] resumes.
     pub(super) paused: bool,
@@ -52,7 +52,6 @@ impl FileSink {
             file: None,
             ended: Vec::new(),
             begun: Vec::new(),
-            closed: Vec::new(),
             error: None,
             failed: None,
             paused: false,
@@ -130,10 +129,16 @@ impl SplitSink for FileSink {
         let path = self.split_path(summary.index);
         if let Some((_, w, hash)) = self.file.take() {
             let sha = hex(&hash.finalize());
-            // Written out now, synced before the manifest says it is closed.
-            match w.into_inner().map_err(|e| e.into_error()) {
-                Ok(f) => {
-                    self.closed.push(f);
+            // Written out and synced now: before the manifest says it is closed, and before
+            // the next split gets a byte, so that a power cut takes only the log's end, never
+            // a stretch of its middle that no dropout marks.
+            let written = w.into_inner().map_err(|e| e.into_error());
+            let synced = written.and_then(|f| match planted::is(Bug::SplitClosedUnsynced) {
+                true => Ok(()),
+                false => fsync::file(&f),
+            });
+            match synced {
+                Ok(()) => {
                     self.splits_closed.increment(1);
                     if let Err(e) = make_closed(&path) {
                         self.fail(e);
