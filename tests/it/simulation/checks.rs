@@ -6,6 +6,9 @@
 //! - **On disk as received**: with the store on, each log's manifest lists exactly the split
 //!   files in its folder, each closed with its true SHA-256, and the splits as the manifest
 //!   describes them are the log, after any crash and repair ([`super::disk`]).
+//! - **Durable once synced**: after a power cut ([`super::power`]), a log is the beginning
+//!   of what was received, at least what the store's last completed sync round promised (its
+//!   last record possibly torn); a session nothing of was durable may be gone, no other.
 //! - **Within the budget**: with a disk budget, the store deletes closed sessions only,
 //!   uploaded ones first, then the oldest; after the last sync round the log folder holds
 //!   at most the budget ([`super::disk::check_budget`]).
@@ -67,7 +70,8 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
             .map_err(|e| format!("log {n}'s splits: {e}"))?;
         let deleted = |dir| (o.disk.as_ref()).is_some_and(|d| d.deleted.contains(dir));
         if let Some(dir) = log.session_dir.as_ref().filter(|d| !deleted(d)) {
-            super::disk::check(format, &log.bytes, dir)
+            let cut_short = (o.disk.as_ref()).and_then(|d| d.cut_short.get(dir).copied());
+            super::disk::check(format, &log.bytes, dir, cut_short)
                 .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
         }
         if let Some(published) = &log.published {
@@ -85,6 +89,9 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         ));
     }
     if let Some(disk) = &o.disk {
+        if let Some(vanished) = &disk.vanished {
+            return Err(vanished.clone());
+        }
         super::disk::check_budget(disk)?;
     }
     if let (Some(uploads), Some(disk)) = (&o.uploads, &o.disk) {

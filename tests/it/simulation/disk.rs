@@ -6,10 +6,13 @@
 //! With a disk budget, each session the store deletes is checked against the budget's
 //! order as it goes, and the folder's size once the run is over ([`check_budget`]).
 //!
-//! The files are real and the kernel's: a crash of the process loses nothing handed to it,
-//! and a power cut (what the kernel had not synced) is not simulated here; LazyFS tests
-//! that (see the guide's faults chapter).
+//! The files are real and the kernel's: a crash of the process loses nothing handed to it.
+//! A power cut loses what the receiver had not synced: [`super::power`] models that from the
+//! receiver's own syncs. Each sync round the store completes promises that what was written
+//! before it began is durable; a log a power cut cut short is held to that
+//! ([`Disk::cut_short`]).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
@@ -20,6 +23,7 @@ use ulog_recv::store::files::{UPLOADED_MARK, list_sessions};
 use ulog_recv::store::manifest::{hex, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 
+use super::power::{Cut, PowerModel};
 use super::splits::Splits;
 
 /// A run's log folder and the store writing into it.
@@ -33,6 +37,21 @@ pub struct Disk {
     pub deleted: Vec<PathBuf>,
     /// The first deletion out of the budget's order.
     pub misordered: Option<String>,
+    /// What the disk keeps through a power cut.
+    power: PowerModel,
+    /// The log bytes written, over all sessions.
+    written: u64,
+    /// Where each session's log bytes begin and end in [`written`](Self::written).
+    sessions: Vec<(PathBuf, u64, u64)>,
+    /// [`written`](Self::written) when the sync round under way began.
+    round_from: u64,
+    /// [`written`](Self::written) when the last completed sync round began: durable.
+    promised: u64,
+    /// The sessions power cuts cut short, with how many of their log bytes were durable
+    /// then (the fewest, over the cuts).
+    pub cut_short: HashMap<PathBuf, u64>,
+    /// The first session a power cut took whole although some of it was durable.
+    pub vanished: Option<String>,
 }
 
 /// A session folder as last seen: whether it was closed and uploaded then.
@@ -66,6 +85,8 @@ impl Disk {
             std::thread::current().id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the log folder is made");
+        let power = PowerModel::watch(&dir);
         let options = StoreOptions {
             policy,
             // The flight diagnostics run in the store thread, on every log: here too.
@@ -81,6 +102,13 @@ impl Disk {
             seen: Vec::new(),
             deleted: Vec::new(),
             misordered: None,
+            power,
+            written: 0,
+            sessions: Vec::new(),
+            round_from: 0,
+            promised: 0,
+            cut_short: HashMap::new(),
+            vanished: None,
         };
         disk.start();
         disk
@@ -92,11 +120,13 @@ impl Disk {
     }
 
     /// Opens the store on what is there, repairing what a crash left, as the daemon's start
-    /// does.
+    /// does. The repair closes every session left open, and removes one that nothing of
+    /// reached the disk: the budget's watch begins again from what it leaves.
     fn start(&mut self) {
         let mut store = LogStore::open(self.options.clone()).expect("the store opens");
         store.recover();
         self.store = Some(store);
+        self.look();
     }
 
     fn store(&mut self) -> &mut LogStore {
@@ -106,6 +136,8 @@ impl Disk {
     /// A log begins: its session folder.
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
         let dir = (self.store().begin_log(vehicle, started, format)).expect("a session begins");
+        self.sessions
+            .push((dir.clone(), self.written, self.written));
         self.check_deletions();
         self.look();
         dir
@@ -164,6 +196,10 @@ impl Disk {
         let store = self.store();
         store.write(bytes).expect("the store writes");
         store.flush().expect("the store hands its writes to the OS");
+        self.written += bytes.len() as u64;
+        if let Some(s) = self.sessions.last_mut() {
+            s.2 = self.written;
+        }
     }
 
     pub fn link_dropout(&mut self, chunks: u64, resolved: bool) {
@@ -178,7 +214,16 @@ impl Disk {
 
     /// The sync round and the budget, at simulated time `now`.
     pub fn tick(&mut self, now: Instant) {
-        self.store().tick(now).expect("the store syncs");
+        let written = self.written;
+        let store = self.store.as_mut().expect("a store while the daemon runs");
+        let (under_way, rounds) = (store.syncing(), store.sync_rounds());
+        if !under_way {
+            self.round_from = written;
+        }
+        store.tick(now).expect("the store syncs");
+        if store.sync_rounds() > rounds {
+            self.promised = self.round_from;
+        }
         self.check_deletions();
     }
 
@@ -193,11 +238,48 @@ impl Disk {
     /// The daemon dies mid-log and starts again: the next store repairs what it finds.
     pub fn crash_and_restart(&mut self) {
         drop(self.store.take());
-        // The repair at start closes the session the crash left open.
-        self.seen.iter_mut().for_each(|s| s.closed = true);
         self.start();
-        self.check_deletions();
-        self.look();
+    }
+
+    /// The power goes mid-log and comes back: the daemon dies with it, the folder is found
+    /// as the disk kept it ([`PowerModel::cut`]), and the next store repairs what it finds.
+    pub fn power_cut(&mut self, rng: &mut fastrand::Rng) -> Cut {
+        self.power.freeze();
+        drop(self.store.take());
+        for (dir, from, to) in &self.sessions {
+            let durable = self.promised.clamp(*from, *to) - from;
+            if durable < to - from {
+                let least = self.cut_short.entry(dir.clone()).or_insert(durable);
+                *least = (*least).min(durable);
+            }
+        }
+        let cut = self.power.cut(rng);
+        // What power-up finds is on disk: durable.
+        self.promised = self.written;
+        self.start();
+        // A session nothing of was durable may be gone (its folder's name, or its only
+        // split, never reached the disk); its name is free for the next.
+        let (gone, stayed) = std::mem::take(&mut self.sessions)
+            .into_iter()
+            .partition(|(dir, _, _)| !dir.exists());
+        self.sessions = stayed;
+        for (dir, _, _) in gone
+            .into_iter()
+            .filter(|(d, _, _)| !self.deleted.contains(d))
+        {
+            match self.cut_short.remove(&dir) {
+                Some(0) => {}
+                durable => {
+                    let _ = self.vanished.get_or_insert_with(|| {
+                        format!(
+                            "a power cut took {} whole, {durable:?} bytes of it durable",
+                            dir.display()
+                        )
+                    });
+                }
+            }
+        }
+        cut
     }
 }
 
@@ -209,8 +291,19 @@ impl Drop for Disk {
 
 /// The first broken promise of a log's session folder: its manifest lists exactly the split
 /// files there, each closed, with its true SHA-256; and the splits, as the manifest
-/// describes them, are the log (see [`super::splits::check`]).
-pub fn check(format: LogFormat, log: &[u8], session: &Path) -> Result<(), String> {
+/// describes them, are the log (see [`super::splits::check`]). For a log a power cut cut
+/// short (`cut_short`: how many of its bytes were durable then), a beginning of the log, at
+/// least as long as the whole messages of what was durable (and no folder at all if nothing
+/// was).
+pub fn check(
+    format: LogFormat,
+    log: &[u8],
+    session: &Path,
+    cut_short: Option<u64>,
+) -> Result<(), String> {
+    if cut_short == Some(0) && !session.exists() {
+        return Ok(());
+    }
     let manifest = read_manifest(session).map_err(|e| format!("its manifest: {e}"))?;
     let mut on_disk: Vec<String> = std::fs::read_dir(session)
         .map_err(|e| e.to_string())?
@@ -237,7 +330,89 @@ pub fn check(format: LogFormat, log: &[u8], session: &Path) -> Result<(), String
         splits.files.push(bytes);
         splits.summaries.push(s.summary.clone());
     }
-    super::splits::check(format, log, &splits)
+    let Some(durable) = cut_short else {
+        return super::splits::check(format, log, &splits);
+    };
+    let least = whole_messages_within(format, log, durable);
+    let cut_short_err = |held: usize, what: &str| {
+        Err(format!(
+            "a power cut came when {durable} of its {} bytes were durable ({least} in whole \
+             messages): its splits hold {held}, {what}",
+            log.len()
+        ))
+    };
+    let mut joined: Vec<u8> = Vec::new();
+    for (file, s) in splits.files.iter().zip(&splits.summaries) {
+        joined.extend_from_slice(&file[(s.preamble_bytes as usize).min(file.len())..]);
+    }
+    if !log.starts_with(&joined) {
+        // A torn write (a page whose size reached the disk before its data) can leave the
+        // last record of the last split part zeros: neither format has a checksum to tell
+        // it by. It goes, if it is past what was durable; all before it must be the log.
+        let (Some(file), Some(summary)) = (splits.files.last_mut(), splits.summaries.last_mut())
+        else {
+            return cut_short_err(joined.len(), "none of them");
+        };
+        let last = last_record_len(format, file);
+        let body = file.len() - summary.preamble_bytes as usize;
+        let before = joined.len() - last.min(body);
+        let differs = joined.iter().zip(log).position(|(a, b)| a != b);
+        let at = differs.unwrap_or(joined.len().min(log.len()));
+        if at < before || before < least as usize || !log.starts_with(&joined[..before]) {
+            return cut_short_err(joined.len(), &format!("not the log from byte {at}"));
+        }
+        file.truncate(file.len() - last);
+        summary.bytes -= last as u64;
+        summary.preamble_bytes = summary.preamble_bytes.min(summary.bytes);
+        joined.truncate(before);
+    }
+    if (joined.len() as u64) < least {
+        return cut_short_err(joined.len(), "too few");
+    }
+    super::splits::check(format, &log[..joined.len()], &splits)
+}
+
+/// The length of the last whole record of split `file` (0 if it has none): ULog's walked
+/// from its header, DataFlash's by its framer.
+fn last_record_len(format: LogFormat, file: &[u8]) -> usize {
+    match format {
+        LogFormat::DataFlash => {
+            let mut last = 0;
+            ulog_recv::dataflash::Framer::new().push(file, |m, _| last = m.len());
+            last
+        }
+        LogFormat::ULog => {
+            let (mut at, mut last) = (16, 0);
+            while at + 3 <= file.len() {
+                last = 3 + u16::from_le_bytes([file[at], file[at + 1]]) as usize;
+                at += last;
+            }
+            last
+        }
+    }
+}
+
+/// How many bytes of `log` are whole messages within its first `n`: ULog's, walked from
+/// its header; DataFlash's, at least `n` less the longest a record can be.
+fn whole_messages_within(format: LogFormat, log: &[u8], n: u64) -> u64 {
+    let n = (n as usize).min(log.len());
+    match format {
+        LogFormat::DataFlash => n.saturating_sub(255) as u64,
+        LogFormat::ULog => {
+            if n < 16 {
+                return 0;
+            }
+            let mut at = 16;
+            while at + 3 <= n {
+                let end = at + 3 + u16::from_le_bytes([log[at], log[at + 1]]) as usize;
+                if end > n {
+                    break;
+                }
+                at = end;
+            }
+            at as u64
+        }
+    }
 }
 
 /// The budget's promises, once the run is over: no session deleted out of its order (nor

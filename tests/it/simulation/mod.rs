@@ -3,7 +3,8 @@
 //! draws (loss, duplicates, reordering, corruption, lost acks, outages, vehicle reboots,
 //! receiver restarts, junk datagrams), alone and together; the link session receives it in
 //! simulated time ([`world`]), and, as the schedule says, the store writes it to files
-//! ([`disk`]), the uploader sends those to a failing bucket ([`bucket`]) and the live socket
+//! ([`disk`]) on a disk whose power cuts keep only what was synced ([`power`]), the uploader
+//! sends those to a failing bucket ([`bucket`]) and the live socket
 //! and the Foxglove server ([`foxglove`]) publish it; [`checks`] judges what it handed out
 //! against what the vehicle wrote. The same seed runs the same, event for event.
 //!
@@ -18,6 +19,7 @@ mod bucket;
 mod checks;
 mod disk;
 mod foxglove;
+mod power;
 mod schedule;
 mod splits;
 mod world;
@@ -28,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use ulog_recv::planted::{Bug, plant};
 
-use schedule::{Autopilot, Schedule};
+use schedule::{Autopilot, FaultKind, Schedule};
 use world::{ArduPilotLogs, Outcome, run};
 
 /// Seeds per run unless `SIM_SEEDS` says otherwise.
@@ -114,6 +116,7 @@ fn schedule_of(seed: u64, logs: &ArduPilotLogs) -> Schedule {
         .split(',')
         .map(|n| {
             (schedule::FaultKind::ALL.into_iter())
+                .chain(schedule::FaultKind::DISK)
                 .find(|k| format!("{k:?}") == n.trim())
                 .unwrap_or_else(|| panic!("SIM_KINDS: no fault kind {n:?}"))
         })
@@ -139,6 +142,8 @@ struct Batch {
     budget_deletions: u64,
     /// Splits the store's splitter wrote.
     splits: u64,
+    /// Power cuts that came while the vehicle's log streamed.
+    power_cuts: u64,
 }
 
 /// Runs `seeds` on every core; stops early once `stop_after` seeds failed.
@@ -155,6 +160,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let budgets = AtomicU64::new(0);
     let budget_deletions = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
+    let power_cuts = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
@@ -185,6 +191,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         bucket_faults.fetch_add(o.bucket_faults(), Ordering::Relaxed);
                         let deleted = o.disk.as_ref().map_or(0, |d| d.deleted.len());
                         budget_deletions.fetch_add(deleted as u64, Ordering::Relaxed);
+                        power_cuts.fetch_add(u64::from(o.power_cuts), Ordering::Relaxed);
                     }
                     if let Err(e) = verdict {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -208,6 +215,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         budgets: budgets.into_inner(),
         budget_deletions: budget_deletions.into_inner(),
         splits: splits.into_inner(),
+        power_cuts: power_cuts.into_inner(),
     }
 }
 
@@ -271,7 +279,8 @@ fn seeds() {
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
-         from {base}, {} faults and {} bucket faults, {} splits, {:.1} h simulated, in {:.1} s",
+         from {base}, {} faults ({} power cuts) and {} bucket faults, {} splits, {:.1} h \
+         simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
         batch.uploads,
@@ -279,6 +288,7 @@ fn seeds() {
         batch.budget_deletions,
         batch.live,
         batch.faults,
+        batch.power_cuts,
         batch.bucket_faults,
         batch.splits,
         batch.simulated.as_secs_f64() / 3600.0,
@@ -319,8 +329,9 @@ fn kept_seeds() {
 #[test]
 fn the_same_seed_runs_the_same_event_for_event() {
     let logs = ardupilot_logs();
-    // Seeds of both autopilots, with faults of several kinds; and one that uploads to a
-    // failing bucket under a disk budget.
+    // Seeds of both autopilots, with faults of several kinds; one that uploads to a failing
+    // bucket under a disk budget; and one whose power is cut (which part of each unsynced
+    // write the disk kept is drawn too).
     let mut picked = Vec::new();
     for seed in 0.. {
         let s = Schedule::draw(seed, logs.len());
@@ -341,10 +352,30 @@ fn the_same_seed_runs_the_same_event_for_event() {
                         .is_some_and(|b| b.fail > 0.0 && b.lost_answer > 0.0)
             }),
     );
+    let cuts = |s: &Schedule| {
+        (s.faults.iter())
+            .filter(|f| f.kind == FaultKind::PowerCut)
+            .count()
+    };
+    picked.extend(
+        (0..)
+            .map(|seed| Schedule::draw(seed, logs.len()))
+            .find(|s| cuts(s) >= 3),
+    );
     for schedule in picked {
         let (a, b) = (run(&schedule, &logs), run(&schedule, &logs));
         assert!(a.event_log.len() > 100, "{:?}", a.event_log);
-        assert_eq!(a.event_log, b.event_log, "seed {}", schedule.seed);
+        if let Some(k) = (0..a.event_log.len().max(b.event_log.len()))
+            .find(|&k| a.event_log.get(k) != b.event_log.get(k))
+        {
+            let around = |l: &[String]| l[k.saturating_sub(3)..(k + 3).min(l.len())].to_vec();
+            panic!(
+                "seed {}: the event logs part at line {k}:\n{:#?}\n{:#?}",
+                schedule.seed,
+                around(&a.event_log),
+                around(&b.event_log)
+            );
+        }
         assert_eq!(a.digest(), b.digest());
         // And another seed runs otherwise.
         let other = run(&Schedule::draw(schedule.seed + 1, logs.len()), &logs);

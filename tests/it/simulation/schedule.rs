@@ -40,6 +40,9 @@ pub enum FaultKind {
     DaemonRestart,
     /// Another sender on the receiver's socket sends junk datagrams.
     Junk,
+    /// The companion computer loses power: the daemon dies, and the disk keeps only what
+    /// was synced (drawn with the store on disk only, after the rest of the schedule).
+    PowerCut,
 }
 
 impl FaultKind {
@@ -54,6 +57,8 @@ impl FaultKind {
         FaultKind::DaemonRestart,
         FaultKind::Junk,
     ];
+    /// The kinds of fault on the store's disk, drawn apart from [`ALL`](Self::ALL)'s swarm.
+    pub const DISK: [FaultKind; 1] = [FaultKind::PowerCut];
 
     /// A spell of link trouble (a changed impairment), not an event.
     pub fn is_link(self) -> bool {
@@ -126,7 +131,10 @@ impl Schedule {
     /// The schedule of `seed`. `ardupilot_logs`: how many of ArduPilot's logs there are to
     /// fly (0: PX4 only).
     pub fn draw(seed: u64, ardupilot_logs: usize) -> Self {
-        Self::draw_of(seed, ardupilot_logs, &FaultKind::ALL)
+        let every: Vec<FaultKind> = (FaultKind::ALL.into_iter())
+            .chain(FaultKind::DISK)
+            .collect();
+        Self::draw_of(seed, ardupilot_logs, &every)
     }
 
     /// The schedule of `seed` with faults of `kinds` only: the vehicle, its flight and its
@@ -201,6 +209,18 @@ impl Schedule {
         let disk = rng.u8(..4) == 0;
         let bucket = (disk && rng.bool()).then(|| BucketFaults::draw(&mut rng));
         let budget_share = (disk && rng.u8(..3) == 0).then(|| 0.3 + 1.2 * rng.f64());
+        // Power cuts, with the store on disk one seed in two; some seeds storms of them.
+        if disk && kinds.contains(&FaultKind::PowerCut) && rng.bool() {
+            let cuts = if rng.u8(..4) == 0 {
+                rng.usize(5..=10)
+            } else {
+                rng.usize(1..=4)
+            };
+            for _ in 0..cuts {
+                faults.push(draw_fault(&mut rng, FaultKind::PowerCut, span_ms));
+            }
+            faults.sort_by_key(|f| f.at);
+        }
         Self {
             seed,
             autopilot,
@@ -290,7 +310,7 @@ fn draw_fault(rng: &mut fastrand::Rng, kind: FaultKind, span_ms: u64) -> Fault {
         FaultKind::Outage if rng.bool() => (ms(100, 3_000, rng), 1.0),
         FaultKind::Outage => (ms(3_000, 25_000, rng), 1.0),
         FaultKind::VehicleReboot => (ms(500, 15_000, rng), 0.0),
-        FaultKind::DaemonRestart => (Duration::ZERO, 0.0),
+        FaultKind::DaemonRestart | FaultKind::PowerCut => (Duration::ZERO, 0.0),
         FaultKind::Junk => (Duration::ZERO, rng.u32(1..200) as f64),
     };
     Fault {
@@ -317,6 +337,13 @@ fn a_seed_draws_one_schedule_and_the_swarm_draws_every_kind() {
         .filter(|s| s.autopilot == Autopilot::ArduPilot)
         .count();
     assert!((60..140).contains(&ardupilot), "{ardupilot}");
+    let cut = |s: &&Schedule| s.faults.iter().any(|f| f.kind == FaultKind::PowerCut);
+    let power_cuts = schedules.iter().filter(cut).count();
+    assert!(
+        power_cuts > 10,
+        "power cuts in {power_cuts} of 200 schedules"
+    );
+    assert!(schedules.iter().filter(cut).all(|s| s.disk));
     // Some seeds are calm, some are storms.
     assert!(schedules.iter().any(|s| s.faults.is_empty()));
     assert!(schedules.iter().any(|s| s.faults.len() >= 10));

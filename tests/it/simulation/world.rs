@@ -148,9 +148,10 @@ pub struct Outcome {
     pub logs: Vec<ReceivedLog>,
     /// One line per event and fault, in order, with its simulated time.
     pub event_log: Vec<String>,
-    /// Reboots and restarts that happened.
+    /// Reboots and restarts that happened (power cuts among the restarts).
     pub reboots: u32,
     pub restarts: u32,
+    pub power_cuts: u32,
     /// Simulated time from power-up to the last session's close.
     pub simulated: Duration,
     /// The run ended before its time limit with its last session closed.
@@ -226,6 +227,7 @@ struct World {
     splitter: Option<LogSplitter>,
     reboots: u32,
     restarts: u32,
+    power_cuts: u32,
     stuck: u32,
 }
 
@@ -301,6 +303,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         splitter: None,
         reboots: 0,
         restarts: 0,
+        power_cuts: 0,
         stuck: 0,
     };
     let finished = world.run();
@@ -326,6 +329,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         event_log: world.event_log,
         reboots: world.reboots,
         restarts: world.restarts,
+        power_cuts: world.power_cuts,
         simulated,
         finished,
     }
@@ -499,18 +503,12 @@ impl World {
             FaultKind::DaemonRestart => {
                 self.restarts += 1;
                 self.say("daemon restart".into());
-                self.collect_events();
-                // The store's recovery closes the split a crash left open.
-                self.end_splits();
-                for log in &mut self.logs {
-                    log.last_session = false;
-                }
-                self.session = Session::new(SessionConfig::default(), self.now);
-                self.live = self.schedule.live.then(live_client);
-                self.foxglove = self.schedule.live.then(|| Foxglove::new(self.now));
-                if let Some(disk) = &mut self.disk {
-                    disk.crash_and_restart();
-                }
+                self.daemon_starts_again(false);
+            }
+            FaultKind::PowerCut => {
+                self.restarts += 1;
+                self.power_cuts += 1;
+                self.daemon_starts_again(true);
             }
             FaultKind::Junk => {
                 let n = level as usize;
@@ -527,6 +525,38 @@ impl World {
             }
             _ => unreachable!("link faults change the impairment"),
         }
+    }
+
+    /// The daemon dies, with the power (`power_cut`) or alone, and starts again: its session
+    /// begins anew, the store repairs what the disk kept.
+    fn daemon_starts_again(&mut self, power_cut: bool) {
+        self.collect_events();
+        // The store's recovery closes the split a crash left open.
+        self.end_splits();
+        for log in &mut self.logs {
+            log.last_session = false;
+        }
+        self.session = Session::new(SessionConfig::default(), self.now);
+        self.live = self.schedule.live.then(live_client);
+        self.foxglove = self.schedule.live.then(|| Foxglove::new(self.now));
+        let Some(disk) = &mut self.disk else {
+            return;
+        };
+        if !power_cut {
+            disk.crash_and_restart();
+            return;
+        }
+        let cut = disk.power_cut(&mut self.rng);
+        for log in &mut self.logs {
+            if log.session_dir.as_ref().is_some_and(|d| !d.exists()) {
+                log.session_dir = None;
+            }
+        }
+        self.say(format!(
+            "power cut: {} names found as before their folder's sync, {} unsynced bytes lost, \
+             {} torn",
+            cut.names_reverted, cut.bytes_lost, cut.torn
+        ));
     }
 
     /// `e` to the store, as the daemon's store thread takes it.

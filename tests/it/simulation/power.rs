@@ -1,0 +1,356 @@
+//! Power cuts in the simulation: a model of what the disk keeps, built from the receiver's
+//! own syncs ([`ulog_recv::store::fsync`]'s watch), and the cut that puts the log folder
+//! back to it.
+//!
+//! The model keeps, for each file, its bytes as they were when it was last synced, and for
+//! each folder its names (which file or folder each named) as they were when it was last
+//! synced; both by inode, so that a file renamed or replaced since keeps its own. A cut
+//! rebuilds the folder from it, as POSIX allows a disk to be found after power comes back:
+//!
+//! - a name created, replaced or removed since its folder's last sync is found either way,
+//!   each on its own (a name replaced by a rename is found old or new, never missing);
+//! - a file's bytes past its last sync are lost, or the page cache had written some of them
+//!   back: a part kept, in order, its last page sometimes zeros (a torn write: the size
+//!   reached the disk, that page's data did not).
+//!
+//! The cut is adversarial where POSIX leaves room (ext4 orders more), so that a sync the
+//! receiver skips, or a name it relies on before syncing it, shows. What the kernel really
+//! does is LazyFS's to test (the guide's faults chapter).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ulog_recv::store::fsync::{self, Synced, Watching};
+
+type Ino = u64;
+
+/// The page cache's unit of writing back.
+const PAGE: usize = 4096;
+
+/// A name in a folder: the file or folder it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    ino: Ino,
+    dir: bool,
+}
+
+/// What the disk holds for certain: as each file and folder was last synced.
+#[derive(Debug, Default)]
+struct Durable {
+    /// Each folder's names, by the folder's inode.
+    names: HashMap<Ino, BTreeMap<OsString, Entry>>,
+    /// Each file's bytes and mode, by its inode.
+    files: HashMap<Ino, (Vec<u8>, u32)>,
+}
+
+/// What a cut did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Cut {
+    /// Names found as they were before their folder's last sync.
+    pub names_reverted: usize,
+    /// Bytes written but never synced, lost.
+    pub bytes_lost: u64,
+    /// Files whose kept, unsynced end is torn (zeros).
+    pub torn: usize,
+}
+
+/// The model of one log folder's disk, watching the receiver's syncs in it.
+pub struct PowerModel {
+    root: PathBuf,
+    root_ino: Ino,
+    durable: Arc<Mutex<Durable>>,
+    watching: Option<Watching>,
+}
+
+impl PowerModel {
+    /// Watches `root` (a folder that exists) from now: what is in it now counts as durable.
+    pub fn watch(root: &Path) -> Self {
+        let root_ino = ino_of(root).expect("the log folder exists");
+        let mut model = Self {
+            root: root.to_path_buf(),
+            root_ino,
+            durable: Arc::default(),
+            watching: None,
+        };
+        model.all_durable();
+        model.resume();
+        model
+    }
+
+    /// Takes what is there now as durable (after power came back, everything on disk is).
+    fn all_durable(&mut self) {
+        let mut durable = Durable::default();
+        fn walk(dir: &Path, ino: Ino, durable: &mut Durable) {
+            let names = listing(dir);
+            for (name, e) in &names {
+                let path = dir.join(name);
+                if e.dir {
+                    walk(&path, e.ino, durable);
+                } else if let (Ok(bytes), Ok(meta)) =
+                    (std::fs::read(&path), std::fs::symlink_metadata(&path))
+                {
+                    durable.files.insert(e.ino, (bytes, meta.mode()));
+                }
+            }
+            durable.names.insert(ino, names);
+        }
+        walk(&self.root, self.root_ino, &mut durable);
+        *self.durable.lock().unwrap() = durable;
+    }
+
+    /// Watches the receiver's syncs under the folder again.
+    fn resume(&mut self) {
+        let durable = self.durable.clone();
+        self.watching = Some(fsync::watch(
+            &self.root,
+            Arc::new(move |synced: Synced<'_>| {
+                let mut durable = durable.lock().unwrap();
+                match synced {
+                    Synced::File { file, path } => file_synced(&mut durable, file, path),
+                    Synced::Dir { path } => {
+                        if let Ok(ino) = ino_of(path) {
+                            durable.names.insert(ino, listing(path));
+                        }
+                    }
+                }
+            }),
+        ));
+    }
+
+    /// Stops watching: what the receiver syncs from now on (its process dying as the power
+    /// goes) counts for nothing.
+    pub fn freeze(&mut self) {
+        self.watching = None;
+    }
+
+    /// The power goes and comes back: the folder is rebuilt from the model, with what the
+    /// page cache may have written back drawn from `rng`; then watched again, all of it
+    /// durable. Call [`freeze`](Self::freeze) first, before the store is dropped.
+    pub fn cut(&mut self, rng: &mut fastrand::Rng) -> Cut {
+        assert!(self.watching.is_none(), "frozen before the cut");
+        let durable = std::mem::take(&mut *self.durable.lock().unwrap());
+        // What is there now, by inode.
+        let mut now_names: HashMap<Ino, BTreeMap<OsString, Entry>> = HashMap::new();
+        let mut now_paths: HashMap<Ino, PathBuf> = HashMap::new();
+        fn walk(
+            dir: &Path,
+            ino: Ino,
+            names: &mut HashMap<Ino, BTreeMap<OsString, Entry>>,
+            paths: &mut HashMap<Ino, PathBuf>,
+        ) {
+            let listed = listing(dir);
+            for (name, e) in &listed {
+                let path = dir.join(name);
+                if e.dir {
+                    walk(&path, e.ino, names, paths);
+                }
+                paths.insert(e.ino, path);
+            }
+            names.insert(ino, listed);
+        }
+        walk(&self.root, self.root_ino, &mut now_names, &mut now_paths);
+
+        let mut cut = Cut::default();
+        let mut tree = Vec::new();
+        self.rebuild(
+            self.root_ino,
+            PathBuf::new(),
+            &durable,
+            &now_names,
+            &now_paths,
+            rng,
+            &mut cut,
+            &mut tree,
+            0,
+        );
+        // Down to the bare folder, then up again as found.
+        for entry in std::fs::read_dir(&self.root).expect("the log folder lists") {
+            let path = entry.expect("an entry").path();
+            make_writable(&path);
+            let gone = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            gone.expect("the cut clears the folder");
+        }
+        for (relative, found) in &tree {
+            let path = self.root.join(relative);
+            match found {
+                Found::Dir => std::fs::create_dir(&path).expect("a folder is made again"),
+                Found::File(bytes, _) => std::fs::write(&path, bytes).expect("a file again"),
+            }
+        }
+        for (relative, found) in tree.iter().rev() {
+            if let Found::File(_, mode) = found {
+                let permissions = std::fs::Permissions::from_mode(*mode & 0o7777);
+                std::fs::set_permissions(self.root.join(relative), permissions).unwrap();
+            }
+        }
+        self.all_durable();
+        self.resume();
+        cut
+    }
+
+    /// Folder `ino`'s entries as the cut finds them, at `relative` under the root, into
+    /// `tree` (folders before what they hold).
+    #[allow(clippy::too_many_arguments)]
+    fn rebuild(
+        &self,
+        ino: Ino,
+        relative: PathBuf,
+        durable: &Durable,
+        now_names: &HashMap<Ino, BTreeMap<OsString, Entry>>,
+        now_paths: &HashMap<Ino, PathBuf>,
+        rng: &mut fastrand::Rng,
+        cut: &mut Cut,
+        tree: &mut Vec<(PathBuf, Found)>,
+        depth: usize,
+    ) {
+        assert!(depth < 16, "a loop of folders in the model");
+        let empty = BTreeMap::new();
+        let was = durable.names.get(&ino).unwrap_or(&empty);
+        let is = now_names.get(&ino).unwrap_or(&empty);
+        let mut names: Vec<&OsString> = was.keys().chain(is.keys()).collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            let found = match (was.get(name), is.get(name)) {
+                (Some(w), Some(i)) if w == i => Some(*w),
+                (w, i) => {
+                    // Changed since the folder's last sync: either way, on its own.
+                    let either = if rng.bool() { i.copied() } else { w.copied() };
+                    if either != i.copied() {
+                        cut.names_reverted += 1;
+                    }
+                    either
+                }
+            };
+            let Some(entry) = found else {
+                continue;
+            };
+            let path = relative.join(name);
+            if entry.dir {
+                tree.push((path.clone(), Found::Dir));
+                self.rebuild(
+                    entry.ino,
+                    path,
+                    durable,
+                    now_names,
+                    now_paths,
+                    rng,
+                    cut,
+                    tree,
+                    depth + 1,
+                );
+                continue;
+            }
+            let (mut bytes, mode) = durable.files.get(&entry.ino).cloned().unwrap_or_default();
+            let now = now_paths.get(&entry.ino);
+            let meta = now.and_then(|p| std::fs::symlink_metadata(p).ok());
+            let mode = meta.as_ref().map_or(mode, |m| m.mode());
+            let current = now.and_then(|p| std::fs::read(p).ok()).unwrap_or_default();
+            if current.len() > bytes.len() && current.starts_with(&bytes) {
+                let unsynced = &current[bytes.len()..];
+                let kept = if rng.bool() {
+                    rng.usize(..=unsynced.len())
+                } else {
+                    0
+                };
+                cut.bytes_lost += (unsynced.len() - kept) as u64;
+                let durable_end = bytes.len();
+                bytes.extend_from_slice(&unsynced[..kept]);
+                // Torn: the size reached the disk, its last page's data did not.
+                let end = bytes.len();
+                let page_start = (end - end % PAGE).max(durable_end);
+                if page_start < end && rng.u8(..4) == 0 {
+                    bytes[page_start..].fill(0);
+                    cut.torn += 1;
+                }
+            } else if current != bytes && now.is_some() {
+                cut.bytes_lost += current.len().saturating_sub(bytes.len()) as u64;
+            }
+            tree.push((
+                path,
+                Found::File(bytes, if mode == 0 { 0o644 } else { mode }),
+            ));
+        }
+    }
+}
+
+/// A name the cut finds.
+enum Found {
+    Dir,
+    File(Vec<u8>, u32),
+}
+
+/// A file was synced: its bytes now are durable. A file grows by appending, mostly: when
+/// the end of what was durable is still there, only what follows it is read.
+fn file_synced(durable: &mut Durable, file: &std::fs::File, path: &Path) {
+    use std::os::unix::fs::FileExt;
+    let Ok(meta) = file.metadata() else {
+        return;
+    };
+    // Read by its name (the receiver may hold it write-only): a file since unlinked, or a
+    // name now another file's, is read no more.
+    let Ok(reading) = std::fs::File::open(path) else {
+        return;
+    };
+    if reading.metadata().map(|m| m.ino()).ok() != Some(meta.ino()) {
+        return;
+    }
+    let len = meta.len() as usize;
+    let (bytes, mode) = durable.files.entry(meta.ino()).or_default();
+    *mode = meta.mode();
+    let had = bytes.len();
+    let overlap = had.min(256);
+    let mut end = vec![0; overlap];
+    let appended = had <= len
+        && reading
+            .read_exact_at(&mut end, (had - overlap) as u64)
+            .is_ok()
+        && end == bytes[had - overlap..];
+    if appended {
+        bytes.resize(len, 0);
+        if reading.read_exact_at(&mut bytes[had..], had as u64).is_ok() {
+            return;
+        }
+    }
+    *bytes = std::fs::read(path).unwrap_or_default();
+}
+
+fn ino_of(path: &Path) -> std::io::Result<Ino> {
+    Ok(std::fs::symlink_metadata(path)?.ino())
+}
+
+/// A folder's names now.
+fn listing(dir: &Path) -> BTreeMap<OsString, Entry> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            let entry = Entry {
+                ino: meta.ino(),
+                dir: meta.is_dir(),
+            };
+            Some((e.file_name(), entry))
+        })
+        .collect()
+}
+
+/// Makes `path` and all under it removable by its owner (closed splits are read-only).
+fn make_writable(path: &Path) {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let mut permissions = meta.permissions();
+        permissions.set_mode(meta.mode() | 0o700);
+        let _ = std::fs::set_permissions(path, permissions);
+        if meta.is_dir() {
+            for e in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                make_writable(&e.path());
+            }
+        }
+    }
+}
