@@ -41,8 +41,8 @@ pub struct Disk {
     power: PowerModel,
     /// The log bytes written, over all sessions.
     written: u64,
-    /// Where each session's log bytes begin and end in [`written`](Self::written).
-    sessions: Vec<(PathBuf, u64, u64)>,
+    /// Each session's log bytes, as a span of [`written`](Self::written).
+    sessions: Vec<SessionBytes>,
     /// [`written`](Self::written) when the sync round under way began.
     round_from: u64,
     /// [`written`](Self::written) when the last completed sync round began: durable.
@@ -52,6 +52,14 @@ pub struct Disk {
     pub cut_short: HashMap<PathBuf, u64>,
     /// The first session a power cut took whole although some of it was durable.
     pub vanished: Option<String>,
+}
+
+/// A session's log bytes: `from..to` of all the bytes written.
+#[derive(Debug)]
+struct SessionBytes {
+    dir: PathBuf,
+    from: u64,
+    to: u64,
 }
 
 /// A session folder as last seen: whether it was closed and uploaded then.
@@ -136,8 +144,11 @@ impl Disk {
     /// A log begins: its session folder.
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
         let dir = (self.store().begin_log(vehicle, started, format)).expect("a session begins");
-        self.sessions
-            .push((dir.clone(), self.written, self.written));
+        self.sessions.push(SessionBytes {
+            dir: dir.clone(),
+            from: self.written,
+            to: self.written,
+        });
         self.check_deletions();
         self.look();
         dir
@@ -198,7 +209,7 @@ impl Disk {
         store.flush().expect("the store hands its writes to the OS");
         self.written += bytes.len() as u64;
         if let Some(s) = self.sessions.last_mut() {
-            s.2 = self.written;
+            s.to = self.written;
         }
     }
 
@@ -246,10 +257,10 @@ impl Disk {
     pub fn power_cut(&mut self, rng: &mut fastrand::Rng) -> Cut {
         self.power.freeze();
         drop(self.store.take());
-        for (dir, from, to) in &self.sessions {
-            let durable = self.promised.clamp(*from, *to) - from;
-            if durable < to - from {
-                let least = self.cut_short.entry(dir.clone()).or_insert(durable);
+        for s in &self.sessions {
+            let durable = self.promised.clamp(s.from, s.to) - s.from;
+            if durable < s.to - s.from {
+                let least = self.cut_short.entry(s.dir.clone()).or_insert(durable);
                 *least = (*least).min(durable);
             }
         }
@@ -259,14 +270,14 @@ impl Disk {
         self.start();
         // A session nothing of was durable may be gone (its folder's name, or its only
         // split, never reached the disk); its name is free for the next.
-        let (gone, stayed) = std::mem::take(&mut self.sessions)
+        let (gone, stayed): (Vec<SessionBytes>, _) = std::mem::take(&mut self.sessions)
             .into_iter()
-            .partition(|(dir, _, _)| !dir.exists());
+            .partition(|s| !s.dir.exists());
         self.sessions = stayed;
-        for (dir, _, _) in gone
-            .into_iter()
-            .filter(|(d, _, _)| !self.deleted.contains(d))
-        {
+        for dir in gone.into_iter().map(|s| s.dir) {
+            if self.deleted.contains(&dir) {
+                continue;
+            }
             match self.cut_short.remove(&dir) {
                 Some(0) => {}
                 durable => {

@@ -132,40 +132,16 @@ impl PowerModel {
     pub fn cut(&mut self, rng: &mut fastrand::Rng) -> Cut {
         assert!(self.watching.is_none(), "frozen before the cut");
         let durable = std::mem::take(&mut *self.durable.lock().unwrap());
-        // What is there now, by inode.
-        let mut now_names: HashMap<Ino, BTreeMap<OsString, Entry>> = HashMap::new();
-        let mut now_paths: HashMap<Ino, PathBuf> = HashMap::new();
-        fn walk(
-            dir: &Path,
-            ino: Ino,
-            names: &mut HashMap<Ino, BTreeMap<OsString, Entry>>,
-            paths: &mut HashMap<Ino, PathBuf>,
-        ) {
-            let listed = listing(dir);
-            for (name, e) in &listed {
-                let path = dir.join(name);
-                if e.dir {
-                    walk(&path, e.ino, names, paths);
-                }
-                paths.insert(e.ino, path);
-            }
-            names.insert(ino, listed);
-        }
-        walk(&self.root, self.root_ino, &mut now_names, &mut now_paths);
-
-        let mut cut = Cut::default();
-        let mut tree = Vec::new();
-        self.rebuild(
-            self.root_ino,
-            PathBuf::new(),
-            &durable,
-            &now_names,
-            &now_paths,
+        let now = Now::of(&self.root, self.root_ino);
+        let mut found = Rebuild {
+            durable: &durable,
+            now: &now,
             rng,
-            &mut cut,
-            &mut tree,
-            0,
-        );
+            cut: Cut::default(),
+            tree: Vec::new(),
+        };
+        found.folder(self.root_ino, PathBuf::new(), 0);
+        let Rebuild { cut, tree, .. } = found;
         // Down to the bare folder, then up again as found.
         for entry in std::fs::read_dir(&self.root).expect("the log folder lists") {
             let path = entry.expect("an entry").path();
@@ -194,26 +170,54 @@ impl PowerModel {
         self.resume();
         cut
     }
+}
 
-    /// Folder `ino`'s entries as the cut finds them, at `relative` under the root, into
-    /// `tree` (folders before what they hold).
-    #[allow(clippy::too_many_arguments)]
-    fn rebuild(
-        &self,
-        ino: Ino,
-        relative: PathBuf,
-        durable: &Durable,
-        now_names: &HashMap<Ino, BTreeMap<OsString, Entry>>,
-        now_paths: &HashMap<Ino, PathBuf>,
-        rng: &mut fastrand::Rng,
-        cut: &mut Cut,
-        tree: &mut Vec<(PathBuf, Found)>,
-        depth: usize,
-    ) {
+/// The folder as it is when the power goes: each folder's names, and where each inode is.
+struct Now {
+    names: HashMap<Ino, BTreeMap<OsString, Entry>>,
+    paths: HashMap<Ino, PathBuf>,
+}
+
+impl Now {
+    fn of(root: &Path, root_ino: Ino) -> Self {
+        let mut now = Now {
+            names: HashMap::new(),
+            paths: HashMap::new(),
+        };
+        now.walk(root, root_ino);
+        now
+    }
+
+    fn walk(&mut self, dir: &Path, ino: Ino) {
+        let listed = listing(dir);
+        for (name, e) in &listed {
+            let path = dir.join(name);
+            if e.dir {
+                self.walk(&path, e.ino);
+            }
+            self.paths.insert(e.ino, path);
+        }
+        self.names.insert(ino, listed);
+    }
+}
+
+/// The folder as a cut finds it, drawn name by name and file by file.
+struct Rebuild<'a> {
+    durable: &'a Durable,
+    now: &'a Now,
+    rng: &'a mut fastrand::Rng,
+    cut: Cut,
+    /// What is found, by path under the root: folders before what they hold.
+    tree: Vec<(PathBuf, Found)>,
+}
+
+impl Rebuild<'_> {
+    /// Folder `ino`'s entries as the cut finds them, at `relative` under the root.
+    fn folder(&mut self, ino: Ino, relative: PathBuf, depth: usize) {
         assert!(depth < 16, "a loop of folders in the model");
         let empty = BTreeMap::new();
-        let was = durable.names.get(&ino).unwrap_or(&empty);
-        let is = now_names.get(&ino).unwrap_or(&empty);
+        let was = self.durable.names.get(&ino).unwrap_or(&empty);
+        let is = self.now.names.get(&ino).unwrap_or(&empty);
         let mut names: Vec<&OsString> = was.keys().chain(is.keys()).collect();
         names.sort();
         names.dedup();
@@ -222,9 +226,13 @@ impl PowerModel {
                 (Some(w), Some(i)) if w == i => Some(*w),
                 (w, i) => {
                     // Changed since the folder's last sync: either way, on its own.
-                    let either = if rng.bool() { i.copied() } else { w.copied() };
+                    let either = if self.rng.bool() {
+                        i.copied()
+                    } else {
+                        w.copied()
+                    };
                     if either != i.copied() {
-                        cut.names_reverted += 1;
+                        self.cut.names_reverted += 1;
                     }
                     either
                 }
@@ -234,50 +242,44 @@ impl PowerModel {
             };
             let path = relative.join(name);
             if entry.dir {
-                tree.push((path.clone(), Found::Dir));
-                self.rebuild(
-                    entry.ino,
-                    path,
-                    durable,
-                    now_names,
-                    now_paths,
-                    rng,
-                    cut,
-                    tree,
-                    depth + 1,
-                );
-                continue;
+                self.tree.push((path.clone(), Found::Dir));
+                self.folder(entry.ino, path, depth + 1);
+            } else {
+                let file = self.file(entry.ino);
+                self.tree.push((path, file));
             }
-            let (mut bytes, mode) = durable.files.get(&entry.ino).cloned().unwrap_or_default();
-            let now = now_paths.get(&entry.ino);
-            let meta = now.and_then(|p| std::fs::symlink_metadata(p).ok());
-            let mode = meta.as_ref().map_or(mode, |m| m.mode());
-            let current = now.and_then(|p| std::fs::read(p).ok()).unwrap_or_default();
-            if current.len() > bytes.len() && current.starts_with(&bytes) {
-                let unsynced = &current[bytes.len()..];
-                let kept = if rng.bool() {
-                    rng.usize(..=unsynced.len())
-                } else {
-                    0
-                };
-                cut.bytes_lost += (unsynced.len() - kept) as u64;
-                let durable_end = bytes.len();
-                bytes.extend_from_slice(&unsynced[..kept]);
-                // Torn: the size reached the disk, its last page's data did not.
-                let end = bytes.len();
-                let page_start = (end - end % PAGE).max(durable_end);
-                if page_start < end && rng.u8(..4) == 0 {
-                    bytes[page_start..].fill(0);
-                    cut.torn += 1;
-                }
-            } else if current != bytes && now.is_some() {
-                cut.bytes_lost += current.len().saturating_sub(bytes.len()) as u64;
-            }
-            tree.push((
-                path,
-                Found::File(bytes, if mode == 0 { 0o644 } else { mode }),
-            ));
         }
+    }
+
+    /// File `ino` as the cut finds it: its bytes as last synced, and of what was written
+    /// since, a beginning or nothing, its last page sometimes zeros.
+    fn file(&mut self, ino: Ino) -> Found {
+        let (mut bytes, mode) = self.durable.files.get(&ino).cloned().unwrap_or_default();
+        let now = self.now.paths.get(&ino);
+        let meta = now.and_then(|p| std::fs::symlink_metadata(p).ok());
+        let mode = meta.as_ref().map_or(mode, |m| m.mode());
+        let current = now.and_then(|p| std::fs::read(p).ok()).unwrap_or_default();
+        if current.len() > bytes.len() && current.starts_with(&bytes) {
+            let unsynced = &current[bytes.len()..];
+            let kept = if self.rng.bool() {
+                self.rng.usize(..=unsynced.len())
+            } else {
+                0
+            };
+            self.cut.bytes_lost += (unsynced.len() - kept) as u64;
+            let durable_end = bytes.len();
+            bytes.extend_from_slice(&unsynced[..kept]);
+            // Torn: the size reached the disk, its last page's data did not.
+            let end = bytes.len();
+            let page_start = (end - end % PAGE).max(durable_end);
+            if page_start < end && self.rng.u8(..4) == 0 {
+                bytes[page_start..].fill(0);
+                self.cut.torn += 1;
+            }
+        } else if current != bytes && now.is_some() {
+            self.cut.bytes_lost += current.len().saturating_sub(bytes.len()) as u64;
+        }
+        Found::File(bytes, if mode == 0 { 0o644 } else { mode })
     }
 }
 
