@@ -335,13 +335,7 @@ mod tests {
         // A torn page from just after a header's first two bytes: its type byte zero, which
         // a log may define (ArduPilot's CTUN is type 0), and its fields zeros.
         let mut ctun = whole.clone();
-        let ctun_format = Format {
-            type_id: 0,
-            length: 15,
-            name: "CTUN".into(),
-            format: "Qf".into(),
-            labels: vec!["TimeUS".into(), "ThO".into()],
-        };
+        let ctun_format = crate::dataflash::testing::df_format(0, "CTUN", "Qf", "TimeUS,ThO");
         ctun.extend_from_slice(&ctun_format.to_bytes());
         let defined = ctun.len();
         ctun.extend_from_slice(&[0xA3, 0x95]);

@@ -22,6 +22,7 @@ use ulog_recv::diagnose::Selection;
 use ulog_recv::store::files::{UPLOADED_MARK, list_sessions};
 use ulog_recv::store::manifest::{hex, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
+use ulog_recv::ulog::message::framed;
 
 use super::power::{Cut, PowerModel};
 use super::splits::Splits;
@@ -392,14 +393,9 @@ fn last_record_len(format: LogFormat, file: &[u8]) -> usize {
             ulog_recv::dataflash::Framer::new().push(file, |m, _| last = m.len());
             last
         }
-        LogFormat::ULog => {
-            let (mut at, mut last) = (16, 0);
-            while at + 3 <= file.len() {
-                last = 3 + u16::from_le_bytes([file[at], file[at + 1]]) as usize;
-                at += last;
-            }
-            last
-        }
+        LogFormat::ULog => framed(file.get(16..).unwrap_or_default())
+            .last()
+            .map_or(0, <[u8]>::len),
     }
 }
 
@@ -409,20 +405,8 @@ fn whole_messages_within(format: LogFormat, log: &[u8], n: u64) -> u64 {
     let n = (n as usize).min(log.len());
     match format {
         LogFormat::DataFlash => n.saturating_sub(255) as u64,
-        LogFormat::ULog => {
-            if n < 16 {
-                return 0;
-            }
-            let mut at = 16;
-            while at + 3 <= n {
-                let end = at + 3 + u16::from_le_bytes([log[at], log[at + 1]]) as usize;
-                if end > n {
-                    break;
-                }
-                at = end;
-            }
-            at as u64
-        }
+        LogFormat::ULog if n < 16 => 0,
+        LogFormat::ULog => (16 + framed(&log[16..n]).map(<[u8]>::len).sum::<usize>()) as u64,
     }
 }
 
