@@ -40,6 +40,11 @@ pub struct Manifest {
     /// chunks' worth of the SD log for them, not the SD log to its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_lost_chunks: Option<u64>,
+    /// The machine's boot the session was written in ([`crate::store::files::this_boot`]):
+    /// the repair of a session a crash left open in the same boot trusts the page cache to
+    /// have kept every write; after another boot, a power cut may have torn its splits' ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// The main column's splits (every topic when there are no other columns).
     pub splits: Vec<SplitEntry>,
     /// The other columns: their topics and splits.

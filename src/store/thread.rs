@@ -53,7 +53,7 @@ enum Command {
     },
     End,
     Roll,
-    Reconfigure(StoreOptions),
+    Reconfigure(Box<StoreOptions>),
     Event(EventRequest),
 }
 
@@ -274,7 +274,7 @@ impl StoreThread {
 
     /// New storage options (not the directory).
     pub fn reconfigure(&mut self, options: StoreOptions) {
-        self.send(Command::Reconfigure(options));
+        self.send(Command::Reconfigure(Box::new(options)));
     }
 
     /// An event asked for from outside; its outcome comes as a [`StoreReport::Event`].
@@ -362,7 +362,7 @@ fn apply(
             Err(e) => tracing::error!(error = %e, "cannot complete the log session"),
         },
         Command::Roll => store.roll(),
-        Command::Reconfigure(options) => store.reconfigure(options),
+        Command::Reconfigure(options) => store.reconfigure(*options),
         Command::Event(request) => {
             if let Err(why) = store.request_event(&request.name, request.after_us) {
                 tracing::warn!(name = %request.name, "event refused: {why}");

@@ -368,7 +368,8 @@ fn a_crash_leaves_every_column_repairable() {
     let session = store.session_dir().unwrap().to_owned();
     // The process dies here: nothing closes the open splits.
     std::mem::forget(store);
-    let recovered = ulog_recv::store::files::recover(&root);
+    let recovered =
+        ulog_recv::store::files::recover(&root, ulog_recv::store::files::this_boot().as_deref());
     assert_eq!(
         recovered,
         [ulog_recv::store::files::Recovered::Repaired(

@@ -103,7 +103,8 @@ fn splits_of_a_real_log_open_alone_and_a_split_torn_by_a_crash_is_repaired_at_st
     std::fs::set_permissions(&open, perms).unwrap();
     std::fs::write(&open, &torn).unwrap();
     // The next start repairs it.
-    let recovered = ulog_recv::store::files::recover(&dir);
+    let recovered =
+        ulog_recv::store::files::recover(&dir, ulog_recv::store::files::this_boot().as_deref());
     assert_eq!(recovered.len(), 1, "{recovered:?}");
     assert_eq!(std::fs::metadata(&open).unwrap().len() as usize, whole_len);
     let manifest = ulog_recv::store::manifest::read_manifest(&session).unwrap();

@@ -34,6 +34,7 @@ use self::open_session::{BinGaps, ColumnWriter, LogSplitter, OpenSession};
 use self::recovery::repair_split;
 pub use self::recovery::{
     DELETING_SUFFIX, Recovered, SET_ASIDE_SUFFIX, complete_prefix, recover, summarize_split,
+    this_boot,
 };
 use self::sink::FileSink;
 
@@ -96,6 +97,9 @@ pub struct StoreOptions {
     pub diagnostics: Selection,
     /// The findings that open the event buffers' windows (the others are listed only).
     pub event_on_diagnostic: FindingFilter,
+    /// This boot of the machine ([`this_boot`], read by [`new`](Self::new)): written into
+    /// each manifest, and what the repair tells a crash from a power cut by.
+    pub boot_id: Option<String>,
 }
 
 impl StoreOptions {
@@ -113,6 +117,7 @@ impl StoreOptions {
             triggers: Vec::new(),
             diagnostics: Selection::ALL,
             event_on_diagnostic: FindingFilter::AtLeast(Severity::Warning),
+            boot_id: this_boot(),
         }
     }
 }
@@ -221,7 +226,7 @@ impl LogStore {
     /// Repairs what a crash left in the log directory (see [`recover`]); never fails: a
     /// session it cannot repair is set aside and reported.
     pub fn recover(&mut self) {
-        let repaired = recover(&self.options.dir)
+        let repaired = recover(&self.options.dir, self.options.boot_id.as_deref())
             .iter()
             .filter(|r| matches!(r, Recovered::Repaired(_)))
             .count();
@@ -286,6 +291,7 @@ impl LogStore {
             component_id: vehicle.1,
             started_utc: stamp,
             log_format: format,
+            boot_id: self.options.boot_id.clone(),
             columns: (columns.iter())
                 .map(|c| (c, None))
                 .chain(buffers.clone().map(|b| {
@@ -688,7 +694,8 @@ impl LogStore {
             for index in torn {
                 let name = sink.entry_name(index);
                 let path = s.dir.join(&name);
-                match repair_split(&path, splits, &name) {
+                // In this boot, with the writer's own bytes in the page cache: no tear.
+                match repair_split(&path, splits, &name, false) {
                     Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
                         Some(e) => *e = entry,
                         None => splits.push(entry),

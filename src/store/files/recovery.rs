@@ -138,8 +138,10 @@ pub enum Recovered {
 /// cut interrupted. It never stops at a session it cannot repair (an I/O error, a split that
 /// is not a regular file or cannot be read, a manifest it cannot read): that one is renamed to
 /// `NAME.unrecoverable`, reported once with its path and the cause, and skipped. Memory stays
-/// bounded whatever the size of the splits. Returns what it did.
-pub fn recover(dir: &Path) -> Vec<Recovered> {
+/// bounded whatever the size of the splits. `boot_id` is this boot's ([`this_boot`]): a
+/// session written in another (or in one it cannot tell) may have lost pages to a power cut,
+/// and its splits' ends are looked at for a page a power cut tore. Returns what it did.
+pub fn recover(dir: &Path, boot_id: Option<&str>) -> Vec<Recovered> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
@@ -184,7 +186,7 @@ pub fn recover(dir: &Path) -> Vec<Recovered> {
             }
             continue;
         }
-        match recover_session(dir, &path) {
+        match recover_session(dir, &path, boot_id) {
             Ok(Some(r)) => done.push(r),
             Ok(None) => {}
             Err(cause) => {
@@ -229,13 +231,27 @@ fn holds_no_file(dir: &Path) -> bool {
     })
 }
 
+/// This boot of the machine: Linux's `/proc/sys/kernel/random/boot_id`, new at every boot
+/// (`None` where there is none).
+pub fn this_boot() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned())
+}
+
 /// Repairs one session if it was left open; `Ok(None)` when it was closed.
-fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> {
+fn recover_session(
+    dir: &Path,
+    session: &Path,
+    boot_id: Option<&str>,
+) -> io::Result<Option<Recovered>> {
     let mut manifest = read_manifest(session)
         .map_err(|e| io::Error::new(e.kind(), format!("its manifest cannot be read: {e}")))?;
     if manifest.closed {
         return Ok(None);
     }
+    // In the boot that wrote it, the page cache kept every write of a writer that died: no
+    // page of it can be torn.
+    let rebooted = boot_id.is_none() || manifest.boot_id.as_deref() != boot_id;
     for k in 0..=manifest.columns.len() {
         let prefix = match k {
             0 => String::new(),
@@ -247,7 +263,7 @@ fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> 
             }
         };
         let splits = manifest.column_splits_mut(k).expect("k counts the columns");
-        recover_column(session, &prefix, splits)?;
+        recover_column(session, &prefix, splits, rebooted)?;
     }
     manifest.closed = true;
     if manifest.all_splits().next().is_none() {
@@ -264,8 +280,14 @@ fn recover_session(dir: &Path, session: &Path) -> io::Result<Option<Recovered>> 
 }
 
 /// Repairs the splits of one column of a session (`prefix`: `NAME/`, or empty for the main
-/// column) that the manifest does not know as closed; `splits` is the column's entry.
-fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) -> io::Result<()> {
+/// column) that the manifest does not know as closed; `splits` is the column's entry;
+/// `rebooted`: the machine started again since they were written.
+fn recover_column(
+    session: &Path,
+    prefix: &str,
+    splits: &mut Vec<SplitEntry>,
+    rebooted: bool,
+) -> io::Result<()> {
     let dir = session.join(prefix);
     if !dir.is_dir() {
         splits.clear();
@@ -288,7 +310,7 @@ fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) ->
             continue;
         }
         let path = session.join(&name);
-        let entry = repair_split(&path, splits, &name)
+        let entry = repair_split(&path, splits, &name, rebooted)
             .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
         match entry {
             Some(entry) => match splits.iter_mut().find(|e| e.file == name) {
@@ -310,13 +332,49 @@ fn recover_column(session: &Path, prefix: &str, splits: &mut Vec<SplitEntry>) ->
 /// Blocks read at a time when a split is repaired.
 const REPAIR_BLOCK: usize = 64 << 10;
 
-/// Cuts a split back to its last complete message, closes it, and summarises it; `None` when
-/// not even one message after the header survived. Reads the file in blocks, twice: once to
-/// find where the whole messages end, once to summarise and hash what stays.
+/// The page a power cut keeps or loses whole: a file whose size reached the disk before the
+/// data of its last pages reads zeros from a page boundary to its end.
+const PAGE: u64 = 4096;
+
+/// Where the file at `path` (of `len` bytes) may have been torn: the first page boundary
+/// from which it is zeros to its end, when that is before its end. A message the boundary
+/// falls in lost its bytes from there (its header and first fields kept, zeros after: it
+/// frames, and nothing in it says it is not what was written); a repair ends before it. A
+/// message a logger wrote with zeros across a page boundary at the very end of a split that
+/// a power cut left open is dropped too: one message, in one cut in hundreds (what a fill
+/// brings back), against a message with fields zeroed kept as data.
+fn torn_from(path: &Path, len: u64) -> io::Result<Option<u64>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path)?;
+    let mut block = vec![0u8; REPAIR_BLOCK];
+    // The end of the last byte that is not zero, read backwards a block at a time.
+    let mut end = len;
+    let data_end = loop {
+        if end == 0 {
+            break 0;
+        }
+        let from = end.saturating_sub(REPAIR_BLOCK as u64);
+        let n = (end - from) as usize;
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut block[..n])?;
+        if let Some(i) = block[..n].iter().rposition(|&b| b != 0) {
+            break from + i as u64 + 1;
+        }
+        end = from;
+    };
+    let boundary = data_end.div_ceil(PAGE) * PAGE;
+    Ok((boundary < len).then_some(boundary))
+}
+
+/// Cuts a split back to its last complete message (before a torn page, when the machine
+/// `rebooted` since it was written), closes it, and summarises it; `None` when not even one
+/// message after the header survived. Reads the file in blocks, twice: once to find where
+/// the whole messages end, once to summarise and hash what stays.
 pub(super) fn repair_split(
     path: &Path,
     known: &[SplitEntry],
     name: &str,
+    rebooted: bool,
 ) -> io::Result<Option<SplitEntry>> {
     use std::io::Read;
     let meta = std::fs::symlink_metadata(path)?;
@@ -327,9 +385,16 @@ pub(super) fn repair_split(
         ));
     }
     if LogFormat::of_file_name(name) == Some(LogFormat::DataFlash) {
-        return repair_bin_split(path, meta.len(), known, name);
+        return repair_bin_split(path, meta.len(), known, name, rebooted);
     }
-    let mut file = File::open(path)?;
+    // Only what is before a torn page is scanned: a message that runs into it is not whole.
+    let torn = if rebooted {
+        torn_from(path, meta.len())?
+    } else {
+        None
+    };
+    let scanned = torn.unwrap_or(meta.len());
+    let mut file = File::open(path)?.take(scanned);
     let mut block = vec![0u8; REPAIR_BLOCK];
     let mut scan = PrefixScan::default();
     loop {
@@ -478,9 +543,17 @@ fn repair_bin_split(
     len: u64,
     known: &[SplitEntry],
     name: &str,
+    rebooted: bool,
 ) -> io::Result<Option<SplitEntry>> {
     let bytes = std::fs::read(path)?;
-    let (keep, mut summary) = summarize_bin(&bytes, split_index(name));
+    // Only what is before a torn page is whole (see repair_split).
+    let torn = if rebooted {
+        torn_from(path, len)?
+    } else {
+        None
+    };
+    let scanned = torn.unwrap_or(len) as usize;
+    let (keep, mut summary) = summarize_bin(&bytes[..scanned], split_index(name));
     if keep == 0 {
         return Ok(None);
     }
@@ -580,6 +653,79 @@ mod tests {
         assert_eq!(complete_prefix(&torn), whole.len());
     }
 
+    /// A fresh folder for one test.
+    fn test_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ulog-recv-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_file_is_torn_from_the_first_page_boundary_after_its_last_byte_that_is_not_zero() {
+        let dir = test_dir("torn-from");
+        let path = dir.join("f");
+        let at = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            torn_from(&path, bytes.len() as u64).unwrap()
+        };
+        let mut bytes = vec![7u8; 5000];
+        assert_eq!(at(&bytes), None);
+        // Zeros from inside the second page to its end: no boundary before the end.
+        bytes.extend_from_slice(&[0; 3000]);
+        assert_eq!(at(&bytes), None);
+        // Past a boundary, more than a read block of them.
+        bytes.extend_from_slice(&[0; 100_000]);
+        assert_eq!(at(&bytes), Some(2 * PAGE));
+        // All zeros: torn from the start.
+        assert_eq!(at(&[0; 9000]), Some(0));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_sample_torn_at_a_page_boundary_is_cut_after_a_reboot_and_kept_in_the_same_boot() {
+        let dir = test_dir("torn-sample");
+        let format = framed(b'F', b"att:uint64_t timestamp;float roll;");
+        let subscribe = framed(b'A', b"\x00\x00\x00att");
+        let sample = |t: u64| {
+            let mut d = vec![0, 0];
+            d.extend_from_slice(&t.to_le_bytes());
+            d.extend_from_slice(&0.5f32.to_le_bytes());
+            framed(b'D', &d)
+        };
+        let mut log = log_with(&[&format, &subscribe]);
+        // Dropout marks (5 bytes) and samples (17) up to 10 bytes before the page boundary,
+        // then a sample across it.
+        let dropout: &[u8] = &[2, 0, b'O', 5, 0];
+        while !(PAGE as usize - 10 - log.len()).is_multiple_of(17) {
+            log.extend_from_slice(dropout);
+        }
+        let mut t = 0;
+        while log.len() <= PAGE as usize {
+            t += 1;
+            log.extend_from_slice(&sample(t));
+        }
+        // The disk kept the sample's first page and not the next: zeros from the boundary on
+        // (its message header and its timestamp's first bytes kept).
+        let whole = log.len() - 17;
+        assert_eq!(whole, PAGE as usize - 10);
+        log[PAGE as usize..].fill(0);
+        let path = dir.join("split_0000.ulg");
+        for (rebooted, kept) in [(true, whole), (false, log.len())] {
+            std::fs::write(&path, &log).unwrap();
+            let entry = repair_split(&path, &[], "split_0000.ulg", rebooted)
+                .unwrap()
+                .unwrap();
+            assert_eq!(entry.summary.bytes, kept as u64, "rebooted: {rebooted}");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), kept as u64);
+            let mut perms = std::fs::metadata(&path).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perms.set_readonly(false);
+            std::fs::set_permissions(&path, perms).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_session_cut_before_its_first_manifest_is_removed_and_nothing_else() {
         let dir = std::env::temp_dir().join(format!("ulog-recv-recovery-{}", std::process::id()));
@@ -593,7 +739,7 @@ mod tests {
         std::fs::write(kept.join("split_0000.ulg"), b"ULog").unwrap();
         let other = dir.join("sd-card");
         std::fs::create_dir_all(&other).unwrap();
-        recover(&dir);
+        recover(&dir, this_boot().as_deref());
         assert!(!cut.exists());
         assert!(kept.join("split_0000.ulg").exists());
         assert!(other.exists());

@@ -584,6 +584,7 @@ impl StoreArgs {
                 .collect(),
             diagnostics: self.diagnostics,
             event_on_diagnostic: self.event_on_diagnostic,
+            boot_id: ulog_recv::store::files::this_boot(),
         }
     }
 }
