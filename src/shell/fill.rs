@@ -146,6 +146,16 @@ fn read_flight(dir: &Path, manifest: &Manifest) -> std::io::Result<(Flight, Vec<
 /// `files` reaches; a session stored in columns column by column, each taking its own
 /// topics (an event buffer only inside its windows).
 pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillReport, FillError> {
+    fill_session_timed(dir, files, &std::time::Instant::now).await
+}
+
+/// [`fill_session`], the 5 s between its amendments timed by `clock` (a simulation's
+/// clock; [`fill_session`] reads the real one).
+pub async fn fill_session_timed(
+    dir: &Path,
+    files: &mut VehicleFiles,
+    clock: &dyn Fn() -> std::time::Instant,
+) -> Result<FillReport, FillError> {
     let mut manifest = read_manifest(dir)?;
     if !manifest.closed {
         return Err(FillError::NotClosed);
@@ -196,7 +206,7 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
     report.sd_log_bytes = sd_len;
     // Per column: the recovered records not yet written.
     let mut batches: Vec<Vec<Recovered>> = vec![Vec::new(); flight.columns.len()];
-    let mut flushed = std::time::Instant::now();
+    let mut flushed = clock();
     let mut stalled = false;
     // Records were recovered (the flight diagnostics are made again on the whole flight).
     let mut recovered = false;
@@ -215,8 +225,8 @@ pub async fn fill_session(dir: &Path, files: &mut VehicleFiles) -> Result<FillRe
         // Done, or nothing more to read (which is done too: the filler asks for what it
         // needs until its work is over).
         let over = filler.is_done() || stalled;
-        if over || waiting >= BATCH || flushed.elapsed() >= FLUSH_EVERY {
-            flushed = std::time::Instant::now();
+        if over || waiting >= BATCH || clock().duration_since(flushed) >= FLUSH_EVERY {
+            flushed = clock();
             let unfilled: Vec<_> = report
                 .unfilled
                 .iter()

@@ -194,6 +194,12 @@ impl SimVehicle {
         self.link.set_impairment(impairment);
     }
 
+    /// From now on answers every LOGGING_START with `result` instead of streaming (`None`:
+    /// streams again): a vehicle whose logger stopped after its flight.
+    pub fn refuse_starts(&mut self, result: Option<MavResult>) {
+        self.config.refuse_start = result;
+    }
+
     /// Reboots: the stream ends and the vehicle says nothing for `downtime`.
     pub fn reboot(&mut self, now: Instant, downtime: Duration) {
         self.stream = Stream::Idle;
