@@ -4,7 +4,7 @@
 //! records in place of its dropouts holds exactly the SD log's records, in its order, each
 //! once. (Over the link, with FTP, the daemon and the `fill` command: `tests/it/fill_e2e.rs`.)
 
-use crate::common;
+use crate::common::{self, ulog_records};
 
 use std::time::{Duration, Instant};
 
@@ -78,20 +78,6 @@ fn receive(file: &[u8], loss: f64, seed: u64) -> (Vec<u8>, Vec<u8>) {
     }
     let (_, sd) = vehicle.sd_log().unwrap();
     (log, sd.to_vec())
-}
-
-/// The data records and strings after the definitions of a log (whole messages), dropouts
-/// and syncs left out.
-fn records(log: &[u8]) -> Vec<Vec<u8>> {
-    framed(&log[FILE_HEADER_LEN..])
-        .filter(|m| {
-            matches!(
-                m[2],
-                msg_type::DATA | msg_type::LOGGING | msg_type::LOGGING_TAGGED
-            )
-        })
-        .map(|m| m.to_vec())
-        .collect()
 }
 
 /// What a fill of a flight from an SD log came to.
@@ -216,7 +202,7 @@ fn every_dropout_is_filled_with_exactly_the_records_the_stream_lost() {
             flight.sites.len()
         );
         let (filled, read, outcomes) = fill(&ours, &sd);
-        let lost = records(&sd).len() - records(&ours).len();
+        let lost = ulog_records(&sd).len() - ulog_records(&ours).len();
         for (site, outcome) in flight.sites.iter().zip(&outcomes) {
             // The synthetic log has dropouts of its own: a fill that holds one is partial.
             let Outcome::Filled {
@@ -228,8 +214,8 @@ fn every_dropout_is_filled_with_exactly_the_records_the_stream_lost() {
             let has_dropout = framed(records).any(|m| m[2] == msg_type::DROPOUT);
             assert_eq!(*complete, !has_dropout, "seed {seed}");
         }
-        let sd_records = records(&sd);
-        let got = records(&filled);
+        let sd_records = ulog_records(&sd);
+        let got = ulog_records(&filled);
         assert_eq!(got.len(), sd_records.len(), "seed {seed}: {lost} lost");
         assert!(
             got == sd_records,
@@ -270,8 +256,8 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
             })
             .collect();
         assert!(unfilled.is_empty(), "{name}: {unfilled:?}");
-        let lost_bytes: usize = records(&sd).iter().map(Vec::len).sum::<usize>()
-            - records(&ours).iter().map(Vec::len).sum::<usize>();
+        let lost_bytes: usize = ulog_records(&sd).iter().map(Vec::len).sum::<usize>()
+            - ulog_records(&ours).iter().map(Vec::len).sum::<usize>();
         let bound = 2 * lost_bytes as u64 + 65_536 * flight.sites.len() as u64;
         eprintln!(
             "{name}: {} dropouts, {lost_bytes} bytes of records lost, {read} bytes read of {} \
@@ -286,7 +272,7 @@ fn on_real_px4_logs_the_fill_reads_a_little_around_each_dropout_not_the_file() {
 
 /// The data records and strings of `got` are those of `want`, in order.
 fn assert_same_records(got: &[u8], want: &[u8], what: &str) {
-    let (got, want) = (records(got), records(want));
+    let (got, want) = (ulog_records(got), ulog_records(want));
     let first = got.iter().zip(&want).position(|(a, b)| a != b);
     assert!(
         got == want,
@@ -436,7 +422,7 @@ fn a_tail_the_link_lost_is_filled_to_the_sd_logs_end() {
         };
         assert_eq!(*edge, Some(Edge::Tail));
         assert!(
-            *recovered as usize >= records(&sd).len() - records(&cut).len(),
+            *recovered as usize >= ulog_records(&sd).len() - ulog_records(&cut).len(),
             "{name}"
         );
         assert_same_records(&filled, &sd, &name);
@@ -494,7 +480,7 @@ fn a_tail_lost_with_the_link_back_before_the_stop_is_filled_to_the_sd_logs_end()
             };
             assert_eq!(*edge, Some(Edge::Tail));
             assert!(
-                *recovered as usize >= records(&sd).len() - records(&cut).len(),
+                *recovered as usize >= ulog_records(&sd).len() - ulog_records(&cut).len(),
                 "{name}, {what}"
             );
             assert_same_records(&filled, &sd, &format!("{name}, {what}"));
@@ -538,7 +524,7 @@ fn a_tail_lost_with_the_link_whose_chunks_were_counted_ends_where_the_stream_sto
             panic!("{name}: the tail: {:?}", outcomes.last())
         };
         assert_eq!(*edge, Some(Edge::Tail), "{name}");
-        let (got, want) = (records(&filled), records(&ours[..starts[stop]]));
+        let (got, want) = (ulog_records(&filled), ulog_records(&ours[..starts[stop]]));
         assert!(
             got.len() >= want.len() && got[..want.len()] == want[..],
             "{name}: the records up to the stop, in order: {} of {}",
@@ -548,10 +534,10 @@ fn a_tail_lost_with_the_link_whose_chunks_were_counted_ends_where_the_stream_sto
         // Past the stop only what PX4 logged late, stamped before it, as a clean stop there
         // takes, and the records of the partial chunks around those counted (~750 bytes):
         // nowhere near the SD log's end.
-        let rest = records(&sd).len() - want.len();
+        let rest = ulog_records(&sd).len() - want.len();
         let clean = [&ours[..starts[stop]], &ours[starts[postflight]..]].concat();
         let (clean, _, _) = fill(&clean, &sd);
-        let clean_past = records(&clean).len() - want.len();
+        let clean_past = ulog_records(&clean).len() - want.len();
         let past = got.len() - want.len();
         assert!(
             past <= clean_past + 32 && past < rest / 10,
@@ -565,8 +551,8 @@ fn a_tail_lost_with_the_link_whose_chunks_were_counted_ends_where_the_stream_sto
         );
         let (uncounted, _, _) = fill(&cut, &sd);
         assert_eq!(
-            records(&uncounted).len(),
-            records(&sd).len(),
+            ulog_records(&uncounted).len(),
+            ulog_records(&sd).len(),
             "{name}: uncounted, the tail runs to the SD log's end"
         );
         eprintln!(
@@ -645,7 +631,7 @@ fn a_clean_stop_that_lost_its_last_partial_chunk_gets_it_back_and_no_more() {
         let flight = ulog_recv::fill::scan::scan([("log", &stopped[..], 0)]);
         assert!(flight.stopped);
         let (filled, _, _) = fill(&stopped, &sd);
-        let (got, want) = (records(&filled), records(&ours[..starts[stop]]));
+        let (got, want) = (ulog_records(&filled), ulog_records(&ours[..starts[stop]]));
         assert!(
             got.starts_with(&want),
             "{name}: the stream's records up to its stop: {} of {}",
@@ -654,7 +640,7 @@ fn a_clean_stop_that_lost_its_last_partial_chunk_gets_it_back_and_no_more() {
         );
         // After them, only samples stamped before the stop that PX4 logged late: a few,
         // never the rest of the SD log.
-        let after_stop = records(&sd).len() - want.len();
+        let after_stop = ulog_records(&sd).len() - want.len();
         let extra = got.len() - want.len();
         assert!(
             extra * 10 < after_stop,
@@ -670,7 +656,7 @@ fn a_clean_stop_that_lost_its_last_partial_chunk_gets_it_back_and_no_more() {
             .unwrap()
             .last_before_us;
         let stamp = |r: &Vec<u8>| u64::from_le_bytes(r[5..13].try_into().unwrap());
-        let sd_records = records(&sd);
+        let sd_records = ulog_records(&sd);
         let late: Vec<&Vec<u8>> = sd_records[want.len()..]
             .iter()
             .filter(|r| r[2] == msg_type::DATA && (1..=end).contains(&stamp(r)))
@@ -745,7 +731,7 @@ fn an_empty_or_junk_sd_log_ends_the_search_at_once() {
 /// The data records and strings of every column's splits, and of `sd`, as sorted lists (a
 /// flight in columns holds the SD log's records, split among them).
 fn sorted_records<'a>(logs: impl IntoIterator<Item = &'a [u8]>) -> Vec<Vec<u8>> {
-    let mut all: Vec<Vec<u8>> = logs.into_iter().flat_map(records).collect();
+    let mut all: Vec<Vec<u8>> = logs.into_iter().flat_map(ulog_records).collect();
     all.sort();
     all
 }
@@ -759,8 +745,8 @@ fn each_gap_is_read_where_the_gap_before_puts_it_for_little_more_than_what_it_lo
             .len();
         let filled = fill_columns(&[vec![("log", ours.clone(), 0)]], &sd);
         assert_same_records(&filled.splits[0][0], &sd, &name);
-        let lost: usize = records(&sd).iter().map(Vec::len).sum::<usize>()
-            - records(&ours).iter().map(Vec::len).sum::<usize>();
+        let lost: usize = ulog_records(&sd).iter().map(Vec::len).sum::<usize>()
+            - ulog_records(&ours).iter().map(Vec::len).sum::<usize>();
         eprintln!(
             "{name}: {sites} dropouts, {} walked, {lost} bytes lost, {} read",
             filled.walked, filled.read
@@ -939,7 +925,7 @@ fn a_column_whose_last_records_a_dropout_took_still_gets_back_what_the_stop_disc
             &sd,
         );
         let got = sorted_records(filled.splits.iter().map(|c| &c[0][..]));
-        let missing: Vec<_> = records(&ours[..starts[stop]])
+        let missing: Vec<_> = ulog_records(&ours[..starts[stop]])
             .into_iter()
             .filter(|r| got.binary_search(r).is_err())
             .collect();
@@ -990,7 +976,7 @@ fn wherever_a_stream_stops_its_tail_gets_back_every_sample_stamped_before_it() {
         let (starts, _) = message_starts(&ours);
         let postflight = first_postflight(&ours, &starts);
         let topics = topic_names(&sd);
-        let sd_records = records(&sd);
+        let sd_records = ulog_records(&sd);
         let start_us = u64::from_le_bytes(ours[8..16].try_into().unwrap());
         let (mut read, mut tails, mut late_here) = (0u64, 0u64, 0usize);
         let points = common::env_number("TAIL_STOPS", 120) as usize;
@@ -1012,8 +998,8 @@ fn wherever_a_stream_stops_its_tail_gets_back_every_sample_stamped_before_it() {
             let (filled, bytes, _) = fill(&stopped, &sd);
             read += bytes;
             tails += 1;
-            let kept = records(&stopped);
-            let got = records(&filled);
+            let kept = ulog_records(&stopped);
+            let got = ulog_records(&filled);
             // The SD log past the stream's last record, and the topics seen before it.
             let last = kept.iter().rev().find(|r| r[2] == msg_type::DATA).unwrap();
             let at = sd_records.iter().position(|r| r == last).unwrap() + 1;

@@ -368,6 +368,21 @@ pub fn split_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// The data records and strings after the definitions of a ULog log (whole messages),
+/// dropouts and syncs left out: what a fill must leave as the SD log has them.
+pub fn ulog_records(log: &[u8]) -> Vec<Vec<u8>> {
+    use ulog_recv::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
+    framed(&log[FILE_HEADER_LEN..])
+        .filter(|m| {
+            matches!(
+                m[2],
+                msg_type::DATA | msg_type::LOGGING | msg_type::LOGGING_TAGGED
+            )
+        })
+        .map(|m| m.to_vec())
+        .collect()
+}
+
 /// The project's virtualenv Python, with pyulog and pymavlink (`.ci/run` makes it). Missing:
 /// a loud skip, or a failure under CI.
 pub fn venv_python() -> Option<PathBuf> {

@@ -8,9 +8,9 @@
 //! session is up.
 //!
 //! Its promises ([`check_journals`], [`check`]): the journal never says a file is in the
-//! bucket that is not, with that content; and at the end every closed split, and the
-//! session's manifest, is in the bucket exactly once, byte for byte as on disk, and nothing
-//! else is.
+//! bucket that is not, with that content; and at the end every closed split, every
+//! amendment a fill wrote, and the session's manifest, is in the bucket exactly once, byte
+//! for byte as on disk, and nothing else is.
 //!
 //! Not simulated: slow answers and the request's bytes on the wire (the uploader's own pace
 //! and stall guard are tested against Garage, in `tests/it/upload.rs`).
@@ -474,8 +474,8 @@ pub fn check_journals(log_dir: &Path, objects: &BTreeMap<String, Bytes>) -> Resu
     Ok(())
 }
 
-/// After the passes without faults: every closed split of every session in `log_dir`, and
-/// its manifest, are in the bucket once, byte for byte, and nothing else is but what was
+/// After the passes without faults: every closed split and amendment of every session in
+/// `log_dir`, and its manifest, are in the bucket once, byte for byte, and nothing else is but what was
 /// uploaded of the sessions the disk budget `deleted`; every closed session's upload is
 /// complete.
 pub fn check(
@@ -499,7 +499,10 @@ pub fn check(
             ));
         }
         let closed = manifest.all_splits().filter(|s| s.closed);
-        let files = closed.map(|s| s.file.as_str()).chain([MANIFEST]);
+        let amendments = manifest.amendments.iter().map(|a| a.file.as_str());
+        let files = (closed.map(|s| s.file.as_str()))
+            .chain(amendments)
+            .chain([MANIFEST]);
         for file in files {
             let key = journal.key(file);
             let on_disk = std::fs::read(session.join(file)).map_err(|e| e.to_string())?;

@@ -8,13 +8,18 @@
 //!   describes them are the log, after any crash and repair ([`super::disk`]).
 //! - **Durable once synced**: after a power cut ([`super::power`]), a log is the beginning
 //!   of what was received, at least what the store's last completed sync round promised (its
-//!   last record possibly torn); a session nothing of was durable may be gone, no other.
+//!   last whole record ending in zeros possibly dropped by the repair as torn); a session
+//!   nothing of was durable may be gone, no other.
 //! - **Within the budget**: with a disk budget, the store deletes closed sessions only,
 //!   uploaded ones first, then the oldest; after the last sync round the log folder holds
 //!   at most the budget ([`super::disk::check_budget`]).
 //! - **Uploaded once, whole**: with the uploader on, the upload journal never says a file is
 //!   in the bucket that is not there with that content; after the last passes every closed
-//!   split and manifest is in the bucket, byte for byte, and nothing else ([`super::bucket`]).
+//!   split, amendment and manifest is in the bucket, byte for byte, and nothing else
+//!   ([`super::bucket`]).
+//! - **Filled from the SD card**: with a fill after the flight, a fill never changes a split;
+//!   a filled session holds the SD log's records in its order, each at most once, none
+//!   invented; with no gap left unfilled, all of them ([`super::fill`]).
 //! - **Published as written**: a live client subscribed to every topic is sent each of the
 //!   log's samples once, in order, and a dropout line per mark ([`check_live`]); a client of
 //!   the Foxglove server subscribed to every log channel is sent each sample once, in order,
@@ -42,7 +47,9 @@ use ulog_recv::dataflash::Framer;
 use ulog_recv::dataflash::format::time_us;
 use ulog_recv::dataflash::gaps::dropout_ms;
 use ulog_recv::dataflash::preamble::is_startup;
+use ulog_recv::link::CloseReason;
 use ulog_recv::link::session::GIVE_UP;
+use ulog_recv::ulog::message::is_postflight;
 
 use super::schedule::{Autopilot, FaultKind};
 use super::world::{Outcome, ReceivedLog};
@@ -93,6 +100,11 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
             return Err(vanished.clone());
         }
         super::disk::check_budget(disk)?;
+    }
+    if let (Some(_), Some(disk)) = (o.schedule.fill, &o.disk) {
+        let sd = (o.vehicle.px4().and_then(|v| v.sd_log()))
+            .ok_or("a fill was planned and the vehicle has no SD log")?;
+        super::fill::check(&o.fills, sd.1, &disk.deleted)?;
     }
     if let (Some(uploads), Some(disk)) = (&o.uploads, &o.disk) {
         super::bucket::check(disk.dir(), &disk.deleted, &uploads.objects())
@@ -202,7 +214,9 @@ fn check_px4(o: &Outcome) -> Result<(), String> {
             final_matched = matched;
         }
     }
-    // Completeness of the last log: every message all of whose chunks arrived.
+    // Completeness of the last log: every message all of whose chunks arrived (the
+    // post-flight data the STOP after a stalled log's close brings out is no log's).
+    let stalled = (o.logs.last()).is_some_and(|l| l.closed != Some(CloseReason::Shutdown));
     let arrived = v.arrived();
     let chunks = &log.chunks;
     let covered = chunks
@@ -216,7 +230,8 @@ fn check_px4(o: &Outcome) -> Result<(), String> {
             break;
         }
         let whole = (chunk_of(s)..=chunk_of(e - 1)).all(|i| arrived[i]);
-        if whole && !is_sync(m) && !final_matched.contains(&k) {
+        let not_the_logs = stalled && is_postflight(m);
+        if whole && !is_sync(m) && !final_matched.contains(&k) && !not_the_logs {
             return Err(format!(
                 "message {k} ('{}', {} bytes at {s}) reached the receiver whole and is not in \
                  the last log",

@@ -5,7 +5,8 @@
 //! simulated time ([`world`]), and, as the schedule says, the store writes it to files
 //! ([`disk`]) on a disk whose power cuts keep only what was synced ([`power`]), the uploader
 //! sends those to a failing bucket ([`bucket`]) and the live socket
-//! and the Foxglove server ([`foxglove`]) publish it; [`checks`] judges what it handed out
+//! and the Foxglove server ([`foxglove`]) publish it; after the flight, the fill takes what
+//! the link lost from the vehicle's SD log ([`fill`]); [`checks`] judges what it handed out
 //! against what the vehicle wrote. The same seed runs the same, event for event.
 //!
 //! - `SIM_SEEDS=N` runs N seeds (1,000 by default) from `SIM_BASE` (0 by default).
@@ -18,6 +19,7 @@
 mod bucket;
 mod checks;
 mod disk;
+mod fill;
 mod foxglove;
 mod power;
 mod schedule;
@@ -144,6 +146,11 @@ struct Batch {
     splits: u64,
     /// Power cuts that came while the vehicle's log streamed.
     power_cuts: u64,
+    /// Fills after the flight that ran to their end, the records they recovered, and the
+    /// power cuts that came in a fill.
+    fills: u64,
+    fill_records: u64,
+    fill_power_cuts: u64,
 }
 
 /// Runs `seeds` on every core; stops early once `stop_after` seeds failed.
@@ -161,6 +168,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let budget_deletions = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
     let power_cuts = AtomicU64::new(0);
+    let fills = AtomicU64::new(0);
+    let fill_records = AtomicU64::new(0);
+    let fill_power_cuts = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
@@ -192,6 +202,17 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         let deleted = o.disk.as_ref().map_or(0, |d| d.deleted.len());
                         budget_deletions.fetch_add(deleted as u64, Ordering::Relaxed);
                         power_cuts.fetch_add(u64::from(o.power_cuts), Ordering::Relaxed);
+                        fills.fetch_add(o.fills.len() as u64, Ordering::Relaxed);
+                        let records = (o.fills.iter())
+                            .filter_map(|f| f.result.as_ref().ok())
+                            .map(|r| r.records)
+                            .sum();
+                        fill_records.fetch_add(records, Ordering::Relaxed);
+                        let cut = o
+                            .event_log
+                            .iter()
+                            .any(|l| l.ends_with(world::FILL_POWER_CUT));
+                        fill_power_cuts.fetch_add(u64::from(cut), Ordering::Relaxed);
                     }
                     if let Err(e) = verdict {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -216,6 +237,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         budget_deletions: budget_deletions.into_inner(),
         splits: splits.into_inner(),
         power_cuts: power_cuts.into_inner(),
+        fills: fills.into_inner(),
+        fill_records: fill_records.into_inner(),
+        fill_power_cuts: fill_power_cuts.into_inner(),
     }
 }
 
@@ -279,8 +303,9 @@ fn seeds() {
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
-         from {base}, {} faults ({} power cuts) and {} bucket faults, {} splits, {:.1} h \
-         simulated, in {:.1} s",
+         from {base}, {} faults ({} power cuts) and {} bucket faults, {} splits, {} fills \
+         after the flight ({} records recovered, {} power cuts in a fill), {:.1} h simulated, \
+         in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
         batch.uploads,
@@ -291,6 +316,9 @@ fn seeds() {
         batch.power_cuts,
         batch.bucket_faults,
         batch.splits,
+        batch.fills,
+        batch.fill_records,
+        batch.fill_power_cuts,
         batch.simulated.as_secs_f64() / 3600.0,
         took.as_secs_f64()
     );
@@ -330,8 +358,8 @@ fn kept_seeds() {
 fn the_same_seed_runs_the_same_event_for_event() {
     let logs = ardupilot_logs();
     // Seeds of both autopilots, with faults of several kinds; one that uploads to a failing
-    // bucket under a disk budget; and one whose power is cut (which part of each unsynced
-    // write the disk kept is drawn too).
+    // bucket under a disk budget; one whose power is cut (which part of each unsynced write
+    // the disk kept is drawn too); one whose fill a power cut stops.
     let mut picked = Vec::new();
     for seed in 0.. {
         let s = Schedule::draw(seed, logs.len());
@@ -361,6 +389,12 @@ fn the_same_seed_runs_the_same_event_for_event() {
         (0..)
             .map(|seed| Schedule::draw(seed, logs.len()))
             .find(|s| cuts(s) >= 3),
+    );
+    // And one whose fill after the flight a power cut stops.
+    picked.extend(
+        (0..)
+            .map(|seed| Schedule::draw(seed, logs.len()))
+            .find(|s| s.fill.is_some_and(|f| f.power_cut_at.is_some())),
     );
     for schedule in picked {
         let (a, b) = (run(&schedule, &logs), run(&schedule, &logs));

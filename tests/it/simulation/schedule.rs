@@ -122,6 +122,18 @@ pub struct Schedule {
     /// With the store on disk, one seed in three: a disk budget (`max-total`) of this share
     /// of the vehicle's log.
     pub budget_share: Option<f64>,
+    /// PX4 with the store on disk, one seed in two (flights of minutes, not the long ones):
+    /// once the flight is over, the daemon's `--fill auto` fills its sessions from the
+    /// vehicle's SD log.
+    pub fill: Option<FillPlan>,
+}
+
+/// How a fill goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillPlan {
+    /// The power fails as the fill asks for its operation number this (from 0), when power
+    /// cuts are drawn, one fill in two; the daemon starts again and fills what is not done.
+    pub power_cut_at: Option<u32>,
 }
 
 /// The faults a schedule draws at most.
@@ -221,6 +233,15 @@ impl Schedule {
             }
             faults.sort_by_key(|f| f.at);
         }
+        // Not in the long flights: a fill reads the SD log to its end for each session a
+        // restart cut short, and 16 MB over FTP cost seconds of CPU each.
+        let fill =
+            (disk && autopilot == Autopilot::Px4 && flight_s <= 300 && rng.bool()).then(|| {
+                FillPlan {
+                    power_cut_at: (kinds.contains(&FaultKind::PowerCut) && rng.bool())
+                        .then(|| rng.u32(..60)),
+                }
+            });
         Self {
             seed,
             autopilot,
@@ -237,6 +258,7 @@ impl Schedule {
             disk,
             bucket,
             budget_share,
+            fill,
         }
     }
 

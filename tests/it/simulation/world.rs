@@ -3,12 +3,15 @@
 //! faults applied as the clock reaches them; beside the session, when the schedule says so,
 //! the live socket's publisher and the Foxglove server's ([`super::foxglove`]), each with a
 //! client, the store writing files
-//! ([`super::disk`]), and the uploader sending them to a failing bucket ([`super::bucket`]).
+//! ([`super::disk`]), and the uploader sending them to a failing bucket ([`super::bucket`]);
+//! after the flight, the fill from the vehicle's SD log ([`super::fill`]).
 //! Every event the receiver hands out goes into an event log, whose digest
 //! says whether two runs were the same.
 
 use std::time::{Duration, Instant, SystemTime};
 
+use mavlink::dialects::ardupilotmega::MavResult;
+use ulog_recv::link::ftp::{FtpError, FtpReply};
 use ulog_recv::link::{CloseReason, Event, Session, SessionConfig};
 use ulog_recv::live::ndjson::protocol::Line;
 use ulog_recv::live::ndjson::{ClientId, Publisher};
@@ -18,9 +21,13 @@ use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_l
 
 use super::bucket::{UPLOAD_EVERY, Uploads};
 use super::disk::Disk;
+use super::fill::{FillRun, Filled, Step};
 use super::foxglove::{Foxglove, Sent};
 use super::schedule::{Autopilot, FaultKind, Schedule};
 use super::splits::{LogSplitter, Splits, policy};
+
+/// The event log's line for a power cut in a fill.
+pub const FILL_POWER_CUT: &str = "the power fails in the fill";
 
 /// The wall clock at a run's start (the store names sessions by it).
 fn simulated_epoch() -> SystemTime {
@@ -152,6 +159,8 @@ pub struct Outcome {
     pub reboots: u32,
     pub restarts: u32,
     pub power_cuts: u32,
+    /// The fills that ran to their end, in order.
+    pub fills: Vec<Filled>,
     /// Simulated time from power-up to the last session's close.
     pub simulated: Duration,
     /// The run ended before its time limit with its last session closed.
@@ -229,6 +238,16 @@ struct World {
     restarts: u32,
     power_cuts: u32,
     stuck: u32,
+    /// The fills' queue, once the fill began after the flight (a restart queues again).
+    fill_queue: Option<Vec<std::path::PathBuf>>,
+    /// The fill under way, the result of the FTP operation it waits for, and the operations
+    /// fills asked for so far.
+    filling: Option<FillRun>,
+    ftp_result: Option<Result<FtpReply, FtpError>>,
+    fill_asked: u32,
+    fills: Vec<Filled>,
+    /// When the fill under way must be over (the run's time limit, as long as it runs).
+    fill_limit: Option<Instant>,
 }
 
 /// Runs `schedule` to its end.
@@ -246,7 +265,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 link_rate: Some(schedule.link_rate),
                 impairment: schedule.base,
                 seed: schedule.seed,
-                sd_log: false,
+                sd_log: schedule.fill.is_some(),
                 ..VehicleConfig::default()
             };
             let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);
@@ -305,6 +324,12 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         restarts: 0,
         power_cuts: 0,
         stuck: 0,
+        fill_queue: None,
+        filling: None,
+        ftp_result: None,
+        fill_asked: 0,
+        fills: Vec::new(),
+        fill_limit: None,
     };
     let finished = world.run();
     world.last_uploads();
@@ -330,6 +355,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         reboots: world.reboots,
         restarts: world.restarts,
         power_cuts: world.power_cuts,
+        fills: world.fills,
         simulated,
         finished,
     }
@@ -359,6 +385,7 @@ impl World {
             .max()
             .map_or(Duration::ZERO, |t| t + Duration::from_secs(15));
         let mut shutting_down = false;
+        let mut logger_off = false;
         let limit = time_limit(&self.vehicle, self.schedule.link_rate);
         loop {
             let t = self.elapsed();
@@ -380,15 +407,26 @@ impl World {
                     self.apply(fault.kind, fault.len, fault.level);
                 }
             }
-            self.exchange();
+            self.exchange_and_fill();
+            let done =
+                self.vehicle.sim_ref().finished() && next_event >= events.len() && t >= quiet_from;
+            let flight_over = if self.schedule.fill.is_some() {
+                // The vehicle's logger is off after its flight (the simulated one would
+                // stream the flight again when the receiver asks after the log's stall):
+                // the flight is over once, for good.
+                if done && !logger_off {
+                    self.vehicle_logger_off();
+                    logger_off = true;
+                }
+                logger_off
+            } else {
+                done
+            };
             if shutting_down {
                 if self.session.is_closed() {
                     return true;
                 }
-            } else if self.vehicle.sim_ref().finished()
-                && next_event >= events.len()
-                && t >= quiet_from
-            {
+            } else if flight_over && self.fill_over() {
                 let settle = *settle_until.get_or_insert(self.now + Duration::from_millis(500));
                 if self.now >= settle {
                     self.say("shutdown".into());
@@ -397,7 +435,7 @@ impl World {
                     continue;
                 }
             }
-            if t > limit {
+            if t > limit && self.fill_limit.is_none_or(|l| self.now > l) {
                 self.say("time limit".into());
                 return false;
             }
@@ -537,6 +575,10 @@ impl World {
             log.last_session = false;
         }
         self.session = Session::new(SessionConfig::default(), self.now);
+        // The fill thread dies with the daemon; the new one queues what is not done.
+        self.filling = None;
+        self.fill_queue = None;
+        self.ftp_result = None;
         self.live = self.schedule.live.then(live_client);
         self.foxglove = self.schedule.live.then(|| Foxglove::new(self.now));
         let Some(disk) = &mut self.disk else {
@@ -683,10 +725,94 @@ impl World {
                     self.end_splits();
                     format!("log {number} closed, {reason:?}, {bytes} bytes")
                 }
+                Event::Ftp(result) => {
+                    if self.filling.is_some() {
+                        self.ftp_result = Some(result.clone());
+                    }
+                    e.to_string()
+                }
                 other => other.to_string(),
             };
             self.store(&e);
             self.say(line);
+        }
+    }
+
+    /// From now on the vehicle refuses a new stream: its logger stopped with its flight.
+    fn vehicle_logger_off(&mut self) {
+        if let Vehicle::Px4(v) = &mut self.vehicle {
+            v.refuse_starts(Some(MavResult::MAV_RESULT_TEMPORARILY_REJECTED));
+        }
+    }
+
+    /// Whether the fill after the flight is over (or none was planned); when the last log is
+    /// closed and the vehicle heard, starts the queue's next session's fill.
+    fn fill_over(&mut self) -> bool {
+        let Some(disk) = self.disk.as_ref().filter(|_| self.schedule.fill.is_some()) else {
+            return true;
+        };
+        if self.filling.is_some() || self.session.is_logging() || self.session.vehicle().is_none() {
+            return false;
+        }
+        let queue = (self.fill_queue).get_or_insert_with(|| super::fill::queue(disk.dir()));
+        if queue.is_empty() {
+            return true;
+        }
+        let dir = queue.remove(0);
+        let name = dir.file_name().unwrap_or_default().to_string_lossy();
+        self.say(format!("fill of {name} begins"));
+        self.filling = Some(FillRun::start(dir, self.now));
+        // A fill may read the whole SD log (a session's tail lost to its end), three times
+        // as long as the link takes to carry it.
+        let sd = (self.vehicle.px4().and_then(|v| v.sd_log())).map_or(0, |(_, b)| b.len());
+        let carried = Duration::from_secs_f64(sd as f64 / (0.7 * self.schedule.link_rate as f64));
+        self.fill_limit = Some(self.now + 3 * carried + Duration::from_secs(60));
+        false
+    }
+
+    /// [`exchange`](Self::exchange), and the fill under way run as far as it goes now: each
+    /// FTP operation it asks for runs on the session, as the daemon's loop runs them.
+    fn exchange_and_fill(&mut self) {
+        loop {
+            self.exchange();
+            let Some(run) = &mut self.filling else {
+                return;
+            };
+            if let Some(result) = self.ftp_result.take() {
+                run.answer(result, self.session.ftp_stats());
+            }
+            match run.step(self.now) {
+                Step::Waiting => return,
+                Step::Done(filled) => {
+                    self.filling = None;
+                    let name = filled.dir.file_name().unwrap_or_default().to_string_lossy();
+                    let line = match &filled.result {
+                        Ok(r) => format!(
+                            "fill of {name}: {} filled, {} not, {} records, {} bytes fetched",
+                            r.filled,
+                            r.unfilled.len(),
+                            r.records,
+                            r.fetched_bytes
+                        ),
+                        Err(e) => format!("fill of {name} failed: {e}"),
+                    };
+                    self.say(line);
+                    self.fills.push(*filled);
+                    return;
+                }
+                Step::Run(op) => {
+                    let asked = self.fill_asked;
+                    self.fill_asked += 1;
+                    if self.schedule.fill.and_then(|p| p.power_cut_at) == Some(asked) {
+                        self.say(FILL_POWER_CUT.into());
+                        self.apply(FaultKind::PowerCut, Duration::ZERO, 0.0);
+                        return;
+                    }
+                    if let Err(e) = self.session.ftp_start(op, self.now) {
+                        self.ftp_result = Some(Err(e));
+                    }
+                }
+            }
         }
     }
 }
