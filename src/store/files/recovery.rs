@@ -728,8 +728,7 @@ mod tests {
 
     #[test]
     fn a_session_cut_before_its_first_manifest_is_removed_and_nothing_else() {
-        let dir = std::env::temp_dir().join(format!("ulog-recv-recovery-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = test_dir("recovery");
         // Cut before its manifest: its directory and an empty column's.
         let cut = dir.join("2026-12-02T04-00-00Z_sys1");
         std::fs::create_dir_all(cut.join("esc")).unwrap();
