@@ -510,6 +510,16 @@ fn count_fill(filled: &Filled) {
     }
 }
 
+/// The closed sessions under `log_dir` whose fill never ran to its end (the daemon stopped,
+/// or the power failed, first), oldest first: what `--fill auto` fills as it starts.
+pub fn never_filled(log_dir: &Path) -> Vec<std::path::PathBuf> {
+    (crate::store::files::list_sessions(log_dir)
+        .unwrap_or_default()
+        .into_iter())
+    .filter(|dir| read_manifest(dir).is_ok_and(|m| m.closed && m.fill.is_none()))
+    .collect()
+}
+
 /// `--fill auto`: fills each session the daemon closes, on its own thread (reading splits
 /// and writing amendments never holds up the network loop), through the daemon's session
 /// (the loop runs the FTP operations it asks for, beside the stream), once the vehicle is
@@ -529,10 +539,8 @@ impl AutoFill {
         log_dir: &Path,
     ) -> std::io::Result<Self> {
         let (sessions, rx) = std::sync::mpsc::channel::<std::path::PathBuf>();
-        for dir in crate::store::files::list_sessions(log_dir).unwrap_or_default() {
-            if read_manifest(&dir).is_ok_and(|m| m.closed && m.fill.is_none()) {
-                let _ = sessions.send(dir);
-            }
+        for dir in never_filled(log_dir) {
+            let _ = sessions.send(dir);
         }
         let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let armed_seen = armed.clone();

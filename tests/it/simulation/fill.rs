@@ -23,7 +23,6 @@ use sha2::{Digest, Sha256};
 use ulog_recv::link::ftp::{FtpError, FtpOp, FtpReply, FtpStats};
 use ulog_recv::shell::fill::{FillError, FillReport, fill_session_timed};
 use ulog_recv::shell::vehicle_files::{FtpRequest, SharedFiles, VehicleFiles};
-use ulog_recv::store::manifest::read_manifest;
 
 use crate::common::ulog_records;
 
@@ -73,16 +72,6 @@ fn splits_of(dir: &Path) -> BTreeMap<String, [u8; 32]> {
             Some((n, Sha256::digest(&bytes).into()))
         })
         .collect()
-}
-
-/// The sessions under `log_dir` a starting daemon's `--fill auto` queues: closed, their fill
-/// never over; oldest first.
-pub fn queue(log_dir: &Path) -> Vec<PathBuf> {
-    (ulog_recv::store::files::list_sessions(log_dir)
-        .unwrap_or_default()
-        .into_iter())
-    .filter(|d| read_manifest(d).is_ok_and(|m| m.closed && m.fill.is_none()))
-    .collect()
 }
 
 impl FillRun {

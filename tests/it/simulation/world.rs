@@ -754,7 +754,8 @@ impl World {
         if self.filling.is_some() || self.session.is_logging() || self.session.vehicle().is_none() {
             return false;
         }
-        let queue = (self.fill_queue).get_or_insert_with(|| super::fill::queue(disk.dir()));
+        let queue = (self.fill_queue)
+            .get_or_insert_with(|| ulog_recv::shell::fill::never_filled(disk.dir()));
         if queue.is_empty() {
             return true;
         }
