@@ -72,6 +72,13 @@ impl GapMarker {
         }
     }
 
+    /// Something went missing before the next message, since a time not known (messages
+    /// this marker saw may be lost too): the mark says its duration is unknown.
+    pub fn gap_since_unknown(&mut self, lost_blocks: u64) {
+        self.gap(lost_blocks);
+        self.last_time_us = None;
+    }
+
     /// One whole message of the log: to `out`, after the mark of a gap it resolves.
     pub fn message(
         &mut self,
@@ -264,5 +271,22 @@ mod tests {
         let r = g.finish(&framer, &mut out).unwrap();
         assert_eq!(r.duration_ms, None);
         assert_eq!(dropout_ms(&out, msg_f), Some(None));
+    }
+
+    #[test]
+    fn a_gap_since_a_time_not_known_is_marked_as_of_unknown_length() {
+        let (framer, _) = framer_and_formats();
+        let (tst_f, msg_f) = (framer.format(7).unwrap(), framer.format(91).unwrap());
+        let mut g = GapMarker::new();
+        let mut out = Vec::new();
+        g.message(&tst(1_000_000), tst_f, &framer, &mut out);
+        g.gap_since_unknown(0);
+        let mut out = Vec::new();
+        let r = g
+            .message(&tst(9_000_000), tst_f, &framer, &mut out)
+            .unwrap();
+        assert_eq!(r.duration_ms, None);
+        assert_eq!(dropout_ms(&out[..75], msg_f), Some(None));
+        assert_eq!(&out[75..], &tst(9_000_000)[..]);
     }
 }

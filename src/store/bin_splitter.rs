@@ -38,6 +38,8 @@ pub struct BinSplitter {
     current: Option<SplitSummary>,
     next_index: u32,
     roll_requested: bool,
+    /// The next message begins a new split, whatever it is (see [`Self::force_roll`]).
+    roll_forced: bool,
     next_index_time: u64,
     /// The largest log time so far, µs.
     clock: u64,
@@ -57,6 +59,7 @@ impl BinSplitter {
             current: None,
             next_index: 0,
             roll_requested: false,
+            roll_forced: false,
             next_index_time: 0,
             clock: 0,
             opening: true,
@@ -77,6 +80,13 @@ impl BinSplitter {
     /// Ends the current split before the next data message (SIGHUP).
     pub fn request_roll(&mut self) {
         self.roll_requested = true;
+    }
+
+    /// Ends the current split before the next message, whatever it is and however little
+    /// the split holds: what follows must not go to a split whose file is gone (writing
+    /// resumes after a full disk).
+    pub fn force_roll(&mut self) {
+        self.roll_forced = true;
     }
 
     /// The largest log time so far, µs.
@@ -125,7 +135,7 @@ impl BinSplitter {
         }
         if self.current.is_none() {
             self.begin_split(sink);
-        } else if data && self.due_for_roll() {
+        } else if (data || self.roll_forced) && self.due_for_roll() {
             self.roll(sink);
         }
         self.preamble.observe(m, format);
@@ -161,6 +171,9 @@ impl BinSplitter {
         let Some(split) = &self.current else {
             return false;
         };
+        if self.roll_forced {
+            return true;
+        }
         if split.samples == 0 {
             return false;
         }
@@ -193,6 +206,7 @@ impl BinSplitter {
     }
 
     fn begin_split(&mut self, sink: &mut impl SplitSink) {
+        self.roll_forced = false;
         let index = self.next_index;
         self.next_index += 1;
         sink.begin(index);
@@ -371,5 +385,23 @@ mod tests {
         s.finish(&mut files);
         let counts: Vec<_> = files.1.iter().map(|s| s.dropped_at_source).collect();
         assert_eq!(counts, vec![Some(6); 5]);
+    }
+
+    #[test]
+    fn a_forced_roll_ends_the_split_before_the_next_record_however_little_it_holds() {
+        let whole = log(10);
+        // The startup only (4 FMT, a PARM, a MSG): no sample yet.
+        let startup = whole.len() - 10 * 15;
+        let mut s = BinSplitter::new(SplitPolicy::unlimited());
+        let mut files = Files::default();
+        s.push(&whole[..startup], &mut files);
+        s.force_roll();
+        s.push(&whole[startup..], &mut files);
+        s.finish(&mut files);
+        assert_eq!(files.0.len(), 2);
+        assert_eq!(files.0[0], whole[..startup]);
+        let preamble = files.1[1].preamble_bytes as usize;
+        assert!(preamble > 0);
+        assert_eq!(files.0[1][preamble..], whole[startup..]);
     }
 }

@@ -148,6 +148,8 @@ pub struct Splitter {
     current: Option<SplitSummary>,
     next_index: u32,
     roll_requested: bool,
+    /// The next message begins a new split, whatever it is (see [`Self::force_roll`]).
+    roll_forced: bool,
     next_index_time: u64,
 }
 
@@ -172,6 +174,7 @@ impl Splitter {
             current: None,
             next_index: 0,
             roll_requested: false,
+            roll_forced: false,
             next_index_time: 0,
         }
     }
@@ -189,6 +192,13 @@ impl Splitter {
     /// Ends the current split before the next data message (SIGHUP).
     pub fn request_roll(&mut self) {
         self.roll_requested = true;
+    }
+
+    /// Ends the current split before the next message, whatever it is and however little
+    /// the split holds: what follows must not go to a split whose file is gone (writing
+    /// resumes after a full disk).
+    pub fn force_roll(&mut self) {
+        self.roll_forced = true;
     }
 
     /// Takes bytes of the log: the file header first, then messages, in pieces of any size.
@@ -225,7 +235,7 @@ impl Splitter {
         // Log time as a clock: the largest sample time so far. Topics are not logged in time
         // order (and some stamp 0), so single samples make a poor clock.
         let clock = timestamp.map(|_| self.decoder.last_timestamp());
-        if ty == msg_type::DATA && self.due_for_roll(clock) {
+        if (ty == msg_type::DATA || self.roll_forced) && self.due_for_roll(clock) {
             self.roll(sink, clock);
         }
         self.follow(ty, message, parsed.as_ref());
@@ -267,6 +277,9 @@ impl Splitter {
         let Some(split) = &self.current else {
             return false;
         };
+        if self.roll_forced {
+            return true;
+        }
         // A split holds at least one sample beyond its preamble.
         if split.samples <= split.latched_samples {
             return false;
@@ -426,6 +439,7 @@ impl Splitter {
     }
 
     fn begin_split(&mut self, sink: &mut impl SplitSink) {
+        self.roll_forced = false;
         let index = self.next_index;
         self.next_index += 1;
         sink.begin(index);

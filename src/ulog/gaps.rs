@@ -25,7 +25,9 @@ pub struct Dropout {
 /// A gap waiting for the first timestamp after it.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    before_us: u64,
+    /// The last sample's time before the gap; `None` when what was lost is not known (the
+    /// dropout's duration is not either).
+    before_us: Option<u64>,
     lost: u64,
 }
 
@@ -64,10 +66,19 @@ impl GapMarker {
             Some(p) => p.lost += lost,
             None => {
                 self.pending = Some(Pending {
-                    before_us: self.decoder.last_timestamp(),
+                    before_us: Some(self.decoder.last_timestamp()),
                     lost,
                 })
             }
+        }
+    }
+
+    /// Something went missing before the next message, since a time not known (messages
+    /// this marker saw may be lost too): the dropout says its duration is unknown.
+    pub fn gap_since_unknown(&mut self, lost: u64) {
+        self.gap(lost);
+        if let Some(p) = &mut self.pending {
+            p.before_us = None;
         }
     }
 
@@ -111,7 +122,9 @@ impl GapMarker {
     /// Writes the dropout for the pending gap, then the messages held behind it.
     fn resolve(&mut self, after_us: Option<u64>, out: &mut BytesMut) -> Option<Dropout> {
         let p = self.pending.take()?;
-        let duration_ms = after_us.map(|a| a.saturating_sub(p.before_us) / 1000);
+        let duration_ms = after_us
+            .zip(p.before_us)
+            .map(|(a, b)| a.saturating_sub(b) / 1000);
         // 'O' carries a u16 of milliseconds. One is enough: a longer span between the
         // timestamps around a gap is a jump of the vehicle's clock (or corrupt data): a log
         // ends after seconds without data.
@@ -202,5 +215,31 @@ mod tests {
         );
         assert_eq!(out[before..], [2, 0, b'O', 0, 0]);
         assert_eq!(m.finish(&mut out), None);
+    }
+
+    #[test]
+    fn a_gap_since_a_time_not_known_has_a_dropout_of_a_duration_not_known() {
+        let (header, msgs) = messages(&[1_000_000, 1_250_000, 9_000_000]);
+        let mut m = GapMarker::new(1 << 20);
+        m.header(header[..16].try_into().unwrap());
+        let mut out = BytesMut::new();
+        for msg in &msgs[..4] {
+            m.message(msg, &mut out);
+        }
+        m.gap_since_unknown(0);
+        let before = out.len();
+        assert_eq!(
+            m.message(&msgs[4], &mut out),
+            Some(Dropout {
+                lost: 0,
+                duration_ms: None
+            })
+        );
+        assert_eq!(out[before..before + 5], [2, 0, b'O', 0, 0]);
+        // The next gap is timed again.
+        m.gap(1);
+        let (_, later) = messages(&[9_500_000]);
+        let got = m.message(&later[2], &mut out).expect("resolved");
+        assert_eq!(got.duration_ms, Some(500));
     }
 }

@@ -231,6 +231,125 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
 }
 
 #[test]
+fn a_log_that_begins_on_a_full_disk_is_received_and_its_session_begins_when_space_comes_back() {
+    let Some(fs) = Tmpfs::mount("tmpfs-begin", "1M") else {
+        return;
+    };
+    let dir = fs.0.join("logs");
+    std::fs::create_dir(&dir).unwrap();
+    // Another program takes every byte: not even the session's manifest fits.
+    let filler = fs.0.join("filler");
+    let free = ulog_recv::sys::os::free_bytes(&fs.0).unwrap();
+    let file = std::fs::File::create(&filler).unwrap();
+    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, free).unwrap();
+    drop(file);
+    let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
+    let session = store
+        .begin_log(
+            (1, 1),
+            SystemTime::now(),
+            ulog_recv::autopilot::LogFormat::ULog,
+        )
+        .expect("the session begins, in memory, though its folder cannot be made yet");
+    assert!(store.is_paused());
+    assert!(!session.exists(), "no folder without its manifest");
+    let log = stream(20);
+    let (before, after) = log.split_at(log.len() / 2);
+    let mut t = Instant::now();
+    store.tick(t).unwrap();
+    store.write(before).unwrap();
+    // Room again: the folder, its manifest and a split with its own preamble.
+    std::fs::remove_file(&filler).unwrap();
+    t += Duration::from_secs(2);
+    store.tick(t).unwrap();
+    assert!(!store.is_paused(), "writing resumes once there is room");
+    store.write(after).unwrap();
+    store.end_log().unwrap();
+    check_whole(&dir);
+    let m = read_manifest(&session).unwrap();
+    assert!(m.closed);
+    assert_eq!(m.splits.len(), 1, "{:?}", m.splits);
+    let split = std::fs::read(session.join(&m.splits[0].file)).unwrap();
+    assert!(m.splits[0].summary.preamble_bytes > 16);
+    // Its data: a dropout of a length not known (what the full disk lost), then the log's
+    // end from about where the room came back (the message then half-written whole).
+    let body = &split[m.splits[0].summary.preamble_bytes as usize..];
+    assert_eq!(
+        body[..5],
+        [2, 0, b'O', 0, 0],
+        "a dropout of 0 ms: not known"
+    );
+    assert_eq!(m.splits[0].summary.dropouts, 1);
+    let body = &body[5..];
+    assert!(log.ends_with(body), "{} bytes", body.len());
+    assert!(
+        body.len().abs_diff(after.len()) < 512,
+        "{} bytes",
+        body.len()
+    );
+    common::check_with_pyulog(&session.join(&m.splits[0].file));
+}
+
+#[test]
+fn a_log_that_ends_on_a_full_disk_is_completed_once_space_comes_back() {
+    let Some(fs) = Tmpfs::mount("tmpfs-end", "2M") else {
+        return;
+    };
+    let dir = fs.0.join("logs");
+    let mut options = StoreOptions::new(dir.clone());
+    options.policy = SplitPolicy {
+        max_bytes: Some(64 << 10),
+        ..SplitPolicy::unlimited()
+    };
+    let mut store = LogStore::open(options).unwrap();
+    let format = ulog_recv::autopilot::LogFormat::ULog;
+    let first = store.begin_log((1, 1), SystemTime::now(), format).unwrap();
+    let log = stream(20);
+    let mut t = Instant::now();
+    store.tick(t).unwrap();
+    store.write(&log).unwrap();
+    // Another program takes every byte left before the log ends.
+    let filler = fs.0.join("filler");
+    let free = ulog_recv::sys::os::free_bytes(&fs.0).unwrap();
+    let file = std::fs::File::create(&filler).unwrap();
+    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, free).unwrap();
+    drop(file);
+    assert!(
+        store.end_log().is_err(),
+        "the last split cannot be completed"
+    );
+    // The next log begins though (in memory: no room for its folder either).
+    let started = SystemTime::now() + Duration::from_secs(60);
+    let second = store.begin_log((1, 1), started, format).unwrap();
+    assert!(!read_manifest(&first).unwrap().closed);
+    // Room again: the first session is completed as the repair after a crash would.
+    std::fs::remove_file(&filler).unwrap();
+    t += Duration::from_secs(2);
+    store.tick(t).unwrap();
+    let m = read_manifest(&first).unwrap();
+    assert!(m.closed, "completed once there is room");
+    assert!(m.splits.iter().all(|e| e.closed && e.sha256.is_some()));
+    assert!(second.exists(), "and the next session has its folder");
+    store.write(&log).unwrap();
+    store.end_log().unwrap();
+    check_whole(&dir);
+    // The first log's whole messages are all there, its splits read as one.
+    let read = ulog_recv::store::reading::read_session(&first, None).unwrap();
+    assert!(
+        log.starts_with(&read),
+        "{} of {} bytes",
+        read.len(),
+        log.len()
+    );
+    assert!(
+        read.len() > log.len() / 2,
+        "{} of {} bytes",
+        read.len(),
+        log.len()
+    );
+}
+
+#[test]
 fn under_a_steady_stream_the_manifest_says_each_split_closed_within_a_sync_round_or_two() {
     let dir = fresh_dir("steady");
     let log = stream(600);

@@ -216,3 +216,42 @@ fn pyulog_reads_every_split_as_we_do() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_forced_roll_ends_the_split_before_the_next_message_however_little_it_holds() {
+    use ulog_recv::ulog::message::{is_definition, msg_type};
+    let log = chunk_log(&std::fs::read(&common::synthetic_logs()[0]).unwrap(), 0).unwrap();
+    let (stream, starts) = (&log.stream, &log.message_starts);
+    // Cut right after the definitions: the split holds no sample of its own yet.
+    let defs_end = (1..starts.len())
+        .find(|&i| {
+            let ty = stream[starts[i] as usize + 2];
+            !(is_definition(ty) || ty == msg_type::ADD_LOGGED)
+        })
+        .unwrap();
+    let cut = starts[defs_end] as usize;
+    for force in [false, true] {
+        let mut splitter = Splitter::new(SplitPolicy::unlimited());
+        let mut out = Splits::default();
+        splitter.push(&stream[..cut], &mut out);
+        match force {
+            true => splitter.force_roll(),
+            false => splitter.request_roll(),
+        }
+        splitter.push(&stream[cut..], &mut out);
+        splitter.finish(&mut out);
+        if !force {
+            assert!(
+                out.files[0].len() > cut,
+                "a requested roll waits for a sample"
+            );
+            continue;
+        }
+        assert_eq!(out.files.len(), 2);
+        assert_eq!(out.files[0], stream[..cut]);
+        // The next split: its preamble, then the log from the cut on.
+        let preamble = out.summaries[1].preamble_bytes as usize;
+        assert!(preamble >= 16);
+        assert_eq!(out.files[1][preamble..], stream[cut..]);
+    }
+}

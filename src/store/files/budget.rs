@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::recovery::{DELETING_SUFFIX, is_set_aside};
-use super::{LogStore, RESUME_ROOM, UPLOADED_MARK};
+use super::{LogStore, UPLOADED_MARK};
 use crate::store::fsync;
 use crate::store::manifest::{MANIFEST, read_manifest};
 use crate::store::reference::materialise_references;
@@ -18,20 +18,7 @@ impl LogStore {
         if self.options.max_total.is_some() || self.options.min_free.is_some() {
             self.keep_budget()?;
         }
-        if self.is_paused() {
-            let free = crate::sys::os::free_bytes(&self.options.dir)?;
-            // Room for a preamble and some data, beyond the free space the budget keeps.
-            let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
-            if free >= room
-                && let Some(s) = &mut self.session
-            {
-                tracing::info!(free, "space again: logging resumes in a new split");
-                for c in &mut s.columns {
-                    c.sink.paused = false;
-                    c.splitter.request_roll();
-                }
-            }
-        }
+        self.resume_if_room()?;
         Ok(())
     }
 

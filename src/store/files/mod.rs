@@ -25,13 +25,13 @@
 //! crash.
 
 mod budget;
+mod full_disk;
 mod open_session;
 mod recovery;
 mod sink;
 
 pub use self::budget::{delete_session, dir_size, list_sessions};
 use self::open_session::{BinGaps, ColumnWriter, LogSplitter, OpenSession};
-use self::recovery::repair_split;
 pub use self::recovery::{
     DELETING_SUFFIX, Recovered, SET_ASIDE_SUFFIX, complete_prefix, recover, summarize_split,
     this_boot,
@@ -165,6 +165,10 @@ pub struct LogStore {
     budget_blocked: bool,
     /// Events of sessions that ended, not yet handed out.
     events: Vec<EventRecord>,
+    /// Sessions that could not be completed as they ended (a full disk), each with its
+    /// manifest as the writer last knew it (the one on disk may be older): the repair
+    /// completes them once there is room.
+    unfinished: Vec<(PathBuf, Manifest)>,
 }
 
 /// Longest time the manifest goes without the open split's latest summary.
@@ -176,6 +180,15 @@ pub const MANIFEST_REFRESH: Duration = Duration::from_secs(10);
 pub struct StoreError {
     pub dir: PathBuf,
     pub source: io::Error,
+}
+
+/// Makes a folder's entries durable; one gone since (a session the repair removed, nothing
+/// of it written) has nothing left to sync: its removal is its parent's to make durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    match fsync::dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        done => done,
+    }
 }
 
 /// A DataFlash log's next bytes as whole messages, with the marks of the store's own drops.
@@ -221,6 +234,7 @@ impl LogStore {
             last_manifest: None,
             budget_blocked: false,
             events: Vec::new(),
+            unfinished: Vec::new(),
         })
     }
     /// Repairs what a crash left in the log directory (see [`recover`]); never fails: a
@@ -247,7 +261,17 @@ impl LogStore {
         started: SystemTime,
         format: LogFormat,
     ) -> io::Result<PathBuf> {
-        self.end_log()?;
+        if let Err(e) = self.end_log()
+            && let Some(s) = self.session.take()
+        {
+            tracing::error!(
+                error = %e,
+                dir = %s.dir.display(),
+                "cannot complete the log session (disk full?): it is completed when space \
+                 comes back"
+            );
+            self.unfinished.push((s.dir, s.manifest));
+        }
         let stamp = humantime::format_rfc3339_seconds(started).to_string();
         let base = format!("{}_sys{}", stamp.replace(':', "-"), vehicle.0);
         let mut dir = self.options.dir.join(&base);
@@ -256,7 +280,6 @@ impl LogStore {
             dir = self.options.dir.join(format!("{base}-{k}"));
             k += 1;
         }
-        std::fs::create_dir(&dir)?;
         let mut writers = vec![ColumnWriter {
             splitter: LogSplitter::new(format, self.options.policy.clone()),
             sink: FileSink::new(dir.clone(), String::new(), format),
@@ -278,8 +301,6 @@ impl LogStore {
             .collect();
         for column in &all_columns {
             let column_dir = dir.join(&column.name);
-            std::fs::create_dir(&column_dir)?;
-            self.unsynced.dirs.push(column_dir.clone());
             writers.push(ColumnWriter {
                 splitter: LogSplitter::new(format, self.options.policy.clone()),
                 sink: FileSink::new(column_dir, format!("{}/", column.name), format),
@@ -315,10 +336,6 @@ impl LogStore {
             }),
             ..Manifest::default()
         };
-        // Durable at once, before any split is in the folder (recovery finds the session by
-        // it); the session's entry in the log folder is made durable by the next sync round.
-        write_manifest(&dir, &manifest)?;
-        self.unsynced.dirs.push(self.options.dir.clone());
         let gates = std::iter::repeat_with(|| None)
             .take(columns.len() + 1)
             .chain(buffers.map(|b| Some(EventGate::new(b.clone()))))
@@ -345,14 +362,28 @@ impl LogStore {
             columns: writers,
             dir: dir.clone(),
             manifest,
+            folder_made: false,
+            lost_to_pause: false,
+            announce_split: false,
         });
+        if let Err(e) = self.make_session_folder() {
+            tracing::error!(
+                error = %e,
+                dir = %dir.display(),
+                "cannot begin the log session's folder (disk full?): logging paused, receiving \
+                 goes on; the session begins when space comes back"
+            );
+            self.pause_writing();
+        }
         Ok(dir)
     }
+
     /// The log's next bytes (the file header first, then messages, in pieces of any size).
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let Some(s) = &mut self.session else {
             return Err(io::Error::other("no log session open"));
         };
+        s.lost_to_pause |= s.columns[0].sink.paused && !bytes.is_empty();
         if let Some(bin) = &mut s.bin {
             let out = bin_messages(bin, bytes);
             s.split(&out);
@@ -479,7 +510,7 @@ impl LogStore {
         // Directories first, but the session's own after its manifest (one sync for both).
         let other_dir = u.dirs.iter().position(|d| Some(d) != session_dir.as_ref());
         if let Some(i) = other_dir {
-            fsync::dir(&u.dirs[i])?;
+            sync_dir(&u.dirs[i])?;
             u.dirs.remove(i);
             return Ok(true);
         }
@@ -516,7 +547,7 @@ impl LogStore {
             return Ok(true);
         }
         if let Some(dir) = self.unsynced.dirs.pop() {
-            fsync::dir(&dir)?;
+            sync_dir(&dir)?;
             return Ok(true);
         }
         Ok(false)
@@ -562,10 +593,19 @@ impl LogStore {
     /// `samples` were dropped before the store (its queue was full): a dropout goes where
     /// they were, as long as the samples around the gap tell.
     pub fn lost(&mut self, samples: u64) {
+        self.own_gap(samples, true);
+    }
+
+    /// The store lost part of the log itself: the next message goes out after a dropout
+    /// mark. `timed`: the mark's duration runs from the last sample this store handled
+    /// (else it is unknown: some of those were lost too).
+    pub(super) fn own_gap(&mut self, samples: u64, timed: bool) {
         if let Some(s) = &mut self.session {
-            match &mut s.bin {
-                Some(bin) => bin.gaps.gap(0),
-                None => s.gaps.gap(samples),
+            match (&mut s.bin, timed) {
+                (Some(bin), true) => bin.gaps.gap(0),
+                (Some(bin), false) => bin.gaps.gap_since_unknown(0),
+                (None, true) => s.gaps.gap(samples),
+                (None, false) => s.gaps.gap_since_unknown(samples),
             }
             // A dropout of the store's own may end the log: what the link lost there is
             // no longer all the end lost.
@@ -591,6 +631,14 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Ok(None);
         };
+        if !s.folder_made {
+            tracing::error!(
+                dir = %s.dir.display(),
+                "the log session ends with nothing of it written: the disk was full throughout"
+            );
+            self.session = None;
+            return Ok(None);
+        }
         let mut out = BytesMut::new();
         match &mut s.bin {
             Some(bin) => {
@@ -629,8 +677,10 @@ impl LogStore {
             return Ok(());
         };
         let mut error = None;
+        let mut begun = false;
         for (k, c) in s.columns.iter_mut().enumerate() {
             let sink = &mut c.sink;
+            begun |= !sink.begun.is_empty();
             if !sink.begun.is_empty() || !sink.ended.is_empty() {
                 // New split files in the directory, splits that ended: for the next round.
                 if !sink.begun.is_empty() && !self.unsynced.dirs.contains(&sink.dir) {
@@ -666,60 +716,17 @@ impl LogStore {
             self.pause_writing();
             return Err(e);
         }
+        if begun && std::mem::take(&mut s.announce_split) {
+            // The split writing resumed in: its preamble's extent durable in the manifest
+            // at once (the split before it may be short of what the preamble replays, or
+            // missing, and the repair could not tell it there).
+            let dir = s.dir.clone();
+            if let Err(e) = self.save_manifest().and_then(|()| fsync::dir(&dir)) {
+                self.pause_writing();
+                return Err(e);
+            }
+        }
         Ok(())
-    }
-    /// A write failed (most likely a full disk): the open split is cut back to its last whole
-    /// message and closed; nothing more is written until [`tick`](Self::tick) finds space.
-    fn pause_writing(&mut self) {
-        let Some(s) = &mut self.session else { return };
-        if s.columns[0].sink.paused {
-            return;
-        }
-        for (k, c) in s.columns.iter_mut().enumerate() {
-            let sink = &mut c.sink;
-            sink.paused = true;
-            // The split the failure hit, and the one open now (if another): cut back and
-            // closed.
-            let mut torn: Vec<u32> = sink.failed.take().into_iter().collect();
-            if let Some((index, w, _)) = sink.file.take() {
-                let (file, _unwritten) = w.into_parts();
-                drop(file);
-                torn.push(index);
-            }
-            torn.dedup();
-            sink.abandoned = c.splitter.current().map(|c| c.index);
-            let Some(splits) = s.manifest.column_splits_mut(k) else {
-                continue;
-            };
-            for index in torn {
-                let name = sink.entry_name(index);
-                let path = s.dir.join(&name);
-                // In this boot, with the writer's own bytes in the page cache: no tear.
-                match repair_split(&path, splits, &name, false) {
-                    Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
-                        Some(e) => *e = entry,
-                        None => splits.push(entry),
-                    },
-                    Ok(None) => {
-                        let _ = std::fs::remove_file(&path);
-                        splits.retain(|e| e.file != name);
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
-                }
-            }
-        }
-        let _ = write_manifest(&s.dir, &s.manifest);
-        tracing::error!(
-            dir = %s.dir.display(),
-            "cannot write the log (disk full?): logging paused, receiving goes on; it resumes \
-             in a new split when space comes back"
-        );
-    }
-    /// True while writing is paused by a failure.
-    pub fn is_paused(&self) -> bool {
-        self.session
-            .as_ref()
-            .is_some_and(|s| s.columns[0].sink.paused)
     }
     fn save_manifest(&mut self) -> io::Result<()> {
         let Some(s) = &mut self.session else {

@@ -22,6 +22,14 @@ use crate::ulog::gaps::GapMarker;
 /// The open log session.
 pub(super) struct OpenSession {
     pub(super) dir: PathBuf,
+    /// Its folder and first manifest are on disk (not while the disk was too full for them
+    /// since the session began: writing is paused until they are).
+    pub(super) folder_made: bool,
+    /// Writing paused, and the log lost something to it (what the failure cut, or bytes
+    /// that came meanwhile): the split writing resumes in marks it.
+    pub(super) lost_to_pause: bool,
+    /// Writing resumed: the manifest is saved as soon as the next split begins.
+    pub(super) announce_split: bool,
     pub(super) manifest: Manifest,
     /// Cuts the bytes written, in any pieces, into whole messages (a ULog log's).
     pub(super) framer: Framer,
@@ -97,6 +105,13 @@ impl LogSplitter {
         match self {
             LogSplitter::ULog(s) => s.request_roll(),
             LogSplitter::DataFlash(s) => s.request_roll(),
+        }
+    }
+
+    pub(super) fn force_roll(&mut self) {
+        match self {
+            LogSplitter::ULog(s) => s.force_roll(),
+            LogSplitter::DataFlash(s) => s.force_roll(),
         }
     }
 

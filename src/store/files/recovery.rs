@@ -238,8 +238,9 @@ pub fn this_boot() -> Option<String> {
     Some(id.trim().to_owned())
 }
 
-/// Repairs one session if it was left open; `Ok(None)` when it was closed.
-fn recover_session(
+/// Repairs one session (in the log folder `dir`) if it was left open; `Ok(None)` when it
+/// was closed.
+pub(super) fn recover_session(
     dir: &Path,
     session: &Path,
     boot_id: Option<&str>,
@@ -436,7 +437,7 @@ pub(super) fn repair_split(
     // What only the writer knew (the preamble's extent) comes from the manifest's last word;
     // a split the manifest never listed (the crash came before its first manifest) tells it
     // beside the split before it.
-    if let Some(k) = known.iter().find(|e| e.file == name) {
+    if let Some(k) = told(known, name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep);
         summary.latched_samples = k.summary.latched_samples;
     } else if summary.index > 0
@@ -454,16 +455,32 @@ pub(super) fn repair_split(
     }))
 }
 
+/// The manifest's entry for split `name`, if it told the split's preamble: every split but
+/// the first begins with one, so an entry of a later split that says none was written
+/// before its writer knew (listed as it began, the disk full before the next word).
+fn told<'a>(known: &'a [SplitEntry], name: &str) -> Option<&'a SplitEntry> {
+    let entry = known.iter().find(|e| e.file == name)?;
+    (entry.summary.index == 0 || entry.summary.preamble_bytes > 0).then_some(entry)
+}
+
+/// The bytes of the split that comes before split `index` (at `path`) in its folder: the
+/// one before it, or, when that one is gone (a full disk left nothing whole of it), the
+/// nearest earlier one there.
+fn split_before(path: &Path, index: u32, format: LogFormat) -> Option<Vec<u8>> {
+    (0..index)
+        .rev()
+        .find_map(|i| std::fs::read(path.with_file_name(split_name(i, format))).ok())
+}
+
 /// The preamble of ULog split `index` (> 0) at `path`, which the manifest never listed: its
 /// header, its definitions and subscriptions, then the samples that repeat the last one of
-/// their topic in split `index - 1` (the latched samples the writer replays). The split's
+/// their topic in the split before (the latched samples the writer replays). The split's
 /// own data begins at the first other message: the writer rolls at a sample, a new one.
-/// Its length and the latched samples in it; `None` when the split before is not there.
+/// Its length and the latched samples in it; `None` when no split before is there.
 fn unlisted_preamble(path: &Path, index: u32, keep: u64) -> io::Result<Option<(u64, u64)>> {
     use std::collections::HashMap;
     use std::io::Read;
-    let previous = path.with_file_name(split_name(index - 1, LogFormat::ULog));
-    let Ok(before) = std::fs::read(&previous) else {
+    let Some(before) = split_before(path, index, LogFormat::ULog) else {
         return Ok(None);
     };
     let mut last_sample: HashMap<[u8; 2], Vec<u8>> = HashMap::new();
@@ -566,11 +583,10 @@ fn repair_bin_split(
     }
     // Durable before a manifest says the split is closed (see repair_split).
     fsync::file(&File::open(path)?)?;
-    if let Some(k) = known.iter().find(|e| e.file == name) {
+    if let Some(k) = told(known, name) {
         summary.preamble_bytes = k.summary.preamble_bytes.min(keep as u64);
     } else if summary.index > 0
-        && let Ok(before) =
-            std::fs::read(path.with_file_name(split_name(summary.index - 1, LogFormat::DataFlash)))
+        && let Some(before) = split_before(path, summary.index, LogFormat::DataFlash)
     {
         summary.preamble_bytes = unlisted_bin_preamble(&before, &bytes[..keep]);
     }

@@ -28,6 +28,9 @@ pub(super) struct FileSink {
     pub(super) file: Option<(u32, BufWriter<File>, Sha256)>,
     /// The split a write failure hit (its file may end in a torn message).
     pub(super) failed: Option<u32>,
+    /// The summary of a split whose close failed: what only the writer knows of it (its
+    /// preamble's extent) for the repair that closes it.
+    pub(super) failed_summary: Option<SplitSummary>,
     /// Summaries of splits that ended, for the manifest.
     pub(super) ended: Vec<(SplitSummary, String)>,
     pub(super) begun: Vec<u32>,
@@ -54,6 +57,7 @@ impl FileSink {
             begun: Vec::new(),
             error: None,
             failed: None,
+            failed_summary: None,
             paused: false,
             abandoned: None,
             unreported_bytes: 0,
@@ -146,6 +150,7 @@ impl SplitSink for FileSink {
                 }
                 Err(e) => {
                     self.failed = Some(summary.index);
+                    self.failed_summary = Some(summary.clone());
                     self.fail(e);
                     return;
                 }

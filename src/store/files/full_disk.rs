@@ -1,0 +1,168 @@
+//! What the store does when its disk is full: a failed write pauses writing (the open split
+//! cut back to its last whole message and closed), and writing resumes in a new split once
+//! there is room, after a dropout mark where the log lost what came meanwhile. A session that
+//! begins on a full disk begins in memory and gets its folder once there is room; one that
+//! cannot be completed as it ends is completed then, as the repair after a crash does.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::recovery::{recover_session, repair_split};
+use super::{LogStore, RESUME_ROOM};
+use crate::store::manifest::write_manifest;
+
+impl LogStore {
+    /// The open session's folder, its columns' folders and its first manifest, made durable
+    /// before any split is in the folder (recovery finds the session by its manifest); the
+    /// session's entry in the log folder is made durable by the next sync round. On failure
+    /// (a full disk) nothing of it is left, to be made again later.
+    pub(super) fn make_session_folder(&mut self) -> io::Result<()> {
+        let Some(s) = self.session.as_mut().filter(|s| !s.folder_made) else {
+            return Ok(());
+        };
+        let columns: Vec<PathBuf> = (s.manifest.columns.iter())
+            .map(|c| s.dir.join(&c.name))
+            .collect();
+        let made = std::fs::create_dir(&s.dir).and_then(|()| {
+            for c in &columns {
+                std::fs::create_dir(c)?;
+            }
+            write_manifest(&s.dir, &s.manifest)
+        });
+        if let Err(e) = made {
+            let _ = std::fs::remove_dir_all(&s.dir);
+            return Err(e);
+        }
+        s.folder_made = true;
+        self.unsynced.dirs.extend(columns);
+        self.unsynced.dirs.push(self.options.dir.clone());
+        Ok(())
+    }
+
+    /// A write failed (most likely a full disk): the open split is cut back to its last whole
+    /// message and closed; nothing more is written until [`tick`](Self::tick) finds space.
+    pub(super) fn pause_writing(&mut self) {
+        let Some(s) = &mut self.session else { return };
+        if s.columns[0].sink.paused {
+            return;
+        }
+        for (k, c) in s.columns.iter_mut().enumerate() {
+            let sink = &mut c.sink;
+            sink.paused = true;
+            // The split the failure hit, and the one open now (if another): cut back and
+            // closed.
+            let mut torn: Vec<u32> = sink.failed.take().into_iter().collect();
+            if let Some((index, w, _)) = sink.file.take() {
+                let (file, _unwritten) = w.into_parts();
+                drop(file);
+                torn.push(index);
+            }
+            torn.dedup();
+            sink.abandoned = c.splitter.current().map(|c| c.index);
+            let Some(splits) = s.manifest.column_splits_mut(k) else {
+                continue;
+            };
+            // What only the writer knows of the torn splits (their preambles' extent), for
+            // the repair: the manifest's entries may not have it yet.
+            let known =
+                (c.splitter.current().cloned().into_iter()).chain(sink.failed_summary.take());
+            for summary in known {
+                if let Some(e) =
+                    (splits.iter_mut()).find(|e| e.summary.index == summary.index && !e.closed)
+                {
+                    e.summary = summary;
+                }
+            }
+            for index in torn {
+                let name = sink.entry_name(index);
+                let path = s.dir.join(&name);
+                // In this boot, with the writer's own bytes in the page cache: no tear.
+                match repair_split(&path, splits, &name, false) {
+                    Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
+                        Some(e) => *e = entry,
+                        None => splits.push(entry),
+                    },
+                    Ok(None) => {
+                        let _ = std::fs::remove_file(&path);
+                        splits.retain(|e| e.file != name);
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
+                }
+            }
+        }
+        if s.folder_made {
+            let _ = write_manifest(&s.dir, &s.manifest);
+        }
+        // What the failure cut (a session that had its folder had written something).
+        s.lost_to_pause |= s.folder_made;
+        tracing::error!(
+            dir = %s.dir.display(),
+            "cannot write the log (disk full?): logging paused, receiving goes on; it resumes \
+             in a new split when space comes back"
+        );
+    }
+    /// True while writing is paused by a failure.
+    pub fn is_paused(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.columns[0].sink.paused)
+    }
+
+    /// With writing paused: resumes it once there is room (beyond what the budget keeps
+    /// free); then completes the sessions a full disk kept from completing.
+    pub(super) fn resume_if_room(&mut self) -> io::Result<()> {
+        if self.is_paused() {
+            let free = crate::sys::os::free_bytes(&self.options.dir)?;
+            // Room for a preamble and some data, beyond the free space the budget keeps.
+            let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
+            if free >= room
+                && self.make_session_folder().is_ok()
+                && let Some(s) = &mut self.session
+            {
+                tracing::info!(free, "space again: logging resumes in a new split");
+                for c in &mut s.columns {
+                    c.sink.paused = false;
+                    c.splitter.force_roll();
+                }
+                s.announce_split = true;
+                // What the pause lost is marked where the log goes on.
+                if std::mem::take(&mut s.lost_to_pause) {
+                    self.own_gap(0, false);
+                }
+            }
+        }
+        if !self.unfinished.is_empty() {
+            self.finish_unfinished()?;
+        }
+        Ok(())
+    }
+
+    /// Completes, as the repair after a crash does, the sessions a full disk kept from
+    /// completing as they ended, once there is room: each manifest as its writer knew it
+    /// first (what only the writer knew, the preambles' extent, is in it), then the repair.
+    fn finish_unfinished(&mut self) -> io::Result<()> {
+        let free = crate::sys::os::free_bytes(&self.options.dir)?;
+        if free < self.options.min_free.unwrap_or(0) + RESUME_ROOM {
+            return Ok(());
+        }
+        let boot = self.options.boot_id.clone();
+        let dir = self.options.dir.clone();
+        self.unfinished.retain_mut(|(session, manifest)| {
+            if !session.is_dir() {
+                // Gone meanwhile (the budget deleted it): nothing to complete.
+                return false;
+            }
+            manifest.closed = false;
+            let done = write_manifest(session, manifest)
+                .and_then(|()| recover_session(&dir, session, boot.as_deref()));
+            match done {
+                Ok(_) => false,
+                Err(e) => {
+                    tracing::error!(error = %e, session = %session.display(), "cannot complete a session");
+                    true
+                }
+            }
+        });
+        Ok(())
+    }
+}
