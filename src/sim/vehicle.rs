@@ -17,7 +17,10 @@
 //!   perf counters follow reliably; once the last is acked, ACCEPTED and the stream ends.
 //!   LOGGING_STOP when idle → ACCEPTED at once.
 //! - At the end of the file it stays silent but "streaming" (as PX4 would until a STOP).
-//! - Every stream after the first is a new log: its header says when it started.
+//! - Every stream after the first is a new log: its header says when it started, then come
+//!   the definitions and every subscription so far, then the flight from where the logger
+//!   is (where the last stream got to): PX4's logger writes a new stream's log from now on,
+//!   while its SD card's log holds the whole flight. After a reboot the flight begins again.
 //! - With a signing key ([`VehicleConfig::signing`]) it signs every frame and drops every
 //!   incoming frame whose signature does not verify, and unsigned ones but HEARTBEAT,
 //!   RADIO_STATUS, ADSB_VEHICLE and COLLISION, as PX4 does.
@@ -39,10 +42,11 @@ use mavlink::dialects::ardupilotmega::{
 use crate::link::frames::{Frame, FrameDecoder, encode};
 use crate::link::ftp::FtpPayload;
 use crate::link::signing::{Check, Signer, timestamp_at};
-use crate::sim::chunker::{ChunkedLog, LogChunk, StopUndo};
+use crate::sim::chunker::{ChunkedLog, LogChunk, chunk_log};
 use crate::sim::config::{Impairment, MIN_LINK_RATE, VehicleConfig, VehicleStats};
 use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
 use crate::sim::impaired::ImpairedLink;
+use crate::ulog::message::{FILE_HEADER_LEN, is_definition, msg_type};
 
 /// Wire bytes of a full FILE_TRANSFER_PROTOCOL frame.
 const FTP_WIRE_BYTES: f64 = 266.0;
@@ -77,10 +81,20 @@ pub struct SimVehicle {
     config: VehicleConfig,
     /// The current stream's log (with its own header time, and post-flight after a STOP).
     log: ChunkedLog,
+    /// The flight's log as loaded (the SD card's): every stream is cut from it.
+    flight: ChunkedLog,
     /// The header time of the log as loaded (a new stream's is later).
     first_header_time: u64,
-    /// How to put the log back as loaded after a STOP cut it (for the next stream).
-    stop_undo: Option<StopUndo>,
+    /// Where the current stream's data begins: its message `data_start` is the flight's
+    /// message `flight_from` (before it: the header, the definitions, the subscriptions).
+    data_start: usize,
+    flight_from: usize,
+    /// Chunks of the current stream's data sent so far (its post-flight ones aside).
+    progress: usize,
+    /// Rebooted since the last stream began: the next begins the flight again.
+    rebooted: bool,
+    /// Every stream before the current one, as it went out.
+    past_streams: Vec<ChunkedLog>,
     frames: FrameDecoder,
     signer: Option<Signer>,
     stream: Stream,
@@ -135,7 +149,12 @@ impl SimVehicle {
             config,
             arrived: vec![false; log.chunks.len()],
             first_header_time: u64::from_le_bytes(log.stream[8..16].try_into().expect("8 bytes")),
-            stop_undo: None,
+            data_start: definitions_end(&log),
+            flight_from: definitions_end(&log),
+            progress: 0,
+            rebooted: false,
+            past_streams: Vec::new(),
+            flight: log.clone(),
             log,
             frames: FrameDecoder::new(),
             signer,
@@ -165,6 +184,12 @@ impl SimVehicle {
     /// after a STOP, it ends with the post-flight data).
     pub fn log(&self) -> &ChunkedLog {
         &self.log
+    }
+
+    /// Every stream before the current one, as it went out (each after its STOP with its
+    /// post-flight data), oldest first.
+    pub fn past_streams(&self) -> &[ChunkedLog] {
+        &self.past_streams
     }
 
     /// Per chunk of the current (or last) stream: whether at least one copy got through the
@@ -202,6 +227,7 @@ impl SimVehicle {
 
     /// Reboots: the stream ends and the vehicle says nothing for `downtime`.
     pub fn reboot(&mut self, now: Instant, downtime: Duration) {
+        self.rebooted = true;
         self.stream = Stream::Idle;
         self.stopping = false;
         self.down_until = Some(now + downtime);
@@ -473,7 +499,7 @@ impl SimVehicle {
 
     /// Cuts the stream after chunk `sent - 1` and sends the post-flight chunks from there.
     fn write_postflight(&mut self, sent: usize, now: Instant) {
-        self.stop_undo = Some(self.log.stop_after(sent));
+        self.log.stop_after(sent);
         self.arrived.resize(self.log.chunks.len(), false);
         self.postflight_from = Some(sent);
         self.advance(sent, now);
@@ -481,15 +507,28 @@ impl SimVehicle {
 
     fn start(&mut self, client: (u8, u8), now: Instant) {
         self.stats.starts += 1;
-        if let Some(undo) = self.stop_undo.take() {
-            self.log.undo_stop(undo);
-        }
         if self.stats.starts > 1 {
-            // A new log: PX4 stamps its header with the time it starts.
-            let t = self.first_header_time + now.duration_since(self.epoch).as_micros() as u64;
-            self.log.stream[8..16].copy_from_slice(&t.to_le_bytes());
-            self.log.chunks[0].data[8..16].copy_from_slice(&t.to_le_bytes());
+            let next = if self.rebooted {
+                // A new boot: the flight again, under a header of the boot's time.
+                let t = self.first_header_time + now.duration_since(self.epoch).as_micros() as u64;
+                let mut log = self.flight.clone();
+                log.stream[8..16].copy_from_slice(&t.to_le_bytes());
+                log.chunks[0].data[8..16].copy_from_slice(&t.to_le_bytes());
+                self.flight_from = definitions_end(&log);
+                self.data_start = self.flight_from;
+                log
+            } else {
+                self.flight_from = self.logger_at();
+                let previous = u64::from_le_bytes(self.log.stream[8..16].try_into().expect("8"));
+                let (log, data_start) = resumed(&self.flight, self.flight_from, previous);
+                self.data_start = data_start;
+                log
+            };
+            self.past_streams
+                .push(std::mem::replace(&mut self.log, next));
         }
+        self.rebooted = false;
+        self.progress = 0;
         self.client = client;
         self.stopping = false;
         self.postflight_from = None;
@@ -544,6 +583,9 @@ impl SimVehicle {
     }
 
     fn send_chunk(&mut self, index: usize, now: Instant) {
+        if self.postflight_from.is_none_or(|p| index < p) {
+            self.progress = self.progress.max(index + 1);
+        }
         let c = &self.log.chunks[index];
         let mut d = LOGGING_DATA_DATA {
             sequence: c.seq,
@@ -634,6 +676,17 @@ impl SimVehicle {
         self.link.send(frame, now, cut)
     }
 
+    /// The flight's message the logger is at: the one after the last the current stream
+    /// sent (whole or in part).
+    fn logger_at(&self) -> usize {
+        let log = &self.log;
+        let offset =
+            (log.chunks.get(self.progress)).map_or(log.stream.len() as u64, |c| c.stream_offset);
+        let sent = log.message_starts.partition_point(|&s| s < offset);
+        let data_sent = sent.saturating_sub(self.data_start);
+        (self.flight_from + data_sent).min(self.flight.message_starts.len())
+    }
+
     fn is_down(&self, now: Instant) -> bool {
         self.down_until.is_some_and(|t| now < t)
     }
@@ -655,6 +708,57 @@ impl SimVehicle {
             Stream::Idle => imp.lost_for_good && self.stats.starts > 0,
         }
     }
+}
+
+/// The index of a log's first message after its definitions and subscriptions.
+fn definitions_end(log: &ChunkedLog) -> usize {
+    (1..log.message_starts.len())
+        .find(|&i| {
+            let ty = log.stream[log.message_starts[i] as usize + 2];
+            !(is_definition(ty) || ty == msg_type::ADD_LOGGED)
+        })
+        .unwrap_or(log.message_starts.len())
+}
+
+/// A new stream of `flight` with the logger at its message `at`: a header (stamped just
+/// before the first sample from there, and after the `previous` stream's), the definitions
+/// and every subscription so far, then the flight from `at`. With the index of its first
+/// message from there.
+fn resumed(flight: &ChunkedLog, at: usize, previous: u64) -> (ChunkedLog, usize) {
+    let starts = &flight.message_starts;
+    let message = |i: usize| {
+        let end = starts
+            .get(i + 1)
+            .map_or(flight.stream.len(), |&e| e as usize);
+        &flight.stream[starts[i] as usize..end]
+    };
+    let defs = definitions_end(flight);
+    let first_sample = (at..starts.len())
+        .map(message)
+        .find(|m| m[2] == msg_type::DATA && m.len() >= 13)
+        .map(|m| u64::from_le_bytes(m[5..13].try_into().expect("8 bytes")));
+    let t = first_sample
+        .map_or(previous + 1_000, |ts| ts.saturating_sub(1_000))
+        .max(previous + 1);
+    let mut file = flight.stream[..FILE_HEADER_LEN].to_vec();
+    file[8..16].copy_from_slice(&t.to_le_bytes());
+    for i in 1..defs {
+        file.extend_from_slice(message(i));
+    }
+    let mut data_start = defs;
+    for i in defs..at.max(defs) {
+        if message(i)[2] == msg_type::ADD_LOGGED {
+            file.extend_from_slice(message(i));
+            data_start += 1;
+        }
+    }
+    let from = starts
+        .get(at.max(defs))
+        .map_or(flight.stream.len(), |&s| s as usize);
+    file.extend_from_slice(&flight.stream[from..]);
+    file.extend_from_slice(&flight.postflight);
+    let log = chunk_log(&file, 0).expect("a log of the flight's own messages");
+    (log, data_start)
 }
 
 #[cfg(test)]

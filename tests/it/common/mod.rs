@@ -372,7 +372,7 @@ pub fn split_messages(bytes: &[u8]) -> Vec<Vec<u8>> {
 /// dropouts and syncs left out: what a fill must leave as the SD log has them.
 pub fn ulog_records(log: &[u8]) -> Vec<Vec<u8>> {
     use ulog_recv::ulog::message::{FILE_HEADER_LEN, framed, msg_type};
-    framed(&log[FILE_HEADER_LEN..])
+    framed(log.get(FILE_HEADER_LEN..).unwrap_or_default())
         .filter(|m| {
             matches!(
                 m[2],

@@ -49,6 +49,7 @@ use ulog_recv::dataflash::gaps::dropout_ms;
 use ulog_recv::dataflash::preamble::is_startup;
 use ulog_recv::link::CloseReason;
 use ulog_recv::link::session::GIVE_UP;
+use ulog_recv::sim::ChunkedLog;
 use ulog_recv::ulog::message::is_postflight;
 
 use super::schedule::{Autopilot, FaultKind};
@@ -78,7 +79,8 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         let deleted = |dir| (o.disk.as_ref()).is_some_and(|d| d.deleted.contains(dir));
         if let Some(dir) = log.session_dir.as_ref().filter(|d| !deleted(d)) {
             let cut_short = (o.disk.as_ref()).and_then(|d| d.cut_short.get(dir).copied());
-            super::disk::check(format, &log.bytes, dir, cut_short)
+            let paused = (o.disk.as_ref()).is_some_and(|d| d.paused.contains(dir));
+            super::disk::check(format, &log.bytes, dir, cut_short, paused)
                 .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
         }
         if let Some(published) = &log.published {
@@ -197,23 +199,39 @@ fn is_sync(m: &[u8]) -> bool {
 fn check_px4(o: &Outcome) -> Result<(), String> {
     let v = o.vehicle.px4().expect("a PX4 run");
     let log = v.log();
-    let stream = &log.stream;
-    let ends = log
-        .message_starts
-        .iter()
-        .skip(1)
-        .copied()
-        .chain([stream.len() as u64]);
-    let vehicle: Vec<&[u8]> = (log.message_starts.iter().zip(ends))
-        .map(|(&s, e)| &stream[s as usize..e as usize])
-        .collect();
+    // Each received log is held to the stream it came from: the one of its header (each
+    // stream's is its own: the time it started).
+    let streams: Vec<&ChunkedLog> = v.past_streams().iter().chain([log]).collect();
     let mut final_matched = HashSet::new();
+    let mut last_is_current = false;
     for (n, received) in o.logs.iter().enumerate() {
-        let matched = match_px4_log(received, &vehicle).map_err(|e| format!("log {n}: {e}"))?;
+        if received.bytes.len() < 16 {
+            continue;
+        }
+        // Two streams may share a header: a stream after a reboot may start where one of
+        // the boot before did, at the same log time.
+        let same_header = streams
+            .iter()
+            .rev()
+            .filter(|s| s.stream[..16] == received.bytes[..16]);
+        let mut verdict = Err(format!(
+            "log {n}: its header is no stream's the vehicle sent"
+        ));
+        let mut from = log;
+        for s in same_header {
+            verdict = match_px4_log(received, &messages(s)).map_err(|e| format!("log {n}: {e}"));
+            from = s;
+            if verdict.is_ok() {
+                break;
+            }
+        }
+        let matched = verdict?;
         if n + 1 == o.logs.len() {
             final_matched = matched;
+            last_is_current = std::ptr::eq(from, log);
         }
     }
+    let vehicle = messages(log);
     // Completeness of the last log: every message all of whose chunks arrived (the
     // post-flight data the STOP after a stalled log's close brings out is no log's).
     let stalled = (o.logs.last()).is_some_and(|l| l.closed != Some(CloseReason::Shutdown));
@@ -231,6 +249,16 @@ fn check_px4(o: &Outcome) -> Result<(), String> {
         }
         let whole = (chunk_of(s)..=chunk_of(e - 1)).all(|i| arrived[i]);
         let not_the_logs = stalled && is_postflight(m);
+        if !last_is_current {
+            // The last log is an earlier stream's: nothing of this one may have come whole.
+            if whole {
+                return Err(format!(
+                    "message {k} of the last stream reached the receiver whole, and no log \
+                     holds that stream"
+                ));
+            }
+            continue;
+        }
         if whole && !is_sync(m) && !final_matched.contains(&k) && !not_the_logs {
             return Err(format!(
                 "message {k} ('{}', {} bytes at {s}) reached the receiver whole and is not in \
@@ -241,6 +269,14 @@ fn check_px4(o: &Outcome) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A stream's messages, its file header first.
+fn messages(log: &ChunkedLog) -> Vec<&[u8]> {
+    let ends = (log.message_starts.iter().skip(1).copied()).chain([log.stream.len() as u64]);
+    (log.message_starts.iter().zip(ends))
+        .map(|(&s, e)| &log.stream[s as usize..e as usize])
+        .collect()
 }
 
 /// Matches one received log against the vehicle's messages; the indices matched.

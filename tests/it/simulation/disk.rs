@@ -6,6 +6,11 @@
 //! With a disk budget, each session the store deletes is checked against the budget's
 //! order as it goes, and the folder's size once the run is over ([`check_budget`]).
 //!
+//! A full disk is real too: a seed that fills it gets a tmpfs of its own, in which another
+//! program's file takes the room for a while ([`Disk::fill_up`]); the store's writes fail as
+//! they would on any full disk, and the daemon's store thread takes each error as it does.
+//! A session whose writing paused is held to the splits it kept: each a run of the log.
+//!
 //! The files are real and the kernel's: a crash of the process loses nothing handed to it.
 //! A power cut loses what the receiver had not synced: [`super::power`] models that from the
 //! receiver's own syncs. Each sync round the store completes promises that what was written
@@ -55,6 +60,17 @@ pub struct Disk {
     pub vanished: Option<String>,
     /// The power cuts so far: the machine's boot is another after each.
     boots: u32,
+    /// The tmpfs of its own a seed that fills the disk has (unmounted when dropped), and the
+    /// other program's file that takes its room while the disk is full.
+    tmpfs: Option<PathBuf>,
+    ballast: Option<PathBuf>,
+    /// The bytes the other program leaves free.
+    room: u64,
+    /// The store's errors, as the daemon's store thread logs them.
+    pub errors: u32,
+    /// Sessions whose writing failed (a full disk): writing paused, and resumed in a new
+    /// split once there was room.
+    pub paused: Vec<PathBuf>,
 }
 
 /// A session's log bytes: `from..to` of all the bytes written.
@@ -82,21 +98,33 @@ impl Seen {
 
 impl Disk {
     /// A store for seed `seed`'s run in a new, empty folder; `max_total`: its disk budget,
-    /// `uploads`: the budget deletes uploaded sessions first.
-    pub fn new(seed: u64, policy: SplitPolicy, max_total: Option<u64>, uploads: bool) -> Self {
+    /// `uploads`: the budget deletes uploaded sessions first; `fills`: the folder is on a
+    /// tmpfs of its own, to fill.
+    pub fn new(
+        seed: u64,
+        policy: SplitPolicy,
+        max_total: Option<u64>,
+        uploads: bool,
+        fills: bool,
+    ) -> Self {
         let shm = Path::new("/dev/shm");
         let base = if shm.is_dir() {
             shm.to_path_buf()
         } else {
             std::env::temp_dir()
         };
-        let dir = base.join(format!(
+        let mut dir = base.join(format!(
             "ulog-recv-sim-{}-{seed}-{:?}",
             std::process::id(),
             std::thread::current().id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the log folder is made");
+        let tmpfs = fills.then(|| mount_tmpfs(&dir)).flatten();
+        if tmpfs.is_some() {
+            dir = dir.join("logs");
+            std::fs::create_dir_all(&dir).expect("the log folder is made");
+        }
         let power = PowerModel::watch(&dir);
         let options = StoreOptions {
             policy,
@@ -122,6 +150,11 @@ impl Disk {
             cut_short: HashMap::new(),
             vanished: None,
             boots: 0,
+            tmpfs,
+            ballast: None,
+            room: 0,
+            errors: 0,
+            paused: Vec::new(),
         };
         disk.start();
         disk
@@ -146,7 +179,7 @@ impl Disk {
         self.store.as_mut().expect("a store while the daemon runs")
     }
 
-    /// A log begins: its session folder.
+    /// A log begins: its session folder (made later when the disk is too full for it).
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
         let dir = (self.store().begin_log(vehicle, started, format)).expect("a session begins");
         self.sessions.push(SessionBytes {
@@ -154,6 +187,11 @@ impl Disk {
             from: self.written,
             to: self.written,
         });
+        if self.store().is_paused() {
+            // The disk too full for its folder: it is made when there is room.
+            self.errors += 1;
+            self.paused.push(dir.clone());
+        }
         self.check_deletions();
         self.look();
         dir
@@ -209,9 +247,11 @@ impl Disk {
 
     /// The session's bytes, handed to the OS at once.
     pub fn write(&mut self, bytes: &[u8]) {
-        let store = self.store();
-        store.write(bytes).expect("the store writes");
-        store.flush().expect("the store hands its writes to the OS");
+        let store = self.store.as_mut().expect("a store while the daemon runs");
+        let written = store.write(bytes).and_then(|()| store.flush());
+        if let Err(e) = written {
+            self.failed("a write", e);
+        }
         self.written += bytes.len() as u64;
         if let Some(s) = self.sessions.last_mut() {
             s.to = self.written;
@@ -223,9 +263,57 @@ impl Disk {
     }
 
     pub fn end(&mut self) {
-        self.store().end_log().expect("a session ends");
+        if let Err(e) = self.store().end_log() {
+            self.failed("the end of a session", e);
+        }
         self.check_deletions();
         self.look();
+    }
+
+    /// A store error, taken as the daemon's store thread takes it (logged, and receiving
+    /// goes on); only a full disk may cause one here.
+    fn failed(&mut self, what: &str, e: std::io::Error) {
+        assert!(
+            self.ballast.is_some() || self.store().is_paused(),
+            "{what} failed with room on the disk: {e}"
+        );
+        self.errors += 1;
+        if let Some(s) = self.sessions.last()
+            && !self.paused.contains(&s.dir)
+        {
+            self.paused.push(s.dir.clone());
+        }
+    }
+
+    /// Another program takes the disk's room but `room` bytes (false without a tmpfs of
+    /// its own: the seed was drawn where none can be mounted).
+    pub fn fill_up(&mut self, room: u64) -> bool {
+        let Some(tmpfs) = &self.tmpfs else {
+            return false;
+        };
+        let ballast = tmpfs.join("ballast");
+        let free = ulog_recv::sys::os::free_bytes(tmpfs).expect("the tmpfs's free space");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&ballast)
+            .expect("the other program's file");
+        let len = free.saturating_sub(room);
+        if len > 0 {
+            let at = file.metadata().expect("its size").len();
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), at, len)
+                .expect("the tmpfs takes the other program's file");
+        }
+        self.ballast = Some(ballast);
+        self.room = room;
+        true
+    }
+
+    /// The other program's file goes: room again.
+    pub fn free_up(&mut self) {
+        if let Some(b) = self.ballast.take() {
+            std::fs::remove_file(b).expect("the other program's file goes");
+        }
     }
 
     /// The sync round and the budget, at simulated time `now`.
@@ -236,8 +324,12 @@ impl Disk {
         if !under_way {
             self.round_from = written;
         }
-        store.tick(now).expect("the store syncs");
-        if store.sync_rounds() > rounds {
+        let ticked = store.tick(now);
+        let completed = store.sync_rounds() > rounds;
+        if let Err(e) = ticked {
+            self.failed("a sync round", e);
+        }
+        if completed {
             self.promised = self.round_from;
         }
         self.check_deletions();
@@ -269,7 +361,14 @@ impl Disk {
                 *least = (*least).min(durable);
             }
         }
+        // (The model rebuilds the folder as the disk kept it: with room to, on a full disk
+        // too; the other program's file takes the room again after.)
+        let full = self.ballast.is_some().then_some(self.room);
+        self.free_up();
         let cut = self.power.cut(rng);
+        if let Some(room) = full {
+            self.fill_up(room);
+        }
         // The machine boots again: the repair looks for torn pages.
         self.boots += 1;
         self.options.boot_id = Some(format!("simulated boot {}", self.boots));
@@ -283,7 +382,8 @@ impl Disk {
             .partition(|s| !s.dir.exists());
         self.sessions = stayed;
         for dir in gone.into_iter().map(|s| s.dir) {
-            if self.deleted.contains(&dir) {
+            // (A session whose writing paused is held to the runs it kept, if any.)
+            if self.deleted.contains(&dir) || self.paused.contains(&dir) {
                 continue;
             }
             match self.cut_short.remove(&dir) {
@@ -305,7 +405,30 @@ impl Disk {
 impl Drop for Disk {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(tmpfs) = &self.tmpfs {
+            let _ = std::process::Command::new("umount").arg(tmpfs).status();
+            let _ = std::fs::remove_dir_all(tmpfs);
+        }
     }
+}
+
+/// A tmpfs of its own at `dir`, or `None`, said loudly, where none can be mounted (not
+/// root); under CI that is a failure.
+fn mount_tmpfs(dir: &Path) -> Option<PathBuf> {
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1g", "tmpfs"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(dir.to_path_buf());
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "cannot mount a tmpfs (not root?): CI must run the seeds that fill the disk"
+    );
+    eprintln!("\n!!! a seed's full disk SKIPPED: cannot mount a tmpfs (run as root) !!!\n");
+    None
 }
 
 /// The first broken promise of a log's session folder: its manifest lists exactly the split
@@ -314,13 +437,20 @@ impl Drop for Disk {
 /// short (`cut_short`: how many of its bytes were durable then), a beginning of the log, at
 /// least as long as the whole messages of what was durable (and no folder at all if nothing
 /// was).
+///
+/// A session whose writing paused (`paused`: a full disk) is held to less: each split,
+/// without its preamble, is a run of the log's whole messages, the runs in the log's order;
+/// what lies between them the pause lost.
 pub fn check(
     format: LogFormat,
     log: &[u8],
     session: &Path,
     cut_short: Option<u64>,
+    paused: bool,
 ) -> Result<(), String> {
-    if cut_short == Some(0) && !session.exists() {
+    // Nothing of it reached the disk: a power cut before anything was durable, or a disk
+    // full from its beginning to its end.
+    if (cut_short == Some(0) || paused) && !session.exists() {
         return Ok(());
     }
     let manifest = read_manifest(session).map_err(|e| format!("its manifest: {e}"))?;
@@ -348,6 +478,9 @@ pub fn check(
         }
         splits.files.push(bytes);
         splits.summaries.push(s.summary.clone());
+    }
+    if paused {
+        return check_runs(format, log, &splits, cut_short.is_some());
     }
     let Some(durable) = cut_short else {
         return super::splits::check(format, log, &splits);
@@ -397,6 +530,75 @@ pub fn check(
         return cut_short_err(joined.len(), "too few");
     }
     super::splits::check(format, &log[..joined.len()], &splits)
+}
+
+/// See [`check`]: the splits of a session whose writing paused. With a power cut
+/// (`cut_short`), the last split's last record may be torn, and is then left out.
+fn check_runs(
+    format: LogFormat,
+    log: &[u8],
+    splits: &Splits,
+    cut_short: bool,
+) -> Result<(), String> {
+    super::splits::check_each(format, splits)?;
+    let log = messages(format, log, 0);
+    let mut next = 0;
+    for (k, (file, s)) in splits.files.iter().zip(&splits.summaries).enumerate() {
+        let mut body = messages(format, file, s.preamble_bytes as usize);
+        let run_at = |body: &[Vec<u8>], next: usize| {
+            (next..=log.len()).find(|&i| log[i..].starts_with(body))
+        };
+        let mut at = run_at(&body, next);
+        // The split writing resumed in marks what the pause lost (not the log's own mark).
+        if at.is_none()
+            && let Some(m) = body.iter().position(|m| is_mark(format, m))
+        {
+            body.remove(m);
+            at = run_at(&body, next);
+        }
+        if at.is_none() && cut_short && k + 1 == splits.files.len() {
+            body.pop();
+            at = run_at(&body, next);
+        }
+        let Some(at) = at else {
+            return Err(format!(
+                "split {k} (after a pause in writing) is not a run of the log's messages after \
+                 the split before it"
+            ));
+        };
+        next = at + body.len();
+    }
+    Ok(())
+}
+
+/// A dropout mark: ULog's 'O', the `MSG` DataFlash's says it with.
+fn is_mark(format: LogFormat, m: &[u8]) -> bool {
+    match format {
+        LogFormat::ULog => m[2] == b'O',
+        LogFormat::DataFlash => {
+            let prefix = ulog_recv::dataflash::gaps::DROPOUT_PREFIX.as_bytes();
+            m.windows(prefix.len()).any(|w| w == prefix)
+        }
+    }
+}
+
+/// The whole messages of a log or split `file` after its first `preamble` bytes: ULog's
+/// walked from its file header, DataFlash's framed from its start (its FMTs tell lengths).
+fn messages(format: LogFormat, file: &[u8], preamble: usize) -> Vec<Vec<u8>> {
+    match format {
+        LogFormat::DataFlash => {
+            let mut all = Vec::new();
+            let mut framer = ulog_recv::dataflash::Framer::new();
+            framer.push(file, |m, _| all.push(m.to_vec()));
+            let mut before = 0;
+            ulog_recv::dataflash::Framer::new().push(&file[..preamble], |_, _| before += 1);
+            all.split_off(before.min(all.len()))
+        }
+        LogFormat::ULog => {
+            let body = file.get(preamble.max(16)..).unwrap_or_default();
+            framed(body).map(<[u8]>::to_vec).collect()
+        }
+    }
 }
 
 /// The length of the last whole record of split `file` (0 if it has none): ULog's walked

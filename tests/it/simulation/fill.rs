@@ -146,19 +146,31 @@ pub fn check(fills: &[Filled], sd: &[u8], deleted: &[PathBuf]) -> Result<(), Str
         let log = ulog_recv::store::reading::read_session(dir, None)
             .map_err(|e| format!("{name} after its fill: {e}"))?;
         let got = ulog_records(&log);
-        let mut want = sd_records.iter();
-        if let Some(n) = (got.iter()).position(|r| !want.by_ref().any(|w| w == r)) {
-            return Err(format!(
-                "{name} after its fill: record {n} of {} is not the SD log's next (invented, \
-                 twice or out of place)",
-                got.len()
-            ));
+        // Where in the SD log each record is: the next of its copies.
+        let mut at = Vec::with_capacity(got.len());
+        let mut from = 0;
+        for (n, r) in got.iter().enumerate() {
+            let Some(k) = (from..sd_records.len()).find(|&k| &sd_records[k] == r) else {
+                return Err(format!(
+                    "{name} after its fill: record {n} of {} is not the SD log's next \
+                     (invented, twice or out of place)",
+                    got.len()
+                ));
+            };
+            at.push(k);
+            from = k + 1;
         }
-        if report.unfilled.is_empty() && report.sd_log.is_some() && got != sd_records {
+        // Without a gap left, the session is the SD log's records from its first to its
+        // last (a stream after a restart holds the flight from where the logger was).
+        let missing = at.windows(2).find(|w| w[1] != w[0] + 1);
+        if let (true, Some(_), Some(w)) = (report.unfilled.is_empty(), &report.sd_log, missing) {
             return Err(format!(
-                "{name}: its fill left no gap, yet it holds {} of the SD log's {} records",
+                "{name}: its fill left no gap, yet the SD log's records {}..{} are not in it \
+                 ({} records, from the SD log's {})",
+                w[0] + 1,
+                w[1],
                 got.len(),
-                sd_records.len()
+                at[0]
             ));
         }
     }

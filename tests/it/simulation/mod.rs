@@ -146,6 +146,9 @@ struct Batch {
     splits: u64,
     /// Power cuts that came while the vehicle's log streamed.
     power_cuts: u64,
+    /// Spells of a full disk, and the sessions whose writing one paused.
+    disk_fulls: u64,
+    paused: u64,
     /// Fills after the flight that ran to their end, the records they recovered, and the
     /// power cuts that came in a fill.
     fills: u64,
@@ -168,6 +171,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let budget_deletions = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
     let power_cuts = AtomicU64::new(0);
+    let disk_fulls = AtomicU64::new(0);
+    let paused = AtomicU64::new(0);
     let fills = AtomicU64::new(0);
     let fill_records = AtomicU64::new(0);
     let fill_power_cuts = AtomicU64::new(0);
@@ -202,6 +207,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         let deleted = o.disk.as_ref().map_or(0, |d| d.deleted.len());
                         budget_deletions.fetch_add(deleted as u64, Ordering::Relaxed);
                         power_cuts.fetch_add(u64::from(o.power_cuts), Ordering::Relaxed);
+                        disk_fulls.fetch_add(u64::from(o.disk_fulls), Ordering::Relaxed);
+                        let n = o.disk.as_ref().map_or(0, |d| d.paused.len());
+                        paused.fetch_add(n as u64, Ordering::Relaxed);
                         fills.fetch_add(o.fills.len() as u64, Ordering::Relaxed);
                         let records = (o.fills.iter())
                             .filter_map(|f| f.result.as_ref().ok())
@@ -237,6 +245,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         budget_deletions: budget_deletions.into_inner(),
         splits: splits.into_inner(),
         power_cuts: power_cuts.into_inner(),
+        disk_fulls: disk_fulls.into_inner(),
+        paused: paused.into_inner(),
         fills: fills.into_inner(),
         fill_records: fill_records.into_inner(),
         fill_power_cuts: fill_power_cuts.into_inner(),
@@ -303,9 +313,9 @@ fn seeds() {
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
-         from {base}, {} faults ({} power cuts) and {} bucket faults, {} splits, {} fills \
-         after the flight ({} records recovered, {} power cuts in a fill), {:.1} h simulated, \
-         in {:.1} s",
+         from {base}, {} faults ({} power cuts, {} spells of a full disk that paused {} \
+         sessions) and {} bucket faults, {} splits, {} fills after the flight ({} records \
+         recovered, {} power cuts in a fill), {:.1} h simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
         batch.uploads,
@@ -314,6 +324,8 @@ fn seeds() {
         batch.live,
         batch.faults,
         batch.power_cuts,
+        batch.disk_fulls,
+        batch.paused,
         batch.bucket_faults,
         batch.splits,
         batch.fills,

@@ -43,6 +43,10 @@ pub enum FaultKind {
     /// The companion computer loses power: the daemon dies, and the disk keeps only what
     /// was synced (drawn with the store on disk only, after the rest of the schedule).
     PowerCut,
+    /// Another program takes the disk's room for the fault's length (`level`: the bytes it
+    /// leaves free): the store's writes fail until there is room again (drawn with the
+    /// store on disk only, last).
+    DiskFull,
 }
 
 impl FaultKind {
@@ -58,7 +62,7 @@ impl FaultKind {
         FaultKind::Junk,
     ];
     /// The kinds of fault on the store's disk, drawn apart from [`ALL`](Self::ALL)'s swarm.
-    pub const DISK: [FaultKind; 1] = [FaultKind::PowerCut];
+    pub const DISK: [FaultKind; 2] = [FaultKind::PowerCut, FaultKind::DiskFull];
 
     /// A spell of link trouble (a changed impairment), not an event.
     pub fn is_link(self) -> bool {
@@ -242,6 +246,13 @@ impl Schedule {
                         .then(|| rng.u32(..60)),
                 }
             });
+        // The disk full for a while, with the store on disk one seed in five.
+        if disk && kinds.contains(&FaultKind::DiskFull) && rng.u8(..5) == 0 {
+            for _ in 0..rng.usize(1..=3) {
+                faults.push(draw_fault(&mut rng, FaultKind::DiskFull, span_ms));
+            }
+            faults.sort_by_key(|f| f.at);
+        }
         Self {
             seed,
             autopilot,
@@ -309,7 +320,12 @@ impl Schedule {
         t
     }
 
-    /// The faults that are events (reboots, restarts, junk), in time order.
+    /// Whether a fault fills the disk.
+    pub fn fills_disk(&self) -> bool {
+        self.faults.iter().any(|f| f.kind == FaultKind::DiskFull)
+    }
+
+    /// The faults that are events (reboots, restarts, junk, a full disk), in time order.
     pub fn events(&self) -> Vec<Fault> {
         (self.faults.iter())
             .filter(|f| !f.kind.is_link())
@@ -334,6 +350,8 @@ fn draw_fault(rng: &mut fastrand::Rng, kind: FaultKind, span_ms: u64) -> Fault {
         FaultKind::VehicleReboot => (ms(500, 15_000, rng), 0.0),
         FaultKind::DaemonRestart | FaultKind::PowerCut => (Duration::ZERO, 0.0),
         FaultKind::Junk => (Duration::ZERO, rng.u32(1..200) as f64),
+        // Full to the last bytes, or with a page or a few left (a split's preamble may fit).
+        FaultKind::DiskFull => (ms(500, 40_000, rng), rng.u64(..64 << 10) as f64),
     };
     Fault {
         kind,

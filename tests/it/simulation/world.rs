@@ -159,6 +159,8 @@ pub struct Outcome {
     pub reboots: u32,
     pub restarts: u32,
     pub power_cuts: u32,
+    /// Spells of a full disk.
+    pub disk_fulls: u32,
     /// The fills that ran to their end, in order.
     pub fills: Vec<Filled>,
     /// Simulated time from power-up to the last session's close.
@@ -237,6 +239,9 @@ struct World {
     reboots: u32,
     restarts: u32,
     power_cuts: u32,
+    /// While another program holds the disk's room: until then; and how often it did.
+    disk_full_until: Option<Instant>,
+    disk_fulls: u32,
     stuck: u32,
     /// The fills' queue, once the fill began after the flight (a restart queues again).
     fill_queue: Option<Vec<std::path::PathBuf>>,
@@ -308,6 +313,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 policy(schedule.split_bytes, schedule.split_us),
                 (schedule.budget_share).map(|share| (share * log_bytes as f64) as u64),
                 schedule.bucket.is_some(),
+                schedule.fills_disk(),
             )
         }),
         uploads: (schedule.bucket.filter(|_| schedule.disk))
@@ -323,6 +329,8 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         reboots: 0,
         restarts: 0,
         power_cuts: 0,
+        disk_full_until: None,
+        disk_fulls: 0,
         stuck: 0,
         fill_queue: None,
         filling: None,
@@ -332,6 +340,17 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         fill_limit: None,
     };
     let finished = world.run();
+    if let Some(disk) = &mut world.disk
+        && world.disk_full_until.take().is_some()
+    {
+        // Room comes back after the flight: what the full disk held back is completed.
+        disk.free_up();
+        disk.settle(world.now);
+        let ms = (world.now - world.t0).as_millis();
+        world
+            .event_log
+            .push(format!("{ms:>9} room on the disk again, after the flight"));
+    }
     world.last_uploads();
     if let Some(disk) = &mut world.disk {
         disk.settle(world.now);
@@ -355,6 +374,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         reboots: world.reboots,
         restarts: world.restarts,
         power_cuts: world.power_cuts,
+        disk_fulls: world.disk_fulls,
         fills: world.fills,
         simulated,
         finished,
@@ -447,6 +467,7 @@ impl World {
                 events.get(next_event).map(|f| self.t0 + f.at),
                 settle_until.filter(|&t| t > self.now),
                 self.uploads.as_ref().map(|(_, at)| *at),
+                self.disk_full_until,
             ]
             .into_iter()
             .flatten()
@@ -463,6 +484,14 @@ impl World {
             self.vehicle.sim().handle_timeout(self.now);
             self.session.handle_timeout(self.now);
             if let Some(disk) = &mut self.disk {
+                if self.disk_full_until.is_some_and(|t| t <= self.now) {
+                    self.disk_full_until = None;
+                    disk.free_up();
+                    self.event_log.push(format!(
+                        "{:>9} room on the disk again",
+                        (self.now - self.t0).as_millis()
+                    ));
+                }
                 let before = disk.deleted.len();
                 disk.tick(self.now);
                 let deleted: Vec<String> = (disk.deleted[before..].iter())
@@ -547,6 +576,20 @@ impl World {
                 self.restarts += 1;
                 self.power_cuts += 1;
                 self.daemon_starts_again(true);
+            }
+            FaultKind::DiskFull => {
+                let room = level as u64;
+                let Some(disk) = &mut self.disk else { return };
+                if disk.fill_up(room) {
+                    self.disk_fulls += 1;
+                    self.say(format!(
+                        "the disk full, {room} bytes left, for {} ms",
+                        len.as_millis()
+                    ));
+                    let until = self.now + len;
+                    self.disk_full_until =
+                        Some(self.disk_full_until.map_or(until, |u| u.max(until)));
+                }
             }
             FaultKind::Junk => {
                 let n = level as usize;
