@@ -238,11 +238,7 @@ fn a_log_that_begins_on_a_full_disk_is_received_and_its_session_begins_when_spac
     let dir = fs.0.join("logs");
     std::fs::create_dir(&dir).unwrap();
     // Another program takes every byte: not even the session's manifest fits.
-    let filler = fs.0.join("filler");
-    let free = ulog_recv::sys::os::free_bytes(&fs.0).unwrap();
-    let file = std::fs::File::create(&filler).unwrap();
-    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, free).unwrap();
-    drop(file);
+    let filler = fs.take_room("filler", 0);
     let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
     let session = store
         .begin_log(
@@ -309,11 +305,7 @@ fn a_log_that_ends_on_a_full_disk_is_completed_once_space_comes_back() {
     store.tick(t).unwrap();
     store.write(&log).unwrap();
     // Another program takes every byte left before the log ends.
-    let filler = fs.0.join("filler");
-    let free = ulog_recv::sys::os::free_bytes(&fs.0).unwrap();
-    let file = std::fs::File::create(&filler).unwrap();
-    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, free).unwrap();
-    drop(file);
+    let filler = fs.take_room("filler", 0);
     assert!(
         store.end_log().is_err(),
         "the last split cannot be completed"

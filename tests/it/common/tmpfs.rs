@@ -1,7 +1,8 @@
 //! A real small disk to fill: a tmpfs mounted by the test (it needs root; under CI its
-//! absence is a failure, elsewhere the test says loudly that it skipped).
+//! absence is a failure, elsewhere the test says loudly that it skipped), and another
+//! program's file that takes its room.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A tmpfs mounted at a fresh directory, unmounted on drop.
 pub struct Tmpfs(pub PathBuf);
@@ -12,21 +13,45 @@ impl Tmpfs {
     /// cannot be mounted outside CI.
     #[track_caller]
     pub fn mount(name: &str, size: &str) -> Option<Self> {
-        let dir = super::procs::fresh_dir(name);
-        std::fs::create_dir_all(&dir).unwrap();
+        Self::mount_at(&super::procs::fresh_dir(name), size)
+    }
+
+    /// The same at `dir` (made if missing).
+    #[track_caller]
+    pub fn mount_at(dir: &Path, size: &str) -> Option<Self> {
+        std::fs::create_dir_all(dir).unwrap();
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
+            .arg(dir)
             .status()
             .is_ok_and(|s| s.success());
         if ok {
-            return Some(Self(dir));
+            return Some(Self(dir.to_path_buf()));
         }
         if std::env::var_os("CI").is_some() {
             panic!("cannot mount a tmpfs (not root?): CI must test a full disk");
         }
         eprintln!("\n!!! SKIPPED a full-disk test: cannot mount a tmpfs (run as root) !!!\n");
         None
+    }
+
+    /// Another program's file, `name` in the tmpfs, takes all its room but `leave` bytes
+    /// (allocated, not written); removing it gives the room back.
+    pub fn take_room(&self, name: &str, leave: u64) -> PathBuf {
+        let path = self.0.join(name);
+        let free = ulog_recv::sys::os::free_bytes(&self.0).expect("the tmpfs's free space");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("the other program's file");
+        let len = free.saturating_sub(leave);
+        if len > 0 {
+            let at = file.metadata().expect("its size").len();
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), at, len)
+                .expect("the tmpfs takes the other program's file");
+        }
+        path
     }
 }
 

@@ -31,6 +31,7 @@ use ulog_recv::ulog::message::framed;
 
 use super::power::{Cut, PowerModel};
 use super::splits::Splits;
+use crate::common::tmpfs::Tmpfs;
 
 /// A run's log folder and the store writing into it.
 pub struct Disk {
@@ -62,7 +63,7 @@ pub struct Disk {
     boots: u32,
     /// The tmpfs of its own a seed that fills the disk has (unmounted when dropped), and the
     /// other program's file that takes its room while the disk is full.
-    tmpfs: Option<PathBuf>,
+    tmpfs: Option<Tmpfs>,
     ballast: Option<PathBuf>,
     /// The bytes the other program leaves free.
     room: u64,
@@ -120,7 +121,7 @@ impl Disk {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the log folder is made");
-        let tmpfs = fills.then(|| mount_tmpfs(&dir)).flatten();
+        let tmpfs = fills.then(|| Tmpfs::mount_at(&dir, "1g")).flatten();
         if tmpfs.is_some() {
             dir = dir.join("logs");
             std::fs::create_dir_all(&dir).expect("the log folder is made");
@@ -291,20 +292,7 @@ impl Disk {
         let Some(tmpfs) = &self.tmpfs else {
             return false;
         };
-        let ballast = tmpfs.join("ballast");
-        let free = ulog_recv::sys::os::free_bytes(tmpfs).expect("the tmpfs's free space");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&ballast)
-            .expect("the other program's file");
-        let len = free.saturating_sub(room);
-        if len > 0 {
-            let at = file.metadata().expect("its size").len();
-            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), at, len)
-                .expect("the tmpfs takes the other program's file");
-        }
-        self.ballast = Some(ballast);
+        self.ballast = Some(tmpfs.take_room("ballast", room));
         self.room = room;
         true
     }
@@ -405,30 +393,8 @@ impl Disk {
 impl Drop for Disk {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
-        if let Some(tmpfs) = &self.tmpfs {
-            let _ = std::process::Command::new("umount").arg(tmpfs).status();
-            let _ = std::fs::remove_dir_all(tmpfs);
-        }
+        // (The tmpfs, if any, is unmounted as it drops.)
     }
-}
-
-/// A tmpfs of its own at `dir`, or `None`, said loudly, where none can be mounted (not
-/// root); under CI that is a failure.
-fn mount_tmpfs(dir: &Path) -> Option<PathBuf> {
-    let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1g", "tmpfs"])
-        .arg(dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return Some(dir.to_path_buf());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "cannot mount a tmpfs (not root?): CI must run the seeds that fill the disk"
-    );
-    eprintln!("\n!!! a seed's full disk SKIPPED: cannot mount a tmpfs (run as root) !!!\n");
-    None
 }
 
 /// The first broken promise of a log's session folder: its manifest lists exactly the split
