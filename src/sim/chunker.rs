@@ -231,24 +231,12 @@ fn cut(
     chunks
 }
 
-/// What [`ChunkedLog::stop_after`] replaced, for [`ChunkedLog::undo_stop`]: the lengths kept
-/// and the tails taken away (moved, not copied).
-#[derive(Debug)]
-pub struct StopUndo {
-    stream_len: usize,
-    stream_tail: Vec<u8>,
-    starts_len: usize,
-    starts_tail: Vec<u64>,
-    chunks_len: usize,
-    chunks_tail: Vec<LogChunk>,
-}
-
 impl ChunkedLog {
     /// What the logger sends when stopped after chunk `sent - 1` went out: the rest of the
     /// message in progress, then the post-flight data, all reliably, the last chunk flushed
     /// short. The unsent chunks after `sent` are replaced by these (their indices are
-    /// `sent..chunks.len()` afterwards); the returned undo puts the log back as it was.
-    pub fn stop_after(&mut self, sent: usize) -> StopUndo {
+    /// `sent..chunks.len()` afterwards).
+    pub fn stop_after(&mut self, sent: usize) {
         let from = self
             .chunks
             .get(sent)
@@ -264,14 +252,9 @@ impl ChunkedLog {
             .message_starts
             .get(keep)
             .map_or(self.stream.len(), |&s| s as usize);
-        let undo = StopUndo {
-            stream_len: message_end,
-            stream_tail: self.stream.split_off(message_end),
-            starts_len: keep,
-            starts_tail: self.message_starts.split_off(keep),
-            chunks_len: sent,
-            chunks_tail: self.chunks.split_off(sent),
-        };
+        self.stream.truncate(message_end);
+        self.message_starts.truncate(keep);
+        self.chunks.truncate(sent);
         for m in crate::ulog::message::framed(&self.postflight) {
             self.message_starts.push(self.stream.len() as u64);
             self.stream.extend_from_slice(m);
@@ -285,17 +268,6 @@ impl ChunkedLog {
             first_seq,
         );
         self.chunks.extend(tail);
-        undo
-    }
-
-    /// Puts the log back as it was before [`stop_after`](Self::stop_after).
-    pub fn undo_stop(&mut self, undo: StopUndo) {
-        self.stream.truncate(undo.stream_len);
-        self.stream.extend_from_slice(&undo.stream_tail);
-        self.message_starts.truncate(undo.starts_len);
-        self.message_starts.extend_from_slice(&undo.starts_tail);
-        self.chunks.truncate(undo.chunks_len);
-        self.chunks.extend(undo.chunks_tail);
     }
 }
 
@@ -352,7 +324,7 @@ mod tests {
         let before = log.chunks.len();
         let sent = before / 2;
         let seq = log.chunks[sent].seq;
-        let undo = log.stop_after(sent);
+        log.stop_after(sent);
         check_cover(&log);
         assert_eq!(log.chunks[sent].seq, seq);
         assert!(log.chunks[sent..].iter().all(|c| c.acked));
@@ -360,11 +332,9 @@ mod tests {
         assert!(log.stream.ends_with(&log.postflight));
         let end = log.stream.len() - log.postflight.len();
         assert!(log.message_starts.contains(&(end as u64)));
-        // Undone, it is the log it was.
-        log.undo_stop(undo);
-        assert_eq!(log.stream, pristine.stream);
-        assert_eq!(log.message_starts, pristine.message_starts);
-        assert_eq!(log.chunks, pristine.chunks);
+        // What was sent stays as it was.
+        assert_eq!(log.chunks[..sent], pristine.chunks[..sent]);
+        assert!(pristine.stream.starts_with(&log.stream[..end]));
         // After everything was sent, the continuation is the post-flight alone.
         let mut whole = chunk_log(&synthetic(), 0).unwrap();
         let len = whole.stream.len();
