@@ -108,27 +108,31 @@ impl LogStore {
             .is_some_and(|s| s.columns[0].sink.paused)
     }
 
+    /// The free bytes when there is room again: for a preamble and some data, beyond the
+    /// free space the budget keeps; `None` while there is not.
+    fn room(&self) -> io::Result<Option<u64>> {
+        let free = crate::sys::os::free_bytes(&self.options.dir)?;
+        let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
+        Ok((free >= room).then_some(free))
+    }
+
     /// With writing paused: resumes it once there is room (beyond what the budget keeps
     /// free); then completes the sessions a full disk kept from completing.
     pub(super) fn resume_if_room(&mut self) -> io::Result<()> {
-        if self.is_paused() {
-            let free = crate::sys::os::free_bytes(&self.options.dir)?;
-            // Room for a preamble and some data, beyond the free space the budget keeps.
-            let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
-            if free >= room
-                && self.make_session_folder().is_ok()
-                && let Some(s) = &mut self.session
-            {
-                tracing::info!(free, "space again: logging resumes in a new split");
-                for c in &mut s.columns {
-                    c.sink.paused = false;
-                    c.splitter.force_roll();
-                }
-                s.announce_split = true;
-                // What the pause lost is marked where the log goes on.
-                if std::mem::take(&mut s.lost_to_pause) {
-                    self.own_gap(0, false);
-                }
+        if self.is_paused()
+            && let Some(free) = self.room()?
+            && self.make_session_folder().is_ok()
+            && let Some(s) = &mut self.session
+        {
+            tracing::info!(free, "space again: logging resumes in a new split");
+            for c in &mut s.columns {
+                c.sink.paused = false;
+                c.splitter.force_roll();
+            }
+            s.announce_split = true;
+            // What the pause lost is marked where the log goes on.
+            if std::mem::take(&mut s.lost_to_pause) {
+                self.own_gap(0, false);
             }
         }
         if !self.unfinished.is_empty() {
@@ -141,8 +145,7 @@ impl LogStore {
     /// completing as they ended, once there is room: each manifest as its writer knew it
     /// first (what only the writer knew, the preambles' extent, is in it), then the repair.
     fn finish_unfinished(&mut self) -> io::Result<()> {
-        let free = crate::sys::os::free_bytes(&self.options.dir)?;
-        if free < self.options.min_free.unwrap_or(0) + RESUME_ROOM {
+        if self.room()?.is_none() {
             return Ok(());
         }
         let boot = self.options.boot_id.clone();

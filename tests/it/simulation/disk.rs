@@ -540,7 +540,7 @@ fn check_runs(
 /// A dropout mark: ULog's 'O', the `MSG` DataFlash's says it with.
 fn is_mark(format: LogFormat, m: &[u8]) -> bool {
     match format {
-        LogFormat::ULog => m[2] == b'O',
+        LogFormat::ULog => m[2] == ulog_recv::ulog::message::msg_type::DROPOUT,
         LogFormat::DataFlash => {
             let prefix = ulog_recv::dataflash::gaps::DROPOUT_PREFIX.as_bytes();
             m.windows(prefix.len()).any(|w| w == prefix)
