@@ -6,10 +6,15 @@
 //! [`MAX_HELD`] bytes: then the mark says the duration is unknown); they go out before the
 //! mark, which they may define (a gap in the startup's FMT records).
 //!
+//! The link session's marker holds: which log the messages after a gap belong to is known
+//! only at the next time (one that went back is another boot's, and opens a new log). A
+//! store's marker writes through ([`GapMarker::writing_through`]): it keeps nothing it was
+//! handed in memory, where a sync cannot reach it, for a time that may never come.
+//!
 //! The same record read back ([`dropout_ms`]) is how a split's summary counts its dropouts,
 //! so a split read after a crash says what the daemon said while writing it.
 
-use crate::dataflash::format::{Format, HEADER, put_text, text, time_us};
+use crate::dataflash::format::{Format, HEADER, is_sample, put_text, text, time_us};
 use crate::dataflash::framer::Framer;
 
 /// Most bytes held after a gap while waiting for a message with a time.
@@ -41,11 +46,25 @@ pub struct GapMarker {
     open_gap: Option<(u64, Vec<u8>)>,
     /// The log time went back across the last gap (the vehicle rebooted).
     went_back: bool,
+    /// Nothing is held: see [`writing_through`](Self::writing_through).
+    write_through: bool,
 }
 
 impl GapMarker {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A marker that holds nothing after a gap: the messages until the first sample go out at
+    /// once (before the mark, as they would anyway), and only the gap waits for a sample's
+    /// time. A record that is no sample ([`is_sample`]: a format, a parameter, a text, a mode)
+    /// does not resolve it: what a store kept of a run of dropped samples gets one mark, before
+    /// the first sample after it.
+    pub fn writing_through() -> Self {
+        Self {
+            write_through: true,
+            ..Self::default()
+        }
     }
 
     /// The log time of the last message with one.
@@ -95,6 +114,10 @@ impl GapMarker {
             out.extend_from_slice(message);
             return None;
         };
+        if self.write_through && (time.is_none() || !is_sample(format)) {
+            out.extend_from_slice(message);
+            return None;
+        }
         if time.is_none() && held.len() + message.len() <= MAX_HELD {
             held.extend_from_slice(message);
             return None;
@@ -136,7 +159,10 @@ impl GapMarker {
 
     /// Forgets the log time (a new log begins).
     pub fn reset(&mut self) {
-        *self = Self::default();
+        *self = Self {
+            write_through: self.write_through,
+            ..Self::default()
+        };
     }
 }
 
@@ -288,5 +314,38 @@ mod tests {
         assert_eq!(r.duration_ms, None);
         assert_eq!(dropout_ms(&out[..75], msg_f), Some(None));
         assert_eq!(&out[75..], &tst(9_000_000)[..]);
+    }
+
+    #[test]
+    fn a_marker_writing_through_holds_nothing_and_marks_the_same_place() {
+        let (framer, _) = framer_and_formats();
+        let (tst_f, unt_f) = (framer.format(7).unwrap(), framer.format(8).unwrap());
+        let msg_f = framer.format(91).unwrap();
+        let mut g = GapMarker::writing_through();
+        let mut out = Vec::new();
+        g.message(&tst(1_000_000), tst_f, &framer, &mut out);
+        g.gap(2);
+        let untimed = [0xA3, 0x95, 8, 5];
+        assert_eq!(g.message(&untimed, unt_f, &framer, &mut out), None);
+        // Out at once: a sync after it makes it durable, whether a time comes or not.
+        assert_eq!(&out[12..], &untimed);
+        // A text has a time but is no sample: out at once too, and the gap still open.
+        let mut text = vec![0u8; 75];
+        text[..3].copy_from_slice(&[0xA3, 0x95, 91]);
+        text[3..11].copy_from_slice(&1_050_000u64.to_le_bytes());
+        put_text(&mut text[11..], "kept while samples were dropped");
+        assert_eq!(g.message(&text, msg_f, &framer, &mut out), None);
+        assert_eq!(&out[16..], &text[..]);
+        assert!(g.is_holding());
+        let r = g.message(&tst(1_100_000), tst_f, &framer, &mut out);
+        assert_eq!(r.map(|r| r.duration_ms), Some(Some(100)));
+        let at = 16 + 75;
+        assert_eq!(dropout_ms(&out[at..at + 75], msg_f), Some(Some(100)));
+        assert_eq!(&out[at + 75..], &tst(1_100_000)[..]);
+        g.reset();
+        g.gap(1);
+        let mut out = Vec::new();
+        g.message(&untimed, unt_f, &framer, &mut out);
+        assert_eq!(out, untimed, "a reset marker still writes through");
     }
 }

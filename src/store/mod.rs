@@ -28,8 +28,9 @@
 //! - [`input`]: what a command was pointed at (a ULog file, a session, a snippet), anything
 //!   else refused with why; [`output`]: a file a command writes, under its final name only
 //!   once whole.
-//! - [`thread`]: the network loop never waits for the disk: past the queue's bound, samples
-//!   are stripped (definitions, parameters and strings kept) and the log gets a dropout.
+//! - [`thread`]: the network loop never waits for the disk: past the queue's bound
+//!   ([`queue_bound`], sans-IO), samples are stripped (definitions, parameters and strings
+//!   kept) and the log gets a dropout.
 //!
 //! Uses the engine and [`crate::sys`] (thread priority, free space); knows nothing of the link
 //! or of the live servers.
@@ -43,6 +44,7 @@ pub mod fsync;
 pub mod input;
 pub mod manifest;
 pub mod output;
+pub mod queue_bound;
 pub mod reading;
 pub mod reference;
 pub mod snippet;

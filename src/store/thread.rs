@@ -6,8 +6,8 @@
 //!   (an SD card under load) delays durability, never throughput.
 //! - The bound: when the log bytes waiting would pass [`StoreThread::spawn`]'s limit, the
 //!   network loop strips the samples from what it hands over (definitions, parameters, logged
-//!   strings go on) and marks the loss; the store writes a dropout there whose duration the
-//!   samples around it tell ([`crate::ulog::gaps`]). Memory stays bounded whatever the card
+//!   strings go on) and marks the loss ([`QueueBound`]); the store writes a dropout there
+//!   whose duration the samples around it tell ([`crate::ulog::gaps`]). Memory stays bounded whatever the card
 //!   does, and acks and heartbeats go on.
 //! - Start-up recovery of what a crash left runs first on the thread, so the network loop
 //!   (and the watchdog) start at once; what arrives meanwhile waits in the queue.
@@ -24,8 +24,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::autopilot::LogFormat;
 use crate::store::events::{EventOutcome, EventRequest};
+use crate::store::queue_bound::{Keeping, QueueBound};
 use crate::store::{LogStore, StoreOptions};
-use crate::ulog::message::{FILE_HEADER_LEN, strip_samples};
 
 /// The store thread's niceness: below the network loop (acks first).
 const STORE_NICENESS: i32 = 5;
@@ -116,16 +116,8 @@ pub struct StoreThread {
     reports: mpsc::Receiver<StoreReport>,
     handle: Option<std::thread::JoinHandle<()>>,
     health: Arc<Health>,
-    limit: usize,
-    /// File header bytes of the open log still to come (never stripped).
-    header_left: usize,
-    /// The last hand-over was stripped: a run of drops is going on.
-    dropping: bool,
+    bound: QueueBound,
     last_drop_warning: Option<Instant>,
-    /// The open log's format.
-    format: LogFormat,
-    lost_samples: u64,
-    drop_runs: u64,
 }
 
 impl StoreThread {
@@ -184,21 +176,14 @@ impl StoreThread {
             reports,
             handle: Some(handle),
             health,
-            limit: queue_limit,
-            header_left: 0,
-            dropping: false,
+            bound: QueueBound::new(queue_limit),
             last_drop_warning: None,
-            format: LogFormat::ULog,
-            lost_samples: 0,
-            drop_runs: 0,
         }
     }
 
     /// A new log session for `vehicle`, whose log is in `format`.
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) {
-        self.header_left = FILE_HEADER_LEN;
-        self.format = format;
-        self.dropping = false;
+        self.bound.begin(format);
         self.send(Command::Begin {
             vehicle,
             started,
@@ -207,52 +192,38 @@ impl StoreThread {
     }
 
     /// The log's next bytes (whole messages; the file header first). Never waits: past the
-    /// queue's bound, the samples are stripped and the loss marked.
-    pub fn write(&mut self, mut bytes: Bytes) {
-        if bytes.is_empty() {
-            return;
-        }
+    /// queue's bound, the samples are stripped and the loss marked ([`QueueBound`]).
+    pub fn write(&mut self, bytes: Bytes) {
         let queued = self.health.queued.load(Ordering::Relaxed);
-        if queued + bytes.len() > self.limit {
-            // A DataFlash log's definitions are not told from its data here: the whole
-            // piece goes (whole messages), and the store marks the gap.
-            let (kept, stripped) = match self.format {
-                LogFormat::ULog => strip_samples(&bytes, self.header_left),
-                LogFormat::DataFlash => (Bytes::new(), 1),
-            };
-            if stripped > 0 {
-                self.lost_samples += stripped;
-                if !self.dropping {
-                    self.drop_runs += 1;
-                    self.dropping = true;
-                    if self
-                        .last_drop_warning
-                        .is_none_or(|t| t.elapsed() >= DROP_WARNING_REPEAT)
-                    {
-                        self.last_drop_warning = Some(Instant::now());
-                        tracing::warn!(
-                            waiting = queued,
-                            "the storage cannot keep up: samples are dropped (a dropout in the \
-                             log says how long); receiving goes on"
-                        );
-                    }
-                }
-                self.send(Command::Lost(stripped));
+        let admitted = self.bound.admit(queued, bytes);
+        match admitted.change {
+            Some(Keeping::Dropping)
+                if self
+                    .last_drop_warning
+                    .is_none_or(|t| t.elapsed() >= DROP_WARNING_REPEAT) =>
+            {
+                self.last_drop_warning = Some(Instant::now());
+                tracing::warn!(
+                    waiting = queued,
+                    "the storage cannot keep up: samples are dropped (a dropout in the log \
+                     says how long); receiving goes on"
+                );
             }
-            bytes = kept;
-        } else if self.dropping {
-            self.dropping = false;
-            tracing::info!(
-                lost_samples = self.lost_samples,
+            Some(Keeping::KeepsUpAgain) => tracing::info!(
+                lost_samples = self.bound.lost_samples(),
                 "the storage keeps up again"
-            );
+            ),
+            _ => {}
         }
-        if bytes.is_empty() {
+        if admitted.lost_samples > 0 {
+            self.send(Command::Lost(admitted.lost_samples));
+        }
+        if admitted.bytes.is_empty() {
             return;
         }
-        self.header_left = self.header_left.saturating_sub(bytes.len());
-        self.health.queued.fetch_add(bytes.len(), Ordering::Relaxed);
-        self.send(Command::Bytes(bytes));
+        let len = admitted.bytes.len();
+        self.health.queued.fetch_add(len, Ordering::Relaxed);
+        self.send(Command::Bytes(admitted.bytes));
     }
 
     /// The link marked a dropout in the open log that lost `chunks`; `resolved`: a sample
@@ -304,8 +275,8 @@ impl StoreThread {
             .filter(|&ms| ms >= 1000);
         StorageStats {
             queued_bytes: self.health.queued.load(Ordering::Relaxed) as u64,
-            lost_samples: self.lost_samples,
-            drop_runs: self.drop_runs,
+            lost_samples: self.bound.lost_samples(),
+            drop_runs: self.bound.drop_runs(),
             stalled_ms,
             recovering: self.health.recovering.load(Ordering::Relaxed),
             paused: self.health.paused.load(Ordering::Relaxed),

@@ -6,6 +6,11 @@
 //! says the time from the last sample before the gap to that one, and goes out before the
 //! held messages. A gap at the end of the log, or one followed by more than `max_held` bytes
 //! without a timestamp, is written with a duration of 0 (the event says it is unknown).
+//!
+//! A marker that writes through ([`GapMarker::writing_through`], the store's) holds nothing:
+//! what comes after a gap until the first sample goes out at once, and the dropout after it,
+//! just before that sample. What a store was handed is never kept back in memory, where a
+//! sync cannot reach it, for a sample that may never come (a vehicle gone quiet).
 
 use bytes::BytesMut;
 
@@ -39,6 +44,8 @@ pub struct GapMarker {
     /// Messages after a gap, until it is resolved.
     held: Vec<u8>,
     max_held: usize,
+    /// Nothing is held: see [`writing_through`](Self::writing_through).
+    write_through: bool,
 }
 
 impl GapMarker {
@@ -50,6 +57,17 @@ impl GapMarker {
             pending: None,
             held: Vec::new(),
             max_held,
+            write_through: false,
+        }
+    }
+
+    /// A marker that holds nothing after a gap: the messages until the first sample go out at
+    /// once, the dropout after them, just before that sample (for a store, which must not
+    /// keep what it was handed from its syncs).
+    pub fn writing_through() -> Self {
+        Self {
+            write_through: true,
+            ..Self::new(0)
         }
     }
 
@@ -93,7 +111,7 @@ impl GapMarker {
         let timestamp = self
             .decoder
             .timestamp_of(Message::parse_framed(message).as_ref());
-        if self.pending.is_none() {
+        if self.pending.is_none() || (self.write_through && timestamp.is_none()) {
             out.extend_from_slice(message);
             return None;
         }
@@ -241,5 +259,35 @@ mod tests {
         let (_, later) = messages(&[9_500_000]);
         let got = m.message(&later[2], &mut out).expect("resolved");
         assert_eq!(got.duration_ms, Some(500));
+    }
+
+    #[test]
+    fn a_marker_writing_through_holds_nothing_and_marks_just_before_the_next_sample() {
+        let (header, msgs) = messages(&[1_000_000, 1_400_000]);
+        let mut m = GapMarker::writing_through();
+        m.header(header[..16].try_into().unwrap());
+        let mut out = BytesMut::new();
+        for msg in &msgs[..3] {
+            m.message(msg, &mut out);
+        }
+        m.gap(7);
+        let mut w = Writer::new();
+        w.write(&Message::Logging {
+            level: b'6',
+            timestamp: 1_200_000,
+            text: b"kept",
+        })
+        .unwrap();
+        let text = w.take();
+        let before = out.len();
+        // Out at once: a sync after it makes it durable, whether a sample comes or not.
+        assert_eq!(m.message(&text, &mut out), None);
+        assert_eq!(&out[before..], &text[..]);
+        assert!(m.is_pending());
+        let got = m.message(&msgs[3], &mut out).expect("resolved");
+        assert_eq!((got.lost, got.duration_ms), (7, Some(400)));
+        let tail = &out[before + text.len()..];
+        assert_eq!(tail[..5], [2, 0, b'O', 0x90, 0x01]);
+        assert_eq!(&tail[5..], &msgs[3][..]);
     }
 }

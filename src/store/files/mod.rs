@@ -67,9 +67,6 @@ use crate::ulog::gaps::GapMarker;
 /// puts it there once everything is uploaded): the disk budget deletes such sessions first.
 pub const UPLOADED_MARK: &str = "uploaded";
 
-/// Messages held after dropped samples while waiting for the next sample's time.
-const MAX_HELD_AFTER_DROP: usize = 1 << 20;
-
 /// Free bytes needed (beyond `min_free`) before paused writing resumes.
 pub const RESUME_ROOM: u64 = 256 << 10;
 
@@ -354,9 +351,9 @@ impl LogStore {
             framer: Framer::file(),
             bin: (!ulog).then(|| BinGaps {
                 framer: crate::dataflash::Framer::new(),
-                gaps: crate::dataflash::GapMarker::new(),
+                gaps: crate::dataflash::GapMarker::writing_through(),
             }),
-            gaps: GapMarker::new(MAX_HELD_AFTER_DROP),
+            gaps: GapMarker::writing_through(),
             dropped_own: false,
             router,
             columns: writers,
