@@ -4,7 +4,8 @@
 //! Each also tells the watchers of the folder it is in, if a test registered any
 //! ([`watch`]): the whole-receiver simulation models a power cut from them (what a file held
 //! when it was last synced, which names a folder held when it was last synced), so that a
-//! write the receiver never synced is lost there as a real power cut would lose it. Without a
+//! write the receiver never synced is lost there as a real power cut would lose it. A test can
+//! also make the syncs under a folder fail ([`fail`]), as a disk's I/O error does. Without a
 //! watcher, as in the daemon, each costs one atomic load beyond its system call.
 
 use std::fs::File;
@@ -26,11 +27,22 @@ pub enum Synced<'a> {
 /// Told of every sync under its folder, after the sync returned.
 pub type Watcher = Arc<dyn Fn(Synced<'_>) + Send + Sync>;
 
+/// Asked before every sync under its folder: an error to fail it with (the sync is not
+/// made), or `None` to let it be made.
+pub type Failer = Arc<dyn Fn(Synced<'_>) -> Option<io::Error> + Send + Sync>;
+
+/// What a watch does.
+#[derive(Clone)]
+enum Hook {
+    Told(Watcher),
+    Fails(Failer),
+}
+
 struct Watch {
     id: u64,
     /// The folder as named, and as the kernel names it (symbolic links resolved).
     roots: [PathBuf; 2],
-    watcher: Watcher,
+    hook: Hook,
 }
 
 static WATCHES: Mutex<Vec<Watch>> = Mutex::new(Vec::new());
@@ -38,47 +50,72 @@ static WATCHING: AtomicUsize = AtomicUsize::new(0);
 
 /// `fsync`: the file's data and metadata.
 pub fn file(file: &File) -> io::Result<()> {
-    file.sync_all()?;
-    told_of_file(file);
-    Ok(())
+    synced_file(file, File::sync_all)
 }
 
 /// `fdatasync`: the file's data and size.
 pub fn file_data(file: &File) -> io::Result<()> {
-    file.sync_data()?;
-    told_of_file(file);
-    Ok(())
+    synced_file(file, File::sync_data)
 }
 
 /// The folder's entries: names created, renamed or removed in it are durable.
 pub fn dir(path: &Path) -> io::Result<()> {
-    File::open(path)?.sync_all()?;
-    if WATCHING.load(Ordering::Acquire) > 0 {
-        for w in watchers_of(path) {
-            w(Synced::Dir { path });
-        }
+    let folder = File::open(path)?;
+    let hooks = hooks_of(path);
+    if let Some(e) = failed(&hooks, || Synced::Dir { path }) {
+        return Err(e);
+    }
+    folder.sync_all()?;
+    told(&hooks, || Synced::Dir { path });
+    Ok(())
+}
+
+fn synced_file(file: &File, sync: fn(&File) -> io::Result<()>) -> io::Result<()> {
+    let path = if WATCHING.load(Ordering::Acquire) == 0 {
+        None
+    } else {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+    };
+    let hooks = path.as_deref().map(hooks_of).unwrap_or_default();
+    if let Some(path) = &path
+        && let Some(e) = failed(&hooks, || Synced::File { file, path })
+    {
+        return Err(e);
+    }
+    sync(file)?;
+    if let Some(path) = &path {
+        told(&hooks, || Synced::File { file, path });
     }
     Ok(())
 }
 
-fn told_of_file(file: &File) {
-    if WATCHING.load(Ordering::Acquire) == 0 {
-        return;
-    }
-    use std::os::fd::AsRawFd;
-    let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
-        return;
-    };
-    for w in watchers_of(&path) {
-        w(Synced::File { file, path: &path });
+/// The first error a failer under the folder fails the sync with.
+fn failed<'a>(hooks: &[Hook], synced: impl Fn() -> Synced<'a>) -> Option<io::Error> {
+    hooks.iter().find_map(|h| match h {
+        Hook::Fails(f) => f(synced()),
+        Hook::Told(_) => None,
+    })
+}
+
+fn told<'a>(hooks: &[Hook], synced: impl Fn() -> Synced<'a>) {
+    for h in hooks {
+        if let Hook::Told(w) = h {
+            w(synced());
+        }
     }
 }
 
-fn watchers_of(path: &Path) -> Vec<Watcher> {
+/// The hooks of the watches `path` is under (none, at the cost of one atomic load, while
+/// nothing watches).
+fn hooks_of(path: &Path) -> Vec<Hook> {
+    if WATCHING.load(Ordering::Acquire) == 0 {
+        return Vec::new();
+    }
     let watches = WATCHES.lock().unwrap_or_else(|e| e.into_inner());
     (watches.iter())
         .filter(|w| w.roots.iter().any(|root| path.starts_with(root)))
-        .map(|w| w.watcher.clone())
+        .map(|w| w.hook.clone())
         .collect()
 }
 
@@ -86,6 +123,18 @@ fn watchers_of(path: &Path) -> Vec<Watcher> {
 /// thread, until the guard is dropped.
 #[must_use = "the watch ends when the guard is dropped"]
 pub fn watch(root: &Path, watcher: Watcher) -> Watching {
+    hook(root, Hook::Told(watcher))
+}
+
+/// Asks `failer` before every sync of a file or folder under `root` (itself included), on
+/// any thread, until the guard is dropped: a sync it fails is not made, and its caller gets
+/// the error (a test's I/O error).
+#[must_use = "the syncs fail no more when the guard is dropped"]
+pub fn fail(root: &Path, failer: Failer) -> Watching {
+    hook(root, Hook::Fails(failer))
+}
+
+fn hook(root: &Path, hook: Hook) -> Watching {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let id = NEXT.fetch_add(1, Ordering::Relaxed) as u64;
     let mut watches = WATCHES.lock().unwrap_or_else(|e| e.into_inner());
@@ -93,13 +142,13 @@ pub fn watch(root: &Path, watcher: Watcher) -> Watching {
     watches.push(Watch {
         id,
         roots: [root.to_path_buf(), resolved],
-        watcher,
+        hook,
     });
     WATCHING.fetch_add(1, Ordering::Release);
     Watching { id }
 }
 
-/// A watch; dropping it ends it (no call of its watcher begins after).
+/// A watch (or a failer); dropping it ends it (no call of its hook begins after).
 #[derive(Debug)]
 pub struct Watching {
     id: u64,
@@ -156,5 +205,40 @@ mod tests {
             "{told:?}"
         );
         assert!(!told.iter().any(|l| l.contains("outside")), "{told:?}");
+    }
+
+    #[test]
+    fn a_failer_fails_the_syncs_under_its_folder_and_a_failed_sync_is_told_to_no_watcher() {
+        let base =
+            std::env::temp_dir().join(format!("ulog-recv-fsync-fail-{}", std::process::id()));
+        let (inside, outside) = (base.join("inside"), base.join("outside"));
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let told = Arc::new(AtomicUsize::new(0));
+        let _watch = watch(&base, {
+            let told = told.clone();
+            Arc::new(move |_: Synced<'_>| {
+                told.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        let failing = fail(
+            &inside,
+            Arc::new(|_: Synced<'_>| Some(io::Error::from_raw_os_error(5))),
+        );
+        let f = File::create(inside.join("a")).unwrap();
+        let e = file_data(&f).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(5));
+        assert_eq!(dir(&inside).unwrap_err().raw_os_error(), Some(5));
+        assert_eq!(
+            told.load(Ordering::Relaxed),
+            0,
+            "a failed sync made nothing durable"
+        );
+        file(&File::create(outside.join("b")).unwrap()).unwrap();
+        assert_eq!(told.load(Ordering::Relaxed), 1);
+        drop(failing);
+        file(&f).unwrap();
+        assert_eq!(told.load(Ordering::Relaxed), 2);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -25,7 +25,7 @@
 //! crash.
 
 mod budget;
-mod full_disk;
+mod disk_failures;
 mod open_session;
 mod recovery;
 mod sink;
@@ -48,7 +48,6 @@ use bytes::BytesMut;
 
 use crate::autopilot::LogFormat;
 use crate::diagnose::{FindingFilter, Selection, Severity};
-use crate::planted::{self, Bug};
 use crate::store::columns::{ColumnRouter, ColumnSpec};
 use crate::store::events::{
     EventBufferSpec, EventGate, EventRecord, EventRefused, MAX_LISTED_EVENTS, Trigger, TriggerWatch,
@@ -521,17 +520,11 @@ impl LogStore {
             }
             // One column's open split per step, the main column's first.
             let open = self.session.as_mut().into_iter().flat_map(|s| {
-                s.columns
-                    .iter_mut()
-                    .enumerate()
-                    .filter_map(|(k, c)| c.sink.file.as_mut().map(|(_, w, _)| (k, w)))
+                (s.columns.iter_mut().enumerate()).filter(|(_, c)| c.sink.file.is_some())
             });
-            if let Some((k, w)) = open.into_iter().find(|(k, _)| *k >= u.data_next) {
+            if let Some((k, c)) = open.into_iter().find(|(k, _)| *k >= u.data_next) {
                 u.data_next = k + 1;
-                w.flush()?;
-                if !planted::is(Bug::SplitSyncSkipped) {
-                    fsync::file_data(w.get_ref())?;
-                }
+                c.sink.sync_open_split()?;
                 return Ok(true);
             }
             u.data_done = true;
@@ -657,6 +650,9 @@ impl LogStore {
         let Some(s) = &mut self.session else {
             return Ok(None);
         };
+        // A split a failure cut is closed first (the disk failing still, the session is
+        // completed later).
+        disk_failures::repair_torn(s)?;
         s.manifest.closed = true;
         self.events.append(&mut s.recorded);
         // Everything durable: the last split, then the manifest that says the session is

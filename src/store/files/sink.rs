@@ -39,6 +39,15 @@ pub(super) struct FileSink {
     pub(super) paused: bool,
     /// A split closed early by a write failure: its later `end` is not news.
     pub(super) abandoned: Option<u32>,
+    /// Bytes written to the open split, and how many of them a sync made durable.
+    written_len: u64,
+    synced_len: u64,
+    /// A split whose sync failed, and how many of its bytes were durable before: after a
+    /// disk's I/O error the kernel may have dropped the rest (their pages marked clean, never
+    /// to be written again), so the repair keeps no more than those.
+    pub(super) sync_failed: Option<(u32, u64)>,
+    /// Splits a failure cut that could not be closed yet (their repair failed too).
+    pub(super) unrepaired: Vec<u32>,
     /// Bytes written since the metrics were last told ([`FileSink::report_written`]: a
     /// message is too small a thing to count in a shared counter each).
     unreported_bytes: u64,
@@ -60,6 +69,10 @@ impl FileSink {
             failed_summary: None,
             paused: false,
             abandoned: None,
+            written_len: 0,
+            synced_len: 0,
+            sync_failed: None,
+            unrepaired: Vec::new(),
             unreported_bytes: 0,
             written_bytes: metrics::counter!(STORE_WRITTEN_BYTES.name),
             splits_closed: metrics::counter!(SPLITS_CLOSED.name),
@@ -79,6 +92,24 @@ impl FileSink {
     /// The split's name in the manifest (relative to the session).
     pub(super) fn entry_name(&self, index: u32) -> String {
         format!("{}{}", self.prefix, split_name(index, self.format))
+    }
+
+    /// Makes the open split's bytes durable (written out, then `fdatasync`); a failed sync
+    /// is remembered for the repair ([`sync_failed`](Self::sync_failed)).
+    pub(super) fn sync_open_split(&mut self) -> io::Result<()> {
+        let Some((index, w, _)) = &mut self.file else {
+            return Ok(());
+        };
+        w.flush()?;
+        let synced = match planted::is(Bug::SplitSyncSkipped) {
+            true => Ok(()),
+            false => fsync::file_data(w.get_ref()),
+        };
+        match synced {
+            Ok(()) => self.synced_len = self.written_len,
+            Err(_) => self.sync_failed = Some((*index, self.synced_len)),
+        }
+        synced
     }
 
     fn fail(&mut self, e: io::Error) {
@@ -103,6 +134,8 @@ impl SplitSink for FileSink {
             Ok(f) => {
                 // (Its directory entry is synced with the next sync round.)
                 self.file = Some((index, BufWriter::with_capacity(1 << 16, f), Sha256::new()));
+                self.written_len = 0;
+                self.synced_len = 0;
             }
             Err(e) => {
                 self.failed = Some(index);
@@ -116,7 +149,10 @@ impl SplitSink for FileSink {
         if let Some((index, w, hash)) = &mut self.file {
             hash.update(bytes);
             match w.write_all(bytes) {
-                Ok(()) => self.unreported_bytes += bytes.len() as u64,
+                Ok(()) => {
+                    self.unreported_bytes += bytes.len() as u64;
+                    self.written_len += bytes.len() as u64;
+                }
                 Err(e) => {
                     self.failed = Some(*index);
                     self.fail(e);
@@ -139,7 +175,9 @@ impl SplitSink for FileSink {
             let written = w.into_inner().map_err(|e| e.into_error());
             let synced = written.and_then(|f| match planted::is(Bug::SplitClosedUnsynced) {
                 true => Ok(()),
-                false => fsync::file(&f),
+                false => fsync::file(&f).inspect_err(|_| {
+                    self.sync_failed = Some((summary.index, self.synced_len));
+                }),
             });
             match synced {
                 Ok(()) => {

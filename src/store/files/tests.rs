@@ -90,3 +90,76 @@ fn what_is_written_between_a_rounds_steps_is_synced_by_the_next_round_though_not
     store.end_log().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_failed_sync_cuts_the_split_back_to_what_was_durable_and_writing_resumes_once_the_disk_syncs() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = std::env::temp_dir().join(format!("ulog-recv-eio-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let failing = Arc::new(AtomicBool::new(false));
+    let _fail = fsync::fail(&dir, {
+        let failing = failing.clone();
+        Arc::new(move |_: fsync::Synced<'_>| {
+            (failing.load(Ordering::Relaxed)).then(|| io::Error::from_raw_os_error(5))
+        })
+    });
+    let mut store = store_with_a_log(&dir);
+    store.write(&DROPOUT).unwrap();
+    let t0 = Instant::now();
+    let interval = store.options.fsync_interval;
+    for k in 0..20 {
+        store.tick(t0 + interval * k).unwrap();
+    }
+    let session = store.session.as_ref().unwrap().dir.clone();
+    let split = session.join("split_0000.ulg");
+    let durable = 16 + DROPOUT.len() as u64;
+    assert_eq!(std::fs::metadata(&split).unwrap().len(), durable);
+    // The disk fails its syncs: what was written since the last one may be lost.
+    failing.store(true, Ordering::Relaxed);
+    store.write(&DROPOUT).unwrap();
+    store.write(&DROPOUT).unwrap();
+    store.flush().unwrap();
+    let mut failed = 0;
+    for k in 20..40 {
+        failed += u32::from(store.tick(t0 + interval * k).is_err());
+    }
+    assert_eq!(
+        failed, 1,
+        "one failed sync pauses writing; no retry while it fails"
+    );
+    assert!(store.is_paused());
+    assert_eq!(
+        std::fs::metadata(&split).unwrap().len(),
+        durable,
+        "cut back to what was durable"
+    );
+    // Dropped while paused (and marked once writing resumes).
+    store.write(&DROPOUT).unwrap();
+    // The disk syncs again: the cut split is closed, and writing resumes in a new split.
+    failing.store(false, Ordering::Relaxed);
+    store.tick(t0 + interval * 40).unwrap();
+    assert!(!store.is_paused());
+    store.write(&DROPOUT).unwrap();
+    store.end_log().unwrap();
+    let manifest = crate::store::manifest::read_manifest(&session).unwrap();
+    assert!(manifest.closed);
+    let files: Vec<(&str, bool)> = (manifest.splits.iter())
+        .map(|e| (e.file.as_str(), e.closed))
+        .collect();
+    assert_eq!(
+        files,
+        [("split_0000.ulg", true), ("split_0001.ulg", true)],
+        "{manifest:?}"
+    );
+    assert_eq!(manifest.splits[0].summary.bytes, durable);
+    let resumed = std::fs::read(session.join("split_0001.ulg")).unwrap();
+    // What came after, then the loss marked, of a length not known (before the first
+    // sample after it: none came).
+    assert!(
+        resumed.ends_with(&[2, 0, b'O', 5, 0, 2, 0, b'O', 0, 0]),
+        "{resumed:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

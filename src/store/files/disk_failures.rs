@@ -1,14 +1,18 @@
-//! What the store does when its disk is full: a failed write pauses writing (the open split
-//! cut back to its last whole message and closed), and writing resumes in a new split once
-//! there is room, after a dropout mark where the log lost what came meanwhile. A session that
-//! begins on a full disk begins in memory and gets its folder once there is room; one that
-//! cannot be completed as it ends is completed then, as the repair after a crash does.
+//! What the store does when its disk fails it: a failed write (a full disk) or sync (an I/O
+//! error) pauses writing (the open split cut back to its last whole message, or after a
+//! failed sync to what was durable before it, and closed), and writing resumes in a new split
+//! once there is room and the disk syncs again, after a dropout mark where the log lost what
+//! came meanwhile. A session that begins on a full disk begins in memory and gets its folder
+//! once there is room; one that cannot be completed as it ends is completed then, as the
+//! repair after a crash does.
 
 use std::io;
 use std::path::PathBuf;
 
+use super::open_session::OpenSession;
 use super::recovery::{recover_session, repair_split};
 use super::{LogStore, RESUME_ROOM};
+use crate::store::fsync;
 use crate::store::manifest::write_manifest;
 
 impl LogStore {
@@ -39,8 +43,10 @@ impl LogStore {
         Ok(())
     }
 
-    /// A write failed (most likely a full disk): the open split is cut back to its last whole
-    /// message and closed; nothing more is written until [`tick`](Self::tick) finds space.
+    /// A write or a sync failed (a full disk, an I/O error): the open split is cut back to
+    /// its last whole message (after a failed sync, to what was durable before it) and
+    /// closed; nothing more is written until [`tick`](Self::tick) finds space and a disk that
+    /// syncs.
     pub(super) fn pause_writing(&mut self) {
         let Some(s) = &mut self.session else { return };
         if s.columns[0].sink.paused {
@@ -73,23 +79,9 @@ impl LogStore {
                     e.summary = summary;
                 }
             }
-            for index in torn {
-                let name = sink.entry_name(index);
-                let path = s.dir.join(&name);
-                // In this boot, with the writer's own bytes in the page cache: no tear.
-                match repair_split(&path, splits, &name, false) {
-                    Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
-                        Some(e) => *e = entry,
-                        None => splits.push(entry),
-                    },
-                    Ok(None) => {
-                        let _ = std::fs::remove_file(&path);
-                        splits.retain(|e| e.file != name);
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot close {}", path.display()),
-                }
-            }
+            sink.unrepaired.extend(torn);
         }
+        let _ = repair_torn(s);
         if s.folder_made {
             let _ = write_manifest(&s.dir, &s.manifest);
         }
@@ -121,8 +113,10 @@ impl LogStore {
     pub(super) fn resume_if_room(&mut self) -> io::Result<()> {
         if self.is_paused()
             && let Some(free) = self.room()?
+            && fsync::dir(&self.options.dir).is_ok()
             && self.make_session_folder().is_ok()
             && let Some(s) = &mut self.session
+            && repair_torn(s).is_ok()
         {
             tracing::info!(free, "space again: logging resumes in a new split");
             for c in &mut s.columns {
@@ -168,4 +162,68 @@ impl LogStore {
         });
         Ok(())
     }
+}
+
+/// Closes the splits a failure cut ([`FileSink::unrepaired`](super::sink::FileSink)), each cut
+/// back to its last whole message, or after a failed sync to what was durable before it, and
+/// enters each in the manifest; those whose repair fails (the disk fails still) stay, for the
+/// next call. The first error, if any.
+pub(super) fn repair_torn(s: &mut OpenSession) -> io::Result<()> {
+    let mut first_error = None;
+    for (k, c) in s.columns.iter_mut().enumerate() {
+        let sink = &mut c.sink;
+        let Some(splits) = s.manifest.column_splits_mut(k) else {
+            sink.unrepaired.clear();
+            continue;
+        };
+        for index in std::mem::take(&mut sink.unrepaired) {
+            let name = sink.entry_name(index);
+            let path = s.dir.join(&name);
+            let durable = (sink.sync_failed).and_then(|(i, n)| (i == index).then_some(n));
+            let cut = match durable {
+                Some(n) => cut_back(&path, n),
+                None => Ok(()),
+            };
+            // In this boot, with the writer's own bytes in the page cache: no tear.
+            let repaired = cut.and_then(|()| repair_split(&path, splits, &name, false));
+            match repaired {
+                Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
+                    Some(e) => *e = entry,
+                    None => splits.push(entry),
+                },
+                Ok(None) => {
+                    let _ = std::fs::remove_file(&path);
+                    splits.retain(|e| e.file != name);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot close {}", path.display());
+                    sink.unrepaired.push(index);
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            }
+            if durable.is_some() {
+                sink.sync_failed = None;
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Split `path` no longer than `durable` bytes (none if it is gone).
+fn cut_back(path: &std::path::Path, durable: u64) -> io::Result<()> {
+    let file = match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if file.metadata()?.len() > durable {
+        tracing::warn!(
+            durable,
+            "a sync of {} failed: it keeps only what was durable before",
+            path.display()
+        );
+        file.set_len(durable)?;
+    }
+    Ok(())
 }
