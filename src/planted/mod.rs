@@ -36,10 +36,18 @@ pub enum Bug {
     /// A split is closed, and the manifest calls it closed with its checksum, without its
     /// sync: a power cut can cut it short, and leave a later split's bytes after the hole.
     SplitClosedUnsynced,
+    /// A split whose sync failed (an I/O error) is closed with all it held: what the failed
+    /// sync lost (Linux marks those pages clean, and no later sync writes them) is in its
+    /// checksum, and a power cut leaves zeros there.
+    FailedSyncKeptWhole,
+    /// The store holds what comes after a dropout of its own (samples its queue dropped)
+    /// until the next sample, out of its syncs' reach: a vehicle gone quiet and a power cut
+    /// take it, though sync rounds passed.
+    StoreHoldsAfterOwnGap,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 8] = [
+    pub const ALL: [Bug; 10] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
@@ -48,6 +56,8 @@ impl Bug {
         Bug::BudgetDeletesNewestFirst,
         Bug::SplitSyncSkipped,
         Bug::SplitClosedUnsynced,
+        Bug::FailedSyncKeptWhole,
+        Bug::StoreHoldsAfterOwnGap,
     ];
 }
 

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use super::open_session::OpenSession;
 use super::recovery::{recover_session, repair_split};
 use super::{LogStore, RESUME_ROOM};
+use crate::planted::{self, Bug};
 use crate::store::fsync;
 use crate::store::manifest::write_manifest;
 
@@ -180,6 +181,7 @@ pub(super) fn repair_torn(s: &mut OpenSession) -> io::Result<()> {
             let name = sink.entry_name(index);
             let path = s.dir.join(&name);
             let durable = (sink.sync_failed).and_then(|(i, n)| (i == index).then_some(n));
+            let durable = durable.filter(|_| !planted::is(Bug::FailedSyncKeptWhole));
             let cut = match durable {
                 Some(n) => cut_back(&path, n),
                 None => Ok(()),

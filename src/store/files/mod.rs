@@ -48,6 +48,7 @@ use bytes::BytesMut;
 
 use crate::autopilot::LogFormat;
 use crate::diagnose::{FindingFilter, Selection, Severity};
+use crate::planted::{self, Bug};
 use crate::store::columns::{ColumnRouter, ColumnSpec};
 use crate::store::events::{
     EventBufferSpec, EventGate, EventRecord, EventRefused, MAX_LISTED_EVENTS, Trigger, TriggerWatch,
@@ -352,7 +353,10 @@ impl LogStore {
                 framer: crate::dataflash::Framer::new(),
                 gaps: crate::dataflash::GapMarker::writing_through(),
             }),
-            gaps: GapMarker::writing_through(),
+            gaps: match planted::is(Bug::StoreHoldsAfterOwnGap) {
+                true => GapMarker::new(1 << 20),
+                false => GapMarker::writing_through(),
+            },
             dropped_own: false,
             router,
             columns: writers,

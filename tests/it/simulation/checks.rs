@@ -5,7 +5,9 @@
 //!   byte, and each split reads on its own ([`super::splits`]).
 //! - **On disk as received**: with the store on, each log's manifest lists exactly the split
 //!   files in its folder, each closed with its true SHA-256, and the splits as the manifest
-//!   describes them are the log, after any crash and repair ([`super::disk`]).
+//!   describes them are the log, after any crash and repair ([`super::disk`]): the log as
+//!   its store was handed it, which a stalled store's queue may have stripped of samples
+//!   ([`super::store_thread`]).
 //! - **Durable once synced**: after a power cut ([`super::power`]), a log is the beginning
 //!   of what was received, at least what the store's last completed sync round promised (its
 //!   last whole record ending in zeros possibly dropped by the repair as torn); a session
@@ -77,10 +79,12 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         super::splits::check(format, &log.bytes, &log.splits)
             .map_err(|e| format!("log {n}'s splits: {e}"))?;
         let deleted = |dir| (o.disk.as_ref()).is_some_and(|d| d.deleted.contains(dir));
-        if let Some(dir) = log.session_dir.as_ref().filter(|d| !deleted(d)) {
+        if let Some(dir) = log.stored.dir.as_ref().filter(|d| !deleted(d)) {
             let cut_short = (o.disk.as_ref()).and_then(|d| d.cut_short.get(dir).copied());
             let paused = (o.disk.as_ref()).is_some_and(|d| d.paused.contains(dir));
-            super::disk::check(format, &log.bytes, dir, cut_short, paused)
+            let stripped = (log.stored.drop_runs > 0).then_some(&log.stored);
+            let handed = &log.stored.handed;
+            super::disk::check(format, handed, dir, cut_short, paused, stripped)
                 .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
         }
         if let Some(published) = &log.published {

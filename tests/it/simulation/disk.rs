@@ -27,10 +27,11 @@ use ulog_recv::diagnose::Selection;
 use ulog_recv::store::files::{UPLOADED_MARK, list_sessions};
 use ulog_recv::store::manifest::{hex, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
-use ulog_recv::ulog::message::framed;
+use ulog_recv::ulog::message::{framed, msg_type};
 
 use super::power::{Cut, PowerModel};
 use super::splits::Splits;
+use super::store_thread::Stored;
 use crate::common::tmpfs::Tmpfs;
 
 /// A run's log folder and the store writing into it.
@@ -69,9 +70,11 @@ pub struct Disk {
     room: u64,
     /// The store's errors, as the daemon's store thread logs them.
     pub errors: u32,
-    /// Sessions whose writing failed (a full disk): writing paused, and resumed in a new
-    /// split once there was room.
+    /// Sessions whose writing failed (a full disk, a failed sync): writing paused, and
+    /// resumed in a new split once there was room and the disk synced again.
     pub paused: Vec<PathBuf>,
+    /// The disk fails every sync (an I/O error) for now.
+    syncs_fail: bool,
 }
 
 /// A session's log bytes: `from..to` of all the bytes written.
@@ -156,6 +159,7 @@ impl Disk {
             room: 0,
             errors: 0,
             paused: Vec::new(),
+            syncs_fail: false,
         };
         disk.start();
         disk
@@ -170,8 +174,12 @@ impl Disk {
     /// does. The repair closes every session left open, and removes one that nothing of
     /// reached the disk: the budget's watch begins again from what it leaves.
     fn start(&mut self) {
+        // (The daemon's start is spared a failing disk: a store that cannot open stops the
+        // daemon, and systemd starts it again.)
+        self.power.fail_syncs(false);
         let mut store = LogStore::open(self.options.clone()).expect("the store opens");
         store.recover();
+        self.power.fail_syncs(self.syncs_fail);
         self.store = Some(store);
         self.look();
     }
@@ -259,6 +267,11 @@ impl Disk {
         }
     }
 
+    /// The queue's bound stripped `samples` before the next bytes.
+    pub fn lost(&mut self, samples: u64) {
+        self.store().lost(samples);
+    }
+
     pub fn link_dropout(&mut self, chunks: u64, resolved: bool) {
         self.store().link_dropout(chunks, resolved);
     }
@@ -272,10 +285,10 @@ impl Disk {
     }
 
     /// A store error, taken as the daemon's store thread takes it (logged, and receiving
-    /// goes on); only a full disk may cause one here.
+    /// goes on); only a full disk or a failing one may cause one here.
     fn failed(&mut self, what: &str, e: std::io::Error) {
         assert!(
-            self.ballast.is_some() || self.store().is_paused(),
+            self.ballast.is_some() || self.syncs_fail || self.store().is_paused(),
             "{what} failed with room on the disk: {e}"
         );
         self.errors += 1;
@@ -295,6 +308,12 @@ impl Disk {
         self.ballast = Some(tmpfs.take_room("ballast", room));
         self.room = room;
         true
+    }
+
+    /// The disk fails every sync from now (`on`: an I/O error), or no longer.
+    pub fn fail_syncs(&mut self, on: bool) {
+        self.syncs_fail = on;
+        self.power.fail_syncs(on);
     }
 
     /// The other program's file goes: room again.
@@ -407,12 +426,16 @@ impl Drop for Disk {
 /// A session whose writing paused (`paused`: a full disk) is held to less: each split,
 /// without its preamble, is a run of the log's whole messages, the runs in the log's order;
 /// what lies between them the pause lost.
+///
+/// A log whose samples the store's queue stripped (`stripped`: what the store did with it)
+/// is held to [`check_stripped`]'s promises.
 pub fn check(
     format: LogFormat,
     log: &[u8],
     session: &Path,
     cut_short: Option<u64>,
     paused: bool,
+    stripped: Option<&Stored>,
 ) -> Result<(), String> {
     // Nothing of it reached the disk: a power cut before anything was durable, or a disk
     // full from its beginning to its end.
@@ -444,6 +467,9 @@ pub fn check(
         }
         splits.files.push(bytes);
         splits.summaries.push(s.summary.clone());
+    }
+    if let Some(stored) = stripped {
+        return check_stripped(format, stored, &splits, cut_short, paused);
     }
     if paused {
         return check_runs(format, log, &splits, cut_short.is_some());
@@ -515,12 +541,21 @@ fn check_runs(
             (next..=log.len()).find(|&i| log[i..].starts_with(body))
         };
         let mut at = run_at(&body, next);
-        // The split writing resumed in marks what the pause lost (not the log's own mark).
-        if at.is_none()
-            && let Some(m) = body.iter().position(|m| is_mark(format, m))
-        {
-            body.remove(m);
-            at = run_at(&body, next);
+        // The split writing resumed in marks what the pause lost, before its first sample:
+        // one of its marks is not the log's.
+        let marks: Vec<usize> = (body.iter().enumerate())
+            .filter_map(|(k, m)| is_mark(format, m).then_some(k))
+            .collect();
+        for m in marks {
+            if at.is_some() {
+                break;
+            }
+            let mut without = body.clone();
+            without.remove(m);
+            at = run_at(&without, next);
+            if at.is_some() {
+                body = without;
+            }
         }
         if at.is_none() && cut_short && k + 1 == splits.files.len() {
             body.pop();
@@ -537,10 +572,144 @@ fn check_runs(
     Ok(())
 }
 
+/// See [`check`]: the splits of a log whose samples the store's queue stripped, in runs,
+/// while the store stalled. The store wrote what it was handed (`stored.handed`), and a
+/// dropout of its own before the next sample after each run:
+/// - the marks aside, its messages are those handed: all of them; after a power cut, a
+///   beginning of them (at least what was durable, its last record possibly torn); with
+///   writing paused, some of them in order;
+/// - it has a mark of its own for at least one run when a sample came after the first (none
+///   cut short nor paused), and never more than runs and resumed splits;
+/// - ULog: no mark says more time than lies between the samples around it.
+fn check_stripped(
+    format: LogFormat,
+    stored: &Stored,
+    splits: &Splits,
+    cut_short: Option<u64>,
+    paused: bool,
+) -> Result<(), String> {
+    super::splits::check_each(format, splits)?;
+    let handed = messages(format, &stored.handed, 0);
+    let mut on_disk = Vec::new();
+    for (file, s) in splits.files.iter().zip(&splits.summaries) {
+        on_disk.extend(messages(format, file, s.preamble_bytes as usize));
+    }
+    let unmarked = |ms: &[Vec<u8>]| -> Vec<Vec<u8>> {
+        ms.iter().filter(|m| !is_mark(format, m)).cloned().collect()
+    };
+    let (want, got) = (unmarked(&handed), unmarked(&on_disk));
+    let own_marks = (on_disk.len() - got.len()).saturating_sub(handed.len() - want.len());
+    let most = stored.drop_runs as usize + if paused { splits.files.len() } else { 0 };
+    if own_marks > most {
+        return Err(format!(
+            "{own_marks} dropouts of the store's own, for {} runs of samples stripped",
+            stored.drop_runs
+        ));
+    }
+    let whole = |n: usize| format!("{n} of the {} messages handed to the store", want.len());
+    if paused {
+        let mut rest = want.iter();
+        if !got.iter().all(|m| rest.any(|w| w == m)) {
+            return Err(format!(
+                "its {} messages (after a pause in writing) are not {} in order",
+                got.len(),
+                whole(got.len())
+            ));
+        }
+    } else if let Some(durable) = cut_short {
+        let kept = match want.starts_with(&got) {
+            true => got.len(),
+            false if want.starts_with(&got[..got.len().saturating_sub(1)]) => got.len() - 1,
+            false => {
+                return Err(format!(
+                    "after a power cut, its {} messages are not the first {}",
+                    got.len(),
+                    whole(got.len())
+                ));
+            }
+        };
+        let within = whole_messages_within(format, &stored.handed, durable) as usize;
+        let least = unmarked(&messages(format, &stored.handed[..within], 0)).len();
+        if kept + 1 < least {
+            return Err(format!(
+                "a power cut came when {durable} bytes were durable: it holds {}",
+                whole(kept)
+            ));
+        }
+    } else {
+        if got != want {
+            let at = got.iter().zip(&want).position(|(a, b)| a != b);
+            return Err(format!(
+                "its messages are not those handed to the store ({} against {}, the marks \
+                 aside; first difference at {at:?})",
+                got.len(),
+                want.len()
+            ));
+        }
+        let sample_after =
+            (stored.first_drop_at).is_some_and(|at| has_sample(format, &stored.handed[at..]));
+        if own_marks == 0 && sample_after {
+            return Err(format!(
+                "samples were stripped in {} runs, and a sample came after: no dropout says so",
+                stored.drop_runs
+            ));
+        }
+    }
+    if format == LogFormat::ULog {
+        check_mark_durations(&on_disk)?;
+    }
+    Ok(())
+}
+
+/// Whether whole messages `bytes` hold a sample (ULog's `D`, a DataFlash record with a
+/// time).
+fn has_sample(format: LogFormat, bytes: &[u8]) -> bool {
+    match format {
+        LogFormat::ULog => framed(bytes).any(|m| m[2] == msg_type::DATA),
+        LogFormat::DataFlash => {
+            let mut timed = false;
+            ulog_recv::dataflash::Framer::new().push(bytes, |m, f| {
+                timed |= ulog_recv::dataflash::format::time_us(f, m).is_some();
+            });
+            timed
+        }
+    }
+}
+
+/// No ULog dropout says more time than lies between the samples around it (1 ms of rounding
+/// allowed).
+fn check_mark_durations(messages: &[Vec<u8>]) -> Result<(), String> {
+    let time = |m: &Vec<u8>| {
+        (m[2] == msg_type::DATA && m.len() >= 13)
+            .then(|| u64::from_le_bytes(m[5..13].try_into().expect("8 bytes")))
+    };
+    let mut before = None;
+    for (k, m) in messages.iter().enumerate() {
+        if let Some(t) = time(m) {
+            before = Some(t);
+            continue;
+        }
+        if m[2] != msg_type::DROPOUT || m.len() < 5 {
+            continue;
+        }
+        let ms = u64::from(u16::from_le_bytes([m[3], m[4]]));
+        let after = messages[k + 1..].iter().find_map(time);
+        if let (Some(b), Some(a)) = (before, after)
+            && ms * 1000 > a.saturating_sub(b) + 1000
+        {
+            return Err(format!(
+                "a dropout of {ms} ms between samples {} µs apart",
+                a.saturating_sub(b)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A dropout mark: ULog's 'O', the `MSG` DataFlash's says it with.
 fn is_mark(format: LogFormat, m: &[u8]) -> bool {
     match format {
-        LogFormat::ULog => m[2] == ulog_recv::ulog::message::msg_type::DROPOUT,
+        LogFormat::ULog => m[2] == msg_type::DROPOUT,
         LogFormat::DataFlash => {
             let prefix = ulog_recv::dataflash::gaps::DROPOUT_PREFIX.as_bytes();
             m.windows(prefix.len()).any(|w| w == prefix)

@@ -24,6 +24,7 @@ mod foxglove;
 mod power;
 mod schedule;
 mod splits;
+mod store_thread;
 mod world;
 
 use std::sync::Arc;
@@ -149,6 +150,11 @@ struct Batch {
     /// Spells of a full disk, and the sessions whose writing one paused.
     disk_fulls: u64,
     paused: u64,
+    /// Spells of a slow sync, and the samples the store's queue stripped meanwhile.
+    stalls: u64,
+    stripped: u64,
+    /// Spells of failing syncs.
+    sync_failures: u64,
     /// Fills after the flight that ran to their end, the records they recovered, and the
     /// power cuts that came in a fill.
     fills: u64,
@@ -173,6 +179,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let power_cuts = AtomicU64::new(0);
     let disk_fulls = AtomicU64::new(0);
     let paused = AtomicU64::new(0);
+    let stalls = AtomicU64::new(0);
+    let stripped = AtomicU64::new(0);
+    let sync_failures = AtomicU64::new(0);
     let fills = AtomicU64::new(0);
     let fill_records = AtomicU64::new(0);
     let fill_power_cuts = AtomicU64::new(0);
@@ -210,6 +219,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         disk_fulls.fetch_add(u64::from(o.disk_fulls), Ordering::Relaxed);
                         let n = o.disk.as_ref().map_or(0, |d| d.paused.len());
                         paused.fetch_add(n as u64, Ordering::Relaxed);
+                        stalls.fetch_add(u64::from(o.stalls), Ordering::Relaxed);
+                        stripped.fetch_add(o.stripped, Ordering::Relaxed);
+                        sync_failures.fetch_add(u64::from(o.sync_failures), Ordering::Relaxed);
                         fills.fetch_add(o.fills.len() as u64, Ordering::Relaxed);
                         let records = (o.fills.iter())
                             .filter_map(|f| f.result.as_ref().ok())
@@ -247,6 +259,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         power_cuts: power_cuts.into_inner(),
         disk_fulls: disk_fulls.into_inner(),
         paused: paused.into_inner(),
+        stalls: stalls.into_inner(),
+        stripped: stripped.into_inner(),
+        sync_failures: sync_failures.into_inner(),
         fills: fills.into_inner(),
         fill_records: fill_records.into_inner(),
         fill_power_cuts: fill_power_cuts.into_inner(),
@@ -314,7 +329,7 @@ fn seeds() {
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
          from {base}, {} faults ({} power cuts, {} spells of a full disk that paused {} \
-         sessions) and {} bucket faults, {} splits, {} fills after the flight ({} records \
+         sessions, {} slow syncs that stripped {} samples, {} spells of failing syncs) and {} bucket faults, {} splits, {} fills after the flight ({} records \
          recovered, {} power cuts in a fill), {:.1} h simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
@@ -326,6 +341,9 @@ fn seeds() {
         batch.power_cuts,
         batch.disk_fulls,
         batch.paused,
+        batch.stalls,
+        batch.stripped,
+        batch.sync_failures,
         batch.bucket_faults,
         batch.splits,
         batch.fills,
@@ -407,6 +425,14 @@ fn the_same_seed_runs_the_same_event_for_event() {
         (0..)
             .map(|seed| Schedule::draw(seed, logs.len()))
             .find(|s| s.fill.is_some_and(|f| f.power_cut_at.is_some())),
+    );
+    // And one whose disk stalls and fails its syncs (which samples the store's queue
+    // strips depends on what waits in it when).
+    let has = |s: &Schedule, kind: FaultKind| s.faults.iter().any(|f| f.kind == kind);
+    picked.extend(
+        (0..)
+            .map(|seed| Schedule::draw(seed, logs.len()))
+            .find(|s| has(s, FaultKind::SlowDisk) && has(s, FaultKind::SyncFails)),
     );
     for schedule in picked {
         let (a, b) = (run(&schedule, &logs), run(&schedule, &logs));

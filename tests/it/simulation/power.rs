@@ -14,18 +14,28 @@
 //!   reached the disk, that page's data did not).
 //!
 //! The cut is adversarial where POSIX leaves room (ext4 orders more), so that a sync the
-//! receiver skips, or a name it relies on before syncing it, shows. What the kernel really
+//! receiver skips, or a name it relies on before syncing it, shows.
+//!
+//! The model can also fail the receiver's syncs ([`PowerModel::fail_syncs`]), as a disk's
+//! I/O error does, with what Linux then does: a file's bytes written since its last good sync
+//! may never reach the disk (their pages are marked clean, and no later sync writes them):
+//! from then on they are zeros in what the disk keeps, whatever syncs follow, until the file
+//! is cut shorter than them. What the kernel really
 //! does is LazyFS's to test (the guide's faults chapter).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ulog_recv::store::fsync::{self, Synced, Watching};
 
 type Ino = u64;
+
+/// Linux's `EIO`: the error a disk's failed write-back gives a sync.
+const EIO: i32 = 5;
 
 /// The page cache's unit of writing back.
 const PAGE: usize = 4096;
@@ -44,6 +54,20 @@ struct Durable {
     names: HashMap<Ino, BTreeMap<OsString, Entry>>,
     /// Each file's bytes and mode, by its inode.
     files: HashMap<Ino, (Vec<u8>, u32)>,
+    /// Bytes of a file a failed sync lost for good (`from..to`), by its inode.
+    poisoned: HashMap<Ino, (usize, usize)>,
+}
+
+impl Durable {
+    /// Zeros where `ino`'s bytes were lost for good.
+    fn poison(&self, ino: Ino, bytes: &mut [u8]) {
+        if let Some(&(from, to)) = self.poisoned.get(&ino)
+            && from < bytes.len()
+        {
+            let to = to.min(bytes.len());
+            bytes[from..to].fill(0);
+        }
+    }
 }
 
 /// What a cut did.
@@ -63,6 +87,9 @@ pub struct PowerModel {
     root_ino: Ino,
     durable: Arc<Mutex<Durable>>,
     watching: Option<Watching>,
+    /// While set, every sync under the folder fails (an I/O error).
+    failing: Arc<AtomicBool>,
+    failer: Option<Watching>,
 }
 
 impl PowerModel {
@@ -74,6 +101,8 @@ impl PowerModel {
             root_ino,
             durable: Arc::default(),
             watching: None,
+            failing: Arc::default(),
+            failer: None,
         };
         model.all_durable();
         model.resume();
@@ -101,8 +130,34 @@ impl PowerModel {
         *self.durable.lock().unwrap() = durable;
     }
 
+    /// Fails the receiver's syncs under the folder from now (`on`), or no longer.
+    pub fn fail_syncs(&self, on: bool) {
+        self.failing.store(on, Ordering::Relaxed);
+    }
+
     /// Watches the receiver's syncs under the folder again.
     fn resume(&mut self) {
+        let (durable, failing) = (self.durable.clone(), self.failing.clone());
+        self.failer = Some(fsync::fail(
+            &self.root,
+            Arc::new(move |syncing: Synced<'_>| {
+                if !failing.load(Ordering::Relaxed) {
+                    return None;
+                }
+                if let Synced::File { file, .. } = syncing
+                    && let Ok(meta) = file.metadata()
+                {
+                    let mut durable = durable.lock().unwrap();
+                    let had = durable.files.get(&meta.ino()).map_or(0, |f| f.0.len());
+                    let len = meta.len() as usize;
+                    if len > had {
+                        let lost = durable.poisoned.entry(meta.ino()).or_insert((had, len));
+                        *lost = (lost.0.min(had), lost.1.max(len));
+                    }
+                }
+                Some(std::io::Error::from_raw_os_error(EIO))
+            }),
+        ));
         let durable = self.durable.clone();
         self.watching = Some(fsync::watch(
             &self.root,
@@ -124,6 +179,7 @@ impl PowerModel {
     /// goes) counts for nothing.
     pub fn freeze(&mut self) {
         self.watching = None;
+        self.failer = None;
     }
 
     /// The power goes and comes back: the folder is rebuilt from the model, with what the
@@ -279,6 +335,8 @@ impl Rebuild<'_> {
         } else if current != bytes && now.is_some() {
             self.cut.bytes_lost += current.len().saturating_sub(bytes.len()) as u64;
         }
+        // What a failed sync lost never reached the disk.
+        self.durable.poison(ino, &mut bytes);
         Found::File(bytes, if mode == 0 { 0o644 } else { mode })
     }
 }
@@ -305,6 +363,15 @@ fn file_synced(durable: &mut Durable, file: &std::fs::File, path: &Path) {
         return;
     }
     let len = meta.len() as usize;
+    // Cut shorter than what a failed sync lost: none of it is left to lose.
+    if durable
+        .poisoned
+        .get(&meta.ino())
+        .is_some_and(|&(from, _)| len <= from)
+    {
+        durable.poisoned.remove(&meta.ino());
+    }
+    let poisoned = durable.poisoned.get(&meta.ino()).copied();
     let (bytes, mode) = durable.files.entry(meta.ino()).or_default();
     *mode = meta.mode();
     let had = bytes.len();
@@ -315,13 +382,18 @@ fn file_synced(durable: &mut Durable, file: &std::fs::File, path: &Path) {
             .read_exact_at(&mut end, (had - overlap) as u64)
             .is_ok()
         && end == bytes[had - overlap..];
-    if appended {
+    let read = appended && {
         bytes.resize(len, 0);
-        if reading.read_exact_at(&mut bytes[had..], had as u64).is_ok() {
-            return;
-        }
+        reading.read_exact_at(&mut bytes[had..], had as u64).is_ok()
+    };
+    if !read {
+        *bytes = std::fs::read(path).unwrap_or_default();
     }
-    *bytes = std::fs::read(path).unwrap_or_default();
+    // What a failed sync lost stays lost, whatever syncs follow.
+    if let Some((from, to)) = poisoned.filter(|&(from, _)| from < bytes.len()) {
+        let to = to.min(bytes.len());
+        bytes[from..to].fill(0);
+    }
 }
 
 fn ino_of(path: &Path) -> std::io::Result<Ino> {

@@ -47,6 +47,14 @@ pub enum FaultKind {
     /// leaves free): the store's writes fail until there is room again (drawn with the
     /// store on disk only, last).
     DiskFull,
+    /// The store is stuck in a slow sync (an SD card under load) for the fault's length:
+    /// what the session receives meanwhile waits in the store's queue (drawn with the store
+    /// on disk only, last).
+    SlowDisk,
+    /// The disk fails every sync for the fault's length (an I/O error: what was written
+    /// since a file's last good sync may never reach the disk) (drawn with the store on
+    /// disk only, last).
+    SyncFails,
 }
 
 impl FaultKind {
@@ -62,7 +70,12 @@ impl FaultKind {
         FaultKind::Junk,
     ];
     /// The kinds of fault on the store's disk, drawn apart from [`ALL`](Self::ALL)'s swarm.
-    pub const DISK: [FaultKind; 2] = [FaultKind::PowerCut, FaultKind::DiskFull];
+    pub const DISK: [FaultKind; 4] = [
+        FaultKind::PowerCut,
+        FaultKind::DiskFull,
+        FaultKind::SlowDisk,
+        FaultKind::SyncFails,
+    ];
 
     /// A spell of link trouble (a changed impairment), not an event.
     pub fn is_link(self) -> bool {
@@ -130,6 +143,9 @@ pub struct Schedule {
     /// once the flight is over, the daemon's `--fill auto` fills its sessions from the
     /// vehicle's SD log.
     pub fill: Option<FillPlan>,
+    /// The store's queue (`--store-queue`): the daemon's default, small in seeds whose store
+    /// stalls (so that some stalls fill it).
+    pub store_queue: usize,
 }
 
 /// How a fill goes.
@@ -139,6 +155,9 @@ pub struct FillPlan {
     /// cuts are drawn, one fill in two; the daemon starts again and fills what is not done.
     pub power_cut_at: Option<u32>,
 }
+
+/// The daemon's `--store-queue` when none is given.
+const DEFAULT_STORE_QUEUE: usize = 32 << 20;
 
 /// The faults a schedule draws at most.
 const MAX_FAULTS: usize = 12;
@@ -253,6 +272,23 @@ impl Schedule {
             }
             faults.sort_by_key(|f| f.at);
         }
+        // Slow syncs, with the store on disk one seed in four, and a queue of 64 KiB (the
+        // least the daemon takes) to 4 MiB.
+        let mut store_queue = DEFAULT_STORE_QUEUE;
+        if disk && kinds.contains(&FaultKind::SlowDisk) && rng.u8(..4) == 0 {
+            for _ in 0..rng.usize(1..=4) {
+                faults.push(draw_fault(&mut rng, FaultKind::SlowDisk, span_ms));
+            }
+            faults.sort_by_key(|f| f.at);
+            store_queue = (64 << 10) << rng.u32(..=6);
+        }
+        // Failing syncs, with the store on disk one seed in five.
+        if disk && kinds.contains(&FaultKind::SyncFails) && rng.u8(..5) == 0 {
+            for _ in 0..rng.usize(1..=3) {
+                faults.push(draw_fault(&mut rng, FaultKind::SyncFails, span_ms));
+            }
+            faults.sort_by_key(|f| f.at);
+        }
         Self {
             seed,
             autopilot,
@@ -270,6 +306,7 @@ impl Schedule {
             bucket,
             budget_share,
             fill,
+            store_queue,
         }
     }
 
@@ -352,6 +389,10 @@ fn draw_fault(rng: &mut fastrand::Rng, kind: FaultKind, span_ms: u64) -> Fault {
         FaultKind::Junk => (Duration::ZERO, rng.u32(1..200) as f64),
         // Full to the last bytes, or with a page or a few left (a split's preamble may fit).
         FaultKind::DiskFull => (ms(500, 40_000, rng), rng.u64(..64 << 10) as f64),
+        // From a hitch to as long as a card's garbage collection can take.
+        FaultKind::SlowDisk => (ms(200, 30_000, rng), 0.0),
+        // One sync, or every sync for seconds.
+        FaultKind::SyncFails => (ms(1, 5_000, rng), 0.0),
     };
     Fault {
         kind,
@@ -384,6 +425,25 @@ fn a_seed_draws_one_schedule_and_the_swarm_draws_every_kind() {
         "power cuts in {power_cuts} of 200 schedules"
     );
     assert!(schedules.iter().filter(cut).all(|s| s.disk));
+    // The disk's other faults, with the store on disk only.
+    for kind in [
+        FaultKind::DiskFull,
+        FaultKind::SlowDisk,
+        FaultKind::SyncFails,
+    ] {
+        let with: Vec<&Schedule> = (schedules.iter())
+            .filter(|s| s.faults.iter().any(|f| f.kind == kind))
+            .collect();
+        assert!(
+            with.len() >= 4,
+            "{kind:?} in {} of 200 schedules",
+            with.len()
+        );
+        assert!(
+            with.iter().all(|s| s.disk),
+            "{kind:?} without the store on disk"
+        );
+    }
     // Some seeds are calm, some are storms.
     assert!(schedules.iter().any(|s| s.faults.is_empty()));
     assert!(schedules.iter().any(|s| s.faults.len() >= 10));

@@ -3,7 +3,7 @@
 //! faults applied as the clock reaches them; beside the session, when the schedule says so,
 //! the live socket's publisher and the Foxglove server's ([`super::foxglove`]), each with a
 //! client, the store writing files
-//! ([`super::disk`]), and the uploader sending them to a failing bucket ([`super::bucket`]);
+//! ([`super::disk`]) behind its thread's queue ([`super::store_thread`]), and the uploader sending them to a failing bucket ([`super::bucket`]);
 //! after the flight, the fill from the vehicle's SD log ([`super::fill`]).
 //! Every event the receiver hands out goes into an event log, whose digest
 //! says whether two runs were the same.
@@ -25,6 +25,7 @@ use super::fill::{FillRun, Filled, Step};
 use super::foxglove::{Foxglove, Sent};
 use super::schedule::{Autopilot, FaultKind, Schedule};
 use super::splits::{LogSplitter, Splits, policy};
+use super::store_thread::{StoreThread, Stored};
 
 /// The event log's line for a power cut in a fill.
 pub const FILL_POWER_CUT: &str = "the power fails in the fill";
@@ -138,8 +139,9 @@ pub struct ReceivedLog {
     pub published: Option<Vec<serde_json::Value>>,
     /// With a live client: what the Foxglove client was sent of the log's samples.
     pub foxglove: Option<Vec<Sent>>,
-    /// With the store on: the log's session folder.
-    pub session_dir: Option<std::path::PathBuf>,
+    /// With the store on: what the store did with it (its session folder, the bytes it
+    /// wrote).
+    pub stored: Stored,
 }
 
 /// What a run left to be judged.
@@ -161,6 +163,11 @@ pub struct Outcome {
     pub power_cuts: u32,
     /// Spells of a full disk.
     pub disk_fulls: u32,
+    /// Spells the store stalled in a slow sync, and the samples its queue's bound stripped.
+    pub stalls: u32,
+    pub stripped: u64,
+    /// Spells of failing syncs.
+    pub sync_failures: u32,
     /// The fills that ran to their end, in order.
     pub fills: Vec<Filled>,
     /// Simulated time from power-up to the last session's close.
@@ -222,8 +229,14 @@ struct World {
     live: Option<(Publisher, ClientId)>,
     /// The Foxglove server beside it, with its client.
     foxglove: Option<Foxglove>,
-    /// The receiver's store, writing each log to files, when the schedule says so.
+    /// The receiver's store, writing each log to files, when the schedule says so, and the
+    /// thread it runs on (its queue).
     disk: Option<Disk>,
+    store_thread: StoreThread,
+    /// Spells the store stalled in, and samples its queue's bound stripped over all the
+    /// daemon's lives.
+    stalls: u32,
+    stripped: u64,
     /// The uploader's bucket and its next pass, when the schedule says so.
     uploads: Option<(Uploads, Instant)>,
     journal_ahead: Option<String>,
@@ -242,6 +255,9 @@ struct World {
     /// While another program holds the disk's room: until then; and how often it did.
     disk_full_until: Option<Instant>,
     disk_fulls: u32,
+    /// While the disk fails every sync: until then; and how often it did.
+    syncs_fail_until: Option<Instant>,
+    sync_failures: u32,
     stuck: u32,
     /// The fills' queue, once the fill began after the flight (a restart queues again).
     fill_queue: Option<Vec<std::path::PathBuf>>,
@@ -316,6 +332,9 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 schedule.fills_disk(),
             )
         }),
+        store_thread: StoreThread::new(schedule.store_queue),
+        stalls: 0,
+        stripped: 0,
         uploads: (schedule.bucket.filter(|_| schedule.disk))
             .map(|faults| (Uploads::new(schedule.seed, faults), t0 + UPLOAD_EVERY)),
         journal_ahead: None,
@@ -331,6 +350,8 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         power_cuts: 0,
         disk_full_until: None,
         disk_fulls: 0,
+        syncs_fail_until: None,
+        sync_failures: 0,
         stuck: 0,
         fill_queue: None,
         filling: None,
@@ -340,6 +361,15 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         fill_limit: None,
     };
     let finished = world.run();
+    if let Some(disk) = &mut world.disk
+        && world.syncs_fail_until.take().is_some()
+    {
+        disk.fail_syncs(false);
+    }
+    // A stall the run ended in ends: the store writes what waited.
+    world.store_thread.stalled_until = None;
+    world.run_store();
+    world.stripped += world.store_thread.lost_samples();
     if let Some(disk) = &mut world.disk
         && world.disk_full_until.take().is_some()
     {
@@ -375,6 +405,9 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         restarts: world.restarts,
         power_cuts: world.power_cuts,
         disk_fulls: world.disk_fulls,
+        stalls: world.stalls,
+        sync_failures: world.sync_failures,
+        stripped: world.stripped,
         fills: world.fills,
         simulated,
         finished,
@@ -468,6 +501,8 @@ impl World {
                 settle_until.filter(|&t| t > self.now),
                 self.uploads.as_ref().map(|(_, at)| *at),
                 self.disk_full_until,
+                self.store_thread.stalled_until,
+                self.syncs_fail_until,
             ]
             .into_iter()
             .flatten()
@@ -492,13 +527,38 @@ impl World {
                         (self.now - self.t0).as_millis()
                     ));
                 }
-                let before = disk.deleted.len();
-                disk.tick(self.now);
-                let deleted: Vec<String> = (disk.deleted[before..].iter())
-                    .filter_map(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
-                    .collect();
-                for name in deleted {
-                    self.say(format!("the disk budget deletes {name}"));
+                if self.syncs_fail_until.is_some_and(|t| t <= self.now) {
+                    self.syncs_fail_until = None;
+                    disk.fail_syncs(false);
+                    self.event_log.push(format!(
+                        "{:>9} the disk syncs again",
+                        (self.now - self.t0).as_millis()
+                    ));
+                }
+                if self
+                    .store_thread
+                    .stalled_until
+                    .is_some_and(|t| t <= self.now)
+                {
+                    self.store_thread.stalled_until = None;
+                    self.event_log.push(format!(
+                        "{:>9} the store's slow sync is over",
+                        (self.now - self.t0).as_millis()
+                    ));
+                }
+                let mut stored: Vec<&mut Stored> =
+                    self.logs.iter_mut().map(|l| &mut l.stored).collect();
+                self.store_thread.run(self.now, disk, &mut stored);
+                // (A store stuck in a slow sync keeps neither the sync rounds nor the budget.)
+                if !self.store_thread.stalled(self.now) {
+                    let before = disk.deleted.len();
+                    disk.tick(self.now);
+                    let deleted: Vec<String> = (disk.deleted[before..].iter())
+                        .filter_map(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
+                        .collect();
+                    for name in deleted {
+                        self.say(format!("the disk budget deletes {name}"));
+                    }
                 }
             }
             if self.uploads.as_ref().is_some_and(|(_, at)| *at <= self.now) {
@@ -591,6 +651,30 @@ impl World {
                         Some(self.disk_full_until.map_or(until, |u| u.max(until)));
                 }
             }
+            FaultKind::SyncFails => {
+                let Some(disk) = &mut self.disk else { return };
+                disk.fail_syncs(true);
+                self.sync_failures += 1;
+                self.say(format!(
+                    "the disk fails every sync for {} ms",
+                    len.as_millis()
+                ));
+                let until = self.now + len;
+                self.syncs_fail_until = Some(self.syncs_fail_until.map_or(until, |u| u.max(until)));
+            }
+            FaultKind::SlowDisk => {
+                if self.disk.is_none() {
+                    return;
+                }
+                self.stalls += 1;
+                self.say(format!(
+                    "the store stalls in a slow sync for {} ms",
+                    len.as_millis()
+                ));
+                let until = self.now + len;
+                let stalled = &mut self.store_thread.stalled_until;
+                *stalled = Some(stalled.map_or(until, |u| u.max(until)));
+            }
             FaultKind::Junk => {
                 let n = level as usize;
                 self.say(format!("{n} junk datagrams"));
@@ -618,6 +702,11 @@ impl World {
             log.last_session = false;
         }
         self.session = Session::new(SessionConfig::default(), self.now);
+        // What waited for the store dies with it, never written; a slow disk stays slow.
+        self.stripped += self.store_thread.lost_samples();
+        let stalled_until = self.store_thread.stalled_until;
+        self.store_thread = StoreThread::new(self.schedule.store_queue);
+        self.store_thread.stalled_until = stalled_until;
         // The fill thread dies with the daemon; the new one queues what is not done.
         self.filling = None;
         self.fill_queue = None;
@@ -633,8 +722,8 @@ impl World {
         }
         let cut = disk.power_cut(&mut self.rng);
         for log in &mut self.logs {
-            if log.session_dir.as_ref().is_some_and(|d| !d.exists()) {
-                log.session_dir = None;
+            if log.stored.dir.as_ref().is_some_and(|d| !d.exists()) {
+                log.stored.dir = None;
             }
         }
         self.say(format!(
@@ -644,27 +733,44 @@ impl World {
         ));
     }
 
-    /// `e` to the store, as the daemon's store thread takes it.
+    /// `e` to the store's queue, as the daemon's network loop hands it over; the store
+    /// takes it at once unless it stalls.
     fn store(&mut self, e: &Event) {
-        let Some(disk) = &mut self.disk else {
+        if self.disk.is_none() {
             return;
-        };
+        }
+        let thread = &mut self.store_thread;
         match e {
             Event::LogOpened { format, .. } => {
                 let vehicle = self.session.vehicle().unwrap_or((0, 0));
                 let started = simulated_epoch() + (self.now - self.t0);
-                let dir = disk.begin(vehicle, started, *format);
-                let log = self.logs.last_mut();
-                log.expect("a log opened").session_dir = Some(dir);
+                thread.begin(self.logs.len() - 1, vehicle, started, *format);
             }
-            Event::LogBytes(b) => disk.write(b),
+            Event::LogBytes(b) => {
+                let dropping = thread.write(b);
+                let ms = (self.now - self.t0).as_millis();
+                let line = format!("{ms:>9} the store's queue is full: samples dropped");
+                if dropping {
+                    self.event_log.push(line);
+                }
+            }
             Event::Dropout {
                 lost_chunks,
                 duration_ms,
-            } => disk.link_dropout(*lost_chunks, duration_ms.is_some()),
-            Event::LogClosed { .. } => disk.end(),
+            } => thread.link_dropout(*lost_chunks, duration_ms.is_some()),
+            Event::LogClosed { .. } => thread.end(),
             _ => {}
         }
+        self.run_store();
+    }
+
+    /// The store takes what waits in its queue, unless it stalls.
+    fn run_store(&mut self) {
+        let Some(disk) = &mut self.disk else {
+            return;
+        };
+        let mut stored: Vec<&mut Stored> = self.logs.iter_mut().map(|l| &mut l.stored).collect();
+        self.store_thread.run(self.now, disk, &mut stored);
     }
 
     /// The live clients' messages of `e`: the samples and dropout lines go with the open
@@ -795,6 +901,11 @@ impl World {
             return true;
         };
         if self.filling.is_some() || self.session.is_logging() || self.session.vehicle().is_none() {
+            return false;
+        }
+        // The daemon fills the sessions its store closed: a store stuck in a slow sync has
+        // not closed the last yet.
+        if !self.store_thread.idle() {
             return false;
         }
         let queue = (self.fill_queue)
