@@ -9,7 +9,7 @@
 //!   summarises each (samples, dropouts, time index).
 //! - [`files`]: group commit (writes reach the OS as they come; one sync per step per
 //!   interval, in the order new directory entries, the open split's data, the manifest, its
-//!   directory; a split synced as it closes), recovery after a crash (splits cut back to their last whole
+//!   directory; a split synced as it closes, its name too), recovery after a crash (splits cut back to their last whole
 //!   message, in 64 KB blocks), setting aside what cannot be repaired (`NAME.unrecoverable`),
 //!   the disk budget (renamed aside before deletion, so a power cut never half-deletes).
 //! - [`columns`] (sans-IO): topics routed to columns of their own (`SESSION/NAME/` splits)

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use super::open_session::OpenSession;
 use super::recovery::{recover_session, repair_split};
+use super::sink::Torn;
 use super::{LogStore, RESUME_ROOM};
 use crate::planted::{self, Bug};
 use crate::store::fsync;
@@ -58,13 +59,25 @@ impl LogStore {
             sink.paused = true;
             // The split the failure hit, and the one open now (if another): cut back and
             // closed.
-            let mut torn: Vec<u32> = sink.failed.take().into_iter().collect();
             if let Some((index, w, _)) = sink.file.take() {
                 let (file, _unwritten) = w.into_parts();
                 drop(file);
-                torn.push(index);
+                sink.torn.push(Torn {
+                    index,
+                    durable: sink.synced_len,
+                    sync_failed: sink.open_sync_failed,
+                });
             }
-            torn.dedup();
+            if let Some(index) = sink.failed.take()
+                && !sink.torn.iter().any(|t| t.index == index)
+            {
+                // (A split whose file could not be made.)
+                sink.torn.push(Torn {
+                    index,
+                    durable: 0,
+                    sync_failed: false,
+                });
+            }
             sink.abandoned = c.splitter.current().map(|c| c.index);
             let Some(splits) = s.manifest.column_splits_mut(k) else {
                 continue;
@@ -80,7 +93,6 @@ impl LogStore {
                     e.summary = summary;
                 }
             }
-            sink.unrepaired.extend(torn);
         }
         let _ = repair_torn(s);
         if s.folder_made {
@@ -165,26 +177,26 @@ impl LogStore {
     }
 }
 
-/// Closes the splits a failure cut ([`FileSink::unrepaired`](super::sink::FileSink)), each cut
-/// back to its last whole message, or after a failed sync to what was durable before it, and
-/// enters each in the manifest; those whose repair fails (the disk fails still) stay, for the
-/// next call. The first error, if any.
+/// Closes the splits a failure cut ([`Torn`]), each cut back to its last whole message, or
+/// after a failed sync to what was durable before it, and enters each in the manifest; those
+/// whose repair fails (the disk fails still) stay, for the next call, taken from then on as
+/// splits whose sync failed (the repair's own sync may be what failed). The first error, if
+/// any.
 pub(super) fn repair_torn(s: &mut OpenSession) -> io::Result<()> {
     let mut first_error = None;
     for (k, c) in s.columns.iter_mut().enumerate() {
         let sink = &mut c.sink;
         let Some(splits) = s.manifest.column_splits_mut(k) else {
-            sink.unrepaired.clear();
+            sink.torn.clear();
             continue;
         };
-        for index in std::mem::take(&mut sink.unrepaired) {
-            let name = sink.entry_name(index);
+        for torn in std::mem::take(&mut sink.torn) {
+            let name = sink.entry_name(torn.index);
             let path = s.dir.join(&name);
-            let durable = (sink.sync_failed).and_then(|(i, n)| (i == index).then_some(n));
-            let durable = durable.filter(|_| !planted::is(Bug::FailedSyncKeptWhole));
-            let cut = match durable {
-                Some(n) => cut_back(&path, n),
-                None => Ok(()),
+            let keep_whole = planted::is(Bug::FailedSyncKeptWhole);
+            let cut = match torn.sync_failed && !keep_whole {
+                true => cut_back(&path, torn.durable),
+                false => Ok(()),
             };
             // In this boot, with the writer's own bytes in the page cache: no tear.
             let repaired = cut.and_then(|()| repair_split(&path, splits, &name, false));
@@ -199,13 +211,12 @@ pub(super) fn repair_torn(s: &mut OpenSession) -> io::Result<()> {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot close {}", path.display());
-                    sink.unrepaired.push(index);
+                    sink.torn.push(Torn {
+                        sync_failed: true,
+                        ..torn
+                    });
                     first_error.get_or_insert(e);
-                    continue;
                 }
-            }
-            if durable.is_some() {
-                sink.sync_failed = None;
             }
         }
     }

@@ -39,15 +39,13 @@ pub(super) struct FileSink {
     pub(super) paused: bool,
     /// A split closed early by a write failure: its later `end` is not news.
     pub(super) abandoned: Option<u32>,
-    /// Bytes written to the open split, and how many of them a sync made durable.
+    /// Bytes written to the open split, how many of them a sync made durable, and whether a
+    /// sync of it failed.
     written_len: u64,
-    synced_len: u64,
-    /// A split whose sync failed, and how many of its bytes were durable before: after a
-    /// disk's I/O error the kernel may have dropped the rest (their pages marked clean, never
-    /// to be written again), so the repair keeps no more than those.
-    pub(super) sync_failed: Option<(u32, u64)>,
-    /// Splits a failure cut that could not be closed yet (their repair failed too).
-    pub(super) unrepaired: Vec<u32>,
+    pub(super) synced_len: u64,
+    pub(super) open_sync_failed: bool,
+    /// Splits a failure cut, to be closed ([`super::disk_failures::repair_torn`]).
+    pub(super) torn: Vec<Torn>,
     /// Bytes written since the metrics were last told ([`FileSink::report_written`]: a
     /// message is too small a thing to count in a shared counter each).
     unreported_bytes: u64,
@@ -71,8 +69,8 @@ impl FileSink {
             abandoned: None,
             written_len: 0,
             synced_len: 0,
-            sync_failed: None,
-            unrepaired: Vec::new(),
+            open_sync_failed: false,
+            torn: Vec::new(),
             unreported_bytes: 0,
             written_bytes: metrics::counter!(STORE_WRITTEN_BYTES.name),
             splits_closed: metrics::counter!(SPLITS_CLOSED.name),
@@ -95,9 +93,9 @@ impl FileSink {
     }
 
     /// Makes the open split's bytes durable (written out, then `fdatasync`); a failed sync
-    /// is remembered for the repair ([`sync_failed`](Self::sync_failed)).
+    /// is remembered for the repair ([`open_sync_failed`](Self::open_sync_failed)).
     pub(super) fn sync_open_split(&mut self) -> io::Result<()> {
-        let Some((index, w, _)) = &mut self.file else {
+        let Some((_, w, _)) = &mut self.file else {
             return Ok(());
         };
         w.flush()?;
@@ -107,7 +105,7 @@ impl FileSink {
         };
         match synced {
             Ok(()) => self.synced_len = self.written_len,
-            Err(_) => self.sync_failed = Some((*index, self.synced_len)),
+            Err(_) => self.open_sync_failed = true,
         }
         synced
     }
@@ -117,6 +115,18 @@ impl FileSink {
             self.error = Some(e);
         }
     }
+}
+
+/// A split a failure cut, to be closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Torn {
+    pub(super) index: u32,
+    /// How many of its bytes a sync made durable.
+    pub(super) durable: u64,
+    /// A sync of it failed: after a disk's I/O error the kernel may never write the rest
+    /// (their pages marked clean, and the next sync succeeds without them), so it keeps no
+    /// more than `durable` bytes.
+    pub(super) sync_failed: bool,
 }
 
 /// The file name of split `index` of a log in `format` (`split_0007.ulg`).
@@ -136,6 +146,7 @@ impl SplitSink for FileSink {
                 self.file = Some((index, BufWriter::with_capacity(1 << 16, f), Sha256::new()));
                 self.written_len = 0;
                 self.synced_len = 0;
+                self.open_sync_failed = false;
             }
             Err(e) => {
                 self.failed = Some(index);
@@ -169,16 +180,28 @@ impl SplitSink for FileSink {
         let path = self.split_path(summary.index);
         if let Some((_, w, hash)) = self.file.take() {
             let sha = hex(&hash.finalize());
-            // Written out and synced now: before the manifest says it is closed, and before
-            // the next split gets a byte, so that a power cut takes only the log's end, never
-            // a stretch of its middle that no dropout marks.
+            // Written out and synced now, and its name in its folder: before the manifest
+            // says it is closed, and before the next split exists, so that a power cut takes
+            // only the log's end, never a stretch of its middle that no dropout marks (a name
+            // created after another may reach the disk first, unless the folder is synced in
+            // between).
             let written = w.into_inner().map_err(|e| e.into_error());
+            let mut sync_failed = self.open_sync_failed;
             let synced = written.and_then(|f| match planted::is(Bug::SplitClosedUnsynced) {
                 true => Ok(()),
-                false => fsync::file(&f).inspect_err(|_| {
-                    self.sync_failed = Some((summary.index, self.synced_len));
-                }),
+                false => fsync::file(&f).inspect_err(|_| sync_failed = true),
             });
+            let synced = synced.and_then(|()| {
+                self.synced_len = self.written_len;
+                fsync::dir(&self.dir)
+            });
+            if synced.is_err() {
+                self.torn.push(Torn {
+                    index: summary.index,
+                    durable: self.synced_len,
+                    sync_failed,
+                });
+            }
             match synced {
                 Ok(()) => {
                     self.splits_closed.increment(1);

@@ -163,3 +163,63 @@ fn a_failed_sync_cuts_the_split_back_to_what_was_durable_and_writing_resumes_onc
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_split_closed_at_a_roll_has_its_data_and_its_name_durable_before_the_next_split_exists() {
+    use crate::ulog::{Message, Writer};
+    use std::sync::{Arc, Mutex};
+    let dir = std::env::temp_dir().join(format!("ulog-recv-roll-name-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
+    let session = store
+        .begin_log((1, 1), SystemTime::now(), crate::autopilot::LogFormat::ULog)
+        .unwrap();
+    // Each sync in the session's folder, with whether the next split existed then.
+    let syncs = Arc::new(Mutex::new(Vec::new()));
+    let _watch = fsync::watch(&session, {
+        let (syncs, next) = (syncs.clone(), session.join("split_0001.ulg"));
+        Arc::new(move |s: fsync::Synced<'_>| {
+            let what = match s {
+                fsync::Synced::File { path, .. } => path.display().to_string(),
+                fsync::Synced::Dir { path } => format!("folder {}", path.display()),
+            };
+            syncs.lock().unwrap().push((what, next.exists()));
+        })
+    });
+    let mut w = Writer::new();
+    w.header(1, 0);
+    w.write(&Message::Format("t:uint64_t timestamp;")).unwrap();
+    w.write(&Message::AddLogged {
+        multi_id: 0,
+        msg_id: 0,
+        name: "t",
+    })
+    .unwrap();
+    let sample = |w: &mut Writer, t: u64| {
+        w.write(&Message::Data {
+            msg_id: 0,
+            data: &t.to_le_bytes(),
+        })
+        .unwrap();
+    };
+    sample(&mut w, 1_000);
+    store.write(&w.take()).unwrap();
+    store.roll();
+    sample(&mut w, 2_000);
+    store.write(&w.take()).unwrap();
+    let syncs = syncs.lock().unwrap().clone();
+    let closed = (syncs.iter())
+        .position(|(what, _)| what.ends_with("split_0000.ulg"))
+        .expect("the closed split synced");
+    let folder = format!("folder {}", session.display());
+    assert!(
+        syncs[closed..]
+            .iter()
+            .any(|(what, next_exists)| *what == folder && !next_exists),
+        "the folder synced after the closed split, before the next split existed: {syncs:?}"
+    );
+    assert!(session.join("split_0001.ulg").exists());
+    store.end_log().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
