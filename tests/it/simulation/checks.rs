@@ -58,6 +58,9 @@ use super::schedule::{Autopilot, FaultKind};
 use super::world::{Outcome, ReceivedLog};
 use crate::common::split_messages;
 
+/// The most log bytes that may wait for the store beyond its queue's bound.
+const MOST_PAST_BOUND: usize = 1 << 20;
+
 /// The first broken promise of `o`, if any.
 pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Result<(), String> {
     if !o.finished {
@@ -95,6 +98,14 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
             super::foxglove::check(format, &log.bytes, sent)
                 .map_err(|e| format!("log {n}'s Foxglove messages: {e}"))?;
         }
+    }
+    // Bounded memory: past the store queue's bound only what a reader needs of the samples
+    // stripped waits (definitions, parameters, texts).
+    if o.past_bound > MOST_PAST_BOUND {
+        return Err(format!(
+            "the store's queue held {} bytes past its bound",
+            o.past_bound
+        ));
     }
     if let Some(ahead) = &o.journal_ahead {
         return Err(format!(

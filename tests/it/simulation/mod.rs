@@ -155,6 +155,8 @@ struct Batch {
     stripped: u64,
     /// Spells of failing syncs.
     sync_failures: u64,
+    /// The most log bytes that waited for the store past its queue's bound, in any seed.
+    past_bound: u64,
     /// Fills after the flight that ran to their end, the records they recovered, and the
     /// power cuts that came in a fill.
     fills: u64,
@@ -182,6 +184,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let stalls = AtomicU64::new(0);
     let stripped = AtomicU64::new(0);
     let sync_failures = AtomicU64::new(0);
+    let past_bound = AtomicU64::new(0);
     let fills = AtomicU64::new(0);
     let fill_records = AtomicU64::new(0);
     let fill_power_cuts = AtomicU64::new(0);
@@ -222,6 +225,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         stalls.fetch_add(u64::from(o.stalls), Ordering::Relaxed);
                         stripped.fetch_add(o.stripped, Ordering::Relaxed);
                         sync_failures.fetch_add(u64::from(o.sync_failures), Ordering::Relaxed);
+                        past_bound.fetch_max(o.past_bound as u64, Ordering::Relaxed);
                         fills.fetch_add(o.fills.len() as u64, Ordering::Relaxed);
                         let records = (o.fills.iter())
                             .filter_map(|f| f.result.as_ref().ok())
@@ -262,6 +266,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         stalls: stalls.into_inner(),
         stripped: stripped.into_inner(),
         sync_failures: sync_failures.into_inner(),
+        past_bound: past_bound.into_inner(),
         fills: fills.into_inner(),
         fill_records: fill_records.into_inner(),
         fill_power_cuts: fill_power_cuts.into_inner(),
@@ -329,7 +334,8 @@ fn seeds() {
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
          from {base}, {} faults ({} power cuts, {} spells of a full disk that paused {} \
-         sessions, {} slow syncs that stripped {} samples, {} spells of failing syncs) and {} bucket faults, {} splits, {} fills after the flight ({} records \
+         sessions, {} slow syncs that stripped {} samples with at most {} bytes waiting past the queue's bound, {} \
+         spells of failing syncs) and {} bucket faults, {} splits, {} fills after the flight ({} records \
          recovered, {} power cuts in a fill), {:.1} h simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
@@ -343,6 +349,7 @@ fn seeds() {
         batch.paused,
         batch.stalls,
         batch.stripped,
+        batch.past_bound,
         batch.sync_failures,
         batch.bucket_faults,
         batch.splits,

@@ -68,7 +68,8 @@ pub struct StoreThread {
     /// The store is stuck in a slow sync until then.
     pub stalled_until: Option<Instant>,
     /// The most log bytes that ever waited.
-    pub most_queued: usize,
+    most_queued: usize,
+    limit: usize,
 }
 
 impl StoreThread {
@@ -81,6 +82,7 @@ impl StoreThread {
             storing: None,
             stalled_until: None,
             most_queued: 0,
+            limit,
         }
     }
 
@@ -120,6 +122,12 @@ impl StoreThread {
 
     pub fn end(&mut self) {
         self.waiting.push_back(Command::End);
+    }
+
+    /// The most log bytes that waited beyond the queue's bound (what is kept of a piece
+    /// past it: its definitions, parameters and texts).
+    pub fn most_past_bound(&self) -> usize {
+        self.most_queued.saturating_sub(self.limit)
     }
 
     /// Samples stripped so far (over the daemon's life).

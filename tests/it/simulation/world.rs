@@ -168,6 +168,8 @@ pub struct Outcome {
     pub stripped: u64,
     /// Spells of failing syncs.
     pub sync_failures: u32,
+    /// The most log bytes that waited for the store beyond its queue's bound.
+    pub past_bound: usize,
     /// The fills that ran to their end, in order.
     pub fills: Vec<Filled>,
     /// Simulated time from power-up to the last session's close.
@@ -237,6 +239,7 @@ struct World {
     /// daemon's lives.
     stalls: u32,
     stripped: u64,
+    past_bound: usize,
     /// The uploader's bucket and its next pass, when the schedule says so.
     uploads: Option<(Uploads, Instant)>,
     journal_ahead: Option<String>,
@@ -335,6 +338,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         store_thread: StoreThread::new(schedule.store_queue),
         stalls: 0,
         stripped: 0,
+        past_bound: 0,
         uploads: (schedule.bucket.filter(|_| schedule.disk))
             .map(|faults| (Uploads::new(schedule.seed, faults), t0 + UPLOAD_EVERY)),
         journal_ahead: None,
@@ -370,6 +374,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
     world.store_thread.stalled_until = None;
     world.run_store();
     world.stripped += world.store_thread.lost_samples();
+    world.past_bound = world.past_bound.max(world.store_thread.most_past_bound());
     if let Some(disk) = &mut world.disk
         && world.disk_full_until.take().is_some()
     {
@@ -407,6 +412,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         disk_fulls: world.disk_fulls,
         stalls: world.stalls,
         sync_failures: world.sync_failures,
+        past_bound: world.past_bound,
         stripped: world.stripped,
         fills: world.fills,
         simulated,
@@ -704,6 +710,7 @@ impl World {
         self.session = Session::new(SessionConfig::default(), self.now);
         // What waited for the store dies with it, never written; a slow disk stays slow.
         self.stripped += self.store_thread.lost_samples();
+        self.past_bound = self.past_bound.max(self.store_thread.most_past_bound());
         let stalled_until = self.store_thread.stalled_until;
         self.store_thread = StoreThread::new(self.schedule.store_queue);
         self.store_thread.stalled_until = stalled_until;
