@@ -200,6 +200,11 @@ pub(super) fn repair_torn(s: &mut OpenSession) -> io::Result<()> {
             };
             // In this boot, with the writer's own bytes in the page cache: no tear.
             let repaired = cut.and_then(|()| repair_split(&path, splits, &name, false));
+            // (A split whose file was never made has nothing to close.)
+            let repaired = match repaired {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                other => other,
+            };
             match repaired {
                 Ok(Some(entry)) => match splits.iter_mut().find(|e| e.file == name) {
                     Some(e) => *e = entry,

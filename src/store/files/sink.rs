@@ -44,6 +44,8 @@ pub(super) struct FileSink {
     written_len: u64,
     pub(super) synced_len: u64,
     pub(super) open_sync_failed: bool,
+    /// A split closed since the folder's last sync here: its name may not be durable yet.
+    name_unsynced: bool,
     /// Splits a failure cut, to be closed ([`super::disk_failures::repair_torn`]).
     pub(super) torn: Vec<Torn>,
     /// Bytes written since the metrics were last told ([`FileSink::report_written`]: a
@@ -70,6 +72,7 @@ impl FileSink {
             written_len: 0,
             synced_len: 0,
             open_sync_failed: false,
+            name_unsynced: false,
             torn: Vec::new(),
             unreported_bytes: 0,
             written_bytes: metrics::counter!(STORE_WRITTEN_BYTES.name),
@@ -139,6 +142,18 @@ impl SplitSink for FileSink {
         if self.paused {
             return;
         }
+        // The split before it closed: its name durable before this one exists (a name
+        // created after another may reach the disk first unless the folder is synced in
+        // between, and a power cut would keep this split and lose that one).
+        if self.name_unsynced {
+            if let Err(e) = fsync::dir(&self.dir) {
+                self.failed = Some(index);
+                self.fail(e);
+                self.begun.push(index);
+                return;
+            }
+            self.name_unsynced = false;
+        }
         let path = self.split_path(index);
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(f) => {
@@ -180,21 +195,20 @@ impl SplitSink for FileSink {
         let path = self.split_path(summary.index);
         if let Some((_, w, hash)) = self.file.take() {
             let sha = hex(&hash.finalize());
-            // Written out and synced now, and its name in its folder: before the manifest
-            // says it is closed, and before the next split exists, so that a power cut takes
-            // only the log's end, never a stretch of its middle that no dropout marks (a name
-            // created after another may reach the disk first, unless the folder is synced in
-            // between).
+            // Written out and synced now: before the manifest says it is closed, and before
+            // the next split gets a byte, so that a power cut takes only the log's end, never
+            // a stretch of its middle that no dropout marks (its name too, before the next
+            // split exists: see `begin`).
             let written = w.into_inner().map_err(|e| e.into_error());
             let mut sync_failed = self.open_sync_failed;
             let synced = written.and_then(|f| match planted::is(Bug::SplitClosedUnsynced) {
                 true => Ok(()),
                 false => fsync::file(&f).inspect_err(|_| sync_failed = true),
             });
-            let synced = synced.and_then(|()| {
+            if synced.is_ok() {
                 self.synced_len = self.written_len;
-                fsync::dir(&self.dir)
-            });
+                self.name_unsynced = true;
+            }
             if synced.is_err() {
                 self.torn.push(Torn {
                     index: summary.index,

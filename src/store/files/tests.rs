@@ -223,3 +223,66 @@ fn a_split_closed_at_a_roll_has_its_data_and_its_name_durable_before_the_next_sp
     store.end_log().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_split_a_failed_folder_sync_kept_from_beginning_leaves_nothing_to_close_and_writing_resumes() {
+    use crate::ulog::{Message, Writer};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = std::env::temp_dir().join(format!("ulog-recv-begin-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let failing = Arc::new(AtomicBool::new(false));
+    let _fail = fsync::fail(&dir, {
+        let failing = failing.clone();
+        Arc::new(move |s: fsync::Synced<'_>| {
+            let folder = matches!(s, fsync::Synced::Dir { .. });
+            (folder && failing.load(Ordering::Relaxed)).then(|| io::Error::from_raw_os_error(5))
+        })
+    });
+    let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
+    let session = store
+        .begin_log((1, 1), SystemTime::now(), crate::autopilot::LogFormat::ULog)
+        .unwrap();
+    let mut w = Writer::new();
+    w.header(1, 0);
+    w.write(&Message::Format("t:uint64_t timestamp;")).unwrap();
+    w.write(&Message::AddLogged {
+        multi_id: 0,
+        msg_id: 0,
+        name: "t",
+    })
+    .unwrap();
+    let mut sample = |t: u64| {
+        w.write(&Message::Data {
+            msg_id: 0,
+            data: &t.to_le_bytes(),
+        })
+        .unwrap();
+        w.take()
+    };
+    store.write(&sample(1_000)).unwrap();
+    // The folder's sync fails as the next split would begin: it is not made.
+    failing.store(true, Ordering::Relaxed);
+    store.roll();
+    assert!(store.write(&sample(2_000)).is_err());
+    assert!(store.is_paused());
+    failing.store(false, Ordering::Relaxed);
+    let t0 = Instant::now();
+    store.tick(t0).unwrap();
+    store.tick(t0 + store.options.fsync_interval).unwrap();
+    assert!(
+        !store.is_paused(),
+        "nothing left to close holds writing back"
+    );
+    store.write(&sample(3_000)).unwrap();
+    store.end_log().unwrap();
+    let manifest = crate::store::manifest::read_manifest(&session).unwrap();
+    assert!(manifest.closed);
+    for e in &manifest.splits {
+        assert!(e.closed, "{manifest:?}");
+        assert!(session.join(&e.file).is_file(), "{manifest:?}");
+    }
+    assert!(manifest.splits.len() >= 2, "{manifest:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
