@@ -18,6 +18,39 @@ fn store_with_a_log(dir: &Path) -> LogStore {
     store
 }
 
+/// An empty folder of the test's own (`name`, and this process's id).
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A ULog writer with a log's header, one topic's format and its subscription written.
+fn one_topic_log() -> crate::ulog::Writer {
+    use crate::ulog::{Message, Writer};
+    let mut w = Writer::new();
+    w.header(1, 0);
+    w.write(&Message::Format("t:uint64_t timestamp;")).unwrap();
+    w.write(&Message::AddLogged {
+        multi_id: 0,
+        msg_id: 0,
+        name: "t",
+    })
+    .unwrap();
+    w
+}
+
+/// What `w` holds, then a sample of its topic at `t` µs.
+fn sample(w: &mut crate::ulog::Writer, t: u64) -> Vec<u8> {
+    w.write(&crate::ulog::Message::Data {
+        msg_id: 0,
+        data: &t.to_le_bytes(),
+    })
+    .unwrap();
+    w.take()
+}
+
 #[test]
 fn a_lossy_link_never_holds_the_open_splits_sync_back() {
     let dir = std::env::temp_dir().join(format!("ulog-recv-rounds-{}", std::process::id()));
@@ -49,9 +82,7 @@ fn a_lossy_link_never_holds_the_open_splits_sync_back() {
 fn what_is_written_between_a_rounds_steps_is_synced_by_the_next_round_though_nothing_follows() {
     use std::os::unix::fs::MetadataExt;
     use std::sync::{Arc, Mutex};
-    let dir = std::env::temp_dir().join(format!("ulog-recv-quiet-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("ulog-recv-quiet");
     // The open split's length at each of its syncs.
     let synced = Arc::new(Mutex::new(Vec::new()));
     let _watch = fsync::watch(&dir, {
@@ -95,9 +126,7 @@ fn what_is_written_between_a_rounds_steps_is_synced_by_the_next_round_though_not
 fn a_failed_sync_cuts_the_split_back_to_what_was_durable_and_writing_resumes_once_the_disk_syncs() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let dir = std::env::temp_dir().join(format!("ulog-recv-eio-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("ulog-recv-eio");
     let failing = Arc::new(AtomicBool::new(false));
     let _fail = fsync::fail(&dir, {
         let failing = failing.clone();
@@ -166,11 +195,8 @@ fn a_failed_sync_cuts_the_split_back_to_what_was_durable_and_writing_resumes_onc
 
 #[test]
 fn a_split_closed_at_a_roll_has_its_data_and_its_name_durable_before_the_next_split_exists() {
-    use crate::ulog::{Message, Writer};
     use std::sync::{Arc, Mutex};
-    let dir = std::env::temp_dir().join(format!("ulog-recv-roll-name-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("ulog-recv-roll-name");
     let mut store = LogStore::open(StoreOptions::new(dir.clone())).unwrap();
     let session = store
         .begin_log((1, 1), SystemTime::now(), crate::autopilot::LogFormat::ULog)
@@ -187,27 +213,10 @@ fn a_split_closed_at_a_roll_has_its_data_and_its_name_durable_before_the_next_sp
             syncs.lock().unwrap().push((what, next.exists()));
         })
     });
-    let mut w = Writer::new();
-    w.header(1, 0);
-    w.write(&Message::Format("t:uint64_t timestamp;")).unwrap();
-    w.write(&Message::AddLogged {
-        multi_id: 0,
-        msg_id: 0,
-        name: "t",
-    })
-    .unwrap();
-    let sample = |w: &mut Writer, t: u64| {
-        w.write(&Message::Data {
-            msg_id: 0,
-            data: &t.to_le_bytes(),
-        })
-        .unwrap();
-    };
-    sample(&mut w, 1_000);
-    store.write(&w.take()).unwrap();
+    let mut w = one_topic_log();
+    store.write(&sample(&mut w, 1_000)).unwrap();
     store.roll();
-    sample(&mut w, 2_000);
-    store.write(&w.take()).unwrap();
+    store.write(&sample(&mut w, 2_000)).unwrap();
     let syncs = syncs.lock().unwrap().clone();
     let closed = (syncs.iter())
         .position(|(what, _)| what.ends_with("split_0000.ulg"))
@@ -226,12 +235,9 @@ fn a_split_closed_at_a_roll_has_its_data_and_its_name_durable_before_the_next_sp
 
 #[test]
 fn a_split_a_failed_folder_sync_kept_from_beginning_leaves_nothing_to_close_and_writing_resumes() {
-    use crate::ulog::{Message, Writer};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let dir = std::env::temp_dir().join(format!("ulog-recv-begin-fail-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("ulog-recv-begin-fail");
     let failing = Arc::new(AtomicBool::new(false));
     let _fail = fsync::fail(&dir, {
         let failing = failing.clone();
@@ -244,28 +250,12 @@ fn a_split_a_failed_folder_sync_kept_from_beginning_leaves_nothing_to_close_and_
     let session = store
         .begin_log((1, 1), SystemTime::now(), crate::autopilot::LogFormat::ULog)
         .unwrap();
-    let mut w = Writer::new();
-    w.header(1, 0);
-    w.write(&Message::Format("t:uint64_t timestamp;")).unwrap();
-    w.write(&Message::AddLogged {
-        multi_id: 0,
-        msg_id: 0,
-        name: "t",
-    })
-    .unwrap();
-    let mut sample = |t: u64| {
-        w.write(&Message::Data {
-            msg_id: 0,
-            data: &t.to_le_bytes(),
-        })
-        .unwrap();
-        w.take()
-    };
-    store.write(&sample(1_000)).unwrap();
+    let mut w = one_topic_log();
+    store.write(&sample(&mut w, 1_000)).unwrap();
     // The folder's sync fails as the next split would begin: it is not made.
     failing.store(true, Ordering::Relaxed);
     store.roll();
-    assert!(store.write(&sample(2_000)).is_err());
+    assert!(store.write(&sample(&mut w, 2_000)).is_err());
     assert!(store.is_paused());
     failing.store(false, Ordering::Relaxed);
     let t0 = Instant::now();
@@ -275,7 +265,7 @@ fn a_split_a_failed_folder_sync_kept_from_beginning_leaves_nothing_to_close_and_
         !store.is_paused(),
         "nothing left to close holds writing back"
     );
-    store.write(&sample(3_000)).unwrap();
+    store.write(&sample(&mut w, 3_000)).unwrap();
     store.end_log().unwrap();
     let manifest = crate::store::manifest::read_manifest(&session).unwrap();
     assert!(manifest.closed);
