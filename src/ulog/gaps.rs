@@ -187,6 +187,18 @@ mod tests {
         (header, out)
     }
 
+    /// A logged string at `timestamp` (µs).
+    fn logged(timestamp: u64, text: &[u8]) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.write(&Message::Logging {
+            level: b'6',
+            timestamp,
+            text,
+        })
+        .unwrap();
+        w.take()
+    }
+
     #[test]
     fn a_gap_becomes_a_dropout_as_long_as_the_samples_around_it_say() {
         let (header, msgs) = messages(&[1_000_000, 1_250_000, 1_900_000]);
@@ -199,14 +211,7 @@ mod tests {
         m.gap(3);
         m.gap(2);
         // A logged string after the gap has a timestamp of its own but is no sample: held.
-        let mut w = Writer::new();
-        w.write(&Message::Logging {
-            level: b'6',
-            timestamp: 1_500_000,
-            text: b"held",
-        })
-        .unwrap();
-        let text = w.take();
+        let text = logged(1_500_000, b"held");
         assert_eq!(m.message(&text, &mut out), None);
         let before = out.len();
         assert_eq!(
@@ -271,14 +276,7 @@ mod tests {
             m.message(msg, &mut out);
         }
         m.gap(7);
-        let mut w = Writer::new();
-        w.write(&Message::Logging {
-            level: b'6',
-            timestamp: 1_200_000,
-            text: b"kept",
-        })
-        .unwrap();
-        let text = w.take();
+        let text = logged(1_200_000, b"kept");
         let before = out.len();
         // Out at once: a sync after it makes it durable, whether a sample comes or not.
         assert_eq!(m.message(&text, &mut out), None);

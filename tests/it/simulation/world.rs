@@ -210,6 +210,15 @@ fn time_limit(vehicle: &Vehicle, link_rate: u64) -> Duration {
 /// from its start after each, and a flight must end.
 const MAX_KILL_RESTARTS: u32 = 3;
 
+/// Whether a fault's spell that lasts `until` is over at `now` (then it is cleared).
+fn spell_over(until: &mut Option<Instant>, now: Instant) -> bool {
+    let over = until.is_some_and(|t| t <= now);
+    if over {
+        *until = None;
+    }
+    over
+}
+
 /// A live-socket publisher with one client subscribed to every topic.
 fn live_client() -> (Publisher, ClientId) {
     let mut publisher = Publisher::new("ulog-recv simulation");
@@ -525,32 +534,19 @@ impl World {
             self.vehicle.sim().handle_timeout(self.now);
             self.session.handle_timeout(self.now);
             if let Some(disk) = &mut self.disk {
-                if self.disk_full_until.is_some_and(|t| t <= self.now) {
-                    self.disk_full_until = None;
+                let ms = (self.now - self.t0).as_millis();
+                if spell_over(&mut self.disk_full_until, self.now) {
                     disk.free_up();
-                    self.event_log.push(format!(
-                        "{:>9} room on the disk again",
-                        (self.now - self.t0).as_millis()
-                    ));
+                    self.event_log
+                        .push(format!("{ms:>9} room on the disk again"));
                 }
-                if self.syncs_fail_until.is_some_and(|t| t <= self.now) {
-                    self.syncs_fail_until = None;
+                if spell_over(&mut self.syncs_fail_until, self.now) {
                     disk.fail_syncs(false);
-                    self.event_log.push(format!(
-                        "{:>9} the disk syncs again",
-                        (self.now - self.t0).as_millis()
-                    ));
+                    self.event_log.push(format!("{ms:>9} the disk syncs again"));
                 }
-                if self
-                    .store_thread
-                    .stalled_until
-                    .is_some_and(|t| t <= self.now)
-                {
-                    self.store_thread.stalled_until = None;
-                    self.event_log.push(format!(
-                        "{:>9} the store's slow sync is over",
-                        (self.now - self.t0).as_millis()
-                    ));
+                if spell_over(&mut self.store_thread.stalled_until, self.now) {
+                    let line = format!("{ms:>9} the store's slow sync is over");
+                    self.event_log.push(line);
                 }
                 let mut stored: Vec<&mut Stored> =
                     self.logs.iter_mut().map(|l| &mut l.stored).collect();
