@@ -32,7 +32,7 @@
 //! | [`upload`] | no | sessions to object storage (S3) and Flight Review: journal, pacing, the uploader's thread | `ulog`, `autopilot`, `store`, `export`, `sys`, `monitor`, `planted` |
 //! | [`report`] | no | what a session and its uploads amount to: the figures `info`, `uploads` and the web page's API share | `ulog`, `autopilot`, `dataflash`, `fill`, `store`, `export`, `upload`, `diagnose` |
 //! | [`live`] | no | the publishing thread: the live socket (NDJSON) and the Foxglove server, each a sans-IO core and a shell | `ulog`, `autopilot`, `dataflash`, `diagnose`, `ros`, `link`, `store`, `upload`, `sys`, `monitor` |
-//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `autopilot`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor` |
+//! | [`shell`] | no | the tokio shell: links, the daemon's loop, the simulator's loop, the vehicle's files and fills, service, config, the metrics' listener | `sys`, `autopilot`, `ulog`, `diagnose`, `ros`, `link`, `sim`, `fill`, `store`, `live`, `export`, `upload`, `monitor`, `planted` |
 //! | [`web`] | no | the companion's web page and its JSON API: the live status, the flights' list, downloads, actions, credentials; its listener's thread | `ulog`, `autopilot`, `diagnose`, `link`, `store`, `export`, `upload`, `report`, `sys`, `shell`, `monitor` |
 //! <!-- /parts -->
 //!

@@ -9,16 +9,25 @@
 //! every frame gets one above the last, and the caller starts a [`Signer`] at or above the
 //! last one used before a restart ([`Signer::timestamp`] says where it is; the daemon keeps a
 //! reservation ahead of it on disk). A received signed frame is accepted when its signature
-//! verifies and its timestamp is above the last one accepted on its stream (link id, system,
-//! component); a stream not seen before may not be more than a minute behind our clock, the
-//! MAVLink rule against replayed captures.
+//! verifies and its timestamp is new on its stream (link id, system, component); a stream not
+//! seen before may not be more than a minute behind our clock, the MAVLink rule against
+//! replayed captures.
+//!
+//! New on its stream: above the newest timestamp taken on it, or, for a frame the network
+//! delivered late (behind later ones), among the last [`LATE_TAKEN`] timestamps taken and not
+//! one of them (a window, as IPsec's and DTLS's anti-replay windows keep), and not below the
+//! stream's first. MAVLink's own rule refuses every frame below the newest, so a network
+//! that reorders would cost every late log chunk: the vehicle would send it again, or, once
+//! out of tries, lose it. No frame is ever taken twice either way. The window counts frames,
+//! not time: a sender's clock jumps ahead to follow ours (MAVLink's rule for a clock behind),
+//! so a frame a few milliseconds late can carry a timestamp seconds behind the next.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use mavlink::consts::v2::IFLAG_SIGNED;
 use mavlink::dialects::ardupilotmega::MavMessage;
-use mavlink::{MAVLinkV2MessageRaw, MavHeader};
+use mavlink::{MAVLinkV2MessageRaw, MavHeader, MessageData};
 use sha2::{Digest, Sha256};
 
 /// 2015-01-01 00:00:00 UTC in Unix seconds: where signing timestamps count from.
@@ -32,6 +41,10 @@ const NEW_STREAM_MAX_AGE: u64 = 60 * TIMESTAMP_UNITS_PER_S;
 
 /// Streams (link id, system, component) remembered for replay protection.
 const MAX_STREAMS: usize = 64;
+
+/// Timestamps a stream remembers; a frame at or below the newest one forgotten (or below the
+/// stream's first) is refused.
+pub const LATE_TAKEN: usize = 128;
 
 /// The 32-byte secret key. Its `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
@@ -98,7 +111,8 @@ pub enum Check {
     Unsigned,
     /// Signed, but not with our key (or altered).
     BadSignature,
-    /// Signed with our key, with a timestamp not above the last one of its stream.
+    /// Signed with our key, with a timestamp taken on its stream before, or too far behind
+    /// its newest (see the module docs).
     Replayed,
     /// Signed with our key, the first of its stream, and over a minute behind our clock.
     TooOld,
@@ -127,8 +141,8 @@ pub struct Signer {
     last_sent: u64,
     /// The newest timestamp of a valid received frame (our clock keeps up with it).
     newest_seen: u64,
-    /// Last accepted timestamp per (link id, system, component).
-    streams: HashMap<(u8, u8, u8), u64>,
+    /// The timestamps taken per (link id, system, component).
+    streams: HashMap<(u8, u8, u8), Taken>,
     stats: SigningStats,
 }
 
@@ -174,10 +188,31 @@ impl Signer {
         now: Instant,
         out: &mut Vec<u8>,
     ) {
-        let timestamp = self.timestamp(now).max(self.last_sent + 1);
-        self.last_sent = timestamp;
         let mut raw = MAVLinkV2MessageRaw::new();
         raw.serialize_message_for_signing(header, message);
+        self.sign_raw(raw, now, out);
+    }
+
+    /// As [`sign`](Self::sign), for a message type of our own ([`mavlink::MessageData`]:
+    /// ArduPilot's [`crate::link::log_block::LogBlock`]).
+    pub fn sign_data<D: MessageData>(
+        &mut self,
+        header: MavHeader,
+        data: &D,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) {
+        let mut raw = MAVLinkV2MessageRaw::new();
+        // The flag first: the header and its checksum are written with it.
+        *raw.incompatibility_flags_mut() = IFLAG_SIGNED;
+        raw.serialize_message_data(header, data);
+        self.sign_raw(raw, now, out);
+    }
+
+    /// Stamps and signs `raw` (serialized with [`IFLAG_SIGNED`]) and appends it to `out`.
+    fn sign_raw(&mut self, mut raw: MAVLinkV2MessageRaw, now: Instant, out: &mut Vec<u8>) {
+        let timestamp = self.timestamp(now).max(self.last_sent + 1);
+        self.last_sent = timestamp;
         *raw.signature_link_id_mut() = self.link_id;
         raw.signature_timestamp_bytes_mut()
             .copy_from_slice(&timestamp.to_le_bytes()[..6]);
@@ -185,6 +220,16 @@ impl Signer {
         raw.calculate_signature(&self.key.0, &mut signature);
         raw.signature_value_mut().copy_from_slice(&signature);
         out.extend_from_slice(raw.raw_bytes());
+    }
+
+    /// What a reboot does to a signer's memory: every stream heard is forgotten and the
+    /// clock reads `timestamp` at `now` (the one kept on disk); the counters stay.
+    pub fn restart(&mut self, timestamp: u64, now: Instant) {
+        self.streams.clear();
+        self.base = timestamp;
+        self.base_at = now;
+        self.last_sent = 0;
+        self.newest_seen = 0;
     }
 
     /// Checks a received MAVLink 2 frame at `now`; a valid one moves its stream on.
@@ -205,7 +250,10 @@ impl Signer {
         );
         let timestamp = raw.signature_timestamp();
         match self.streams.get(&stream) {
-            Some(&last) if timestamp <= last => {
+            Some(taken)
+                if !taken.is_new(timestamp)
+                    && !crate::planted::is(crate::planted::Bug::ReplayAccepted) =>
+            {
                 self.stats.replayed += 1;
                 return Check::Replayed;
             }
@@ -218,7 +266,7 @@ impl Signer {
                 if let Some(stalest) = self
                     .streams
                     .iter()
-                    .min_by_key(|(_, t)| **t)
+                    .min_by_key(|(_, t)| t.newest())
                     .map(|(k, _)| *k)
                 {
                     self.streams.remove(&stalest);
@@ -226,10 +274,49 @@ impl Signer {
             }
             _ => {}
         }
-        self.streams.insert(stream, timestamp);
+        (self.streams.entry(stream))
+            .or_insert_with(|| Taken::from(timestamp))
+            .take(timestamp);
         self.newest_seen = self.newest_seen.max(timestamp);
         self.stats.valid += 1;
         Check::Valid
+    }
+}
+
+/// The timestamps a stream's frames were taken with, as far back as a late frame may be:
+/// the last [`LATE_TAKEN`], and the floor at or below which every timestamp is refused.
+#[derive(Debug)]
+struct Taken {
+    recent: BTreeSet<u64>,
+    /// Below the stream's first timestamp, then the greatest one forgotten.
+    floor: u64,
+}
+
+impl Taken {
+    /// A stream whose first frame is stamped `first`.
+    fn from(first: u64) -> Self {
+        Self {
+            recent: BTreeSet::new(),
+            floor: first.saturating_sub(1),
+        }
+    }
+
+    fn newest(&self) -> u64 {
+        self.recent.last().copied().unwrap_or(self.floor)
+    }
+
+    /// Whether a frame stamped `timestamp` was not taken before and is not too late.
+    fn is_new(&self, timestamp: u64) -> bool {
+        timestamp > self.floor && !self.recent.contains(&timestamp)
+    }
+
+    fn take(&mut self, timestamp: u64) {
+        self.recent.insert(timestamp);
+        if self.recent.len() > LATE_TAKEN
+            && let Some(oldest) = self.recent.pop_first()
+        {
+            self.floor = oldest;
+        }
     }
 }
 
@@ -312,6 +399,96 @@ mod tests {
         assert_eq!(theirs.stats().valid, 2);
         assert_eq!(theirs.stats().replayed, 2);
         assert_eq!(other.stats().bad_signature, 2);
+    }
+
+    /// `n` heartbeats signed by a vehicle `gap` apart, each its own frame.
+    fn signed_frames(n: usize, gap: Duration, t: Instant) -> Vec<Vec<u8>> {
+        let mut vehicle = Signer::new(key(7), 0, 9_000_000, t);
+        let hb = MavMessage::HEARTBEAT(HEARTBEAT_DATA::default());
+        (0..n)
+            .map(|i| {
+                let mut frame = Vec::new();
+                vehicle.sign(header(), &hb, t + gap * i as u32, &mut frame);
+                frame
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_frame_the_network_delivered_late_is_taken_once_and_an_old_one_never() {
+        let t = Instant::now();
+        let frames = signed_frames(400, Duration::from_millis(1), t);
+        let mut ours = Signer::new(key(7), 0, 9_000_000, t);
+        let mut check = |i: usize| checks(&mut ours, &frames[i], t)[0];
+        // Frame 1 behind 2 and 3: taken late, then never again.
+        assert_eq!(check(0), Check::Valid);
+        assert_eq!(check(2), Check::Valid);
+        assert_eq!(check(3), Check::Valid);
+        assert_eq!(check(1), Check::Valid, "late, within the span, new");
+        for i in 0..4 {
+            assert_eq!(check(i), Check::Replayed, "frame {i} again");
+        }
+        // Past LATE_TAKEN later frames the oldest are forgotten, and refused.
+        for i in 4..(4 + LATE_TAKEN + 10) {
+            assert_eq!(check(i), Check::Valid);
+        }
+        assert!(frames.len() > 4 + LATE_TAKEN + 20);
+        assert_eq!(check(4 + LATE_TAKEN + 15), Check::Valid, "skipped ahead");
+        assert_eq!(check(4 + LATE_TAKEN + 12), Check::Valid, "late, kept");
+        assert_eq!(check(5), Check::Replayed, "taken before, forgotten");
+        assert_eq!(ours.stats().replayed, 5);
+        // Late by seconds of timestamps (a clock that jumped) but within the window: taken;
+        // below a new stream's first frame: refused, though never taken.
+        let slow = signed_frames(4, Duration::from_secs(3), t);
+        let mut fresh = Signer::new(key(7), 0, 9_000_000, t);
+        assert_eq!(checks(&mut fresh, &slow[1], t), [Check::Valid]);
+        assert_eq!(checks(&mut fresh, &slow[3], t), [Check::Valid]);
+        assert_eq!(
+            checks(&mut fresh, &slow[2], t),
+            [Check::Valid],
+            "3 s of timestamps late"
+        );
+        assert_eq!(
+            checks(&mut fresh, &slow[0], t),
+            [Check::Replayed],
+            "before the first"
+        );
+    }
+
+    #[test]
+    fn a_signed_log_block_verifies_and_reads_back_whole() {
+        use crate::link::frames::Received;
+        use crate::link::log_block::{LOG_COMPONENT, LogBlock};
+        let t = Instant::now();
+        let mut block = LogBlock {
+            target_system: 255,
+            target_component: 190,
+            seqno: 70_000,
+            ..LogBlock::default()
+        };
+        block.data[..4].copy_from_slice(&[0xA3, 0x95, 128, 7]);
+        let header = MavHeader {
+            system_id: 1,
+            component_id: LOG_COMPONENT,
+            sequence: 4,
+        };
+        let mut vehicle = Signer::new(key(3), 1, 5_000_000, t);
+        let mut wire = Vec::new();
+        vehicle.sign_data(header, &block, t, &mut wire);
+        let mut ours = Signer::new(key(3), 0, 5_000_000, t);
+        let mut other = Signer::new(key(4), 0, 5_000_000, t);
+        let mut got = Vec::new();
+        FrameDecoder::new().datagram(&wire, |f| {
+            let raw = f.raw_v2().unwrap();
+            got.push((ours.check(raw, t), other.check(raw, t), f.message.clone()));
+        });
+        assert_eq!(got.len(), 1, "one frame");
+        let (check, other_check, message) = got.pop().unwrap();
+        assert_eq!((check, other_check), (Check::Valid, Check::BadSignature));
+        let Received::LogBlock(read) = message else {
+            panic!("not read as a log block: {message:?}");
+        };
+        assert_eq!(read, block);
     }
 
     #[test]

@@ -44,10 +44,18 @@ pub enum Bug {
     /// until the next sample, out of its syncs' reach: a vehicle gone quiet and a power cut
     /// take it, though sync rounds passed.
     StoreHoldsAfterOwnGap,
+    /// A start's MAVLink signing clock begins at the wall clock, not above the reservation
+    /// on disk: a companion computer whose clock is behind the vehicle's (or starts at
+    /// 1970) signs with timestamps it already used, and the vehicle refuses them as
+    /// replays.
+    SigningClockFromWallClock,
+    /// A signed frame is taken whatever its timestamp: a replayed capture of the vehicle's
+    /// own frames (an old chunk, an old command's answer) passes as new.
+    ReplayAccepted,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 12] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
@@ -58,6 +66,8 @@ impl Bug {
         Bug::SplitClosedUnsynced,
         Bug::FailedSyncKeptWhole,
         Bug::StoreHoldsAfterOwnGap,
+        Bug::SigningClockFromWallClock,
+        Bug::ReplayAccepted,
     ];
 }
 

@@ -73,7 +73,7 @@ impl Reservation {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(err(e)),
         };
-        let start = on_disk.max(timestamp_at(SystemTime::now())) + 1;
+        let start = start_above(on_disk, timestamp_at(SystemTime::now()));
         let mut reservation = Self {
             path: path.clone(),
             reserved_until: 0,
@@ -89,7 +89,7 @@ impl Reservation {
     /// The new reservation to write when our clock reads `timestamp`: `Some` once half of the
     /// reservation is used.
     pub fn renewal(&self, timestamp: u64) -> Option<u64> {
-        (timestamp + RESERVATION / 2 >= self.reserved_until).then(|| timestamp + RESERVATION)
+        renewal(self.reserved_until, timestamp)
     }
 
     /// Writes `until` whole and durably; the reservation holds it once this returns.
@@ -110,6 +110,21 @@ impl Reservation {
         self.reserved_until = until;
         Ok(())
     }
+}
+
+/// Where a start's signing clock begins: above the reservation on disk (`on_disk`, 0 for
+/// none) and above the wall clock's timestamp (`wall`).
+pub fn start_above(on_disk: u64, wall: u64) -> u64 {
+    if crate::planted::is(crate::planted::Bug::SigningClockFromWallClock) {
+        return wall + 1;
+    }
+    on_disk.max(wall) + 1
+}
+
+/// The reservation to write when the clock reads `timestamp` and `reserved_until` is on
+/// disk: `Some` once half of the reservation is used.
+pub fn renewal(reserved_until: u64, timestamp: u64) -> Option<u64> {
+    (timestamp + RESERVATION / 2 >= reserved_until).then(|| timestamp + RESERVATION)
 }
 
 /// `OpenOptions::mode(0o600)` under a name that says why.
