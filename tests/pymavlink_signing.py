@@ -16,7 +16,8 @@ import os
 import sys
 
 os.environ["MAVLINK20"] = "1"
-from pymavlink.dialects.v20 import common as mavlink  # noqa: E402
+# ArduPilot's dialect holds the common one, and ArduPilot's log blocks.
+from pymavlink.dialects.v20 import ardupilotmega as mavlink  # noqa: E402
 
 
 def sign(key_hex, link_id, timestamp):

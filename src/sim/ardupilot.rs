@@ -24,6 +24,10 @@
 //! - A client that acked or nacked nothing for 10 s while blocks were out is dropped; the
 //!   next START begins again at seqno 0 with the startup records (same boot: the log time
 //!   goes on).
+//! - With a signing key ([`ArduPilotConfig::signing`]) it signs every frame, blocks
+//!   included, and drops every incoming frame whose signature does not verify or whose
+//!   timestamp is not new, and every unsigned one but RADIO_STATUS, as `GCS_MAVLINK`'s
+//!   signing does.
 //!
 //! The link is impaired as [`Impairment`] says, from one seeded RNG
 //! ([`crate::sim::impaired`]).
@@ -39,10 +43,12 @@ use mavlink::dialects::ardupilotmega::{
 
 use crate::dataflash::format::time_us;
 use crate::dataflash::{FMT_LEN, FMT_TYPE, Format, Framer, HEADER, Preamble};
-use crate::link::frames::{FrameDecoder, encode};
+use crate::link::SigningSetup;
+use crate::link::frames::{Frame, FrameDecoder, encode};
 use crate::link::log_block::{
     BLOCK_BYTES, BLOCK_START, BLOCK_STOP, LOG_COMPONENT, LogBlock, encode_block,
 };
+use crate::link::signing::{Check, Signer, SigningStats};
 use crate::sim::config::Impairment;
 use crate::sim::impaired::ImpairedLink;
 
@@ -75,6 +81,10 @@ pub struct ArduPilotConfig {
     /// Keep what each stream put into blocks ([`SimArduPilot::streams`]): the truth a
     /// test holds a receiver's log to. Off, nothing is kept.
     pub record_streams: bool,
+    /// MAVLink 2 signing: its key, the link id of its signatures, and its signing clock at
+    /// power-up (a vehicle keeps its clock across reboots: start the next boot's at
+    /// [`SimArduPilot::signing_timestamp`] or above).
+    pub signing: Option<SigningSetup>,
 }
 
 impl Default for ArduPilotConfig {
@@ -89,6 +99,7 @@ impl Default for ArduPilotConfig {
             seed: 1,
             speed: 1,
             record_streams: false,
+            signing: None,
         }
     }
 }
@@ -114,6 +125,8 @@ pub struct ArduPilotStats {
     pub abandoned_blocks: u64,
     pub frames_sent: u64,
     pub frames_dropped: u64,
+    /// Received frames dropped for their signature (with a key).
+    pub refused_frames: u64,
 }
 
 /// A whole DataFlash message of the log and when it is written (log time, µs).
@@ -161,6 +174,7 @@ pub struct SimArduPilot {
     emitted: HashSet<u8>,
     /// With [`ArduPilotConfig::record_streams`], the bytes each stream put into blocks.
     streams: Vec<Vec<u8>>,
+    signer: Option<Signer>,
 }
 
 impl SimArduPilot {
@@ -186,7 +200,10 @@ impl SimArduPilot {
         let dms_type = (framer.formats())
             .find(|f| f.name == "DMS" && f.field("TimeUS").is_some() && f.field("Dp").is_some())
             .map(|f| f.type_id);
+        let signer = (config.signing.as_ref())
+            .map(|s| Signer::new(s.key.clone(), s.link_id, s.timestamp, now));
         Self {
+            signer,
             link: ImpairedLink::new(config.impairment, config.seed, now),
             config,
             formats: framer,
@@ -227,6 +244,16 @@ impl SimArduPilot {
             frames_dropped: self.link.frames_dropped,
             ..self.stats
         }
+    }
+
+    /// With a signing key: its signing clock at `now` (where a reboot's clock goes on from).
+    pub fn signing_timestamp(&self, now: Instant) -> Option<u64> {
+        self.signer.as_ref().map(|s| s.timestamp(now))
+    }
+
+    /// With a signing key: what its signature checks refused, by cause.
+    pub fn signing_stats(&self) -> Option<SigningStats> {
+        self.signer.as_ref().map(Signer::stats)
     }
 
     /// From now on its link is impaired as `impairment` says (a fault schedule's change).
@@ -290,6 +317,10 @@ impl SimArduPilot {
             if self.link.lost_inbound(now, false) {
                 continue;
             }
+            if !self.authentic(&frame, now) {
+                self.stats.refused_frames += 1;
+                continue;
+            }
             let from = (frame.header.system_id as u8, frame.header.component_id);
             if let Some(MavMessage::REMOTE_LOG_BLOCK_STATUS(s)) = frame.message.mav()
                 && s.target_system == self.config.system_id
@@ -297,6 +328,18 @@ impl SimArduPilot {
                 let ack = s.status == MavRemoteLogDataBlockStatuses::MAV_REMOTE_LOG_DATA_BLOCK_ACK;
                 self.block_status(from, s.seqno, ack, now);
             }
+        }
+    }
+
+    /// ArduPilot's signing policy for what it receives (`accept_unsigned_callback`).
+    fn authentic(&mut self, frame: &Frame, now: Instant) -> bool {
+        let Some(signer) = &mut self.signer else {
+            return true;
+        };
+        match (frame.raw_v2()).map_or(Check::Unsigned, |r| signer.check(r, now)) {
+            Check::Valid => true,
+            Check::Unsigned => matches!(frame.message.mav(), Some(MavMessage::RADIO_STATUS(_))),
+            Check::BadSignature | Check::Replayed | Check::TooOld => false,
         }
     }
 
@@ -571,7 +614,10 @@ impl SimArduPilot {
         };
         self.tx_sequence = self.tx_sequence.wrapping_add(1);
         let mut frame = Vec::with_capacity(64);
-        encode(header, &message, &mut frame);
+        match &mut self.signer {
+            Some(signer) => signer.sign(header, &message, now, &mut frame),
+            None => encode(header, &message, &mut frame),
+        }
         self.link.send(frame, now, false);
     }
 
@@ -583,7 +629,10 @@ impl SimArduPilot {
         };
         self.block_sequence = self.block_sequence.wrapping_add(1);
         let mut frame = Vec::with_capacity(230);
-        encode_block(header, block, &mut frame);
+        match &mut self.signer {
+            Some(signer) => signer.sign_data(header, block, now, &mut frame),
+            None => encode_block(header, block, &mut frame),
+        }
         self.link.send(frame, now, false);
     }
 }

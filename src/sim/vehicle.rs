@@ -41,7 +41,7 @@ use mavlink::dialects::ardupilotmega::{
 
 use crate::link::frames::{Frame, FrameDecoder, encode};
 use crate::link::ftp::FtpPayload;
-use crate::link::signing::{Check, Signer, timestamp_at};
+use crate::link::signing::{Check, Signer, SigningStats, timestamp_at};
 use crate::sim::chunker::{ChunkedLog, LogChunk, chunk_log};
 use crate::sim::config::{Impairment, MIN_LINK_RATE, VehicleConfig, VehicleStats};
 use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
@@ -124,6 +124,16 @@ pub struct SimVehicle {
     ftp_slot: Instant,
 }
 
+/// How often a simulated vehicle stores its signing clock (MAVLink asks for at least once a
+/// minute, and a start from the stored one when no clock says later).
+pub const SIGNING_STORED_EVERY: u64 = 60 * crate::link::signing::TIMESTAMP_UNITS_PER_S;
+
+/// The timestamp a vehicle whose signing clock reads `timestamp` last stored: after a reboot
+/// its clock starts there, up to a minute behind the frames it signed before.
+pub fn stored_signing_timestamp(timestamp: u64) -> u64 {
+    timestamp - timestamp % SIGNING_STORED_EVERY
+}
+
 impl SimVehicle {
     /// A vehicle powered up at `now`, not streaming; `wall_clock` is the time of day at `now`
     /// (its signing clock starts there).
@@ -170,6 +180,11 @@ impl SimVehicle {
             ack_round_trips: Vec::new(),
             stats: VehicleStats::default(),
         }
+    }
+
+    /// With a signing key: what its signature checks refused, by cause.
+    pub fn signing_stats(&self) -> Option<SigningStats> {
+        self.signer.as_ref().map(Signer::stats)
     }
 
     pub fn stats(&self) -> VehicleStats {
@@ -225,8 +240,14 @@ impl SimVehicle {
         self.config.refuse_start = result;
     }
 
-    /// Reboots: the stream ends and the vehicle says nothing for `downtime`.
+    /// Reboots: the stream ends and the vehicle says nothing for `downtime`. A signing
+    /// vehicle forgets the streams it heard and starts its signing clock again from the
+    /// timestamp it last stored ([`stored_signing_timestamp`]).
     pub fn reboot(&mut self, now: Instant, downtime: Duration) {
+        if let Some(signer) = &mut self.signer {
+            let stored = stored_signing_timestamp(signer.timestamp(now));
+            signer.restart(stored, now + downtime);
+        }
         self.rebooted = true;
         self.stream = Stream::Idle;
         self.stopping = false;

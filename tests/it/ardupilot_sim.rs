@@ -3,15 +3,17 @@
 //! message for message, through loss, duplication, reordering and lost acks (no gap
 //! stays: every lost block is NACKed or resent); across an outage longer than the vehicle's
 //! 10 s client timeout, one flight with one dropout mark and nothing but the outage's
-//! messages missing; and a buffer too small for the link drops at the source, counted by the
-//! vehicle, never invented.
+//! messages missing; a buffer too small for the link drops at the source, counted by the
+//! vehicle, never invented; and a vehicle that signs its frames streams whole, through
+//! reordering, to a receiver with its key, and to none without.
 
 use std::time::{Duration, Instant};
 
 use ulog_recv::dataflash::Framer;
 use ulog_recv::dataflash::gaps::dropout_ms;
 use ulog_recv::dataflash::preamble::is_startup;
-use ulog_recv::link::{Event, Session, SessionConfig};
+use ulog_recv::link::signing::{SigningKey, timestamp_at};
+use ulog_recv::link::{Event, Session, SessionConfig, SigningSetup};
 use ulog_recv::sim::Impairment;
 use ulog_recv::sim::ardupilot::{ArduPilotConfig, SimArduPilot};
 
@@ -81,10 +83,14 @@ struct Run {
 
 impl Run {
     fn new(log: Vec<u8>, config: ArduPilotConfig) -> Self {
+        Self::with_session(log, config, SessionConfig::default())
+    }
+
+    fn with_session(log: Vec<u8>, config: ArduPilotConfig, session: SessionConfig) -> Self {
         let now = Instant::now();
         Self {
             vehicle: SimArduPilot::new(log, config, now),
-            session: Session::new(SessionConfig::default(), now),
+            session: Session::new(session, now),
             now,
             t0: now,
             received: Vec::new(),
@@ -126,19 +132,24 @@ impl Run {
                 self.vehicle.stats(),
                 self.session.stats()
             );
-            self.exchange();
-            let next = [self.vehicle.poll_timeout(), self.session.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min()
-                .expect("timers");
-            self.now = self.now.max(next);
-            self.vehicle.handle_timeout(self.now);
-            self.session.handle_timeout(self.now);
+            self.step();
         }
         self.exchange();
         self.session.shutdown(self.now);
         self.exchange();
+    }
+
+    /// Frames both ways, then on to the next timer.
+    fn step(&mut self) {
+        self.exchange();
+        let next = [self.vehicle.poll_timeout(), self.session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("timers");
+        self.now = self.now.max(next);
+        self.vehicle.handle_timeout(self.now);
+        self.session.handle_timeout(self.now);
     }
 }
 
@@ -286,4 +297,62 @@ fn a_buffer_too_small_for_the_link_drops_at_the_source_and_nothing_else() {
         "DMS says {}, {stats:?}",
         received.dms_dropped
     );
+}
+
+#[test]
+fn a_signing_ardupilot_streams_whole_through_reordering_to_its_key_and_to_nobody_else() {
+    let Some(logs) = logs() else { return };
+    let log = logs.into_iter().min_by_key(Vec::len).unwrap();
+    let original = messages(&log);
+    let t = timestamp_at(std::time::SystemTime::now());
+    let setup = |passphrase: &[u8], timestamp| SigningSetup {
+        key: SigningKey::from_file_text(passphrase).unwrap(),
+        link_id: 0,
+        timestamp,
+    };
+    let config = ArduPilotConfig {
+        impairment: Impairment {
+            duplicate: 0.02,
+            reorder: 0.05,
+            reorder_depth: 4,
+            ..Impairment::NONE
+        },
+        buffer_blocks: 4096,
+        signing: Some(setup(b"ardupilot", t)),
+        ..ArduPilotConfig::default()
+    };
+    // Our clock a few seconds behind the vehicle's: it follows the vehicle's.
+    let session = SessionConfig {
+        signing: Some(setup(b"ardupilot", t - 300_000)),
+        ..SessionConfig::default()
+    };
+    let mut run = Run::with_session(log.clone(), config.clone(), session);
+    run.run_to_end(Duration::from_secs(600));
+    let vehicle = run.vehicle.signing_stats().unwrap();
+    assert_eq!(run.vehicle.stats().refused_frames, 0, "{vehicle:?}");
+    assert!(vehicle.valid > 100, "{vehicle:?}");
+    let ours = run.session.stats().signing;
+    assert!(ours.valid > 1000, "{ours:?}");
+    assert!(ours.replayed > 0, "the link's duplicates: {ours:?}");
+    assert_eq!(ours.bad_signature + ours.too_old, 0, "{ours:?}");
+    let received = messages(&run.received);
+    assert!(received.marks.is_empty(), "{:?}", received.marks);
+    let (start, skipped) = held_against(&original, &received);
+    assert_eq!(skipped, 0, "late blocks are taken, not refused as replays");
+    assert_eq!(start + received.data.len(), original.data.len());
+
+    // Another key, or none: the vehicle takes nothing of ours, and no log begins.
+    for signing in [Some(setup(b"not ardupilot", t)), None] {
+        let session = SessionConfig {
+            signing,
+            ..SessionConfig::default()
+        };
+        let mut run = Run::with_session(log.clone(), config.clone(), session);
+        while run.now - run.t0 < Duration::from_secs(30) {
+            run.step();
+        }
+        assert!(run.vehicle.stats().refused_frames > 10);
+        assert_eq!(run.vehicle.stats().starts, 0);
+        assert_eq!(run.logs_opened, 0);
+    }
 }

@@ -1,7 +1,9 @@
 //! MAVLink 2 signing, checked against pymavlink (an independent implementation) both ways, and
 //! end to end: the daemon and `ulog-recv sim` as processes over loopback UDP, with the same
 //! key (the file must be whole), without ours (one clear error, in the log, the systemd status
-//! and the live socket's `stats`), and with a wrong one (nothing taken).
+//! and the live socket's `stats`), and with a wrong one (nothing taken); a simulated ArduPilot
+//! that signs streams to the daemon whole through reordering (late frames are taken once),
+//! its log held against ArduPilot's own by pymavlink's DFReader.
 
 use crate::common;
 
@@ -18,6 +20,7 @@ use mavlink::dialects::ardupilotmega::{
     COMMAND_LONG_DATA, HEARTBEAT_DATA, LOGGING_ACK_DATA, MavAutopilot, MavCmd, MavMessage, MavType,
 };
 use ulog_recv::link::frames::FrameDecoder;
+use ulog_recv::link::log_block::{LOG_COMPONENT, LogBlock};
 use ulog_recv::link::signing::{Check, Signer, SigningKey, timestamp_at};
 use ulog_recv::link::{Session, SessionConfig, SigningSetup};
 use ulog_recv::sim::chunk_log;
@@ -205,6 +208,40 @@ fn frames_the_session_signs_verify_in_pymavlink() {
     );
 }
 
+#[test]
+fn a_log_block_our_simulated_ardupilot_signs_verifies_in_pymavlink() {
+    let key = SigningKey::from_file_text(PASSPHRASE.as_bytes()).unwrap();
+    let t = Instant::now();
+    let mut block = LogBlock {
+        target_system: 255,
+        target_component: 190,
+        seqno: 70_000,
+        ..LogBlock::default()
+    };
+    block.data[..5].copy_from_slice(&[0xA3, 0x95, 128, 0, 9]);
+    let mut vehicle = Signer::new(key.clone(), 2, timestamp_at(SystemTime::now()), t);
+    let header = MavHeader {
+        system_id: 1,
+        component_id: LOG_COMPONENT,
+        sequence: 5,
+    };
+    let mut frame = Vec::new();
+    vehicle.sign_data(header, &block, t, &mut frame);
+    let Some(out) = pymavlink(&["verify", &hex(key.as_bytes())], &(hex(&frame) + "\n")) else {
+        return;
+    };
+    let got: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(got["name"], "REMOTE_LOG_DATA_BLOCK", "{got}");
+    assert_eq!(got["fields"]["seqno"], 70_000, "{got}");
+    let data: Vec<u64> = (got["fields"]["data"].as_array().unwrap().iter())
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let sent: Vec<u64> = block.data.iter().map(|&b| u64::from(b)).collect();
+    assert_eq!(data, sent, "the block's 200 bytes, trailing zeros restored");
+    let other = pymavlink(&["verify", &"11".repeat(32)], &(hex(&frame) + "\n")).unwrap();
+    assert!(other.contains("Invalid signature"), "{other}");
+}
+
 /// A key file (mode 0600) holding `text`.
 fn key_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
@@ -296,6 +333,49 @@ fn a_signed_link_delivers_the_log_byte_for_byte_and_keeps_the_timestamp_ahead_on
         .parse()
         .unwrap();
     assert!(reserved > timestamp_at(SystemTime::now()));
+}
+
+#[test]
+fn a_signing_ardupilot_streams_to_the_daemon_with_its_key_whole_through_reordering() {
+    let Some(logs) = common::ardupilot::ardupilot_logs() else {
+        return;
+    };
+    let Some(py) = common::venv_python() else {
+        return;
+    };
+    let log = logs
+        .iter()
+        .min_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let dir = fresh_dir("signed-ardupilot");
+    let key = key_file(&dir, "key", "ardupilot passphrase\n");
+    let key = key.display().to_string();
+    let sim_args = [
+        "--signing-key",
+        &key,
+        "--reorder",
+        "0.03",
+        "--duplicate",
+        "0.01",
+    ];
+    let daemon_args = ["--signing-key", key.as_str()];
+    let (splits, counters, _) =
+        common::ardupilot::replay_with(log, "signed-ardupilot", &sim_args, &daemon_args);
+    assert_eq!(
+        counters["refused_frames"], 0,
+        "the vehicle took every frame of ours: {counters}"
+    );
+    assert!(
+        counters["blocks_sent"].as_u64().unwrap() > 100,
+        "{counters}"
+    );
+    let report = common::ardupilot::compare(&py, log, &splits);
+    assert_eq!(report["unexplained_invented"], 0, "{report}");
+    assert_eq!(report["unexplained_missing"], 0, "{report}");
+    assert!(
+        report["card_in_window"].as_u64().unwrap() > 1_000,
+        "{report}"
+    );
 }
 
 #[test]

@@ -188,15 +188,14 @@ fn run() -> anyhow::Result<()> {
             let Some(spec) = link.spec(baud) else {
                 bail!("say how to reach the receiver: --udp-connect, --udp, --tcp or --serial");
             };
+            let signing = signing_key
+                .map(|path| ulog_recv::shell::keyfile::load_key(&path))
+                .transpose()?;
             if dataflash {
-                if signing_key.is_some()
-                    || sd_log_missing
-                    || arm_after.is_some()
-                    || impairment.lost_from.is_some()
-                {
+                if sd_log_missing || arm_after.is_some() || impairment.lost_from.is_some() {
                     bail!(
-                        "--signing-key, --sd-log-missing, --arm-after and --lost-from are for a \
-                         simulated PX4 (a .ulg): the simulated ArduPilot streams its .bin as it is"
+                        "--sd-log-missing, --arm-after and --lost-from are for a simulated PX4 \
+                         (a .ulg): the simulated ArduPilot streams its .bin as it is"
                     );
                 }
                 let config = ulog_recv::sim::ardupilot::ArduPilotConfig {
@@ -205,6 +204,13 @@ fn run() -> anyhow::Result<()> {
                     impairment: impairment.impairment(),
                     seed: impairment.seed,
                     speed,
+                    signing: signing.map(|key| ulog_recv::link::SigningSetup {
+                        key,
+                        link_id: 0,
+                        timestamp: ulog_recv::link::signing::timestamp_at(
+                            std::time::SystemTime::now(),
+                        ),
+                    }),
                     ..Default::default()
                 };
                 return runtime()?.block_on(demo::sim_ardupilot(bytes, spec, config, once));
@@ -215,9 +221,6 @@ fn run() -> anyhow::Result<()> {
                      fast as its link rate lets it"
                 );
             }
-            let signing = signing_key
-                .map(|path| ulog_recv::shell::keyfile::load_key(&path))
-                .transpose()?;
             let config = VehicleConfig {
                 system_id: sysid,
                 link_rate: (link_rate > 0).then_some(link_rate),

@@ -17,7 +17,7 @@ pub const FALLBACK_SYSTEM_ID: u8 = 1;
 
 /// MAVLink 2 signing: our key, the link id in our signatures, and where our timestamps start
 /// (at the session's creation; at or above any used before, see [`crate::link::signing`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SigningSetup {
     pub key: SigningKey,
     pub link_id: u8,

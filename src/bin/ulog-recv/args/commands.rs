@@ -148,7 +148,8 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 1)]
         sysid: u8,
         /// Sign with this key and take only signed frames, as a PX4 with a key on its SD card
-        /// (the same file format as the daemon's --signing-key).
+        /// or an ArduPilot set up for signing (the same file format as the daemon's
+        /// --signing-key).
         #[arg(long, value_name = "FILE")]
         signing_key: Option<PathBuf>,
         /// Exit once the stream is over: stopped by the receiver (after the post-flight
