@@ -77,6 +77,11 @@ impl GapMarker {
         self.open_gap.is_some()
     }
 
+    /// Bytes of the whole messages held behind a gap (none when writing through).
+    pub fn held_bytes(&self) -> usize {
+        self.open_gap.as_ref().map_or(0, |(_, held)| held.len())
+    }
+
     /// True when the last gap was resolved by a time more than [`REBOOT_BACK_US`] before the
     /// one ahead of it: the log after the gap is another boot's.
     pub fn went_back(&self) -> bool {

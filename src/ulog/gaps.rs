@@ -105,6 +105,11 @@ impl GapMarker {
         self.pending.is_some()
     }
 
+    /// Bytes of the whole messages held behind a gap (none when writing through).
+    pub fn held_bytes(&self) -> usize {
+        self.held.len()
+    }
+
     /// Takes one whole message; appends what goes out now to `out`. Returns the dropout this
     /// message resolved, if any.
     pub fn message(&mut self, message: &[u8], out: &mut BytesMut) -> Option<Dropout> {

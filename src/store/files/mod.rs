@@ -564,6 +564,15 @@ impl LogStore {
         }
         result
     }
+    /// Bytes of whole messages the store was handed and keeps in memory, unwritten (behind a
+    /// dropout of its own, waiting for the sample after it): none, as the store writes
+    /// through; a sync round that left any would not make them durable.
+    pub fn held_bytes(&self) -> usize {
+        self.session.as_ref().map_or(0, |s| {
+            s.gaps.held_bytes() + s.bin.as_ref().map_or(0, |b| b.gaps.held_bytes())
+        })
+    }
+
     /// A sync round is under way ([`tick`](Self::tick) goes on with it).
     pub fn syncing(&self) -> bool {
         self.unsynced.round

@@ -11,7 +11,9 @@
 //! - **Durable once synced**: after a power cut ([`super::power`]), a log is the beginning
 //!   of what was received, at least what the store's last completed sync round promised (its
 //!   last whole record ending in zeros possibly dropped by the repair as torn); a session
-//!   nothing of was durable may be gone, no other.
+//!   nothing of was durable may be gone, no other. And at every sync round: one that
+//!   completes leaves none of the whole messages handed before it began in the store's
+//!   memory ([`super::disk::Disk::tick`]).
 //! - **Within the budget**: with a disk budget, the store deletes closed sessions only,
 //!   uploaded ones first, then the oldest; after the last sync round the log folder holds
 //!   at most the budget ([`super::disk::check_budget`]).
@@ -28,6 +30,10 @@
 //!   on its topic, at its log time ([`super::foxglove`]).
 //! - **Live**: the run ends (the log all out, the last session shut down and closed) within
 //!   its time limit, every log of that session closed.
+//! - **Signed both ways**: with signing, the vehicle refused none of the receiver's frames
+//!   (its signing clock never went back, across restarts and power cuts, whatever the
+//!   companion's wall clock says), and the receiver took no frame forged with another key
+//!   ([`check_signing`]); replays of the vehicle's own frames invent nothing (below).
 //! - **Nothing invented, nothing twice, nothing out of place**: each log the receiver handed
 //!   out is, message for message and byte for byte, an in-order subsequence of the vehicle's
 //!   log (PX4: its header's time aside, as PX4 stamps each new log; ArduPilot: of what its
@@ -54,7 +60,7 @@ use ulog_recv::link::session::GIVE_UP;
 use ulog_recv::sim::ChunkedLog;
 use ulog_recv::ulog::message::is_postflight;
 
-use super::schedule::{Autopilot, FaultKind};
+use super::schedule::{Autopilot, CompanionClock, FaultKind};
 use super::world::{Outcome, ReceivedLog};
 use crate::common::split_messages;
 
@@ -116,6 +122,9 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         if let Some(vanished) = &disk.vanished {
             return Err(vanished.clone());
         }
+        if let Some(held) = &disk.held_through_round {
+            return Err(held.clone());
+        }
         super::disk::check_budget(disk)?;
     }
     if let (Some(_), Some(disk)) = (o.schedule.fill, &o.disk) {
@@ -127,10 +136,49 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         super::bucket::check(disk.dir(), &disk.deleted, &uploads.objects())
             .map_err(|e| format!("the bucket after the last uploads: {e}"))?;
     }
+    if let (Some(signing), Some(clock)) = (&o.signing, o.schedule.signing) {
+        check_signing(signing, clock, o.restarts)?;
+    }
     match o.schedule.autopilot {
         Autopilot::Px4 => check_px4(o),
         Autopilot::ArduPilot => check_ardupilot(o, ardupilot_logs),
     }
+}
+
+/// Signed both ways: the vehicle refused none of the receiver's frames (its signing clock
+/// never went back, across the daemon's restarts and power cuts, whatever its wall clock
+/// says), and the receiver took none of the frames forged with another key. Only a daemon
+/// whose wall clock is behind the vehicle's, before it hears the vehicle (which sets its
+/// clock), may send a frame or two a vehicle that does not know it refuses as too old.
+fn check_signing(
+    s: &super::world::SigningFigures,
+    clock: CompanionClock,
+    restarts: u32,
+) -> Result<(), String> {
+    let v = &s.vehicle;
+    let behind = matches!(clock, CompanionClock::Behind(_) | CompanionClock::Unset);
+    let too_old = if behind {
+        v.too_old.saturating_sub(2 * (1 + u64::from(restarts)))
+    } else {
+        v.too_old
+    };
+    if v.bad_signature + v.replayed + too_old > 0 {
+        return Err(format!(
+            "the vehicle refused the receiver's signed frames: {} for their signature, {} as \
+             replays, {} as too old",
+            v.bad_signature, v.replayed, v.too_old
+        ));
+    }
+    if s.receiver.bad_signature < s.forged {
+        return Err(format!(
+            "the receiver refused {} frames for their signature, of {} forged",
+            s.receiver.bad_signature, s.forged
+        ));
+    }
+    if s.receiver.valid == 0 {
+        return Err("the receiver took no signed frame".into());
+    }
+    Ok(())
 }
 
 /// A sample as a live line names it: topic, instance (ULog's multi id; DataFlash's is left

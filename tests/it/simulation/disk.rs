@@ -60,6 +60,11 @@ pub struct Disk {
     pub cut_short: HashMap<PathBuf, u64>,
     /// The first session a power cut took whole although some of it was durable.
     pub vanished: Option<String>,
+    /// Bytes of whole messages the store held in memory as the sync round under way began,
+    /// and the first round that completed with them still held (out of its reach: no power
+    /// cut needed to see a promise broken).
+    held_at_round: usize,
+    pub held_through_round: Option<String>,
     /// The power cuts so far: the machine's boot is another after each.
     boots: u32,
     /// The tmpfs of its own a seed that fills the disk has (unmounted when dropped), and the
@@ -153,6 +158,8 @@ impl Disk {
             promised: 0,
             cut_short: HashMap::new(),
             vanished: None,
+            held_at_round: 0,
+            held_through_round: None,
             boots: 0,
             tmpfs,
             ballast: None,
@@ -330,9 +337,17 @@ impl Disk {
         let (under_way, rounds) = (store.syncing(), store.sync_rounds());
         if !under_way {
             self.round_from = written;
+            self.held_at_round = store.held_bytes();
         }
         let ticked = store.tick(now);
         let completed = store.sync_rounds() > rounds;
+        let held = store.held_bytes();
+        if completed && self.held_at_round > 0 && held > 0 && self.held_through_round.is_none() {
+            self.held_through_round = Some(format!(
+                "a sync round completed with {held} bytes of whole messages the store was \
+                 handed before it began still in memory, unwritten"
+            ));
+        }
         if let Err(e) = ticked {
             self.failed("a sync round", e);
         }

@@ -1,10 +1,10 @@
 //! The receiver in one deterministic simulation, driven by a seed: a simulated PX4 or
 //! ArduPilot streams a flight of minutes through a link whose faults a seeded [`schedule`]
 //! draws (loss, duplicates, reordering, corruption, lost acks, outages, vehicle reboots,
-//! receiver restarts, junk datagrams), alone and together; the link session receives it in
-//! simulated time ([`world`]), and, as the schedule says, the store writes it to files
-//! ([`disk`]) on a disk whose power cuts keep only what was synced ([`power`]), the uploader
-//! sends those to a failing bucket ([`bucket`]) and the live socket
+//! receiver restarts, junk datagrams, with MAVLink signing or without), alone and together;
+//! the link session receives it in simulated time ([`world`]), and, as the schedule says, the
+//! store writes it to files ([`disk`]) on a disk whose power cuts keep only what was synced
+//! ([`power`]), the uploader sends those to a failing bucket ([`bucket`]) and the live socket
 //! and the Foxglove server ([`foxglove`]) publish it; after the flight, the fill takes what
 //! the link lost from the vehicle's SD log ([`fill`]); [`checks`] judges what it handed out
 //! against what the vehicle wrote. The same seed runs the same, event for event.
@@ -35,6 +35,13 @@ use ulog_recv::planted::{Bug, plant};
 
 use schedule::{Autopilot, FaultKind, Schedule};
 use world::{ArduPilotLogs, Outcome, run};
+
+/// The bug `SIM_BUG` names (as [`Bug`]'s variants), if any.
+fn planted_by_env() -> Option<Bug> {
+    let name = std::env::var("SIM_BUG").ok()?;
+    let bug = Bug::ALL.into_iter().find(|b| format!("{b:?}") == name);
+    Some(bug.unwrap_or_else(|| panic!("SIM_BUG={name}: not a planted bug ({:?})", Bug::ALL)))
+}
 
 /// Seeds per run unless `SIM_SEEDS` says otherwise.
 const DEFAULT_SEEDS: u64 = 1000;
@@ -162,6 +169,14 @@ struct Batch {
     fills: u64,
     fill_records: u64,
     fill_power_cuts: u64,
+    /// Seeds signing both ways; the junk's replays of the vehicle's frames and forgeries;
+    /// the frames the receiver refused for their signature or as replays.
+    signing: u64,
+    /// Seeds whose faults all came within ten seconds.
+    storms: u64,
+    replays: u64,
+    forged: u64,
+    refused_signed: u64,
 }
 
 /// Runs `seeds` on every core; stops early once `stop_after` seeds failed.
@@ -188,6 +203,11 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let fills = AtomicU64::new(0);
     let fill_records = AtomicU64::new(0);
     let fill_power_cuts = AtomicU64::new(0);
+    let signing = AtomicU64::new(0);
+    let storms = AtomicU64::new(0);
+    let replays = AtomicU64::new(0);
+    let forged = AtomicU64::new(0);
+    let refused_signed = AtomicU64::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
@@ -208,6 +228,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     live.fetch_add(u64::from(schedule.live), Ordering::Relaxed);
                     let uploading = schedule.disk && schedule.bucket.is_some();
                     uploads.fetch_add(u64::from(uploading), Ordering::Relaxed);
+                    storms.fetch_add(u64::from(schedule.storm), Ordering::Relaxed);
                     let budget = schedule.disk && schedule.budget_share.is_some();
                     budgets.fetch_add(u64::from(budget), Ordering::Relaxed);
                     let (verdict, outcome) = judge(&schedule, logs);
@@ -237,6 +258,13 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                             .iter()
                             .any(|l| l.ends_with(world::FILL_POWER_CUT));
                         fill_power_cuts.fetch_add(u64::from(cut), Ordering::Relaxed);
+                        if let Some(s) = &o.signing {
+                            signing.fetch_add(1, Ordering::Relaxed);
+                            replays.fetch_add(s.replays, Ordering::Relaxed);
+                            forged.fetch_add(s.forged, Ordering::Relaxed);
+                            let refused = s.receiver.bad_signature + s.receiver.replayed;
+                            refused_signed.fetch_add(refused, Ordering::Relaxed);
+                        }
                     }
                     if let Err(e) = verdict {
                         failed.fetch_add(1, Ordering::Relaxed);
@@ -270,6 +298,11 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         fills: fills.into_inner(),
         fill_records: fill_records.into_inner(),
         fill_power_cuts: fill_power_cuts.into_inner(),
+        signing: signing.into_inner(),
+        storms: storms.into_inner(),
+        replays: replays.into_inner(),
+        forged: forged.into_inner(),
+        refused_signed: refused_signed.into_inner(),
     }
 }
 
@@ -300,6 +333,7 @@ fn quietly<T>(f: impl FnOnce() -> T) -> T {
 fn seeds() {
     let logs = ardupilot_logs();
     if let Some(seed) = env_u64("SIM_SEED") {
+        let _planted = plant(planted_by_env());
         let mut schedule = schedule_of(seed, &logs);
         if let Ok(keep) = std::env::var("SIM_FAULTS") {
             let keep: Vec<usize> = keep
@@ -333,10 +367,12 @@ fn seeds() {
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
-         from {base}, {} faults ({} power cuts, {} spells of a full disk that paused {} \
+         from {base}, {} faults ({} seeds storms of them; {} power cuts, {} spells of a full disk that paused {} \
          sessions, {} slow syncs that stripped {} samples with at most {} bytes waiting past the queue's bound, {} \
          spells of failing syncs) and {} bucket faults, {} splits, {} fills after the flight ({} records \
-         recovered, {} power cuts in a fill), {:.1} h simulated, in {:.1} s",
+         recovered, {} power cuts in a fill), {} seeds signing both ways ({} replays and {} \
+         forgeries in the junk, {} frames refused by the receiver's signature checks), {:.1} h \
+         simulated, in {:.1} s",
         batch.ardupilot,
         batch.on_disk,
         batch.uploads,
@@ -344,6 +380,7 @@ fn seeds() {
         batch.budget_deletions,
         batch.live,
         batch.faults,
+        batch.storms,
         batch.power_cuts,
         batch.disk_fulls,
         batch.paused,
@@ -356,6 +393,10 @@ fn seeds() {
         batch.fills,
         batch.fill_records,
         batch.fill_power_cuts,
+        batch.signing,
+        batch.replays,
+        batch.forged,
+        batch.refused_signed,
         batch.simulated.as_secs_f64() / 3600.0,
         took.as_secs_f64()
     );
@@ -441,6 +482,19 @@ fn the_same_seed_runs_the_same_event_for_event() {
             .map(|seed| Schedule::draw(seed, logs.len()))
             .find(|s| has(s, FaultKind::SlowDisk) && has(s, FaultKind::SyncFails)),
     );
+    // And one that signs, with junk (replays and forgeries drawn), restarts and reboots
+    // (the signing clocks), in a storm.
+    picked.extend(
+        (0..)
+            .map(|seed| Schedule::draw(seed, logs.len()))
+            .find(|s| {
+                s.signing.is_some()
+                    && s.storm
+                    && has(s, FaultKind::Junk)
+                    && has(s, FaultKind::VehicleReboot)
+                    && (has(s, FaultKind::DaemonRestart) || has(s, FaultKind::PowerCut))
+            }),
+    );
     for schedule in picked {
         let (a, b) = (run(&schedule, &logs), run(&schedule, &logs));
         assert!(a.event_log.len() > 100, "{:?}", a.event_log);
@@ -466,7 +520,11 @@ fn the_same_seed_runs_the_same_event_for_event() {
 #[test]
 fn planted_bugs_are_caught_within_1000_seeds() {
     let logs = ardupilot_logs();
+    let only = planted_by_env();
     for bug in Bug::ALL {
+        if only.is_some_and(|b| b != bug) {
+            continue;
+        }
         if bug == Bug::AckedBlockDroppedWhenAhead && logs.is_empty() {
             eprintln!("\n!!! SKIPPED: {bug:?} needs ArduPilot's logs !!!\n");
             continue;

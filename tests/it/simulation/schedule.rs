@@ -4,7 +4,9 @@
 //! Schedules come in a "swarm" (as TigerBeetle's VOPR draws them): each seed turns on a
 //! random subset of the fault kinds and leans on one of them, so that some seeds are all
 //! outages, some all reboots, some a bit of everything; a fault kind that is always drawn
-//! thinly never piles up enough to hit the rare paths.
+//! thinly never piles up enough to hit the rare paths. Some seeds are storms, their faults
+//! all within seconds, where they meet; some sign every frame, with the companion
+//! computer's clock right or wrong.
 
 use std::time::Duration;
 
@@ -146,6 +148,30 @@ pub struct Schedule {
     /// The store's queue (`--store-queue`): the daemon's default, small in seeds whose store
     /// stalls (so that some stalls fill it).
     pub store_queue: usize,
+    /// One seed in three: the vehicle and the receiver sign every frame (MAVLink 2
+    /// signing), and the junk datagrams include replays of the vehicle's own frames and
+    /// frames forged with another key.
+    pub signing: Option<CompanionClock>,
+    /// The faults all fall within [`STORM`] (one seed in four with two faults or more).
+    pub storm: bool,
+}
+
+/// How long a storm's faults take to begin, all of them.
+pub const STORM: Duration = Duration::from_secs(10);
+
+/// With signing: the companion computer's wall clock beside the vehicle's (the vehicle's
+/// signing clock starts at the true time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompanionClock {
+    /// The true time (NTP, or a GPS-fed clock).
+    True,
+    /// Behind by this much (a clock without NTP yet, up to a day).
+    Behind(Duration),
+    /// Ahead by this much, less than the minute a signing stream new to the vehicle may be
+    /// behind it.
+    Ahead(Duration),
+    /// At 1970 after each boot (a computer without a real-time clock, before NTP).
+    Unset,
 }
 
 /// How a fill goes.
@@ -289,6 +315,22 @@ impl Schedule {
             }
             faults.sort_by_key(|f| f.at);
         }
+        let signing = (rng.u8(..3) == 0).then(|| match rng.u8(..4) {
+            0 => CompanionClock::True,
+            1 => CompanionClock::Behind(Duration::from_secs(rng.u64(1..86_400))),
+            2 => CompanionClock::Ahead(Duration::from_millis(rng.u64(1..50_000))),
+            _ => CompanionClock::Unset,
+        });
+        // One seed in four is a storm: its faults, in their order, all within ten seconds,
+        // where they meet (a stall, a reboot and a power cut one after the other).
+        let storm = rng.u8(..4) == 0 && faults.len() > 1;
+        if storm {
+            let first = Duration::from_millis(1_000);
+            let scale = STORM.as_secs_f64() / Duration::from_millis(span_ms - 1_000).as_secs_f64();
+            for f in &mut faults {
+                f.at = first + (f.at - first).mul_f64(scale);
+            }
+        }
         Self {
             seed,
             autopilot,
@@ -307,6 +349,8 @@ impl Schedule {
             budget_share,
             fill,
             store_queue,
+            signing,
+            storm,
         }
     }
 
@@ -447,4 +491,29 @@ fn a_seed_draws_one_schedule_and_the_swarm_draws_every_kind() {
     // Some seeds are calm, some are storms.
     assert!(schedules.iter().any(|s| s.faults.is_empty()));
     assert!(schedules.iter().any(|s| s.faults.len() >= 10));
+    let storms: Vec<&Schedule> = schedules.iter().filter(|s| s.storm).collect();
+    assert!(storms.len() > 20, "{} storms", storms.len());
+    let first = Duration::from_secs(1);
+    for s in &storms {
+        assert!(
+            s.faults
+                .iter()
+                .all(|f| f.at >= first && f.at <= first + STORM)
+        );
+    }
+    // Signing in a third of the seeds, with every kind of companion clock.
+    let clocks: Vec<CompanionClock> = schedules.iter().filter_map(|s| s.signing).collect();
+    assert!(
+        (40..100).contains(&clocks.len()),
+        "{} signing",
+        clocks.len()
+    );
+    for kind in [
+        |c: &CompanionClock| matches!(c, CompanionClock::True),
+        |c: &CompanionClock| matches!(c, CompanionClock::Behind(_)),
+        |c: &CompanionClock| matches!(c, CompanionClock::Ahead(d) if *d < Duration::from_secs(60)),
+        |c: &CompanionClock| matches!(c, CompanionClock::Unset),
+    ] {
+        assert!(clocks.iter().any(kind), "{clocks:?}");
+    }
 }

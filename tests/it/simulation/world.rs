@@ -2,28 +2,36 @@
 //! session, joined by the vehicle's impaired link, in simulated time, with a [`Schedule`]'s
 //! faults applied as the clock reaches them; beside the session, when the schedule says so,
 //! the live socket's publisher and the Foxglove server's ([`super::foxglove`]), each with a
-//! client, the store writing files
-//! ([`super::disk`]) behind its thread's queue ([`super::store_thread`]), and the uploader sending them to a failing bucket ([`super::bucket`]);
-//! after the flight, the fill from the vehicle's SD log ([`super::fill`]).
-//! Every event the receiver hands out goes into an event log, whose digest
-//! says whether two runs were the same.
+//! client, the store writing files ([`super::disk`]) behind its thread's queue
+//! ([`super::store_thread`]), and the uploader sending them to a failing bucket
+//! ([`super::bucket`]); after the flight, the fill from the vehicle's SD log
+//! ([`super::fill`]). With signing, both sides sign with one key, the daemon keeps its
+//! signing clock's reservation as the daemon's loop does, and junk includes replays of the
+//! vehicle's frames and frames forged with another key. Every event the receiver hands out
+//! goes into an event log, whose digest says whether two runs were the same.
 
 use std::time::{Duration, Instant, SystemTime};
 
-use mavlink::dialects::ardupilotmega::MavResult;
+use mavlink::MavHeader;
+use mavlink::dialects::ardupilotmega::{LOGGING_DATA_ACKED_DATA, MavMessage, MavResult};
 use ulog_recv::link::ftp::{FtpError, FtpReply};
-use ulog_recv::link::{CloseReason, Event, Session, SessionConfig};
+use ulog_recv::link::log_block::{BLOCK_BYTES, LOG_COMPONENT, LogBlock};
+use ulog_recv::link::signing::{Signer, SigningKey, SigningStats, timestamp_at};
+use ulog_recv::link::{CloseReason, Event, Session, SessionConfig, SigningSetup};
 use ulog_recv::live::ndjson::protocol::Line;
 use ulog_recv::live::ndjson::{ClientId, Publisher};
 use ulog_recv::sim::ardupilot::{ArduPilotConfig, ArduPilotStats, SimArduPilot};
 use ulog_recv::sim::synth::{SynthOptions, generate};
+use ulog_recv::sim::vehicle::stored_signing_timestamp;
 use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_log};
+
+use ulog_recv::shell::keyfile;
 
 use super::bucket::{UPLOAD_EVERY, Uploads};
 use super::disk::Disk;
 use super::fill::{FillRun, Filled, Step};
 use super::foxglove::{Foxglove, Sent};
-use super::schedule::{Autopilot, FaultKind, Schedule};
+use super::schedule::{Autopilot, CompanionClock, FaultKind, Schedule};
 use super::splits::{LogSplitter, Splits, policy};
 use super::store_thread::{StoreThread, Stored};
 
@@ -106,6 +114,15 @@ impl Vehicle {
     }
 }
 
+/// `b`'s refusals added to `a`.
+fn add_signing(a: &mut SigningStats, b: &SigningStats) {
+    a.valid += b.valid;
+    a.unsigned_refused += b.unsigned_refused;
+    a.bad_signature += b.bad_signature;
+    a.replayed += b.replayed;
+    a.too_old += b.too_old;
+}
+
 /// Two sets of an ArduPilot's counters, added.
 fn sum(a: &ArduPilotStats, b: &ArduPilotStats) -> ArduPilotStats {
     ArduPilotStats {
@@ -120,8 +137,30 @@ fn sum(a: &ArduPilotStats, b: &ArduPilotStats) -> ArduPilotStats {
         abandoned_blocks: a.abandoned_blocks + b.abandoned_blocks,
         frames_sent: a.frames_sent + b.frames_sent,
         frames_dropped: a.frames_dropped + b.frames_dropped,
+        refused_frames: a.refused_frames + b.refused_frames,
     }
 }
+
+/// With signing: what the receiver refused, and what the junk held.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SigningFigures {
+    /// The receiver's signature checks over all the daemon's lives.
+    pub receiver: SigningStats,
+    /// The vehicle's signature checks (over all its boots).
+    pub vehicle: SigningStats,
+    /// Junk datagrams that were the vehicle's own frames sent again.
+    pub replays: u64,
+    /// Junk datagrams that were a vehicle's frames signed with another key.
+    pub forged: u64,
+}
+
+/// The key the simulated vehicle and the receiver share.
+fn signing_key() -> SigningKey {
+    SigningKey::from_file_text(b"simulated vehicle").expect("a passphrase")
+}
+
+/// Captured vehicle frames kept to be replayed, at most.
+const CAPTURED: usize = 256;
 
 /// One log as a session handed it out, and as the store split it.
 #[derive(Default)]
@@ -172,6 +211,9 @@ pub struct Outcome {
     pub past_bound: usize,
     /// The fills that ran to their end, in order.
     pub fills: Vec<Filled>,
+    /// With signing: the receiver's refusals over all the daemon's lives, and the junk
+    /// datagrams that were replays of the vehicle's frames and forgeries.
+    pub signing: Option<SigningFigures>,
     /// Simulated time from power-up to the last session's close.
     pub simulated: Duration,
     /// The run ended before its time limit with its last session closed.
@@ -281,6 +323,23 @@ struct World {
     fills: Vec<Filled>,
     /// When the fill under way must be over (the run's time limit, as long as it runs).
     fill_limit: Option<Instant>,
+    /// With signing: the receiver's signing clock's reservation, and the junk's makings.
+    signing: Option<SigningWorld>,
+}
+
+/// With signing: the daemon's signing clock's reservation on disk as the daemon keeps it
+/// (`ulog_recv::shell::keyfile`'s policy), and what the junk's replays and forgeries are made
+/// of.
+struct SigningWorld {
+    clock: CompanionClock,
+    /// The reservation on disk (written whole and synced before it counts).
+    reserved: u64,
+    /// A renewal being written (on the daemon's blocking thread): it counts once written,
+    /// which a slow or failing disk delays, and a crash loses.
+    renewing: Option<u64>,
+    /// Frames of the vehicle's seen on the network, to replay.
+    captured: Vec<Vec<u8>>,
+    figures: SigningFigures,
 }
 
 /// Runs `schedule` to its end.
@@ -299,6 +358,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 impairment: schedule.base,
                 seed: schedule.seed,
                 sd_log: schedule.fill.is_some(),
+                signing: schedule.signing.map(|_| signing_key()),
                 ..VehicleConfig::default()
             };
             let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(1_780_000_000);
@@ -314,6 +374,11 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 impairment: schedule.base,
                 seed: schedule.seed,
                 record_streams: true,
+                signing: schedule.signing.map(|_| SigningSetup {
+                    key: signing_key(),
+                    link_id: 0,
+                    timestamp: timestamp_at(simulated_epoch()),
+                }),
                 ..ArduPilotConfig::default()
             };
             Vehicle::ArduPilot(Box::new(ArduPilotBoots {
@@ -372,7 +437,15 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         fill_asked: 0,
         fills: Vec::new(),
         fill_limit: None,
+        signing: schedule.signing.map(|clock| SigningWorld {
+            clock,
+            reserved: 0,
+            renewing: None,
+            captured: Vec::new(),
+            figures: SigningFigures::default(),
+        }),
     };
+    world.session = world.new_session();
     let finished = world.run();
     if let Some(disk) = &mut world.disk
         && world.syncs_fail_until.take().is_some()
@@ -400,6 +473,14 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         disk.settle(world.now);
     }
     let session = world.session.stats();
+    if let Some(signing) = &mut world.signing {
+        add_signing(&mut signing.figures.receiver, &session.signing);
+        let vehicle = match &world.vehicle {
+            Vehicle::Px4(v) => v.signing_stats(),
+            Vehicle::ArduPilot(a) => a.vehicle.signing_stats(),
+        };
+        add_signing(&mut signing.figures.vehicle, &vehicle.expect("signing"));
+    }
     let simulated = world.now - world.t0;
     world.event_log.push(format!("session {session:?}"));
     world.event_log.push(format!(
@@ -424,6 +505,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         past_bound: world.past_bound,
         stripped: world.stripped,
         fills: world.fills,
+        signing: world.signing.map(|s| s.figures),
         simulated,
         finished,
     }
@@ -432,6 +514,115 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
 impl World {
     fn elapsed(&self) -> Duration {
         self.now - self.t0
+    }
+
+    /// A daemon's session as it starts now: with signing, its clock begins above the
+    /// reservation on disk and the companion's wall clock, and reserves ahead (written
+    /// before the daemon goes on).
+    fn new_session(&mut self) -> Session {
+        let wall = self.companion_wall();
+        let Some(signing) = &mut self.signing else {
+            return Session::new(SessionConfig::default(), self.now);
+        };
+        let timestamp = keyfile::start_above(signing.reserved, wall);
+        signing.reserved = timestamp + keyfile::RESERVATION;
+        let config = SessionConfig {
+            signing: Some(SigningSetup {
+                key: signing_key(),
+                link_id: 0,
+                timestamp,
+            }),
+            ..SessionConfig::default()
+        };
+        Session::new(config, self.now)
+    }
+
+    /// The signing timestamp of the companion computer's wall clock now.
+    fn companion_wall(&self) -> u64 {
+        let now = simulated_epoch() + self.elapsed();
+        match self.signing.as_ref().map(|s| s.clock) {
+            None | Some(CompanionClock::True) => timestamp_at(now),
+            Some(CompanionClock::Behind(d)) => timestamp_at(now - d),
+            Some(CompanionClock::Ahead(d)) => timestamp_at(now + d),
+            Some(CompanionClock::Unset) => 0,
+        }
+    }
+
+    /// The daemon's loop keeps its signing reservation ahead of the session's clock: a
+    /// renewal once half of it is used, written on a blocking thread, and counted once
+    /// written (not while the disk stalls or fails its syncs).
+    fn keep_reservation(&mut self) {
+        let disk_stuck = self.store_thread.stalled(self.now) || self.syncs_fail_until.is_some();
+        let Some(signing) = &mut self.signing else {
+            return;
+        };
+        if let Some(until) = signing.renewing {
+            if disk_stuck {
+                return;
+            }
+            signing.reserved = until;
+            signing.renewing = None;
+        }
+        let timestamp = self.session.signing_timestamp(self.now).expect("signing");
+        signing.renewing = keyfile::renewal(signing.reserved, timestamp);
+    }
+
+    /// With signing, one in 32 of the vehicle's frames is kept to be replayed as junk.
+    fn capture(&mut self, frame: Vec<u8>) {
+        let Some(signing) = &mut self.signing else {
+            return;
+        };
+        if self.rng.u8(..32) != 0 {
+            return;
+        }
+        if signing.captured.len() < CAPTURED {
+            signing.captured.push(frame);
+        } else {
+            let i = self.rng.usize(..CAPTURED);
+            signing.captured[i] = frame;
+        }
+    }
+
+    /// A junk datagram of a signing run: one of the vehicle's own frames sent again, or a
+    /// log chunk (block) in the vehicle's name signed with another key.
+    fn replayed_or_forged(&mut self) -> Vec<u8> {
+        let signing = self.signing.as_mut().expect("signing");
+        if !signing.captured.is_empty() && self.rng.bool() {
+            signing.figures.replays += 1;
+            return signing.captured[self.rng.usize(..signing.captured.len())].clone();
+        }
+        signing.figures.forged += 1;
+        let other = SigningKey::from_file_text(b"not the vehicle's key").expect("a passphrase");
+        let mut forger = Signer::new(other, 0, timestamp_at(simulated_epoch()), self.t0);
+        let mut data = [0u8; 249];
+        self.rng.fill(&mut data);
+        let mut frame = Vec::new();
+        let header = |component_id| MavHeader {
+            system_id: 1,
+            component_id,
+            sequence: 0,
+        };
+        match self.schedule.autopilot {
+            Autopilot::Px4 => {
+                let chunk = MavMessage::LOGGING_DATA_ACKED(LOGGING_DATA_ACKED_DATA {
+                    sequence: self.rng.u16(..),
+                    length: 249,
+                    first_message_offset: 0,
+                    data,
+                    ..Default::default()
+                });
+                forger.sign(header(1), &chunk, self.now, &mut frame);
+            }
+            Autopilot::ArduPilot => {
+                let mut block = LogBlock {
+                    seqno: self.rng.u32(..20_000),
+                    ..LogBlock::default()
+                };
+                block.data.copy_from_slice(&data[..BLOCK_BYTES]);
+                forger.sign_data(header(LOG_COMPONENT), &block, self.now, &mut frame);
+            }
+        }
+        frame
     }
 
     fn say(&mut self, what: String) {
@@ -476,6 +667,7 @@ impl World {
                 }
             }
             self.exchange_and_fill();
+            self.keep_reservation();
             let done =
                 self.vehicle.sim_ref().finished() && next_event >= events.len() && t >= quiet_from;
             let flight_over = if self.schedule.fill.is_some() {
@@ -619,10 +811,22 @@ impl World {
                     Vehicle::ArduPilot(a) => {
                         // A new boot plays the log from its start: its log time goes back.
                         a.earlier = sum(&a.earlier, &a.vehicle.stats());
+                        if let (Some(signing), Some(stats)) =
+                            (&mut self.signing, a.vehicle.signing_stats())
+                        {
+                            add_signing(&mut signing.figures.vehicle, &stats);
+                        }
                         a.earlier_streams.extend_from_slice(a.vehicle.streams());
+                        // Its signing clock starts again from the timestamp it stored.
+                        let signing = (a.config.signing.clone()).map(|s| SigningSetup {
+                            timestamp: (a.vehicle.signing_timestamp(self.now))
+                                .map_or(s.timestamp, stored_signing_timestamp),
+                            ..s
+                        });
                         let config = ArduPilotConfig {
                             impairment: self.schedule.impairment_at(self.now - self.t0),
                             seed: a.config.seed.wrapping_add(u64::from(self.reboots)),
+                            signing,
                             ..a.config.clone()
                         };
                         a.vehicle = SimArduPilot::new(a.log.to_vec(), config, self.now + len);
@@ -681,6 +885,11 @@ impl World {
                 let n = level as usize;
                 self.say(format!("{n} junk datagrams"));
                 for _ in 0..n {
+                    if self.signing.is_some() && self.rng.u8(..3) != 0 {
+                        let datagram = self.replayed_or_forged();
+                        self.session.handle_datagram(&datagram, self.now);
+                        continue;
+                    }
                     let len = self.rng.usize(1..300);
                     let mut junk: Vec<u8> = (0..len).map(|_| self.rng.u8(..)).collect();
                     // Some look like MAVLink 2 frames at first sight.
@@ -703,7 +912,12 @@ impl World {
         for log in &mut self.logs {
             log.last_session = false;
         }
-        self.session = Session::new(SessionConfig::default(), self.now);
+        if let Some(signing) = &mut self.signing {
+            add_signing(&mut signing.figures.receiver, &self.session.stats().signing);
+            // A renewal being written dies with the daemon.
+            signing.renewing = None;
+        }
+        self.session = self.new_session();
         // What waited for the store dies with it, never written; a slow disk stays slow.
         self.stripped += self.store_thread.lost_samples();
         self.past_bound = self.past_bound.max(self.store_thread.most_past_bound());
@@ -820,6 +1034,7 @@ impl World {
             let mut moved = false;
             while let Some(f) = self.vehicle.sim().poll_transmit() {
                 self.session.handle_datagram(&f, self.now);
+                self.capture(f);
                 moved = true;
             }
             while let Some(f) = self.session.poll_transmit() {
