@@ -30,9 +30,14 @@
 //!   `.ulg`'s, and time per row (a table's row is a sample, each with the flight's columns)
 //!   as a share of the `.ulg`'s, as a MB of `.bin` holds more rows than a MB of `.ulg`.
 //!
+//! - `signed`: `receive` with MAVLink 2 signing, every block signed by the vehicle and
+//!   checked by the session (its signature, and its timestamp against the stream's window
+//!   of the last taken), against the same blocks unsigned in the same run: time per MB as a
+//!   share of the unsigned.
+//!
 //! Best of 5 runs for ours (of 9 interleaved rounds for the tables), of 3 for DFReader.
 //! Run: `cargo bench --bench dataflash`; `--` and section names (`receive`, `diagnose`,
-//! `mcap`, `tables`) run only those.
+//! `mcap`, `tables`, `signed`) run only those.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,7 +49,8 @@ use ulog_recv::dataflash::values::fields;
 use ulog_recv::diagnose::{BinDiagnosis, Selection, diagnose};
 use ulog_recv::link::frames::encode;
 use ulog_recv::link::log_block::{BLOCK_BYTES, LOG_COMPONENT, LogBlock, encode_block};
-use ulog_recv::link::{Event, Session, SessionConfig};
+use ulog_recv::link::signing::{Signer, SigningKey};
+use ulog_recv::link::{Event, Session, SessionConfig, SigningSetup};
 
 /// The fastest serial link a flight controller's TELEM port runs at, bytes per second.
 const FASTEST_LINK: f64 = 921_600.0 / 10.0;
@@ -81,11 +87,17 @@ fn best(runs: usize, mut f: impl FnMut()) -> Duration {
 
 /// The log as the vehicle's datagrams: one block frame each.
 fn datagrams(log: &[u8]) -> Vec<Vec<u8>> {
+    datagrams_signed(log, None)
+}
+
+/// The log as the vehicle's datagrams, each block signed by `signer` if any.
+fn datagrams_signed(log: &[u8], mut signer: Option<&mut Signer>) -> Vec<Vec<u8>> {
     let header = MavHeader {
         system_id: 1,
         component_id: LOG_COMPONENT,
         sequence: 0,
     };
+    let now = Instant::now();
     log.chunks(BLOCK_BYTES)
         .enumerate()
         .map(|(k, c)| {
@@ -96,8 +108,11 @@ fn datagrams(log: &[u8]) -> Vec<Vec<u8>> {
                 ..LogBlock::default()
             };
             block.data[..c.len()].copy_from_slice(c);
-            let mut f = Vec::with_capacity(220);
-            encode_block(header, &block, &mut f);
+            let mut f = Vec::with_capacity(235);
+            match signer.as_deref_mut() {
+                Some(s) => s.sign_data(header, &block, now, &mut f),
+                None => encode_block(header, &block, &mut f),
+            }
             f
         })
         .collect()
@@ -105,23 +120,37 @@ fn datagrams(log: &[u8]) -> Vec<Vec<u8>> {
 
 /// Every datagram through a session that found an ArduPilot vehicle; the log bytes out.
 fn receive(frames: &[Vec<u8>]) -> u64 {
+    receive_signed(frames, None)
+}
+
+/// [`receive`], the vehicle's heartbeat signed by `vehicle` and the session given its key
+/// when `vehicle` is there.
+fn receive_signed(frames: &[Vec<u8>], vehicle: Option<&mut Signer>) -> u64 {
     let t0 = Instant::now();
-    let mut s = Session::new(SessionConfig::default(), t0);
+    let config = SessionConfig {
+        signing: vehicle.is_some().then(|| SigningSetup {
+            key: bench_key(),
+            link_id: 0,
+            timestamp: SIGNING_START,
+        }),
+        ..SessionConfig::default()
+    };
+    let mut s = Session::new(config, t0);
     let mut hb = Vec::new();
     let heartbeat = MavMessage::HEARTBEAT(HEARTBEAT_DATA {
         autopilot: MavAutopilot::MAV_AUTOPILOT_ARDUPILOTMEGA,
         mavtype: MavType::MAV_TYPE_QUADROTOR,
         ..Default::default()
     });
-    encode(
-        MavHeader {
-            system_id: 1,
-            component_id: 1,
-            sequence: 0,
-        },
-        &heartbeat,
-        &mut hb,
-    );
+    let header = MavHeader {
+        system_id: 1,
+        component_id: 1,
+        sequence: 0,
+    };
+    match vehicle {
+        Some(v) => v.sign(header, &heartbeat, t0, &mut hb),
+        None => encode(header, &heartbeat, &mut hb),
+    }
     s.handle_datagram(&hb, t0);
     let mut out = feed(&mut s, frames, t0);
     s.shutdown(t0);
@@ -131,6 +160,46 @@ fn receive(frames: &[Vec<u8>]) -> u64 {
         }
     }
     out
+}
+
+/// The signing benchmark's key.
+fn bench_key() -> SigningKey {
+    SigningKey::from_bytes([7; 32])
+}
+
+/// Where the signing benchmark's clocks start (2026).
+const SIGNING_START: u64 = 35_000_000_000_000;
+
+/// `signed`: receiving signed blocks against the same blocks unsigned, interleaved.
+fn signed_section() {
+    println!("\n| log | unsigned MB/s | signed MB/s | signed time per MB / unsigned |");
+    println!("|---|---|---|---|");
+    for path in logs() {
+        let log = std::fs::read(&path).unwrap();
+        let mb = log.len() as f64 / 1e6;
+        let plain = datagrams(&log);
+        let mut vehicle = Signer::new(bench_key(), 0, SIGNING_START, Instant::now());
+        let signed = datagrams_signed(&log, Some(&mut vehicle));
+        let (mut t_plain, mut t_signed) = (Duration::MAX, Duration::MAX);
+        for _ in 0..5 {
+            t_plain = t_plain.min(best(1, || {
+                assert!(receive(&plain) as usize + 200 >= log.len());
+            }));
+            t_signed = t_signed.min(best(1, || {
+                // The heartbeat comes from component 1: a stream of its own.
+                let mut v = Signer::new(bench_key(), 0, SIGNING_START, Instant::now());
+                let out = receive_signed(&signed, Some(&mut v));
+                assert!(out as usize + 200 >= log.len(), "{out} bytes out");
+            }));
+        }
+        println!(
+            "| {} | {:.0} | {:.0} | {:.2} |",
+            path.file_name().unwrap().to_string_lossy(),
+            mb / t_plain.as_secs_f64(),
+            mb / t_signed.as_secs_f64(),
+            t_signed.as_secs_f64() / t_plain.as_secs_f64(),
+        );
+    }
 }
 
 /// The largest real ULog log in `../shared/testdata/ulog/`.
@@ -357,11 +426,12 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let sections: [(&str, fn()); 4] = [
+    let sections: [(&str, fn()); 5] = [
         ("receive", receive_and_decode),
         ("diagnose", diagnose_section),
         ("mcap", mcap_section),
         ("tables", tables_section),
+        ("signed", signed_section),
     ];
     for (name, run) in sections {
         if named.is_empty() || named.iter().any(|n| n == name) {
