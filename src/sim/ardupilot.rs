@@ -44,13 +44,14 @@ use mavlink::dialects::ardupilotmega::{
 use crate::dataflash::format::time_us;
 use crate::dataflash::{FMT_LEN, FMT_TYPE, Format, Framer, HEADER, Preamble};
 use crate::link::SigningSetup;
-use crate::link::frames::{Frame, FrameDecoder, encode};
+use crate::link::frames::{FrameDecoder, encode};
 use crate::link::log_block::{
     BLOCK_BYTES, BLOCK_START, BLOCK_STOP, LOG_COMPONENT, LogBlock, encode_block,
 };
-use crate::link::signing::{Check, Signer, SigningStats};
+use crate::link::signing::{Signer, SigningStats};
 use crate::sim::config::Impairment;
 use crate::sim::impaired::ImpairedLink;
+use crate::sim::signing::{Policy, authentic};
 
 /// A block unacked this long is sent again (AP_Logger_MAVLink's 10 Hz resend task).
 pub const RESEND_AFTER: Duration = Duration::from_millis(100);
@@ -317,7 +318,7 @@ impl SimArduPilot {
             if self.link.lost_inbound(now, false) {
                 continue;
             }
-            if !self.authentic(&frame, now) {
+            if !authentic(self.signer.as_mut(), Policy::ArduPilot, &frame, now) {
                 self.stats.refused_frames += 1;
                 continue;
             }
@@ -328,18 +329,6 @@ impl SimArduPilot {
                 let ack = s.status == MavRemoteLogDataBlockStatuses::MAV_REMOTE_LOG_DATA_BLOCK_ACK;
                 self.block_status(from, s.seqno, ack, now);
             }
-        }
-    }
-
-    /// ArduPilot's signing policy for what it receives (`accept_unsigned_callback`).
-    fn authentic(&mut self, frame: &Frame, now: Instant) -> bool {
-        let Some(signer) = &mut self.signer else {
-            return true;
-        };
-        match (frame.raw_v2()).map_or(Check::Unsigned, |r| signer.check(r, now)) {
-            Check::Valid => true,
-            Check::Unsigned => matches!(frame.message.mav(), Some(MavMessage::RADIO_STATUS(_))),
-            Check::BadSignature | Check::Replayed | Check::TooOld => false,
         }
     }
 

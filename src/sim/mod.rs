@@ -18,6 +18,8 @@
 //! - [`chunker`]: cuts a `.ulg` into chunks the way PX4 does (reliable sections, the
 //!   definitions and in-flight 'A' and 'M', flushed as short acked chunks; the rest full and
 //!   unacked; the post-flight perf counters held back for the STOP).
+//! - [`signing`]: what each simulated autopilot takes unsigned once it has a key, and the
+//!   signing clock a reboot starts from.
 //! - [`faults`]: flights with one thing going wrong (a sagging pack, a failing estimator,
 //!   GPS interference, a motor, RC loss), for the flight diagnostics.
 //! - [`synth`]: every message and basic type in a deterministic flight;
@@ -35,6 +37,7 @@ pub mod config;
 pub mod faults;
 pub mod ftp_server;
 pub mod impaired;
+pub mod signing;
 pub mod synth;
 pub mod vehicle;
 

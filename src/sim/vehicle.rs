@@ -39,13 +39,14 @@ use mavlink::dialects::ardupilotmega::{
     LOGGING_DATA_DATA, MavAutopilot, MavCmd, MavMessage, MavModeFlag, MavResult, MavState, MavType,
 };
 
-use crate::link::frames::{Frame, FrameDecoder, encode};
+use crate::link::frames::{FrameDecoder, encode};
 use crate::link::ftp::FtpPayload;
-use crate::link::signing::{Check, Signer, SigningStats, timestamp_at};
+use crate::link::signing::{Signer, SigningStats, timestamp_at};
 use crate::sim::chunker::{ChunkedLog, LogChunk, chunk_log};
 use crate::sim::config::{Impairment, MIN_LINK_RATE, VehicleConfig, VehicleStats};
 use crate::sim::ftp_server::{FtpServer, FtpServerStats, LOG_ROOT};
 use crate::sim::impaired::ImpairedLink;
+use crate::sim::signing::{Policy, authentic, stored_signing_timestamp};
 use crate::ulog::message::{FILE_HEADER_LEN, is_definition, msg_type};
 
 /// Wire bytes of a full FILE_TRANSFER_PROTOCOL frame.
@@ -122,16 +123,6 @@ pub struct SimVehicle {
     ftp_out: VecDeque<((u8, u8), FtpPayload)>,
     /// When the link lets the next FTP reply go out.
     ftp_slot: Instant,
-}
-
-/// How often a simulated vehicle stores its signing clock (MAVLink asks for at least once a
-/// minute, and a start from the stored one when no clock says later).
-pub const SIGNING_STORED_EVERY: u64 = 60 * crate::link::signing::TIMESTAMP_UNITS_PER_S;
-
-/// The timestamp a vehicle whose signing clock reads `timestamp` last stored: after a reboot
-/// its clock starts there, up to a minute behind the frames it signed before.
-pub fn stored_signing_timestamp(timestamp: u64) -> u64 {
-    timestamp - timestamp % SIGNING_STORED_EVERY
 }
 
 impl SimVehicle {
@@ -304,34 +295,13 @@ impl SimVehicle {
             if self.link.lost_inbound(now, cut) {
                 continue;
             }
-            if !self.authentic(&frame, now) {
+            if !authentic(self.signer.as_mut(), Policy::Px4, &frame, now) {
                 self.stats.refused_frames += 1;
                 continue;
             }
             if let Some(message) = frame.message.mav() {
                 self.handle_message(frame.header, message, now);
             }
-        }
-    }
-
-    /// PX4's signing policy for what it receives.
-    fn authentic(&mut self, frame: &Frame, now: Instant) -> bool {
-        let Some(signer) = &mut self.signer else {
-            return true;
-        };
-        match frame
-            .raw_v2()
-            .map_or(Check::Unsigned, |r| signer.check(r, now))
-        {
-            Check::Valid => true,
-            Check::Unsigned => matches!(
-                frame.message.mav(),
-                Some(MavMessage::HEARTBEAT(_))
-                    | Some(MavMessage::RADIO_STATUS(_))
-                    | Some(MavMessage::ADSB_VEHICLE(_))
-                    | Some(MavMessage::COLLISION(_))
-            ),
-            Check::BadSignature | Check::Replayed | Check::TooOld => false,
         }
     }
 

@@ -21,8 +21,8 @@ use ulog_recv::link::{CloseReason, Event, Session, SessionConfig, SigningSetup};
 use ulog_recv::live::ndjson::protocol::Line;
 use ulog_recv::live::ndjson::{ClientId, Publisher};
 use ulog_recv::sim::ardupilot::{ArduPilotConfig, ArduPilotStats, SimArduPilot};
+use ulog_recv::sim::signing::stored_signing_timestamp;
 use ulog_recv::sim::synth::{SynthOptions, generate};
-use ulog_recv::sim::vehicle::stored_signing_timestamp;
 use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_log};
 
 use ulog_recv::shell::keyfile;
