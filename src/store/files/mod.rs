@@ -564,6 +564,7 @@ impl LogStore {
         }
         result
     }
+
     /// Bytes of whole messages the store was handed and keeps in memory, unwritten (behind a
     /// dropout of its own, waiting for the sample after it): none, as the store writes
     /// through; a sync round that left any would not make them durable.
