@@ -20,7 +20,8 @@
 //! - Every stream after the first is a new log: its header says when it started, then come
 //!   the definitions and every subscription so far, then the flight from where the logger
 //!   is (where the last stream got to): PX4's logger writes a new stream's log from now on,
-//!   while its SD card's log holds the whole flight. After a reboot the flight begins again.
+//!   while its SD card's log holds the whole flight. After a reboot the flight begins again,
+//!   header and all: the boot's clock starts anew, and the flight is the same.
 //! - With a signing key ([`VehicleConfig::signing`]) it signs every frame and drops every
 //!   incoming frame whose signature does not verify, and unsigned ones but HEARTBEAT,
 //!   RADIO_STATUS, ADSB_VEHICLE and COLLISION, as PX4 does.
@@ -84,8 +85,6 @@ pub struct SimVehicle {
     log: ChunkedLog,
     /// The flight's log as loaded (the SD card's): every stream is cut from it.
     flight: ChunkedLog,
-    /// The header time of the log as loaded (a new stream's is later).
-    first_header_time: u64,
     /// Where the current stream's data begins: its message `data_start` is the flight's
     /// message `flight_from` (before it: the header, the definitions, the subscriptions).
     data_start: usize,
@@ -149,7 +148,6 @@ impl SimVehicle {
             link: ImpairedLink::new(config.impairment, config.seed, now),
             config,
             arrived: vec![false; log.chunks.len()],
-            first_header_time: u64::from_le_bytes(log.stream[8..16].try_into().expect("8 bytes")),
             data_start: definitions_end(&log),
             flight_from: definitions_end(&log),
             progress: 0,
@@ -500,11 +498,10 @@ impl SimVehicle {
         self.stats.starts += 1;
         if self.stats.starts > 1 {
             let next = if self.rebooted {
-                // A new boot: the flight again, under a header of the boot's time.
-                let t = self.first_header_time + now.duration_since(self.epoch).as_micros() as u64;
-                let mut log = self.flight.clone();
-                log.stream[8..16].copy_from_slice(&t.to_le_bytes());
-                log.chunks[0].data[8..16].copy_from_slice(&t.to_le_bytes());
+                // A new boot: the flight again, as its SD card's log has it. The boot's
+                // clock starts anew, so the log's header and records carry the times of
+                // the first boot's (a header is never later than its log's records).
+                let log = self.flight.clone();
                 self.flight_from = definitions_end(&log);
                 self.data_start = self.flight_from;
                 log
