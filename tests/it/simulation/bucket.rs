@@ -4,22 +4,28 @@
 //! answer lost after it was done, a multipart upload the server forgot (expired), and the
 //! daemon killed with a request on the wire, before or after the server did it. An upload
 //! pass runs every [`UPLOAD_EVERY`] of simulated time, as a restarted uploader would: from
-//! the journal on disk alone. After the flight, passes run without faults until every
-//! session is up.
+//! the journal on disk alone. A pass takes simulated time when the bucket answers slowly:
+//! the world goes on meanwhile (the store writes, the fill fills, the budget deletes, the
+//! power goes), and a daemon that dies takes its pass with it. After the flight, passes run
+//! without faults until every session is up.
 //!
 //! Its promises ([`check_journals`], [`check`]): the journal never says a file is in the
 //! bucket that is not, with that content; and at the end every closed split, every
 //! amendment a fill wrote, and the session's manifest, is in the bucket exactly once, byte
 //! for byte as on disk, and nothing else is.
 //!
-//! Not simulated: slow answers and the request's bytes on the wire (the uploader's own pace
-//! and stall guard are tested against Garage, in `tests/it/upload.rs`).
+//! Not simulated: the request's bytes on the wire (the uploader's own pace and stall guard
+//! are tested against Garage, in `tests/it/upload.rs`).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -58,6 +64,8 @@ pub struct BucketFaults {
     pub crash: f64,
     /// The multipart upload the request is for forgotten by the server first (expired).
     pub forget: f64,
+    /// Done, and its answer (or its loss) late by up to [`MOST_LATE`].
+    pub slow: f64,
     /// Files over this go up in parts.
     pub part_size: u64,
 }
@@ -77,9 +85,13 @@ impl BucketFaults {
             crash: rate(2, 0.1),
             forget: rate(3, 0.2),
             part_size: rng.u64(16 << 10..=256 << 10),
+            slow: 0.0,
         }
     }
 }
+
+/// The latest a slow answer comes.
+pub const MOST_LATE: Duration = Duration::from_secs(30);
 
 /// What becomes of one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +111,8 @@ pub struct SimStore {
     state: Mutex<StoreState>,
     /// Told when a request kills the daemon.
     killed: Arc<Notify>,
+    /// Told when a request waits for a slow answer: the pass waits for simulated time.
+    parked: Arc<Notify>,
 }
 
 struct StoreState {
@@ -106,6 +120,11 @@ struct StoreState {
     faults: BucketFaults,
     /// Faults happen (not in the passes after the flight).
     failing: bool,
+    /// The simulated time, as the pass was last run.
+    now: Option<Instant>,
+    /// When the slow answer being waited for comes, and the task that waits for it.
+    due: Option<Instant>,
+    waiting: Option<Waker>,
     /// What happened, for the event log.
     said: Vec<String>,
 }
@@ -157,10 +176,19 @@ impl SimStore {
                 rng: fastrand::Rng::with_seed(seed ^ 0xb0c_4e7),
                 faults,
                 failing: true,
+                now: None,
+                due: None,
+                waiting: None,
                 said: Vec::new(),
             }),
             killed: Arc::new(Notify::new()),
+            parked: Arc::new(Notify::new()),
         }
+    }
+
+    /// When the slow answer a pass waits for comes, if it waits for one.
+    pub fn due(&self) -> Option<Instant> {
+        self.state.lock().unwrap().due
     }
 
     /// Faults on or off.
@@ -173,13 +201,13 @@ impl SimStore {
         std::mem::take(&mut self.state.lock().unwrap().said)
     }
 
-    /// The fate of request `what`; `upload`: the multipart upload it is for, which the
-    /// server may have forgotten first.
-    async fn fate(&self, what: &str, upload: Option<&MultipartId>) -> Fate {
-        let (fate, forget) = {
+    /// The fate of request `what`, and how late its answer comes; `upload`: the multipart
+    /// upload it is for, which the server may have forgotten first.
+    async fn fate(&self, what: &str, upload: Option<&MultipartId>) -> (Fate, Duration) {
+        let (fate, forget, late) = {
             let mut s = self.state.lock().unwrap();
             if !s.failing {
-                return Fate::Answered;
+                return (Fate::Answered, Duration::ZERO);
             }
             let f = s.faults;
             let forget = upload.is_some() && s.rng.f64() < f.forget;
@@ -199,12 +227,52 @@ impl SimStore {
             if fate != Fate::Answered {
                 s.said.push(format!("bucket: {what}: {fate:?}"));
             }
-            (fate, forget)
+            let answered = matches!(fate, Fate::Answered | Fate::AnswerLost);
+            let late = if f.slow > 0.0 && s.rng.f64() < f.slow && answered {
+                MOST_LATE.mul_f64(s.rng.f64())
+            } else {
+                Duration::ZERO
+            };
+            if !late.is_zero() {
+                s.said.push(format!(
+                    "bucket: {what}: answered {} ms late",
+                    late.as_millis()
+                ));
+            }
+            (fate, forget, late)
         };
         if let (true, Some(id)) = (forget, upload) {
             let _ = self.inner.abort_multipart(&ObjectPath::from(""), id).await;
         }
-        fate
+        (fate, late)
+    }
+
+    /// Waits `late` of simulated time: until the world runs the pass again at or past it
+    /// (or the faults are over). Meanwhile the pass is parked.
+    async fn answer_late(&self, late: Duration) {
+        if late.is_zero() {
+            return;
+        }
+        let due = {
+            let mut s = self.state.lock().unwrap();
+            let due = s.now.expect("a pass sets the time before it runs") + late;
+            s.due = Some(due);
+            due
+        };
+        std::future::poll_fn(|cx| {
+            let mut s = self.state.lock().unwrap();
+            if !s.failing || s.now.is_some_and(|now| now >= due) {
+                s.due = None;
+                Poll::Ready(())
+            } else {
+                // Woken when the world runs the pass again at its time (the request may be
+                // one of several futures the uploader polls only when woken).
+                s.waiting = Some(cx.waker().clone());
+                self.parked.notify_one();
+                Poll::Pending
+            }
+        })
+        .await
     }
 
     /// Request `what` done or not as its fate says, its answer given or not; `upload`: the
@@ -216,7 +284,7 @@ impl SimStore {
         upload: Option<(&ObjectPath, &MultipartId)>,
         request: impl Future<Output = object_store::Result<T>>,
     ) -> object_store::Result<T> {
-        let fate = self.fate(&what, upload.map(|(_, id)| id)).await;
+        let (fate, late) = self.fate(&what, upload.map(|(_, id)| id)).await;
         let request = async {
             let answer = request.await;
             match upload {
@@ -226,9 +294,14 @@ impl SimStore {
         };
         match fate {
             Fate::Refused => Err(refused(&what)),
-            Fate::Answered => request.await,
+            Fate::Answered => {
+                let answer = request.await;
+                self.answer_late(late).await;
+                answer
+            }
             Fate::AnswerLost => {
                 let _ = request.await;
+                self.answer_late(late).await;
                 Err(answer_lost(&what))
             }
             Fate::Killed { done } => {
@@ -376,6 +449,19 @@ pub struct Pass {
     pub killed: bool,
 }
 
+/// An upload pass under way: it goes on when its slow answer comes.
+pub struct PassRun {
+    future: Pin<Box<dyn Future<Output = ()>>>,
+    said: Rc<RefCell<Vec<String>>>,
+}
+
+impl PassRun {
+    /// What it did so far (a pass the daemon's death ends says it).
+    pub fn take_said(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.said.borrow_mut())
+    }
+}
+
 impl Uploads {
     pub fn new(seed: u64, faults: BucketFaults) -> Self {
         let store = Arc::new(SimStore::new(seed, faults));
@@ -392,45 +478,74 @@ impl Uploads {
         }
     }
 
-    /// One pass of a newly started uploader over the sessions in `log_dir`, oldest first,
-    /// each until it has nothing more to do or a step fails; a kill ends it.
-    pub fn pass(&self, log_dir: &Path) -> Pass {
-        let mut pass = Pass::default();
-        let config = UploadConfig::default();
-        for session in list_sessions(log_dir).unwrap_or_default() {
-            let name = session.file_name().unwrap().to_string_lossy().into_owned();
-            let mut steps = Vec::new();
-            let upload = upload_session_to(&config, self.bucket.clone(), &session, |what| {
-                steps.push(what.to_string())
-            });
-            let killed = self.store.killed.clone();
-            let result = self.runtime.block_on(async {
-                tokio::select! {
-                    biased;
-                    () = killed.notified() => None,
-                    r = upload => Some(r),
-                }
-            });
-            pass.said
-                .extend(steps.into_iter().map(|s| format!("upload: {s}")));
-            pass.said.extend(self.store.take_said());
-            match result {
-                None => {
-                    pass.said
-                        .push(format!("upload: {name}: the daemon is killed"));
-                    pass.killed = true;
-                    return pass;
-                }
-                Some(Err(e)) => {
+    /// A newly started uploader's pass over the sessions in `log_dir`, oldest first, each
+    /// until it has nothing more to do or a step fails; a kill ends it. Run it with
+    /// [`resume`](Self::resume).
+    pub fn start(&self, log_dir: &Path) -> PassRun {
+        let said = Rc::new(RefCell::new(Vec::new()));
+        let (store, bucket, log_dir): (_, _, PathBuf) =
+            (self.store.clone(), self.bucket.clone(), log_dir.to_owned());
+        let told = said.clone();
+        let future = Box::pin(async move {
+            let config = UploadConfig::default();
+            for session in list_sessions(&log_dir).unwrap_or_default() {
+                let name = session.file_name().unwrap().to_string_lossy().into_owned();
+                let step_said = told.clone();
+                let result = upload_session_to(&config, bucket.clone(), &session, |what| {
+                    step_said.borrow_mut().push(format!("upload: {what}"))
+                })
+                .await;
+                told.borrow_mut().extend(store.take_said());
+                if let Err(e) = result {
                     // The path of the run's folder is not the seed's: left out.
                     let why = e.to_string().replace(&log_dir.display().to_string(), "");
-                    pass.said.push(format!("upload: {name}: failed: {why}"));
-                    return pass;
+                    told.borrow_mut()
+                        .push(format!("upload: {name}: failed: {why}"));
+                    return;
                 }
-                Some(Ok(_)) => {}
+            }
+        });
+        PassRun { future, said }
+    }
+
+    /// Runs `run` at `now` until it is over (what it came to) or waits for a slow answer
+    /// (`None`: run it again at [`SimStore::due`]).
+    pub fn resume(&self, run: &mut PassRun, now: Instant) -> Option<Pass> {
+        {
+            let mut s = self.store.state.lock().unwrap();
+            s.now = Some(now);
+            if s.due.is_some_and(|due| due <= now)
+                && let Some(waker) = s.waiting.take()
+            {
+                waker.wake();
             }
         }
-        pass
+        let (killed, parked) = (self.store.killed.clone(), self.store.parked.clone());
+        let over = self.runtime.block_on(async {
+            tokio::select! {
+                biased;
+                () = killed.notified() => Some(true),
+                () = &mut run.future => Some(false),
+                () = parked.notified() => None,
+            }
+        });
+        let killed = over?;
+        let mut said = run.take_said();
+        said.extend(self.store.take_said());
+        if killed {
+            said.push("upload: the daemon is killed".into());
+        }
+        Some(Pass { said, killed })
+    }
+
+    /// The pass `run` dies with the daemon, its request unanswered.
+    pub fn abandon(&self, mut run: PassRun) -> Vec<String> {
+        let mut s = self.store.state.lock().unwrap();
+        (s.due, s.waiting) = (None, None);
+        drop(s);
+        let mut said = run.take_said();
+        said.extend(self.store.take_said());
+        said
     }
 
     /// The bucket's objects.

@@ -4,10 +4,10 @@
 //! receiver restarts, junk datagrams, with MAVLink signing or without), alone and together;
 //! the link session receives it in simulated time ([`world`]), and, as the schedule says, the
 //! store writes it to files ([`disk`]) on a disk whose power cuts keep only what was synced
-//! ([`power`]), the uploader sends those to a failing bucket ([`bucket`]) and the live socket
-//! and the Foxglove server ([`foxglove`]) publish it; after the flight, the fill takes what
-//! the link lost from the vehicle's SD log ([`fill`]); [`checks`] judges what it handed out
-//! against what the vehicle wrote. The same seed runs the same, event for event.
+//! ([`power`]), the uploader sends those to a failing, slow bucket ([`bucket`]) and the live
+//! socket and the Foxglove server ([`foxglove`]) publish it; after the flight, the fill takes
+//! what the link lost from the vehicle's SD log ([`fill`]); [`checks`] judges what it handed
+//! out against what the vehicle wrote. The same seed runs the same, event for event.
 //!
 //! - `SIM_SEEDS=N` runs N seeds (1,000 by default) from `SIM_BASE` (0 by default).
 //! - `SIM_SEED=S` runs seed S alone; `SIM_FAULTS=i,j` keeps only those faults of its
@@ -147,6 +147,8 @@ struct Batch {
     /// Seeds whose uploader sent the sessions to a failing bucket, and the bucket's faults.
     uploads: u64,
     bucket_faults: u64,
+    slow_answers: u64,
+    passes_died: u64,
     /// Seeds with a disk budget, and the sessions it deleted.
     budgets: u64,
     budget_deletions: u64,
@@ -190,6 +192,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let live = AtomicU64::new(0);
     let uploads = AtomicU64::new(0);
     let bucket_faults = AtomicU64::new(0);
+    let slow_answers = AtomicU64::new(0);
+    let passes_died = AtomicU64::new(0);
     let budgets = AtomicU64::new(0);
     let budget_deletions = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
@@ -237,6 +241,9 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         let n: usize = o.logs.iter().map(|l| l.splits.files.len()).sum();
                         splits.fetch_add(n as u64, Ordering::Relaxed);
                         bucket_faults.fetch_add(o.bucket_faults(), Ordering::Relaxed);
+                        let (slow, died) = o.slow_answers();
+                        slow_answers.fetch_add(slow, Ordering::Relaxed);
+                        passes_died.fetch_add(died, Ordering::Relaxed);
                         let deleted = o.disk.as_ref().map_or(0, |d| d.deleted.len());
                         budget_deletions.fetch_add(deleted as u64, Ordering::Relaxed);
                         power_cuts.fetch_add(u64::from(o.power_cuts), Ordering::Relaxed);
@@ -285,6 +292,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         live: live.into_inner(),
         uploads: uploads.into_inner(),
         bucket_faults: bucket_faults.into_inner(),
+        slow_answers: slow_answers.into_inner(),
+        passes_died: passes_died.into_inner(),
         budgets: budgets.into_inner(),
         budget_deletions: budget_deletions.into_inner(),
         splits: splits.into_inner(),
@@ -369,7 +378,8 @@ fn seeds() {
          uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
          from {base}, {} faults ({} seeds storms of them; {} power cuts, {} spells of a full disk that paused {} \
          sessions, {} slow syncs that stripped {} samples with at most {} bytes waiting past the queue's bound, {} \
-         spells of failing syncs) and {} bucket faults, {} splits, {} fills after the flight ({} records \
+         spells of failing syncs) and {} bucket faults ({} slow answers; {} upload passes \
+         died with the daemon mid-request), {} splits, {} fills after the flight ({} records \
          recovered, {} power cuts in a fill), {} seeds signing both ways ({} replays and {} \
          forgeries in the junk, {} frames refused by the receiver's signature checks), {:.1} h \
          simulated, in {:.1} s",
@@ -389,6 +399,8 @@ fn seeds() {
         batch.past_bound,
         batch.sync_failures,
         batch.bucket_faults,
+        batch.slow_answers,
+        batch.passes_died,
         batch.splits,
         batch.fills,
         batch.fill_records,
@@ -435,8 +447,8 @@ fn kept_seeds() {
 #[test]
 fn the_same_seed_runs_the_same_event_for_event() {
     let logs = ardupilot_logs();
-    // Seeds of both autopilots, with faults of several kinds; one that uploads to a failing
-    // bucket under a disk budget; one whose power is cut (which part of each unsynced write
+    // Seeds of both autopilots, with faults of several kinds; one that uploads to a failing,
+    // slow bucket under a disk budget; one whose power is cut (which part of each unsynced write
     // the disk kept is drawn too); one whose fill a power cut stops.
     let mut picked = Vec::new();
     for seed in 0.. {
@@ -455,7 +467,7 @@ fn the_same_seed_runs_the_same_event_for_event() {
                 s.faults.len() >= 2
                     && s.budget_share.is_some()
                     && s.bucket
-                        .is_some_and(|b| b.fail > 0.0 && b.lost_answer > 0.0)
+                        .is_some_and(|b| b.fail > 0.0 && b.lost_answer > 0.0 && b.slow > 0.0)
             }),
     );
     let cuts = |s: &Schedule| {

@@ -268,7 +268,7 @@ impl Schedule {
         };
         let live = rng.u8(..4) == 0;
         let disk = rng.u8(..4) == 0;
-        let bucket = (disk && rng.bool()).then(|| BucketFaults::draw(&mut rng));
+        let mut bucket = (disk && rng.bool()).then(|| BucketFaults::draw(&mut rng));
         let budget_share = (disk && rng.u8(..3) == 0).then(|| 0.3 + 1.2 * rng.f64());
         // Power cuts, with the store on disk one seed in two; some seeds storms of them.
         if disk && kinds.contains(&FaultKind::PowerCut) && rng.bool() {
@@ -330,6 +330,12 @@ impl Schedule {
             for f in &mut faults {
                 f.at = first + (f.at - first).mul_f64(scale);
             }
+        }
+        // Slow answers, one bucket in two: a request's chance of 5 to 50 %.
+        if let Some(b) = &mut bucket
+            && rng.bool()
+        {
+            b.slow = 0.05 + 0.45 * rng.f64();
         }
         Self {
             seed,
@@ -516,4 +522,12 @@ fn a_seed_draws_one_schedule_and_the_swarm_draws_every_kind() {
     ] {
         assert!(clocks.iter().any(kind), "{clocks:?}");
     }
+    // Slow answers from half the buckets.
+    let buckets: Vec<_> = schedules.iter().filter_map(|s| s.bucket).collect();
+    let slow = buckets.iter().filter(|b| b.slow > 0.0).count();
+    assert!(
+        slow >= 3 && slow < buckets.len(),
+        "slow answers from {slow} of {} buckets",
+        buckets.len()
+    );
 }

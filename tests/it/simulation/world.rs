@@ -27,7 +27,7 @@ use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_l
 
 use ulog_recv::shell::keyfile;
 
-use super::bucket::{UPLOAD_EVERY, Uploads};
+use super::bucket::{PassRun, UPLOAD_EVERY, Uploads};
 use super::disk::Disk;
 use super::fill::{FillRun, Filled, Step};
 use super::foxglove::{Foxglove, Sent};
@@ -227,6 +227,16 @@ impl Outcome {
         self.event_log.iter().filter(said).count() as u64
     }
 
+    /// Answers the bucket gave late, and upload passes that died with the daemon while they
+    /// waited for one (or for a request's end).
+    pub fn slow_answers(&self) -> (u64, u64) {
+        let count = |text: &str| self.event_log.iter().filter(|l| l.contains(text)).count();
+        (
+            count(" ms late") as u64,
+            count("the pass dies with the daemon") as u64,
+        )
+    }
+
     /// FNV-1a of the event log: equal for equal runs.
     pub fn digest(&self) -> u64 {
         let mut h = 0xcbf2_9ce4_8422_2325u64;
@@ -293,6 +303,8 @@ struct World {
     past_bound: usize,
     /// The uploader's bucket and its next pass, when the schedule says so.
     uploads: Option<(Uploads, Instant)>,
+    /// The upload pass under way, waiting for a slow answer.
+    passing: Option<PassRun>,
     journal_ahead: Option<String>,
     /// Upload passes a kill ended.
     upload_kills: u32,
@@ -415,6 +427,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
         past_bound: 0,
         uploads: (schedule.bucket.filter(|_| schedule.disk))
             .map(|faults| (Uploads::new(schedule.seed, faults), t0 + UPLOAD_EVERY)),
+        passing: None,
         journal_ahead: None,
         upload_kills: 0,
         t0,
@@ -707,6 +720,7 @@ impl World {
                 events.get(next_event).map(|f| self.t0 + f.at),
                 settle_until.filter(|&t| t > self.now),
                 self.uploads.as_ref().map(|(_, at)| *at),
+                (self.uploads.as_ref()).and_then(|(u, _)| u.store.due()),
                 self.disk_full_until,
                 self.store_thread.stalled_until,
                 self.syncs_fail_until,
@@ -755,21 +769,38 @@ impl World {
                     }
                 }
             }
-            if self.uploads.as_ref().is_some_and(|(_, at)| *at <= self.now) {
-                self.upload_pass();
-            }
+            self.upload_pass();
         }
     }
 
-    /// An upload pass over the store's sessions. A daemon killed in it restarts, its first
-    /// [`MAX_KILL_RESTARTS`] times while the vehicle's log streams (the schedule's restarts
-    /// are as few); the next pass is a restarted uploader's anyway.
+    /// An upload pass over the store's sessions, begun when its time comes (the uploader is
+    /// one thread: the next begins after the one under way) and run again when its slow
+    /// answer comes. A daemon killed in it restarts, its first [`MAX_KILL_RESTARTS`] times
+    /// while the vehicle's log streams (the schedule's restarts are as few); the next pass is
+    /// a restarted uploader's anyway.
     fn upload_pass(&mut self) {
         let (Some((uploads, at)), Some(disk)) = (&mut self.uploads, &self.disk) else {
             return;
         };
-        *at = self.now + UPLOAD_EVERY;
-        let pass = uploads.pass(disk.dir());
+        let mut run = match self.passing.take() {
+            Some(run) if uploads.store.due().is_some_and(|due| due > self.now) => {
+                self.passing = Some(run);
+                if *at <= self.now {
+                    *at = self.now + UPLOAD_EVERY;
+                }
+                return;
+            }
+            Some(run) => run,
+            None if *at <= self.now => uploads.start(disk.dir()),
+            None => return,
+        };
+        if *at <= self.now {
+            *at = self.now + UPLOAD_EVERY;
+        }
+        let Some(pass) = uploads.resume(&mut run, self.now) else {
+            self.passing = Some(run);
+            return;
+        };
         if self.journal_ahead.is_none() {
             let objects = uploads.objects();
             self.journal_ahead = super::bucket::check_journals(disk.dir(), &objects).err();
@@ -788,16 +819,38 @@ impl World {
         }
     }
 
+    /// The pass under way dies with the daemon; the journal is held to the bucket as the
+    /// daemon left them.
+    fn upload_pass_dies(&mut self) {
+        let (Some((uploads, _)), Some(run)) = (&self.uploads, self.passing.take()) else {
+            return;
+        };
+        let said = uploads.abandon(run);
+        for line in said {
+            self.say(line);
+        }
+        self.say("upload: the pass dies with the daemon".into());
+    }
+
     /// After the flight: passes without bucket faults until every session is up (a few:
     /// each pass takes every session as far as it goes, and a multipart upload the server
     /// forgot costs one more).
     fn last_uploads(&mut self) {
-        let Some((uploads, _)) = &self.uploads else {
+        let Some((uploads, _)) = &mut self.uploads else {
             return;
         };
         uploads.store.set_failing(false);
+        // The daemon shut down: the pass under way with it.
+        self.upload_pass_dies();
         for _ in 0..4 {
+            if let Some((_, at)) = &mut self.uploads {
+                *at = self.now;
+            }
             self.upload_pass();
+            assert!(
+                self.passing.is_none(),
+                "a pass without faults waits for nothing"
+            );
         }
     }
 
@@ -907,6 +960,7 @@ impl World {
     /// begins anew, the store repairs what the disk kept.
     fn daemon_starts_again(&mut self, power_cut: bool) {
         self.collect_events();
+        self.upload_pass_dies();
         // The store's recovery closes the split a crash left open.
         self.end_splits();
         for log in &mut self.logs {
@@ -948,6 +1002,15 @@ impl World {
              {} torn",
             cut.names_reverted, cut.bytes_lost, cut.torn
         ));
+        // What the power left of the journal is never ahead of the bucket.
+        if let (Some((uploads, _)), Some(disk), None) =
+            (&self.uploads, &self.disk, &self.journal_ahead)
+        {
+            let objects = uploads.objects();
+            self.journal_ahead = super::bucket::check_journals(disk.dir(), &objects)
+                .err()
+                .map(|e| format!("after a power cut: {e}"));
+        }
     }
 
     /// `e` to the store's queue, as the daemon's network loop hands it over; the store
