@@ -34,6 +34,18 @@ use super::splits::Splits;
 use super::store_thread::Stored;
 use crate::common::tmpfs::Tmpfs;
 
+/// The size of a run's own tmpfs.
+const TMPFS_BYTES: u64 = 1 << 30;
+
+/// A disk budget of so many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// `max-total`: the log folder's size at most.
+    MaxTotal(u64),
+    /// `min-free`: the folder's filesystem keeps all of its room free but these bytes.
+    MinFree(u64),
+}
+
 /// A run's log folder and the store writing into it.
 pub struct Disk {
     dir: PathBuf,
@@ -106,13 +118,13 @@ impl Seen {
 }
 
 impl Disk {
-    /// A store for seed `seed`'s run in a new, empty folder; `max_total`: its disk budget,
+    /// A store for seed `seed`'s run in a new, empty folder; `budget`: its disk budget,
     /// `uploads`: the budget deletes uploaded sessions first; `fills`: the folder is on a
-    /// tmpfs of its own, to fill.
+    /// tmpfs of its own, to fill (a `min-free` budget needs it: without one, none is kept).
     pub fn new(
         seed: u64,
         policy: SplitPolicy,
-        max_total: Option<u64>,
+        budget: Option<Budget>,
         uploads: bool,
         fills: bool,
     ) -> Self {
@@ -129,7 +141,9 @@ impl Disk {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the log folder is made");
-        let tmpfs = fills.then(|| Tmpfs::mount_at(&dir, "1g")).flatten();
+        let tmpfs = fills
+            .then(|| Tmpfs::mount_at(&dir, &TMPFS_BYTES.to_string()))
+            .flatten();
         if tmpfs.is_some() {
             dir = dir.join("logs");
             std::fs::create_dir_all(&dir).expect("the log folder is made");
@@ -139,7 +153,16 @@ impl Disk {
             policy,
             // The flight diagnostics run in the store thread, on every log: here too.
             diagnostics: Selection::ALL,
-            max_total,
+            max_total: match budget {
+                Some(Budget::MaxTotal(bytes)) => Some(bytes),
+                _ => None,
+            },
+            min_free: match budget {
+                Some(Budget::MinFree(bytes)) if tmpfs.is_some() => {
+                    Some(TMPFS_BYTES.saturating_sub(bytes))
+                }
+                _ => None,
+            },
             uploads,
             boot_id: Some("simulated boot 0".into()),
             ..StoreOptions::new(dir.clone())
@@ -213,14 +236,14 @@ impl Disk {
         dir
     }
 
-    /// The budget's [`max_total`](StoreOptions::max_total), if any.
-    pub fn max_total(&self) -> Option<u64> {
-        self.options.max_total
+    /// Whether the store keeps a budget (`max-total` or `min-free`).
+    fn has_budget(&self) -> bool {
+        self.options.max_total.is_some() || self.options.min_free.is_some()
     }
 
     /// Sees which sessions are there, closed and uploaded (with a budget).
     pub fn look(&mut self) {
-        if self.options.max_total.is_none() {
+        if !self.has_budget() {
             return;
         }
         let sessions = list_sessions(&self.dir).expect("the log folder lists");
@@ -237,7 +260,7 @@ impl Disk {
     /// Sessions gone since last seen: each must have been closed, and before every closed
     /// session that stays in the budget's order.
     fn check_deletions(&mut self) {
-        if self.options.max_total.is_none() {
+        if !self.has_budget() {
             return;
         }
         let now = list_sessions(&self.dir).expect("the log folder lists");
@@ -778,12 +801,22 @@ fn whole_messages_within(format: LogFormat, log: &[u8], n: u64) -> u64 {
 }
 
 /// The budget's promises, once the run is over: no session deleted out of its order (nor
-/// while open), and the log folder, its files' bytes counted here, within the budget.
+/// while open), and the log folder, its files' bytes counted here, within the budget (with
+/// `min-free`, its filesystem's free space at least that).
 pub fn check_budget(disk: &Disk) -> Result<(), String> {
     if let Some(wrong) = &disk.misordered {
         return Err(wrong.clone());
     }
-    let Some(max_total) = disk.max_total() else {
+    if let Some(min_free) = disk.options.min_free {
+        let free = ulog_recv::sys::os::free_bytes(disk.dir()).map_err(|e| e.to_string())?;
+        if free < min_free {
+            return Err(format!(
+                "the log folder's filesystem has {free} bytes free after the last sync round, \
+                 under the budget's min-free {min_free}"
+            ));
+        }
+    }
+    let Some(max_total) = disk.options.max_total else {
         return Ok(());
     };
     fn bytes(dir: &Path) -> u64 {

@@ -151,6 +151,7 @@ struct Batch {
     passes_died: u64,
     /// Seeds with a disk budget, and the sessions it deleted.
     budgets: u64,
+    min_free: u64,
     budget_deletions: u64,
     /// Splits the store's splitter wrote.
     splits: u64,
@@ -195,6 +196,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let slow_answers = AtomicU64::new(0);
     let passes_died = AtomicU64::new(0);
     let budgets = AtomicU64::new(0);
+    let min_free = AtomicU64::new(0);
     let budget_deletions = AtomicU64::new(0);
     let splits = AtomicU64::new(0);
     let power_cuts = AtomicU64::new(0);
@@ -235,6 +237,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     storms.fetch_add(u64::from(schedule.storm), Ordering::Relaxed);
                     let budget = schedule.disk && schedule.budget_share.is_some();
                     budgets.fetch_add(u64::from(budget), Ordering::Relaxed);
+                    let free = budget && schedule.budget_min_free;
+                    min_free.fetch_add(u64::from(free), Ordering::Relaxed);
                     let (verdict, outcome) = judge(&schedule, logs);
                     if let Some(o) = &outcome {
                         simulated_ms.fetch_add(o.simulated.as_millis() as u64, Ordering::Relaxed);
@@ -295,6 +299,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         slow_answers: slow_answers.into_inner(),
         passes_died: passes_died.into_inner(),
         budgets: budgets.into_inner(),
+        min_free: min_free.into_inner(),
         budget_deletions: budget_deletions.into_inner(),
         splits: splits.into_inner(),
         power_cuts: power_cuts.into_inner(),
@@ -375,7 +380,8 @@ fn seeds() {
     let took = started.elapsed();
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
-         uploading, {} with a disk budget that deleted {} sessions; {} with a live client) \
+         uploading, {} with a disk budget ({} of them min-free) that deleted {} sessions; {} \
+         with a live client) \
          from {base}, {} faults ({} seeds storms of them; {} power cuts, {} spells of a full disk that paused {} \
          sessions, {} slow syncs that stripped {} samples with at most {} bytes waiting past the queue's bound, {} \
          spells of failing syncs) and {} bucket faults ({} slow answers; {} upload passes \
@@ -387,6 +393,7 @@ fn seeds() {
         batch.on_disk,
         batch.uploads,
         batch.budgets,
+        batch.min_free,
         batch.budget_deletions,
         batch.live,
         batch.faults,

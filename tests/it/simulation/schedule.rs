@@ -141,6 +141,9 @@ pub struct Schedule {
     /// With the store on disk, one seed in three: a disk budget (`max-total`) of this share
     /// of the vehicle's log.
     pub budget_share: Option<f64>,
+    /// The budget is `min-free` on the folder's own filesystem (a tmpfs: with a full disk
+    /// only, one such seed in two), free space of all but the budget, not `max-total`.
+    pub budget_min_free: bool,
     /// PX4 with the store on disk, one seed in two (flights of minutes, not the long ones):
     /// once the flight is over, the daemon's `--fill auto` fills its sessions from the
     /// vehicle's SD log.
@@ -337,6 +340,9 @@ impl Schedule {
         {
             b.slow = 0.05 + 0.45 * rng.f64();
         }
+        let budget_min_free = budget_share.is_some()
+            && faults.iter().any(|f| f.kind == FaultKind::DiskFull)
+            && rng.bool();
         Self {
             seed,
             autopilot,
@@ -353,6 +359,7 @@ impl Schedule {
             disk,
             bucket,
             budget_share,
+            budget_min_free,
             fill,
             store_queue,
             signing,
@@ -522,6 +529,17 @@ fn a_seed_draws_one_schedule_and_the_swarm_draws_every_kind() {
     ] {
         assert!(clocks.iter().any(kind), "{clocks:?}");
     }
+    // A `min-free` budget now and then, with a full disk only (its folder on a tmpfs).
+    let min_free: Vec<Schedule> = (0..1000)
+        .map(|s| Schedule::draw(s, 2))
+        .filter(|s| s.budget_min_free)
+        .collect();
+    assert!(min_free.len() >= 3, "{} min-free budgets", min_free.len());
+    assert!(
+        min_free
+            .iter()
+            .all(|s| s.fills_disk() && s.budget_share.is_some())
+    );
     // Slow answers from half the buckets.
     let buckets: Vec<_> = schedules.iter().filter_map(|s| s.bucket).collect();
     let slow = buckets.iter().filter(|b| b.slow > 0.0).count();

@@ -28,7 +28,7 @@ use ulog_recv::sim::{SimVehicle, Simulated, VehicleConfig, VehicleStats, chunk_l
 use ulog_recv::shell::keyfile;
 
 use super::bucket::{PassRun, UPLOAD_EVERY, Uploads};
-use super::disk::Disk;
+use super::disk::{Budget, Disk};
 use super::fill::{FillRun, Filled, Step};
 use super::foxglove::{Foxglove, Sent};
 use super::schedule::{Autopilot, CompanionClock, FaultKind, Schedule};
@@ -416,7 +416,13 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
             Disk::new(
                 schedule.seed,
                 policy(schedule.split_bytes, schedule.split_us),
-                (schedule.budget_share).map(|share| (share * log_bytes as f64) as u64),
+                (schedule.budget_share).map(|share| {
+                    let bytes = (share * log_bytes as f64) as u64;
+                    match schedule.budget_min_free {
+                        true => Budget::MinFree(bytes),
+                        false => Budget::MaxTotal(bytes),
+                    }
+                }),
                 schedule.bucket.is_some(),
                 schedule.fills_disk(),
             )
