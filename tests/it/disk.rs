@@ -231,6 +231,58 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
 }
 
 #[test]
+fn writing_resumes_when_space_comes_back_though_min_free_cannot_be_met() {
+    let Some(fs) = Tmpfs::mount("tmpfs-min-free", "1M") else {
+        return;
+    };
+    let filler = fs.0.join("filler");
+    std::fs::write(&filler, vec![0u8; 700 << 10]).unwrap();
+    let dir = fs.0.join("logs");
+    let mut options = StoreOptions::new(dir.clone());
+    options.policy = SplitPolicy {
+        max_bytes: Some(64 << 10),
+        ..SplitPolicy::unlimited()
+    };
+    // More free space than the open session ever leaves: only the open session is there,
+    // and the budget has nothing to delete.
+    options.min_free = Some(900 << 10);
+    let mut store = LogStore::open(options).unwrap();
+    store
+        .begin_log(
+            (1, 1),
+            SystemTime::now(),
+            ulog_recv::autopilot::LogFormat::ULog,
+        )
+        .unwrap();
+    let log = stream(60);
+    let mut t = Instant::now();
+    store.tick(t).unwrap();
+    let mut freed = false;
+    for piece in log.chunks(4096) {
+        let _ = store.write(piece);
+        if store.is_paused() && !freed {
+            std::fs::remove_file(&filler).unwrap();
+            freed = true;
+            t += Duration::from_secs(2);
+            store.tick(t).unwrap();
+            let free = ulog_recv::sys::os::free_bytes(&dir).unwrap();
+            assert!(
+                free < 900 << 10,
+                "min-free cannot be met: {free} bytes free"
+            );
+            assert!(
+                !store.is_paused(),
+                "writing resumes with {free} bytes free, as it writes below min-free when the \
+                 disk never filled"
+            );
+        }
+    }
+    assert!(freed, "the disk filled up");
+    store.end_log().unwrap();
+    check_whole(&dir);
+}
+
+#[test]
 fn a_log_that_begins_on_a_full_disk_is_received_and_its_session_begins_when_space_comes_back() {
     let Some(fs) = Tmpfs::mount("tmpfs-begin", "1M") else {
         return;

@@ -113,16 +113,17 @@ impl LogStore {
             .is_some_and(|s| s.columns[0].sink.paused)
     }
 
-    /// The free bytes when there is room again: for a preamble and some data, beyond the
-    /// free space the budget keeps; `None` while there is not.
+    /// The free bytes when there is room again: for a preamble and some data; `None` while
+    /// there is not. The budget's `min-free` is no bar: the budget has deleted what it may
+    /// by then, and the open session writes below `min-free` as it would had the disk never
+    /// filled (waiting for it would lose the rest of the flight with room on the disk).
     fn room(&self) -> io::Result<Option<u64>> {
         let free = crate::sys::os::free_bytes(&self.options.dir)?;
-        let room = self.options.min_free.unwrap_or(0) + RESUME_ROOM;
-        Ok((free >= room).then_some(free))
+        Ok((free >= RESUME_ROOM).then_some(free))
     }
 
-    /// With writing paused: resumes it once there is room (beyond what the budget keeps
-    /// free); then completes the sessions a full disk kept from completing.
+    /// With writing paused: resumes it once there is room ([`Self::room`]); then completes
+    /// the sessions a full disk kept from completing.
     pub(super) fn resume_if_room(&mut self) -> io::Result<()> {
         if self.is_paused()
             && let Some(free) = self.room()?

@@ -67,7 +67,7 @@ use crate::ulog::gaps::GapMarker;
 /// puts it there once everything is uploaded): the disk budget deletes such sessions first.
 pub const UPLOADED_MARK: &str = "uploaded";
 
-/// Free bytes needed (beyond `min_free`) before paused writing resumes.
+/// Free bytes needed before paused writing resumes (whatever `min_free` says).
 pub const RESUME_ROOM: u64 = 256 << 10;
 
 /// How logs are stored.
