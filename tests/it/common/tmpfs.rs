@@ -37,19 +37,29 @@ impl Tmpfs {
 
     /// Another program's file, `name` in the tmpfs, takes all its room but `leave` bytes
     /// (allocated, not written); removing it gives the room back.
+    ///
+    /// Another program allocates it (util-linux's `fallocate`), so that the test process
+    /// never holds it open: a child another test spawns meanwhile gets a copy of every open
+    /// file until it `exec`s, and on a loaded machine that can take seconds, during which
+    /// a file removed would keep its room.
     pub fn take_room(&self, name: &str, leave: u64) -> PathBuf {
         let path = self.0.join(name);
         let free = ulog_recv::sys::os::free_bytes(&self.0).expect("the tmpfs's free space");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .expect("the other program's file");
         let len = free.saturating_sub(leave);
         if len > 0 {
-            let at = file.metadata().expect("its size").len();
-            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), at, len)
-                .expect("the tmpfs takes the other program's file");
+            let at = std::fs::metadata(&path).map_or(0, |m| m.len());
+            let status = std::process::Command::new("fallocate")
+                .args(["--offset", &at.to_string(), "--length", &len.to_string()])
+                .arg(&path)
+                .status()
+                .expect("util-linux's fallocate runs");
+            assert!(status.success(), "the tmpfs takes the other program's file");
+        } else {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .expect("the other program's file");
         }
         path
     }
@@ -57,7 +67,21 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let umount = |lazy: bool| {
+            let mut command = std::process::Command::new("umount");
+            if lazy {
+                // Something still holds a file in it (a child another test spawned, that
+                // has not yet `exec`ed): detached now, gone once that file is closed.
+                command.arg("--lazy");
+            }
+            command
+                .arg(&self.0)
+                .stderr(std::process::Stdio::null())
+                .status()
+        };
+        if !umount(false).is_ok_and(|s| s.success()) {
+            let _ = umount(true);
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -35,7 +35,7 @@ use super::store_thread::Stored;
 use crate::common::tmpfs::Tmpfs;
 
 /// The size of a run's own tmpfs.
-const TMPFS_BYTES: u64 = 1 << 30;
+const TMPFS_BYTES: u64 = 256 << 20;
 
 /// A disk budget of so many bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -807,18 +807,6 @@ pub fn check_budget(disk: &Disk) -> Result<(), String> {
     if let Some(wrong) = &disk.misordered {
         return Err(wrong.clone());
     }
-    if let Some(min_free) = disk.options.min_free {
-        let free = ulog_recv::sys::os::free_bytes(disk.dir()).map_err(|e| e.to_string())?;
-        if free < min_free {
-            return Err(format!(
-                "the log folder's filesystem has {free} bytes free after the last sync round, \
-                 under the budget's min-free {min_free}"
-            ));
-        }
-    }
-    let Some(max_total) = disk.options.max_total else {
-        return Ok(());
-    };
     fn bytes(dir: &Path) -> u64 {
         let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
         entries
@@ -828,6 +816,22 @@ pub fn check_budget(disk: &Disk) -> Result<(), String> {
             })
             .sum()
     }
+    if let Some(min_free) = disk.options.min_free {
+        let free = ulog_recv::sys::os::free_bytes(disk.dir()).map_err(|e| e.to_string())?;
+        if free < min_free {
+            // What its files take says whether the room went to them or to a file removed
+            // but still open somewhere.
+            let files = disk.tmpfs.as_ref().map_or(0, |t| bytes(&t.0));
+            return Err(format!(
+                "the log folder's filesystem has {free} bytes free after the last sync round, \
+                 under the budget's min-free {min_free} (its files take {files} of its \
+                 {TMPFS_BYTES} bytes)"
+            ));
+        }
+    }
+    let Some(max_total) = disk.options.max_total else {
+        return Ok(());
+    };
     let used = bytes(disk.dir());
     if used > max_total {
         return Err(format!(
