@@ -161,34 +161,66 @@ fn with_uploads_on_the_budget_deletes_uploaded_sessions_first_and_the_others_las
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A 1 MB tmpfs that another program's 700 KB file (`filler`) fills up as a log is written
+/// to it: a store on it (splits of 64 KB, `min_free` as given), its log begun and its clock
+/// started at `t`.
+struct FillingDisk {
+    fs: Tmpfs,
+    filler: PathBuf,
+    dir: PathBuf,
+    store: LogStore,
+    t: Instant,
+}
+
+impl FillingDisk {
+    /// `None` (said loudly) where no tmpfs can be mounted outside CI.
+    fn begin(name: &str, min_free: Option<u64>) -> Option<Self> {
+        let fs = Tmpfs::mount(name, "1M")?;
+        let filler = fs.0.join("filler");
+        std::fs::write(&filler, vec![0u8; 700 << 10]).unwrap();
+        let dir = fs.0.join("logs");
+        let mut options = StoreOptions::new(dir.clone());
+        options.policy = SplitPolicy {
+            max_bytes: Some(64 << 10),
+            ..SplitPolicy::unlimited()
+        };
+        options.min_free = min_free;
+        let mut store = LogStore::open(options).unwrap();
+        store
+            .begin_log(
+                (1, 1),
+                SystemTime::now(),
+                ulog_recv::autopilot::LogFormat::ULog,
+            )
+            .unwrap();
+        // The store's clock starts with its first tick.
+        let t = Instant::now();
+        store.tick(t).unwrap();
+        Some(Self {
+            fs,
+            filler,
+            dir,
+            store,
+            t,
+        })
+    }
+}
+
 #[test]
 fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_back() {
-    let Some(fs) = Tmpfs::mount("tmpfs", "1M") else {
+    let Some(FillingDisk {
+        fs: _fs,
+        filler,
+        dir,
+        mut store,
+        mut t,
+    }) = FillingDisk::begin("tmpfs", None)
+    else {
         return;
     };
-    // Space taken by something else, freed later.
-    let filler = fs.0.join("filler");
-    std::fs::write(&filler, vec![0u8; 700 << 10]).unwrap();
-    let dir = fs.0.join("logs");
-    let mut options = StoreOptions::new(dir.clone());
-    options.policy = SplitPolicy {
-        max_bytes: Some(64 << 10),
-        ..SplitPolicy::unlimited()
-    };
-    let mut store = LogStore::open(options).unwrap();
-    store
-        .begin_log(
-            (1, 1),
-            SystemTime::now(),
-            ulog_recv::autopilot::LogFormat::ULog,
-        )
-        .unwrap();
     let log = stream(80); // ~620 KB: does not fit beside the filler, fits without it
     let mut errors = 0;
     let mut resumed_at = None;
-    // The store's clock starts with its first tick.
-    let mut t = Instant::now();
-    store.tick(t).unwrap();
     for (i, piece) in log.chunks(4096).enumerate() {
         if store.write(piece).is_err() && resumed_at.is_none() {
             errors += 1;
@@ -232,31 +264,19 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
 
 #[test]
 fn writing_resumes_when_space_comes_back_though_min_free_cannot_be_met() {
-    let Some(fs) = Tmpfs::mount("tmpfs-min-free", "1M") else {
-        return;
-    };
-    let filler = fs.0.join("filler");
-    std::fs::write(&filler, vec![0u8; 700 << 10]).unwrap();
-    let dir = fs.0.join("logs");
-    let mut options = StoreOptions::new(dir.clone());
-    options.policy = SplitPolicy {
-        max_bytes: Some(64 << 10),
-        ..SplitPolicy::unlimited()
-    };
     // More free space than the open session ever leaves: only the open session is there,
     // and the budget has nothing to delete.
-    options.min_free = Some(900 << 10);
-    let mut store = LogStore::open(options).unwrap();
-    store
-        .begin_log(
-            (1, 1),
-            SystemTime::now(),
-            ulog_recv::autopilot::LogFormat::ULog,
-        )
-        .unwrap();
+    let Some(FillingDisk {
+        fs: _fs,
+        filler,
+        dir,
+        mut store,
+        mut t,
+    }) = FillingDisk::begin("tmpfs-min-free", Some(900 << 10))
+    else {
+        return;
+    };
     let log = stream(60);
-    let mut t = Instant::now();
-    store.tick(t).unwrap();
     let mut freed = false;
     for piece in log.chunks(4096) {
         let _ = store.write(piece);
