@@ -52,10 +52,14 @@ pub enum Bug {
     /// A signed frame is taken whatever its timestamp: a replayed capture of the vehicle's
     /// own frames (an old chunk, an old command's answer) passes as new.
     ReplayAccepted,
+    /// Paused writing waits, once the disk has room again, for the budget's `min-free` as
+    /// well: with the open session alone larger than `min-free` allows, it never resumes,
+    /// and the rest of the flight is lost with room on the disk.
+    ResumeWaitsForMinFree,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
@@ -68,6 +72,7 @@ impl Bug {
         Bug::StoreHoldsAfterOwnGap,
         Bug::SigningClockFromWallClock,
         Bug::ReplayAccepted,
+        Bug::ResumeWaitsForMinFree,
     ];
 }
 

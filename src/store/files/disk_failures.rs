@@ -119,7 +119,11 @@ impl LogStore {
     /// filled (waiting for it would lose the rest of the flight with room on the disk).
     fn room(&self) -> io::Result<Option<u64>> {
         let free = crate::sys::os::free_bytes(&self.options.dir)?;
-        Ok((free >= RESUME_ROOM).then_some(free))
+        let mut room = RESUME_ROOM;
+        if planted::is(Bug::ResumeWaitsForMinFree) {
+            room += self.options.min_free.unwrap_or(0);
+        }
+        Ok((free >= room).then_some(free))
     }
 
     /// With writing paused: resumes it once there is room ([`Self::room`]); then completes

@@ -14,6 +14,8 @@
 //!   nothing of was durable may be gone, no other. And at every sync round: one that
 //!   completes leaves none of the whole messages handed before it began in the store's
 //!   memory ([`super::disk::Disk::tick`]).
+//! - **Writing resumes**: writing a full disk or a failed sync paused resumes at the first
+//!   sync round that finds room on a disk that syncs ([`super::disk::Disk::tick`]).
 //! - **Within the budget**: with a disk budget, the store deletes closed sessions only,
 //!   uploaded ones first, then the oldest; after the last sync round the log folder holds
 //!   at most the budget ([`super::disk::check_budget`]).
@@ -124,6 +126,9 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
         }
         if let Some(held) = &disk.held_through_round {
             return Err(held.clone());
+        }
+        if let Some(stuck) = &disk.stuck_paused {
+            return Err(stuck.clone());
         }
         super::disk::check_budget(disk)?;
     }

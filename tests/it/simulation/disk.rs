@@ -85,6 +85,8 @@ pub struct Disk {
     ballast: Option<PathBuf>,
     /// The bytes the other program leaves free.
     room: u64,
+    /// The other program gave back only part of the room: less than `min-free` asks.
+    eased: bool,
     /// The store's errors, as the daemon's store thread logs them.
     pub errors: u32,
     /// Sessions whose writing failed (a full disk, a failed sync): writing paused, and
@@ -92,6 +94,10 @@ pub struct Disk {
     pub paused: Vec<PathBuf>,
     /// The disk fails every sync (an I/O error) for now.
     syncs_fail: bool,
+    /// The first tick that found writing paused on a disk with room that syncs, while it
+    /// stays so; and the first time writing stayed paused a whole sync interval past that.
+    writable_since: Option<Instant>,
+    pub stuck_paused: Option<String>,
 }
 
 /// A session's log bytes: `from..to` of all the bytes written.
@@ -187,9 +193,12 @@ impl Disk {
             tmpfs,
             ballast: None,
             room: 0,
+            eased: false,
             errors: 0,
             paused: Vec::new(),
             syncs_fail: false,
+            writable_since: None,
+            stuck_paused: None,
         };
         disk.start();
         disk
@@ -231,7 +240,7 @@ impl Disk {
             self.errors += 1;
             self.paused.push(dir.clone());
         }
-        self.check_deletions();
+        self.check_deletions(false);
         self.look();
         dir
     }
@@ -258,13 +267,23 @@ impl Disk {
     }
 
     /// Sessions gone since last seen: each must have been closed, and before every closed
-    /// session that stays in the budget's order.
-    fn check_deletions(&mut self) {
+    /// session that stays in the budget's order. `rounds`: the store's tick ran a sync round
+    /// (or tried to resume paused writing), which may complete a session a full disk kept
+    /// from completing.
+    fn check_deletions(&mut self, rounds: bool) {
         if !self.has_budget() {
             return;
         }
         let now = list_sessions(&self.dir).expect("the log folder lists");
-        if now.len() == self.seen.len() {
+        if self.seen.iter().all(|s| now.contains(&s.dir)) {
+            // None gone; a session seen open may have been closed since, as a sync round
+            // completes one a full disk kept from completing: the budget may delete it next.
+            for s in self.seen.iter_mut().filter(|s| rounds && !s.closed) {
+                s.closed = read_manifest(&s.dir).is_ok_and(|m| m.closed);
+            }
+            if now.len() != self.seen.len() {
+                self.look();
+            }
             return;
         }
         let (gone, stayed): (Vec<&Seen>, Vec<&Seen>) =
@@ -310,7 +329,7 @@ impl Disk {
         if let Err(e) = self.store().end_log() {
             self.failed("the end of a session", e);
         }
-        self.check_deletions();
+        self.check_deletions(false);
         self.look();
     }
 
@@ -318,7 +337,7 @@ impl Disk {
     /// goes on); only a full disk or a failing one may cause one here.
     fn failed(&mut self, what: &str, e: std::io::Error) {
         assert!(
-            self.ballast.is_some() || self.syncs_fail || self.store().is_paused(),
+            (self.ballast.is_some() && !self.eased) || self.syncs_fail || self.store().is_paused(),
             "{what} failed with room on the disk: {e}"
         );
         self.errors += 1;
@@ -337,7 +356,28 @@ impl Disk {
         };
         self.ballast = Some(tmpfs.take_room("ballast", room));
         self.room = room;
+        self.eased = false;
         true
+    }
+
+    /// With a `min-free` budget: the other program gives back only part of the room, and
+    /// keeps its filesystem at half the free space `min-free` asks, which the budget, deleting
+    /// every closed session, cannot meet (the disk holds more than the log folder). False
+    /// without one: the other program's file goes.
+    pub fn ease_up(&mut self) -> bool {
+        let Some(min_free) = self.options.min_free.filter(|_| self.ballast.is_some()) else {
+            self.free_up();
+            return false;
+        };
+        self.free_up();
+        self.fill_up(min_free / 2);
+        self.eased = true;
+        true
+    }
+
+    /// The other program's file is there (the disk full, or eased).
+    pub fn has_ballast(&self) -> bool {
+        self.ballast.is_some()
     }
 
     /// The disk fails every sync from now (`on`: an I/O error), or no longer.
@@ -351,13 +391,15 @@ impl Disk {
         if let Some(b) = self.ballast.take() {
             std::fs::remove_file(b).expect("the other program's file goes");
         }
+        self.eased = false;
     }
 
     /// The sync round and the budget, at simulated time `now`.
     pub fn tick(&mut self, now: Instant) {
         let written = self.written;
         let store = self.store.as_mut().expect("a store while the daemon runs");
-        let (under_way, rounds) = (store.syncing(), store.sync_rounds());
+        let (under_way, rounds, was_paused) =
+            (store.syncing(), store.sync_rounds(), store.is_paused());
         if !under_way {
             self.round_from = written;
             self.held_at_round = store.held_bytes();
@@ -377,7 +419,30 @@ impl Disk {
         if completed {
             self.promised = self.round_from;
         }
-        self.check_deletions();
+        self.check_resumed(now);
+        self.check_deletions(completed || was_paused);
+    }
+
+    /// Paused writing resumes at the first sync round that finds room on a disk that syncs:
+    /// within a sync interval of the first tick that could see it.
+    fn check_resumed(&mut self, now: Instant) {
+        let store = self.store.as_ref().expect("a store while the daemon runs");
+        let writable = (self.ballast.is_none() || self.eased) && !self.syncs_fail;
+        if !(writable && store.is_paused()) {
+            self.writable_since = None;
+            return;
+        }
+        let since = *self.writable_since.get_or_insert(now);
+        let interval = self.options.fsync_interval;
+        if now >= since + interval && self.stuck_paused.is_none() {
+            let free = ulog_recv::sys::os::free_bytes(&self.dir).unwrap_or(0);
+            self.stuck_paused = Some(format!(
+                "writing stayed paused {} ms after the disk had room again ({free} bytes free) \
+                 and synced, through a sync interval of {} ms",
+                (now - since).as_millis(),
+                interval.as_millis()
+            ));
+        }
     }
 
     /// Sync rounds until one is over (and the budget kept), from simulated time `now`.
@@ -408,11 +473,12 @@ impl Disk {
         }
         // (The model rebuilds the folder as the disk kept it: with room to, on a full disk
         // too; the other program's file takes the room again after.)
-        let full = self.ballast.is_some().then_some(self.room);
+        let (full, eased) = (self.ballast.is_some().then_some(self.room), self.eased);
         self.free_up();
         let cut = self.power.cut(rng);
         if let Some(room) = full {
             self.fill_up(room);
+            self.eased = eased;
         }
         // The machine boots again: the repair looks for torn pages.
         self.boots += 1;

@@ -477,9 +477,10 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
     world.stripped += world.store_thread.lost_samples();
     world.past_bound = world.past_bound.max(world.store_thread.most_past_bound());
     if let Some(disk) = &mut world.disk
-        && world.disk_full_until.take().is_some()
+        && (world.disk_full_until.take().is_some() || disk.has_ballast())
     {
-        // Room comes back after the flight: what the full disk held back is completed.
+        // All the room comes back after the flight: what the full disk held back is
+        // completed.
         disk.free_up();
         disk.settle(world.now);
         let ms = (world.now - world.t0).as_millis();
@@ -748,9 +749,11 @@ impl World {
             if let Some(disk) = &mut self.disk {
                 let ms = (self.now - self.t0).as_millis();
                 if spell_over(&mut self.disk_full_until, self.now) {
-                    disk.free_up();
-                    self.event_log
-                        .push(format!("{ms:>9} room on the disk again"));
+                    let line = match disk.ease_up() {
+                        true => "room on the disk again, less than min-free asks",
+                        false => "room on the disk again",
+                    };
+                    self.event_log.push(format!("{ms:>9} {line}"));
                 }
                 if spell_over(&mut self.syncs_fail_until, self.now) {
                     disk.fail_syncs(false);
