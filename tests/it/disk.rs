@@ -165,11 +165,12 @@ fn with_uploads_on_the_budget_deletes_uploaded_sessions_first_and_the_others_las
 /// to it: a store on it (splits of 64 KB, `min_free` as given), its log begun and its clock
 /// started at `t`.
 struct FillingDisk {
-    fs: Tmpfs,
-    filler: PathBuf,
-    dir: PathBuf,
     store: LogStore,
     t: Instant,
+    filler: PathBuf,
+    dir: PathBuf,
+    /// Unmounted as it drops, after the store (fields drop in order).
+    _tmpfs: Tmpfs,
 }
 
 impl FillingDisk {
@@ -197,40 +198,36 @@ impl FillingDisk {
         let t = Instant::now();
         store.tick(t).unwrap();
         Some(Self {
-            fs,
-            filler,
-            dir,
             store,
             t,
+            filler,
+            dir,
+            _tmpfs: fs,
         })
     }
 }
 
 #[test]
 fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_back() {
-    let Some(FillingDisk {
-        fs: _fs,
-        filler,
-        dir,
-        mut store,
-        mut t,
-    }) = FillingDisk::begin("tmpfs", None)
-    else {
+    let Some(mut disk) = FillingDisk::begin("tmpfs", None) else {
         return;
     };
     let log = stream(80); // ~620 KB: does not fit beside the filler, fits without it
     let mut errors = 0;
     let mut resumed_at = None;
     for (i, piece) in log.chunks(4096).enumerate() {
-        if store.write(piece).is_err() && resumed_at.is_none() {
+        if disk.store.write(piece).is_err() && resumed_at.is_none() {
             errors += 1;
         }
-        if store.is_paused() && resumed_at.is_none() && errors > 0 {
+        if disk.store.is_paused() && resumed_at.is_none() && errors > 0 {
             // Room again.
-            std::fs::remove_file(&filler).unwrap();
-            t += Duration::from_secs(2);
-            store.tick(t).unwrap();
-            assert!(!store.is_paused(), "writing resumes once there is room");
+            std::fs::remove_file(&disk.filler).unwrap();
+            disk.t += Duration::from_secs(2);
+            disk.store.tick(disk.t).unwrap();
+            assert!(
+                !disk.store.is_paused(),
+                "writing resumes once there is room"
+            );
             resumed_at = Some(i);
         }
     }
@@ -240,10 +237,10 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
     );
     let resumed_at = resumed_at.expect("the disk filled up");
     assert!(resumed_at < log.len() / 4096);
-    assert!(!store.is_paused());
-    store.end_log().unwrap();
-    check_whole(&dir);
-    let session = &sessions(&dir)[0];
+    assert!(!disk.store.is_paused());
+    disk.store.end_log().unwrap();
+    check_whole(&disk.dir);
+    let session = &sessions(&disk.dir)[0];
     let m = read_manifest(session).unwrap();
     // Splits after the pause begin with their own header and definitions.
     let later = m
@@ -266,40 +263,33 @@ fn a_full_disk_pauses_writing_and_it_resumes_in_a_new_split_when_space_comes_bac
 fn writing_resumes_when_space_comes_back_though_min_free_cannot_be_met() {
     // More free space than the open session ever leaves: only the open session is there,
     // and the budget has nothing to delete.
-    let Some(FillingDisk {
-        fs: _fs,
-        filler,
-        dir,
-        mut store,
-        mut t,
-    }) = FillingDisk::begin("tmpfs-min-free", Some(900 << 10))
-    else {
+    let Some(mut disk) = FillingDisk::begin("tmpfs-min-free", Some(900 << 10)) else {
         return;
     };
     let log = stream(60);
     let mut freed = false;
     for piece in log.chunks(4096) {
-        let _ = store.write(piece);
-        if store.is_paused() && !freed {
-            std::fs::remove_file(&filler).unwrap();
+        let _ = disk.store.write(piece);
+        if disk.store.is_paused() && !freed {
+            std::fs::remove_file(&disk.filler).unwrap();
             freed = true;
-            t += Duration::from_secs(2);
-            store.tick(t).unwrap();
-            let free = ulog_recv::sys::os::free_bytes(&dir).unwrap();
+            disk.t += Duration::from_secs(2);
+            disk.store.tick(disk.t).unwrap();
+            let free = ulog_recv::sys::os::free_bytes(&disk.dir).unwrap();
             assert!(
                 free < 900 << 10,
                 "min-free cannot be met: {free} bytes free"
             );
             assert!(
-                !store.is_paused(),
+                !disk.store.is_paused(),
                 "writing resumes with {free} bytes free, as it writes below min-free when the \
                  disk never filled"
             );
         }
     }
     assert!(freed, "the disk filled up");
-    store.end_log().unwrap();
-    check_whole(&dir);
+    disk.store.end_log().unwrap();
+    check_whole(&disk.dir);
 }
 
 #[test]
