@@ -95,8 +95,9 @@ pub struct Disk {
     /// The disk fails every sync (an I/O error) for now.
     syncs_fail: bool,
     /// The first tick that found writing paused on a disk with room that syncs, while it
-    /// stays so; and the first time writing stayed paused a whole sync interval past that.
+    /// stays so.
     writable_since: Option<Instant>,
+    /// The first time writing stayed paused a whole sync interval past that.
     pub stuck_paused: Option<String>,
 }
 
@@ -278,8 +279,10 @@ impl Disk {
         if self.seen.iter().all(|s| now.contains(&s.dir)) {
             // None gone; a session seen open may have been closed since, as a sync round
             // completes one a full disk kept from completing: the budget may delete it next.
-            for s in self.seen.iter_mut().filter(|s| rounds && !s.closed) {
-                s.closed = read_manifest(&s.dir).is_ok_and(|m| m.closed);
+            if rounds {
+                for s in self.seen.iter_mut().filter(|s| !s.closed) {
+                    s.closed = read_manifest(&s.dir).is_ok_and(|m| m.closed);
+                }
             }
             if now.len() != self.seen.len() {
                 self.look();
