@@ -302,6 +302,8 @@ fn recover_column(
         .map(|n| format!("{prefix}{n}"))
         .collect();
     files.sort();
+    // A split closed or removed here: its name, or its absence, is not durable yet.
+    let mut changed = false;
     if crate::planted::is(crate::planted::Bug::RepairOnlyListedSplits) {
         files.retain(|n| splits.iter().any(|e| &e.file == n));
     }
@@ -314,16 +316,27 @@ fn recover_column(
         let entry = repair_split(&path, splits, &name, rebooted)
             .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
         match entry {
-            Some(entry) => match splits.iter_mut().find(|e| e.file == name) {
-                Some(e) => *e = entry,
-                None => splits.push(entry),
-            },
+            Some(entry) => {
+                changed = true;
+                match splits.iter_mut().find(|e| e.file == name) {
+                    Some(e) => *e = entry,
+                    None => splits.push(entry),
+                }
+            }
             None => {
                 // Nothing of it reached the disk: no empty files.
                 std::fs::remove_file(&path)?;
                 splits.retain(|e| e.file != name);
+                changed = true;
             }
         }
+    }
+    // A column's folder durable before the manifest calls the session closed (the main
+    // column's splits are in the session's folder, synced once the manifest is written): a
+    // power cut would otherwise take a split's name from under the manifest that lists it,
+    // or bring an empty file back beside a manifest that no longer repairs.
+    if changed && !prefix.is_empty() {
+        fsync::dir(&dir)?;
     }
     splits.retain(|e| session.join(&e.file).exists());
     splits.sort_by_key(|e| e.summary.index);
