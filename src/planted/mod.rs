@@ -56,10 +56,18 @@ pub enum Bug {
     /// well: with the open session alone larger than `min-free` allows, it never resumes,
     /// and the rest of the flight is lost with room on the disk.
     ResumeWaitsForMinFree,
+    /// An event's window in an event buffer writes only what comes after the event: the
+    /// samples held from before it, what the buffer is for, are never written.
+    WindowSkipsHeldSamples,
+    /// The repair after a crash closes or removes a column's splits and calls the session
+    /// closed without making the column's folder durable: a power cut takes a split's name
+    /// from under the manifest that lists it, or brings an empty one back beside a manifest
+    /// that no longer lists it nor repairs it again.
+    ColumnRepairUnsynced,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 15] = [
         Bug::SequenceCompareWithoutWrap,
         Bug::GapWithoutDropout,
         Bug::AckedBlockDroppedWhenAhead,
@@ -73,6 +81,8 @@ impl Bug {
         Bug::SigningClockFromWallClock,
         Bug::ReplayAccepted,
         Bug::ResumeWaitsForMinFree,
+        Bug::WindowSkipsHeldSamples,
+        Bug::ColumnRepairUnsynced,
     ];
 }
 

@@ -157,7 +157,7 @@ impl EventGate {
         });
         let k = self.windows.partition_point(|w| w[0] < from);
         self.windows.insert(k, [from, to]);
-        if scan {
+        if scan && !crate::planted::is(crate::planted::Bug::WindowSkipsHeldSamples) {
             let written = &mut self.written;
             self.held.take_where(
                 |ts, _| ts >= from && ts <= to,

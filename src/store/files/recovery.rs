@@ -335,7 +335,8 @@ fn recover_column(
     // column's splits are in the session's folder, synced once the manifest is written): a
     // power cut would otherwise take a split's name from under the manifest that lists it,
     // or bring an empty file back beside a manifest that no longer repairs.
-    if changed && !prefix.is_empty() {
+    let planted = crate::planted::is(crate::planted::Bug::ColumnRepairUnsynced);
+    if changed && !prefix.is_empty() && !planted {
         fsync::dir(&dir)?;
     }
     splits.retain(|e| session.join(&e.file).exists());

@@ -95,8 +95,25 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
             let paused = (o.disk.as_ref()).is_some_and(|d| d.paused.contains(dir));
             let stripped = (log.stored.drop_runs > 0).then_some(&log.stored);
             let handed = &log.stored.handed;
-            super::disk::check(format, handed, dir, cut_short, paused, stripped)
-                .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
+            let columns = (o.disk.as_ref()).and_then(|d| {
+                Some(super::columns::Judged {
+                    plan: d.columns.as_ref().filter(|_| format == LogFormat::ULog)?,
+                    events: (d.events.iter())
+                        .filter(|(session, _)| session == dir)
+                        .map(|(_, e)| e)
+                        .collect(),
+                })
+            });
+            super::disk::check(
+                format,
+                handed,
+                dir,
+                cut_short,
+                paused,
+                stripped,
+                columns.as_ref(),
+            )
+            .map_err(|e| format!("log {n}'s session on disk ({}): {e}", dir.display()))?;
         }
         if let Some(published) = &log.published {
             check_live(format, &log.bytes, published)
@@ -135,7 +152,7 @@ pub fn check(o: &Outcome, ardupilot_logs: &super::world::ArduPilotLogs) -> Resul
     if let (Some(_), Some(disk)) = (o.schedule.fill, &o.disk) {
         let sd = (o.vehicle.px4().and_then(|v| v.sd_log()))
             .ok_or("a fill was planned and the vehicle has no SD log")?;
-        super::fill::check(&o.fills, sd.1, &disk.deleted)?;
+        super::fill::check(&o.fills, sd.1, &disk.deleted, &disk.events)?;
     }
     if let (Some(uploads), Some(disk)) = (&o.uploads, &o.disk) {
         super::bucket::check(disk.dir(), &disk.deleted, &uploads.objects())

@@ -24,12 +24,15 @@ use std::time::{Instant, SystemTime};
 use sha2::{Digest, Sha256};
 use ulog_recv::autopilot::LogFormat;
 use ulog_recv::diagnose::Selection;
+use ulog_recv::store::events::EventRecord;
 use ulog_recv::store::files::{UPLOADED_MARK, list_sessions};
 use ulog_recv::store::manifest::{hex, read_manifest};
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 use ulog_recv::ulog::message::{framed, msg_type};
 
+use super::columns::{Judged, Kept};
 use super::power::{Cut, PowerModel};
+use super::schedule::ColumnPlan;
 use super::splits::Splits;
 use super::store_thread::Stored;
 use crate::common::tmpfs::Tmpfs;
@@ -99,6 +102,10 @@ pub struct Disk {
     writable_since: Option<Instant>,
     /// The first time writing stayed paused a whole sync interval past that.
     pub stuck_paused: Option<String>,
+    /// The store keeps columns and an event buffer ([`super::columns`]) as this plan says.
+    pub columns: Option<ColumnPlan>,
+    /// The events the store handed out, each with its session's folder, in order.
+    pub events: Vec<(PathBuf, EventRecord)>,
 }
 
 /// A session's log bytes: `from..to` of all the bytes written.
@@ -127,13 +134,15 @@ impl Seen {
 impl Disk {
     /// A store for seed `seed`'s run in a new, empty folder; `budget`: its disk budget,
     /// `uploads`: the budget deletes uploaded sessions first; `fills`: the folder is on a
-    /// tmpfs of its own, to fill (a `min-free` budget needs it: without one, none is kept).
+    /// tmpfs of its own, to fill (a `min-free` budget needs it: without one, none is kept);
+    /// `columns`: its columns and event buffer.
     pub fn new(
         seed: u64,
         policy: SplitPolicy,
         budget: Option<Budget>,
         uploads: bool,
         fills: bool,
+        columns: Option<&ColumnPlan>,
     ) -> Self {
         let shm = Path::new("/dev/shm");
         let base = if shm.is_dir() {
@@ -156,7 +165,13 @@ impl Disk {
             std::fs::create_dir_all(&dir).expect("the log folder is made");
         }
         let power = PowerModel::watch(&dir);
+        let (columns_options, event_buffers, triggers) = columns
+            .map(super::columns::store_options)
+            .unwrap_or_default();
         let options = StoreOptions {
+            columns: columns_options,
+            event_buffers,
+            triggers,
             policy,
             // The flight diagnostics run in the store thread, on every log: here too.
             diagnostics: Selection::ALL,
@@ -200,6 +215,8 @@ impl Disk {
             syncs_fail: false,
             writable_since: None,
             stuck_paused: None,
+            columns: columns.cloned(),
+            events: Vec::new(),
         };
         disk.start();
         disk
@@ -230,6 +247,7 @@ impl Disk {
 
     /// A log begins: its session folder (made later when the disk is too full for it).
     pub fn begin(&mut self, vehicle: (u8, u8), started: SystemTime, format: LogFormat) -> PathBuf {
+        self.collect_events();
         let dir = (self.store().begin_log(vehicle, started, format)).expect("a session begins");
         self.sessions.push(SessionBytes {
             dir: dir.clone(),
@@ -317,6 +335,28 @@ impl Disk {
         if let Some(s) = self.sessions.last_mut() {
             s.to = self.written;
         }
+        self.collect_events();
+    }
+
+    /// An event asked for (`ulog-recv event NAME`): false when the store refused it (no log
+    /// open, or its list full).
+    pub fn request_event(&mut self, name: &str) -> bool {
+        let taken = self.store().request_event(name, None).is_ok();
+        self.collect_events();
+        taken
+    }
+
+    /// The events the store hands out now, as the open (or last) session's: taken after
+    /// every step of the store, so none is another session's.
+    fn collect_events(&mut self) {
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        let events = store.take_events();
+        if let Some(s) = self.sessions.last() {
+            self.events
+                .extend(events.into_iter().map(|e| (s.dir.clone(), e)));
+        }
     }
 
     /// The queue's bound stripped `samples` before the next bytes.
@@ -332,6 +372,7 @@ impl Disk {
         if let Err(e) = self.store().end_log() {
             self.failed("the end of a session", e);
         }
+        self.collect_events();
         self.check_deletions(false);
         self.look();
     }
@@ -419,6 +460,7 @@ impl Disk {
         if let Err(e) = ticked {
             self.failed("a sync round", e);
         }
+        self.collect_events();
         if completed {
             self.promised = self.round_from;
         }
@@ -536,6 +578,9 @@ impl Drop for Disk {
 ///
 /// A log whose samples the store's queue stripped (`stripped`: what the store did with it)
 /// is held to [`check_stripped`]'s promises.
+///
+/// A session in columns (`columns`: the events the store handed out for it) is held column
+/// by column ([`super::columns::check`]).
 pub fn check(
     format: LogFormat,
     log: &[u8],
@@ -543,6 +588,7 @@ pub fn check(
     cut_short: Option<u64>,
     paused: bool,
     stripped: Option<&Stored>,
+    columns: Option<&Judged>,
 ) -> Result<(), String> {
     // Nothing of it reached the disk: a power cut before anything was durable, or a disk
     // full from its beginning to its end.
@@ -550,6 +596,16 @@ pub fn check(
         return Ok(());
     }
     let manifest = read_manifest(session).map_err(|e| format!("its manifest: {e}"))?;
+    if let Some(judged) = columns {
+        let kept = match (cut_short, paused || stripped.is_some()) {
+            (None, false) => Kept::All,
+            (Some(durable), false) => Kept::Beginning { durable },
+            (cut_short, true) => Kept::Some {
+                torn: cut_short.is_some(),
+            },
+        };
+        return super::columns::check(log, session, &manifest, judged, kept);
+    }
     let mut on_disk: Vec<String> = std::fs::read_dir(session)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())

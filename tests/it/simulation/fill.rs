@@ -24,6 +24,9 @@ use ulog_recv::link::ftp::{FtpError, FtpOp, FtpReply, FtpStats};
 use ulog_recv::shell::fill::{FillError, FillReport, fill_session_timed};
 use ulog_recv::shell::vehicle_files::{FtpRequest, SharedFiles, VehicleFiles};
 
+use ulog_recv::store::events::EventRecord;
+use ulog_recv::store::manifest::{Manifest, read_manifest};
+
 use crate::common::ulog_records;
 
 type Answer = tokio::sync::oneshot::Sender<(Result<FtpReply, FtpError>, FtpStats)>;
@@ -59,19 +62,28 @@ pub struct Filled {
     splits_before: BTreeMap<String, [u8; 32]>,
 }
 
-/// The split files of the session in `dir`, each with its SHA-256.
+/// The split files of the session in `dir`, its columns' included (as `NAME/split_…`), each
+/// with its SHA-256.
 fn splits_of(dir: &Path) -> BTreeMap<String, [u8; 32]> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return BTreeMap::new();
     };
-    entries
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("split_"))
-        .filter_map(|n| {
-            let bytes = std::fs::read(dir.join(&n)).ok()?;
-            Some((n, Sha256::digest(&bytes).into()))
-        })
-        .collect()
+    let mut splits = BTreeMap::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            for (split, sha) in splits_of(&entry.path()) {
+                splits.insert(format!("{name}/{split}"), sha);
+            }
+        } else if name.starts_with("split_")
+            && let Ok(bytes) = std::fs::read(entry.path())
+        {
+            splits.insert(name, Sha256::digest(&bytes).into());
+        }
+    }
+    splits
 }
 
 impl FillRun {
@@ -125,7 +137,14 @@ impl FillRun {
 
 /// The first broken promise of the fills that ran to their end (the last of each session's),
 /// against the vehicle's SD log `sd`; sessions the disk budget deleted are not judged.
-pub fn check(fills: &[Filled], sd: &[u8], deleted: &[PathBuf]) -> Result<(), String> {
+/// `events`: the events the store handed out, with their sessions (a session in columns
+/// is judged column by column, [`check_columns`]).
+pub fn check(
+    fills: &[Filled],
+    sd: &[u8],
+    deleted: &[PathBuf],
+    events: &[(PathBuf, EventRecord)],
+) -> Result<(), String> {
     let sd_records = ulog_records(sd);
     let mut last: BTreeMap<&Path, &Filled> = BTreeMap::new();
     for f in fills {
@@ -143,36 +162,87 @@ pub fn check(fills: &[Filled], sd: &[u8], deleted: &[PathBuf]) -> Result<(), Str
                 return Err(format!("the fill of {name} changed or removed {split}"));
             }
         }
+        let manifest = read_manifest(dir).map_err(|e| format!("{name} after its fill: {e}"))?;
+        if !manifest.columns.is_empty() {
+            let events = (events.iter()).filter(|(d, _)| d == dir).map(|(_, e)| e);
+            check_columns(dir, &manifest, report, sd, events.collect())
+                .map_err(|e| format!("{name} after its fill: {e}"))?;
+            continue;
+        }
         let log = ulog_recv::store::reading::read_session(dir, None)
             .map_err(|e| format!("{name} after its fill: {e}"))?;
         let got = ulog_records(&log);
-        // Where in the SD log each record is: the next of its copies.
-        let mut at = Vec::with_capacity(got.len());
-        let mut from = 0;
-        for (n, r) in got.iter().enumerate() {
-            let Some(k) = (from..sd_records.len()).find(|&k| &sd_records[k] == r) else {
-                return Err(format!(
-                    "{name} after its fill: record {n} of {} is not the SD log's next \
-                     (invented, twice or out of place)",
-                    got.len()
-                ));
-            };
-            at.push(k);
-            from = k + 1;
-        }
-        // Without a gap left, the session is the SD log's records from its first to its
-        // last (a stream after a restart holds the flight from where the logger was).
-        let missing = at.windows(2).find(|w| w[1] != w[0] + 1);
-        if let (true, Some(_), Some(w)) = (report.unfilled.is_empty(), &report.sd_log, missing) {
+        in_sd_order(
+            &got,
+            &sd_records,
+            report.unfilled.is_empty() && report.sd_log.is_some(),
+        )
+        .map_err(|e| format!("{name} after its fill: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A filled session in columns, each read alone: its records the SD log's records of that
+/// column (the event buffer's inside the windows of the events the store handed out and of
+/// its manifest), each at most once, none invented; with no gap left, every one from its
+/// first to its last, but in the event buffer (whose memory bound, or a window its manifest
+/// never heard of before a crash, may leave samples out that no gap marks).
+fn check_columns(
+    dir: &Path,
+    manifest: &Manifest,
+    report: &FillReport,
+    sd: &[u8],
+    events: Vec<&EventRecord>,
+) -> Result<(), String> {
+    let columns = std::iter::once(("main", None))
+        .chain((manifest.columns.iter()).map(|c| (c.name.as_str(), c.event_buffer.as_ref())));
+    for (column, buffer) in columns {
+        let windows: Option<Vec<[u64; 2]>> = buffer.map(|b| {
+            (events.iter().flat_map(|e| &e.windows))
+                .filter(|w| w.buffer == column)
+                .map(|w| [w.from_us, w.to_us])
+                .chain(b.windows.iter().copied())
+                .collect()
+        });
+        let sd_records = super::columns::records_of(sd, column, windows.as_deref());
+        let log = ulog_recv::store::reading::read_session(dir, Some(column))
+            .map_err(|e| format!("column {column}: {e}"))?;
+        let whole = buffer.is_none() && report.unfilled.is_empty() && report.sd_log.is_some();
+        in_sd_order(&ulog_records(&log), &sd_records, whole)
+            .map_err(|e| format!("column {column}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `got` is records of `sd_records`, in their order, each at most once, none invented; with
+/// `whole`, every one of them from its first to its last.
+fn in_sd_order(got: &[Vec<u8>], sd_records: &[Vec<u8>], whole: bool) -> Result<(), String> {
+    // Where in the SD log each record is: the next of its copies.
+    let mut at = Vec::with_capacity(got.len());
+    let mut from = 0;
+    for (n, r) in got.iter().enumerate() {
+        let Some(k) = (from..sd_records.len()).find(|&k| &sd_records[k] == r) else {
             return Err(format!(
-                "{name}: its fill left no gap, yet the SD log's records {}..{} are not in it \
-                 ({} records, from the SD log's {})",
-                w[0] + 1,
-                w[1],
-                got.len(),
-                at[0]
+                "record {n} of {} is not the SD log's next (invented, twice or out of \
+                 place)",
+                got.len()
             ));
-        }
+        };
+        at.push(k);
+        from = k + 1;
+    }
+    // Without a gap left, the session is the SD log's records from its first to its
+    // last (a stream after a restart holds the flight from where the logger was).
+    let missing = at.windows(2).find(|w| w[1] != w[0] + 1);
+    if let (true, Some(w)) = (whole, missing) {
+        return Err(format!(
+            "its fill left no gap, yet the SD log's records {}..{} are not in it ({} \
+             records, from the SD log's {})",
+            w[0] + 1,
+            w[1],
+            got.len(),
+            at[0]
+        ));
     }
     Ok(())
 }

@@ -4,10 +4,11 @@
 //! receiver restarts, junk datagrams, with MAVLink signing or without), alone and together;
 //! the link session receives it in simulated time ([`world`]), and, as the schedule says, the
 //! store writes it to files ([`disk`]) on a disk whose power cuts keep only what was synced
-//! ([`power`]), the uploader sends those to a failing, slow bucket ([`bucket`]) and the live
-//! socket and the Foxglove server ([`foxglove`]) publish it; after the flight, the fill takes
-//! what the link lost from the vehicle's SD log ([`fill`]); [`checks`] judges what it handed
-//! out against what the vehicle wrote. The same seed runs the same, event for event.
+//! ([`power`]), in columns and an event buffer in some seeds ([`columns`]), the uploader
+//! sends those to a failing, slow bucket ([`bucket`]) and the live socket and the Foxglove
+//! server ([`foxglove`]) publish it; after the flight, the fill takes what the link lost
+//! from the vehicle's SD log ([`fill`]); [`checks`] judges what it handed out against what
+//! the vehicle wrote. The same seed runs the same, event for event.
 //!
 //! - `SIM_SEEDS=N` runs N seeds (1,000 by default) from `SIM_BASE` (0 by default).
 //! - `SIM_SEED=S` runs seed S alone; `SIM_FAULTS=i,j` keeps only those faults of its
@@ -18,6 +19,7 @@
 
 mod bucket;
 mod checks;
+mod columns;
 mod disk;
 mod fill;
 mod foxglove;
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ulog_recv::planted::{Bug, plant};
+use ulog_recv::store::events::EventSource;
 
 use schedule::{Autopilot, FaultKind, Schedule};
 use world::{ArduPilotLogs, Outcome, run};
@@ -144,6 +147,10 @@ struct Batch {
     /// Seeds whose store wrote files, and whose live client was sent every sample.
     on_disk: u64,
     live: u64,
+    /// Seeds whose store kept columns and an event buffer, and the events it handed out
+    /// (asked for, triggered, found by the diagnostics).
+    columns: u64,
+    events: [u64; 3],
     /// Seeds whose uploader sent the sessions to a failing bucket, and the bucket's faults.
     uploads: u64,
     bucket_faults: u64,
@@ -191,6 +198,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
     let ardupilot = AtomicU64::new(0);
     let on_disk = AtomicU64::new(0);
     let live = AtomicU64::new(0);
+    let columns = AtomicU64::new(0);
+    let events = [(); 3].map(|()| AtomicU64::new(0));
     let uploads = AtomicU64::new(0);
     let bucket_faults = AtomicU64::new(0);
     let slow_answers = AtomicU64::new(0);
@@ -232,6 +241,7 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                     }
                     on_disk.fetch_add(u64::from(schedule.disk), Ordering::Relaxed);
                     live.fetch_add(u64::from(schedule.live), Ordering::Relaxed);
+                    columns.fetch_add(u64::from(schedule.columns.is_some()), Ordering::Relaxed);
                     let uploading = schedule.disk && schedule.bucket.is_some();
                     uploads.fetch_add(u64::from(uploading), Ordering::Relaxed);
                     storms.fetch_add(u64::from(schedule.storm), Ordering::Relaxed);
@@ -248,6 +258,14 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
                         let (slow, died) = o.slow_answers();
                         slow_answers.fetch_add(slow, Ordering::Relaxed);
                         passes_died.fetch_add(died, Ordering::Relaxed);
+                        for (_, e) in o.disk.iter().flat_map(|d| &d.events) {
+                            let k = match e.source {
+                                EventSource::Request => 0,
+                                EventSource::LoggedText | EventSource::Field => 1,
+                                EventSource::Diagnostic => 2,
+                            };
+                            events[k].fetch_add(1, Ordering::Relaxed);
+                        }
                         let deleted = o.disk.as_ref().map_or(0, |d| d.deleted.len());
                         budget_deletions.fetch_add(deleted as u64, Ordering::Relaxed);
                         power_cuts.fetch_add(u64::from(o.power_cuts), Ordering::Relaxed);
@@ -294,6 +312,8 @@ fn run_seeds(seeds: &[u64], logs: &ArduPilotLogs, bug: Option<Bug>, stop_after: 
         ardupilot: ardupilot.into_inner(),
         on_disk: on_disk.into_inner(),
         live: live.into_inner(),
+        columns: columns.into_inner(),
+        events: events.map(AtomicU64::into_inner),
         uploads: uploads.into_inner(),
         bucket_faults: bucket_faults.into_inner(),
         slow_answers: slow_answers.into_inner(),
@@ -380,8 +400,9 @@ fn seeds() {
     let took = started.elapsed();
     eprintln!(
         "simulation: {n} seeds ({} ArduPilot; {} with the store on disk, {} of them \
-         uploading, {} with a disk budget ({} of them min-free) that deleted {} sessions; {} \
-         with a live client) \
+         uploading, {} with a disk budget ({} of them min-free) that deleted {} sessions, {} \
+         with columns and an event buffer, whose store handed out {} events asked for, {} \
+         triggered and {} findings; {} with a live client) \
          from {base}, {} faults ({} seeds storms of them; {} power cuts, {} spells of a full disk that paused {} \
          sessions, {} slow syncs that stripped {} samples with at most {} bytes waiting past the queue's bound, {} \
          spells of failing syncs) and {} bucket faults ({} slow answers; {} upload passes \
@@ -395,6 +416,10 @@ fn seeds() {
         batch.budgets,
         batch.min_free,
         batch.budget_deletions,
+        batch.columns,
+        batch.events[0],
+        batch.events[1],
+        batch.events[2],
         batch.live,
         batch.faults,
         batch.storms,

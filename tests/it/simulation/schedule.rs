@@ -157,6 +157,25 @@ pub struct Schedule {
     pub signing: Option<CompanionClock>,
     /// The faults all fall within [`STORM`] (one seed in four with two faults or more).
     pub storm: bool,
+    /// PX4 with the store on disk and no slow sync, two seeds in three (one in two with a
+    /// fill): the store keeps the accelerometers in a column of their own and the ESC status
+    /// in an event buffer, with triggers and events asked for.
+    pub columns: Option<ColumnPlan>,
+}
+
+/// The columns, the event buffer and what makes its events ([`super::columns`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnPlan {
+    /// The buffer's log time before and after an event, µs.
+    pub before_us: u64,
+    pub after_us: u64,
+    /// The most bytes of samples it holds: the daemon's default, or (one plan in four) so
+    /// few that it drops some before their time.
+    pub max_bytes: u64,
+    /// A field condition fires when the first ESC's speed rises past this (rpm).
+    pub rpm_over: i32,
+    /// Events asked for (`ulog-recv event`), simulated time since power-up.
+    pub requests: Vec<Duration>,
 }
 
 /// How long a storm's faults take to begin, all of them.
@@ -343,6 +362,34 @@ impl Schedule {
         let budget_min_free = budget_share.is_some()
             && faults.iter().any(|f| f.kind == FaultKind::DiskFull)
             && rng.bool();
+        // (Drawn last: the seeds' schedules before columns came stay as they were.)
+        // Not where the store stalls: a sync round over three columns takes longer, and what
+        // the store holds after a dropout of its own is written before one completes, out
+        // of the sync rounds' check (which a store holding it too long fails by seed 142).
+        let stalls = faults.iter().any(|f| f.kind == FaultKind::SlowDisk);
+        let columns = (disk
+            && autopilot == Autopilot::Px4
+            && !stalls
+            && match fill {
+                None => rng.u8(..3) != 0,
+                Some(_) => rng.bool(),
+            })
+        .then(|| {
+            let mut requests: Vec<Duration> = (0..rng.usize(0..=4))
+                .map(|_| Duration::from_millis(rng.u64(1_000..span_ms * 3)))
+                .collect();
+            requests.sort();
+            ColumnPlan {
+                before_us: rng.u64(500..=10_000) * 1_000,
+                after_us: rng.u64(200..=5_000) * 1_000,
+                max_bytes: match rng.u8(..4) {
+                    0 => rng.u64(256..=8_192),
+                    _ => ulog_recv::store::events::DEFAULT_BUFFER_BYTES,
+                },
+                rpm_over: rng.i32(4_000..=11_000),
+                requests,
+            }
+        });
         Self {
             seed,
             autopilot,
@@ -364,6 +411,7 @@ impl Schedule {
             store_queue,
             signing,
             storm,
+            columns,
         }
     }
 

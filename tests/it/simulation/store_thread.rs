@@ -41,6 +41,8 @@ enum Command {
         chunks: u64,
         resolved: bool,
     },
+    /// An event asked for (`ulog-recv event NAME`).
+    Event(String),
     End,
 }
 
@@ -124,6 +126,11 @@ impl StoreThread {
         self.waiting.push_back(Command::End);
     }
 
+    /// An event asked for now: the store takes it in its turn, behind what waits.
+    pub fn request_event(&mut self, name: String) {
+        self.waiting.push_back(Command::Event(name));
+    }
+
     /// The most log bytes that waited beyond the queue's bound (what is kept of a piece
     /// past it: its definitions, parameters and texts).
     pub fn most_past_bound(&self) -> usize {
@@ -181,6 +188,9 @@ impl StoreThread {
                     }
                 }
                 Command::LinkDropout { chunks, resolved } => disk.link_dropout(chunks, resolved),
+                Command::Event(name) => {
+                    disk.request_event(&name);
+                }
                 Command::End => {
                     disk.end();
                     self.storing = None;

@@ -425,6 +425,7 @@ pub fn run(schedule: &Schedule, ardupilot_logs: &ArduPilotLogs) -> Outcome {
                 }),
                 schedule.bucket.is_some(),
                 schedule.fills_disk(),
+                schedule.columns.as_ref(),
             )
         }),
         store_thread: StoreThread::new(schedule.store_queue),
@@ -656,6 +657,9 @@ impl World {
         let changes = self.schedule.link_changes();
         let events = self.schedule.events();
         let (mut next_change, mut next_event) = (0, 0);
+        // Events asked for of the store (`ulog-recv event`), in flight.
+        let requests = (self.schedule.columns.as_ref()).map_or(Vec::new(), |c| c.requests.clone());
+        let mut next_request = 0;
         let mut settle_until: Option<Instant> = None;
         // The run ends once the vehicle's log is out and the receiver had time to find it
         // again after the last fault (its vehicle timeout, a START's retries).
@@ -685,6 +689,12 @@ impl World {
                 if !self.vehicle.sim_ref().finished() {
                     self.apply(fault.kind, fault.len, fault.level);
                 }
+            }
+            while next_request < requests.len() && requests[next_request] <= t {
+                next_request += 1;
+                let name = format!("asked-{next_request}");
+                self.say(format!("event {name} asked for"));
+                self.store_thread.request_event(name);
             }
             self.exchange_and_fill();
             self.keep_reservation();
@@ -725,6 +735,7 @@ impl World {
                 changes.get(next_change).map(|&d| self.t0 + d),
                 Some(self.t0 + quiet_from).filter(|&t| t > self.now),
                 events.get(next_event).map(|f| self.t0 + f.at),
+                requests.get(next_request).map(|&d| self.t0 + d),
                 settle_until.filter(|&t| t > self.now),
                 self.uploads.as_ref().map(|(_, at)| *at),
                 (self.uploads.as_ref()).and_then(|(u, _)| u.store.due()),
