@@ -29,6 +29,7 @@ use super::schedule::ColumnPlan;
 use super::splits::{Splits, check_each};
 
 /// The columns besides the main one, as the test names them.
+pub const MAIN: &str = ulog_recv::store::columns::MAIN;
 const IMU: &str = "imu";
 const ESC: &str = "esc";
 
@@ -62,7 +63,7 @@ fn column_of(topic: &[u8]) -> &'static str {
     } else if topic == b"esc_status" {
         ESC
     } else {
-        "main"
+        MAIN
     }
 }
 
@@ -108,14 +109,14 @@ fn routed_to(log: &[u8], n: usize) -> Vec<(&'static str, &[u8])> {
                 topics.insert(u16::from_le_bytes([m[4], m[5]]), column);
                 column
             }
-            DATA | REMOVE_LOGGED => topics.get(&msg_id(m)).copied().unwrap_or("main"),
+            DATA | REMOVE_LOGGED => topics.get(&msg_id(m)).copied().unwrap_or(MAIN),
             t if EVERY_COLUMN.contains(&t) => {
-                for c in ["main", IMU, ESC] {
+                for c in [MAIN, IMU, ESC] {
                     out.push((c, m));
                 }
                 continue;
             }
-            _ => "main",
+            _ => MAIN,
         };
         out.push((column, m));
     }
@@ -170,7 +171,7 @@ pub fn check(
         .filter(|m| m[2] == FORMAT)
         .collect();
     let routed = routed(log);
-    let columns = std::iter::once(("main", &manifest.splits, None)).chain(
+    let columns = std::iter::once((MAIN, &manifest.splits, None)).chain(
         (manifest.columns.iter()).map(|c| (c.name.as_str(), &c.splits, c.event_buffer.as_ref())),
     );
     for (name, entries, buffer) in columns {
@@ -223,9 +224,9 @@ pub fn check(
 
 /// A column's splits as its manifest entries list them: exactly the split files in its
 /// folder, each closed with its true SHA-256.
-fn read_column(session: &Path, name: &str, entries: &[SplitEntry]) -> Result<Splits, String> {
+pub fn read_column(session: &Path, name: &str, entries: &[SplitEntry]) -> Result<Splits, String> {
     let folder = match name {
-        "main" => session.to_path_buf(),
+        MAIN => session.to_path_buf(),
         _ => session.join(name),
     };
     let mut on_disk: Vec<String> = std::fs::read_dir(&folder)

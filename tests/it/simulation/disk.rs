@@ -21,12 +21,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use sha2::{Digest, Sha256};
 use ulog_recv::autopilot::LogFormat;
 use ulog_recv::diagnose::Selection;
 use ulog_recv::store::events::EventRecord;
 use ulog_recv::store::files::{UPLOADED_MARK, list_sessions};
-use ulog_recv::store::manifest::{hex, read_manifest};
+use ulog_recv::store::manifest::read_manifest;
 use ulog_recv::store::{LogStore, SplitPolicy, StoreOptions};
 use ulog_recv::ulog::message::{framed, msg_type};
 
@@ -606,31 +605,7 @@ pub fn check(
         };
         return super::columns::check(log, session, &manifest, judged, kept);
     }
-    let mut on_disk: Vec<String> = std::fs::read_dir(session)
-        .map_err(|e| e.to_string())?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("split_"))
-        .collect();
-    on_disk.sort();
-    let listed: Vec<String> = manifest.splits.iter().map(|s| s.file.clone()).collect();
-    if listed != on_disk {
-        return Err(format!(
-            "the manifest lists {listed:?}, the folder has {on_disk:?}"
-        ));
-    }
-    let mut splits = Splits::default();
-    for s in &manifest.splits {
-        let bytes = std::fs::read(session.join(&s.file)).map_err(|e| e.to_string())?;
-        let sha = hex(&Sha256::digest(&bytes));
-        if !s.closed || s.sha256.as_deref() != Some(sha.as_str()) {
-            return Err(format!(
-                "{}: closed {}, SHA-256 {:?} in the manifest, {sha} on disk",
-                s.file, s.closed, s.sha256
-            ));
-        }
-        splits.files.push(bytes);
-        splits.summaries.push(s.summary.clone());
-    }
+    let mut splits = super::columns::read_column(session, super::columns::MAIN, &manifest.splits)?;
     if let Some(stored) = stripped {
         return check_stripped(format, stored, &splits, cut_short, paused);
     }

@@ -194,7 +194,7 @@ fn check_columns(
     sd: &[u8],
     events: Vec<&EventRecord>,
 ) -> Result<(), String> {
-    let columns = std::iter::once(("main", None))
+    let columns = std::iter::once((super::columns::MAIN, None))
         .chain((manifest.columns.iter()).map(|c| (c.name.as_str(), c.event_buffer.as_ref())));
     for (column, buffer) in columns {
         let windows: Option<Vec<[u64; 2]>> = buffer.map(|b| {
