@@ -337,12 +337,11 @@ impl Disk {
         self.collect_events();
     }
 
-    /// An event asked for (`ulog-recv event NAME`): false when the store refused it (no log
-    /// open, or its list full).
-    pub fn request_event(&mut self, name: &str) -> bool {
-        let taken = self.store().request_event(name, None).is_ok();
+    /// An event asked for (`ulog-recv event NAME`); one the store refuses (no log open, or
+    /// its list full) is refused as the daemon's store thread refuses it, and makes nothing.
+    pub fn request_event(&mut self, name: &str) {
+        let _refused = self.store().request_event(name, None).err();
         self.collect_events();
-        taken
     }
 
     /// The events the store hands out now, as the open (or last) session's: taken after

@@ -188,9 +188,7 @@ impl StoreThread {
                     }
                 }
                 Command::LinkDropout { chunks, resolved } => disk.link_dropout(chunks, resolved),
-                Command::Event(name) => {
-                    disk.request_event(&name);
-                }
+                Command::Event(name) => disk.request_event(&name),
                 Command::End => {
                     disk.end();
                     self.storing = None;
