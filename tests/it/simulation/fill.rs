@@ -23,7 +23,6 @@ use sha2::{Digest, Sha256};
 use ulog_recv::link::ftp::{FtpError, FtpOp, FtpReply, FtpStats};
 use ulog_recv::shell::fill::{FillError, FillReport, fill_session_timed};
 use ulog_recv::shell::vehicle_files::{FtpRequest, SharedFiles, VehicleFiles};
-
 use ulog_recv::store::events::EventRecord;
 use ulog_recv::store::manifest::{Manifest, read_manifest};
 
