@@ -49,6 +49,7 @@ fuzz_target!(|input: &[u8]| {
     let flight_bytes = received(variant);
     let columns = [ColumnSplits {
         splits: vec![("split_0000.ulg", &flight_bytes[..], 0)],
+        patterns: &[],
         windows: None,
     }];
     let (mut flight, _) = Flight::new(&columns);

@@ -23,6 +23,9 @@ pub struct ColumnFilter {
     /// The ids the other columns take (the main column takes every id not among them).
     others: HashSet<u16>,
     main: bool,
+    /// Only the ids a column names: the session lost a column's definitions, and the main
+    /// column no longer takes an id no column has (it may be the lost column's).
+    named_only: bool,
     /// An event buffer's windows (`[from, to]` µs of log time): its samples only inside.
     windows: Option<Vec<[u64; 2]>>,
 }
@@ -43,6 +46,7 @@ impl ColumnFilter {
             own: Some(own),
             others,
             main,
+            named_only: false,
             windows: None,
         }
     }
@@ -51,6 +55,32 @@ impl ColumnFilter {
     pub fn with_windows(mut self, windows: Vec<[u64; 2]>) -> Self {
         self.windows = Some(windows);
         self
+    }
+
+    /// Whether the column's splits named no subscription (it lost them all, or the log has
+    /// none of its topics): the session's definitions may not cover the SD log.
+    pub fn owns_no_id(&self) -> bool {
+        self.own.as_ref().is_some_and(HashSet::is_empty)
+    }
+
+    /// From now on takes only the ids a column names (its own, and those
+    /// [`adopt`](Self::adopt)ed): the session lost a column's definitions, and a record
+    /// whose subscription no definition names may be that column's. (No reader could decode
+    /// it either: its file names no format for it.)
+    pub fn named_only(&mut self) {
+        self.named_only = true;
+    }
+
+    /// Takes `id`, a subscription the session's definitions lacked, as the column's own
+    /// (`own`) or another column's.
+    pub fn adopt(&mut self, id: u16, own: bool) {
+        if let Some(ids) = &mut self.own {
+            if own {
+                ids.insert(id);
+            } else {
+                self.others.insert(id);
+            }
+        }
     }
 
     /// Whether the column takes `raw` (one framed message), stamped `timestamp` (a data
@@ -74,7 +104,9 @@ impl ColumnFilter {
         let Some(id) = id else { return self.main };
         match &self.own {
             None => true,
-            Some(own) => own.contains(&id) || (self.main && !self.others.contains(&id)),
+            Some(own) => {
+                own.contains(&id) || (self.main && !self.named_only && !self.others.contains(&id))
+            }
         }
     }
 
@@ -116,6 +148,24 @@ mod tests {
         let string = [4, 0, msg_type::LOGGING, 6, 0, 0, 0];
         assert!(main.keeps(&string, None) && !imu.keeps(&string, None));
         assert!(ColumnFilter::all().keeps(&data(2), None));
+    }
+
+    #[test]
+    fn after_a_column_lost_its_definitions_no_column_takes_an_id_none_names() {
+        let mut main = ColumnFilter::column([1].into(), [].into(), true);
+        let mut imu = ColumnFilter::column([].into(), [].into(), false);
+        assert!(
+            main.keeps(&data(7), None),
+            "before: the main column takes it"
+        );
+        for f in [&mut main, &mut imu] {
+            f.named_only();
+        }
+        main.adopt(2, false);
+        imu.adopt(2, true);
+        assert!(main.keeps(&data(1), None));
+        assert!(imu.keeps(&data(2), None) && !main.keeps(&data(2), None));
+        assert!(!main.keeps(&data(7), None) && !imu.keeps(&data(7), None));
     }
 
     #[test]

@@ -5,6 +5,10 @@
 //!
 //! The flight's dropouts are taken in the order of its gaps ([`Gaps`]), every column's at
 //! once:
+//! 0. When a column of the session names no subscription (it lost its splits), the SD log's
+//!    own definitions first ([`SdDefinitions`]): the records of that column's topics are
+//!    told apart by them, and go to no column but the one the session's column patterns
+//!    give them.
 //! 1. First the probe, one dropout with records on both sides: found in this SD log, the log
 //!    is the flight's ([`Filler::wrong_log`] otherwise).
 //! 2. Then each group of dropouts that share gaps (a column's dropout can span several gaps
@@ -19,19 +23,23 @@ use std::collections::{HashSet, VecDeque};
 
 use crate::fill::cache::ByteCache;
 use crate::fill::column::ColumnFilter;
+use crate::fill::definitions::SdDefinitions;
 use crate::fill::locate::{Locator, Outcome, StreamEnd, Unfilled};
 use crate::fill::scan::{DropoutSite, Edge, FlightScan, scan, window_sites};
 use crate::fill::walk::{GapRead, Gaps, Walked};
 use crate::ulog::Decoder;
-use crate::ulog::message::msg_type;
+use crate::ulog::format::FormatDef;
+use crate::ulog::message::{Message, msg_type};
 
 /// Bytes of the SD log kept once fetched (dropouts close together read the same stretch).
 pub const CACHE_BYTES: u64 = 4 << 20;
 
 /// One column of a session as read: its splits `(file, bytes, preamble bytes)` in order,
-/// and, for an event buffer, the windows it wrote (`[from, to]` µs).
+/// its topic patterns (none for the main column), and, for an event buffer, the windows it
+/// wrote (`[from, to]` µs).
 pub struct ColumnSplits<'a> {
     pub splits: Vec<(&'a str, &'a [u8], usize)>,
+    pub patterns: &'a [String],
     pub windows: Option<&'a [[u64; 2]]>,
 }
 
@@ -53,6 +61,8 @@ impl<'a> ColumnSplits<'a> {
 pub struct Column {
     pub flight: FlightScan,
     pub filter: ColumnFilter,
+    /// The topic patterns that route to it (none for the main column).
+    pub patterns: Vec<String>,
 }
 
 /// A session's flight as a fill sees it.
@@ -137,7 +147,11 @@ impl Flight {
                 };
                 flight.formats = formats.clone();
                 flight.subscriptions = subscriptions.clone();
-                Column { flight, filter }
+                Column {
+                    flight,
+                    filter,
+                    patterns: columns[k].patterns.to_vec(),
+                }
             })
             .collect();
         let gaps = if columns.iter().any(|c| c.windows.is_some()) {
@@ -183,6 +197,17 @@ impl Flight {
 
     fn site(&self, (c, k): (usize, usize)) -> &DropoutSite {
         &self.columns[c].flight.sites[k]
+    }
+
+    /// A column names no subscription: the session's definitions may not cover the SD
+    /// log's records (see the module docs).
+    pub fn lacks_definitions(&self) -> bool {
+        self.columns.iter().any(|c| c.filter.owns_no_id())
+    }
+
+    /// The column a topic (format) `name` goes to, as the store routed it.
+    pub fn column_of(&self, name: &str) -> usize {
+        crate::store::columns::output_of(self.columns[1..].iter().map(|c| &c.patterns[..]), name)
     }
 }
 
@@ -231,6 +256,8 @@ enum Work {
         span: Option<(u64, u64)>,
     },
     Resync(GapRead),
+    /// The SD log's own definitions, before the probe (see the module docs).
+    Definitions(SdDefinitions),
     Done,
 }
 
@@ -243,7 +270,12 @@ pub struct Filler<'a> {
     sd_len: u64,
     sd_start: u64,
     cache: ByteCache,
+    /// The flight's definitions (with those the SD log added): each search starts from them.
+    definitions: Decoder,
+    /// The walks' decoder.
     decoder: Decoder,
+    /// What of the SD log each column takes.
+    filters: Vec<ColumnFilter>,
     steps: VecDeque<Step>,
     /// Per column: where its records lie at or after in the SD log.
     from: Vec<u64>,
@@ -282,7 +314,9 @@ impl<'a> Filler<'a> {
             sd_len,
             sd_start,
             cache: ByteCache::new(sd_len, CACHE_BYTES),
+            definitions: decoder.clone(),
             decoder,
+            filters: flight.columns.iter().map(|c| c.filter.clone()).collect(),
             steps: steps(flight),
             from: vec![0; flight.columns.len()],
             resumed: None,
@@ -294,7 +328,9 @@ impl<'a> Filler<'a> {
             wrong_log: None,
             asked: None,
         };
-        if let Some(site) = probe {
+        if flight.lacks_definitions() {
+            filler.work = Work::Definitions(SdDefinitions::new(sd_len));
+        } else if let Some(site) = probe {
             filler.work = Work::Probe(Box::new(filler.locator(site)));
         }
         filler.advance();
@@ -318,6 +354,7 @@ impl<'a> Filler<'a> {
                 None => "search",
             },
             Work::Resync(_) => "resync",
+            Work::Definitions(_) => "definitions",
             Work::Idle | Work::Search { .. } | Work::Done => "-",
         }
     }
@@ -326,7 +363,7 @@ impl<'a> Filler<'a> {
     /// site)`: what the read costs is that site's.
     pub fn searching(&self) -> Option<(usize, usize)> {
         match &self.work {
-            Work::Probe(_) => self.probe,
+            Work::Probe(_) | Work::Definitions(_) => self.probe,
             Work::Search {
                 current: Some((site, _)),
                 ..
@@ -389,7 +426,8 @@ impl<'a> Filler<'a> {
             self.from[c],
         )
         .with_sd_start(self.sd_start)
-        .with_filter(column.filter.clone())
+        .with_definitions(self.definitions.clone())
+        .with_filter(self.filters[c].clone())
         .with_stream_end(&self.flight.stream_end)
     }
 
@@ -402,6 +440,7 @@ impl<'a> Filler<'a> {
                 ..
             } => l.next_read(),
             Work::Walk { read, .. } | Work::Resync(read) => read.next_read(),
+            Work::Definitions(d) => d.next_read(),
             _ => None,
         }
     }
@@ -438,8 +477,43 @@ impl<'a> Filler<'a> {
                     read.handle_read(gaps, &mut self.decoder, at, bytes);
                 }
             }
+            Work::Definitions(d) => d.handle_read(at, bytes),
             _ => {}
         }
+    }
+
+    /// Takes the SD log's formats and subscriptions the flight's definitions lack; each
+    /// subscription goes to the column the store would have routed its topic to, and the
+    /// records of one that no definition names go to none.
+    fn adopt(&mut self, sd: &SdDefinitions) {
+        let messages: Vec<Message> = sd.messages().filter_map(Message::parse_framed).collect();
+        for message in &messages {
+            match message {
+                Message::Format(text) => {
+                    let known = FormatDef::parse(text)
+                        .is_ok_and(|def| self.definitions.formats().contains_key(&def.name));
+                    if !known {
+                        let _ = self.definitions.handle(message);
+                    }
+                }
+                Message::AddLogged { msg_id, name, .. } => {
+                    if self.definitions.subscription(*msg_id).is_some()
+                        || self.definitions.handle(message).is_err()
+                    {
+                        continue;
+                    }
+                    let column = self.flight.column_of(name);
+                    for (k, filter) in self.filters.iter_mut().enumerate() {
+                        filter.adopt(*msg_id, k == column);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for filter in &mut self.filters {
+            filter.named_only();
+        }
+        self.decoder = self.definitions.clone();
     }
 
     /// The work under way needs no more bytes: takes its result and starts what comes
@@ -506,6 +580,12 @@ impl<'a> Filler<'a> {
                     Some(Ok(w)) => Some((read.gap(), w.resumed)),
                     _ => None,
                 };
+            }
+            Work::Definitions(d) => {
+                self.adopt(&d);
+                if let Some(site) = self.probe {
+                    self.work = Work::Probe(Box::new(self.locator(site)));
+                }
             }
             Work::Done => {
                 self.work = Work::Done;
@@ -630,7 +710,7 @@ impl<'a> Filler<'a> {
                 continue;
             };
             for raw in &walked[g - first_gap].run {
-                if !column.filter.keeps(raw, None) {
+                if !self.filters[c].keeps(raw, None) {
                     continue;
                 }
                 records.extend_from_slice(raw);

@@ -34,6 +34,7 @@ pub mod amendment;
 pub mod cache;
 pub mod column;
 pub mod dataflash;
+pub mod definitions;
 pub mod filler;
 pub mod locate;
 pub mod pace;

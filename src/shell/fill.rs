@@ -118,6 +118,9 @@ fn read_flight(dir: &Path, manifest: &Manifest) -> std::io::Result<(Flight, Vec<
                 .iter()
                 .map(|(name, bytes, skip)| (name.as_str(), &bytes[..], *skip))
                 .collect(),
+            patterns: k
+                .checked_sub(1)
+                .map_or(&[][..], |c| &manifest.columns[c].patterns[..]),
             windows: k
                 .checked_sub(1)
                 .and_then(|c| manifest.columns[c].event_buffer.as_ref())

@@ -182,7 +182,7 @@ pub struct DecoderStats {
 }
 
 /// Follows formats and subscriptions; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Decoder {
     formats: Formats,
     /// Layouts compiled here (for messages fed without the reader's), by format name; cleared

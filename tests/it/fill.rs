@@ -104,10 +104,27 @@ fn fill_columns_counted(
     sd: &[u8],
     end_lost_chunks: Option<u64>,
 ) -> Filled {
+    fill_columns_routed(columns, &[], sd, end_lost_chunks)
+}
+
+/// [`fill_columns_counted`], the columns after the main one with their topic patterns
+/// (`patterns[k - 1]` for column `k`; none when left out).
+fn fill_columns_routed(
+    columns: &[Vec<(&str, Vec<u8>, usize)>],
+    patterns: &[&[String]],
+    sd: &[u8],
+    end_lost_chunks: Option<u64>,
+) -> Filled {
     let splits: Vec<ColumnSplits> = columns
         .iter()
-        .map(|c| ColumnSplits {
+        .enumerate()
+        .map(|(k, c)| ColumnSplits {
             splits: c.iter().map(|(n, b, p)| (*n, &b[..], *p)).collect(),
+            patterns: k
+                .checked_sub(1)
+                .and_then(|c| patterns.get(c))
+                .copied()
+                .unwrap_or_default(),
             windows: None,
         })
         .collect();
@@ -838,6 +855,40 @@ fn a_flight_stored_in_columns_is_walked_gap_by_gap_for_every_column_at_once() {
             "{name}: {} against {}",
             filled.read,
             one.read
+        );
+    }
+}
+
+#[test]
+fn a_session_whose_column_lost_all_its_splits_is_filled_with_the_sd_logs_definitions() {
+    // The disk was full when the session began: the imu column kept no split, and its
+    // formats and subscriptions went with them. Without them, no chain of the SD log's
+    // records fits (the imu's are most of them). The main column's dropouts are filled all
+    // the same, read with the SD log's own definitions, and take none of the imu's records.
+    use ulog_recv::store::columns::{ColumnRouter, ColumnSpec};
+    let spec = ColumnSpec::parse("imu=sensor_*,vehicle_*").unwrap();
+    for (name, file) in edge_logs() {
+        let (ours, sd) = receive(&file, 0.01, 12);
+        let route = |log: &[u8]| {
+            let mut out = vec![bytes::BytesMut::new(); 2];
+            ColumnRouter::new(vec![spec.clone()]).push(log, &mut out);
+            out[0].to_vec()
+        };
+        let main = route(&ours);
+        let filled = fill_columns_routed(
+            &[vec![("split_0000.ulg", main, 0)], vec![]],
+            &[&spec.patterns],
+            &sd,
+            None,
+        );
+        let outcomes = &filled.outcomes[0];
+        assert!(
+            !outcomes.is_empty() && outcomes.iter().all(|o| matches!(o, Outcome::Filled { .. })),
+            "{name}: {outcomes:?}"
+        );
+        assert!(
+            sorted_records([&filled.splits[0][0][..]]) == sorted_records([&route(&sd)[..]]),
+            "{name}: the main column's records are not the SD log's of its topics"
         );
     }
 }

@@ -415,6 +415,13 @@ impl Locator {
         self
     }
 
+    /// Reads the SD log with `decoder`'s definitions (the flight's, with those the SD log
+    /// added that the flight lacks) rather than the site's flight's alone.
+    pub fn with_definitions(mut self, decoder: Decoder) -> Self {
+        self.decoder = decoder;
+        self
+    }
+
     /// Takes only what `filter` keeps of the SD log's records (a session stored in
     /// columns: the site's column).
     pub fn with_filter(mut self, filter: ColumnFilter) -> Self {
