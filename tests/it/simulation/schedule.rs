@@ -157,7 +157,7 @@ pub struct Schedule {
     pub signing: Option<CompanionClock>,
     /// The faults all fall within [`STORM`] (one seed in four with two faults or more).
     pub storm: bool,
-    /// PX4 with the store on disk, no slow sync and no fill, two seeds in three: the store
+    /// PX4 with the store on disk, no slow sync, two seeds in three: the store
     /// keeps the accelerometers in a column of their own and the ESC status in an event
     /// buffer, with triggers and events asked for.
     pub columns: Option<ColumnPlan>,
@@ -366,27 +366,24 @@ impl Schedule {
         // Not where the store stalls: a sync round over three columns takes longer, and what
         // the store holds after a dropout of its own is written before one completes, out
         // of the sync rounds' check (which a store holding it too long fails by seed 142).
-        // Nor with a fill: a few fills of a session in columns do not find the flight's SD
-        // log from a column's site (the faults chapter says so).
         let stalls = faults.iter().any(|f| f.kind == FaultKind::SlowDisk);
         let columns =
-            (disk && autopilot == Autopilot::Px4 && !stalls && fill.is_none() && rng.u8(..3) != 0)
-                .then(|| {
-                    let mut requests: Vec<Duration> = (0..rng.usize(0..=4))
-                        .map(|_| Duration::from_millis(rng.u64(1_000..span_ms * 3)))
-                        .collect();
-                    requests.sort();
-                    ColumnPlan {
-                        before_us: rng.u64(500..=10_000) * 1_000,
-                        after_us: rng.u64(200..=5_000) * 1_000,
-                        max_bytes: match rng.u8(..4) {
-                            0 => rng.u64(256..=8_192),
-                            _ => ulog_recv::store::events::DEFAULT_BUFFER_BYTES,
-                        },
-                        rpm_over: rng.i32(4_000..=11_000),
-                        requests,
-                    }
-                });
+            (disk && autopilot == Autopilot::Px4 && !stalls && rng.u8(..3) != 0).then(|| {
+                let mut requests: Vec<Duration> = (0..rng.usize(0..=4))
+                    .map(|_| Duration::from_millis(rng.u64(1_000..span_ms * 3)))
+                    .collect();
+                requests.sort();
+                ColumnPlan {
+                    before_us: rng.u64(500..=10_000) * 1_000,
+                    after_us: rng.u64(200..=5_000) * 1_000,
+                    max_bytes: match rng.u8(..4) {
+                        0 => rng.u64(256..=8_192),
+                        _ => ulog_recv::store::events::DEFAULT_BUFFER_BYTES,
+                    },
+                    rpm_over: rng.i32(4_000..=11_000),
+                    requests,
+                }
+            });
         Self {
             seed,
             autopilot,
