@@ -12,6 +12,10 @@
 //!   where the gap before puts it (the stream's bytes between two gaps are the SD log's).
 //! - [`locate`]: [`Locator`], one dropout searched for by time where the walk cannot go
 //!   (bisection on offsets, then a scan), and what the stream lost there.
+//! - [`flight`]: [`Flight`], a session's flight as a fill sees it (its columns, their gaps,
+//!   what of the SD log each takes).
+//! - [`definitions`]: the SD log's own formats and subscriptions, for a session whose
+//!   column lost its own.
 //! - [`filler`]: [`Filler`], a whole flight: its dropouts in the order of its gaps, walked
 //!   or searched for, over one SD log read through one cache.
 //! - [`mod@column`]: [`ColumnFilter`], which of the SD log's records a column of the session
@@ -36,6 +40,7 @@ pub mod column;
 pub mod dataflash;
 pub mod definitions;
 pub mod filler;
+pub mod flight;
 pub mod locate;
 pub mod pace;
 pub mod scan;
@@ -44,7 +49,8 @@ pub mod walk;
 pub use amendment::{Fill, Recovered};
 pub use cache::ByteCache;
 pub use column::ColumnFilter;
-pub use filler::{ColumnSplits, Filler, Flight, SiteFill};
+pub use filler::{Filler, SiteFill};
+pub use flight::{ColumnSplits, Flight};
 pub use locate::{Locator, Outcome, StreamEnd, Unfilled};
 pub use scan::{DropoutSite, Edge, FlightScan};
 pub use walk::{GapRead, Gaps, Walked};
