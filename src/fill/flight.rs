@@ -185,6 +185,7 @@ impl Flight {
 
     /// The column a topic (format) `name` goes to, as the store routed it.
     pub fn column_of(&self, name: &str) -> usize {
-        crate::store::columns::output_of(self.columns[1..].iter().map(|c| &c.patterns[..]), name)
+        crate::ulog::glob::first_matching(self.columns[1..].iter().map(|c| &c.patterns[..]), name)
+            .map_or(0, |k| k + 1)
     }
 }

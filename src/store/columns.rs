@@ -94,16 +94,6 @@ impl ColumnSpec {
     }
 }
 
-/// The output topic (format) `name` goes to among columns with `patterns` (in order, the
-/// main column's not among them): the first column whose patterns match it (`k + 1` for
-/// the `k`th), else `0`, the main column.
-pub fn output_of<'p>(patterns: impl IntoIterator<Item = &'p [String]>, name: &str) -> usize {
-    patterns
-        .into_iter()
-        .position(|ps| ps.iter().any(|p| glob::matches(p, name)))
-        .map_or(0, |k| k + 1)
-}
-
 /// Checks a column's name (it names a directory of the session).
 pub fn check_name(name: &str) -> Result<(), ColumnError> {
     let ok = !name.is_empty()
@@ -166,7 +156,8 @@ impl ColumnRouter {
 
     /// The output topic (format) `name` belongs to.
     pub fn output_of(&self, name: &str) -> usize {
-        output_of(self.columns.iter().map(|c| &c.patterns[..]), name)
+        glob::first_matching(self.columns.iter().map(|c| &c.patterns[..]), name)
+            .map_or(0, |k| k + 1)
     }
 
     /// Takes the log's next bytes (the file header first, then messages, in pieces of any

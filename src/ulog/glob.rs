@@ -25,9 +25,19 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     p[i..].iter().all(|&c| c == '*')
 }
 
+/// Which of `sets` (each a list of patterns) is the first with a pattern `name` matches:
+/// its index, `None` when none has one (how topics are routed to columns of patterns).
+pub fn first_matching<'p>(
+    sets: impl IntoIterator<Item = &'p [String]>,
+    name: &str,
+) -> Option<usize> {
+    sets.into_iter()
+        .position(|patterns| patterns.iter().any(|p| matches(p, name)))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{first_matching, matches};
 
     #[test]
     fn stars_and_question_marks() {
@@ -42,5 +52,15 @@ mod tests {
         assert!(!matches("vehicle_attitude", "vehicle_attitude_setpoint"));
         assert!(matches("", ""));
         assert!(!matches("", "x"));
+    }
+
+    #[test]
+    fn the_first_set_with_a_matching_pattern_is_taken() {
+        let imu = ["sensor_*".to_string(), "vehicle_imu*".to_string()];
+        let all = ["*".to_string()];
+        let sets = [&imu[..], &all[..]];
+        assert_eq!(first_matching(sets, "vehicle_imu_status"), Some(0));
+        assert_eq!(first_matching(sets, "battery_status"), Some(1));
+        assert_eq!(first_matching([&imu[..]], "battery_status"), None);
     }
 }
