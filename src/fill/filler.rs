@@ -311,19 +311,18 @@ impl<'a> Filler<'a> {
     /// subscription goes to the column the store would have routed its topic to, and the
     /// records of one that no definition names go to none.
     fn adopt(&mut self, sd: &SdDefinitions) {
-        let messages: Vec<Message> = sd.messages().filter_map(Message::parse_framed).collect();
-        for message in &messages {
-            match message {
+        for message in sd.messages().filter_map(Message::parse_framed) {
+            match &message {
                 Message::Format(text) => {
                     let known = FormatDef::parse(text)
                         .is_ok_and(|def| self.definitions.formats().contains_key(&def.name));
                     if !known {
-                        let _ = self.definitions.handle(message);
+                        let _ = self.definitions.handle(&message);
                     }
                 }
                 Message::AddLogged { msg_id, name, .. } => {
                     if self.definitions.subscription(*msg_id).is_some()
-                        || self.definitions.handle(message).is_err()
+                        || self.definitions.handle(&message).is_err()
                     {
                         continue;
                     }
